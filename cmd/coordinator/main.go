@@ -1,0 +1,134 @@
+// Command coordinator trains an L2-loss linear SVM with OSGM, the way
+// liblinear-train -s 2 is used:
+//
+//	coordinator [options] training_file [model_file]
+//
+// Without -nats it starts an embedded NATS server and in-process workers,
+// so one machine needs no setup; with -nats it drives external workers.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
+)
+
+// options are the command line, parsed.
+type options struct {
+	train, model string
+	c, lambda    float64
+	eps          float64
+	bias         float64
+	method       string
+	maxIter      int
+	test         string
+	trace        string
+	workers      int
+	shards       int
+	eta          float64
+	etaScale     float64
+	etaBeta      float64
+	noDiag       bool
+	quiet        bool
+	initModel    string
+	natsURL      string
+	minWorkers   int
+	local        bool
+}
+
+func parse(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	fs.Float64Var(&o.c, "c", 1, "cost C, as in LIBLINEAR (lambda = 1/(C m))")
+	fs.Float64Var(&o.lambda, "lambda", 0, "regularisation lambda, instead of -c")
+	fs.Float64Var(&o.eps, "e", 0.01, "stopping tolerance: LIBLINEAR's relative gradient test")
+	fs.Float64Var(&o.bias, "B", -1, "bias: if >= 0, every row gets a feature of this value (-1: none)")
+	fs.StringVar(&o.method, "method", "osgm-h", "optimiser: "+strings.Join(osgm.Methods(), ", "))
+	fs.IntVar(&o.maxIter, "max-iter", 10000, "maximum iterations")
+	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
+	fs.StringVar(&o.trace, "trace", "", "write one CSV line per iteration to this file")
+	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "local workers (without -nats)")
+	fs.IntVar(&o.shards, "shards", 0, "number of shards (0: from the file size)")
+	fs.Float64Var(&o.eta, "eta", 0, "OSGM's online step size (0: 10/L, L re-estimated from curvature)")
+	fs.Float64Var(&o.etaScale, "eta-scale", 10, "with -eta 0: OSGM's step size is eta-scale/L")
+	fs.Float64Var(&o.etaBeta, "eta-beta", 1, "HDM's step size for the momentum weight")
+	fs.BoolVar(&o.noDiag, "no-diag", false, "start OSGM's scaling at zero instead of from the Hessian diagonal")
+	fs.BoolVar(&o.quiet, "q", false, "quiet: only errors")
+	fs.StringVar(&o.initModel, "i", "", "initial model file (warm start)")
+	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL (default: embedded server)")
+	fs.IntVar(&o.minWorkers, "min-workers", 1, "with -nats: wait for this many workers")
+	fs.BoolVar(&o.local, "local", false, "evaluate in-process without NATS (for comparison)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: coordinator [options] training_file [model_file]\n\nOptions:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nExample: coordinator -c 1 -e 0.001 -t a9a.t a9a a9a.model\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		fs.Usage()
+		return nil, errors.New("need a training file and at most a model file")
+	}
+	o.train = fs.Arg(0)
+	o.model = fs.Arg(1)
+	if o.model == "" {
+		o.model = baseName(o.train) + ".model"
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["c"] && set["lambda"] {
+		return nil, errors.New("give either -c or -lambda, not both")
+	}
+	if set["lambda"] && !(o.lambda > 0) {
+		return nil, errors.New("-lambda must be positive")
+	}
+	if !(o.c > 0) {
+		return nil, errors.New("-c must be positive")
+	}
+	if !(o.eps > 0) {
+		return nil, errors.New("-e must be positive")
+	}
+	if o.maxIter < 1 {
+		return nil, errors.New("-max-iter must be at least 1")
+	}
+	if o.workers < 1 {
+		return nil, errors.New("-workers must be at least 1")
+	}
+	if o.shards < 0 {
+		return nil, errors.New("-shards must be 0 (automatic) or positive")
+	}
+	if _, err := osgm.New(o.method, osgm.Problem{}, osgm.Params{}); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// baseName is LIBLINEAR's default model name: the training file's base
+// name in the current directory.
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+func main() {
+	o, err := parse(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/train"
+)
+
+func newLogger(quiet bool) *zap.Logger {
+	cfg := zap.NewDevelopmentEncoderConfig()
+	cfg.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+	level := zapcore.InfoLevel
+	if quiet {
+		level = zapcore.ErrorLevel
+	}
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(cfg), zapcore.Lock(os.Stderr), level)
+	return zap.New(core)
+}
+
+func run(o *options) error {
+	log := newLogger(o.quiet)
+	defer log.Sync()
+	start := time.Now()
+
+	info, err := shard.Stat(o.train)
+	if err != nil {
+		return err
+	}
+	ranges := shard.Layout(info.Size, o.shards)
+	backend, closeBackend, err := openBackend(o, info, ranges, log)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	loaded := time.Since(start)
+	sum := train.Summarize(backend.Meta())
+	log.Info("loaded", zap.String("file", o.train), zap.Int("rows", sum.Rows), zap.Int("nnz", sum.NNZ),
+		zap.Uint32("features", sum.MaxIndex), zap.Int("classes", len(sum.Labels)), zap.Int("shards", len(ranges)),
+		zap.Duration("took", loaded))
+
+	cfg := train.Config{C: o.c, Lambda: o.lambda, Eps: o.eps, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
+		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}}
+	if o.initModel != "" {
+		if cfg.Init, err = readModel(o.initModel); err != nil {
+			return err
+		}
+	}
+	var trace *bufio.Writer
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		trace = bufio.NewWriter(f)
+		defer trace.Flush()
+		fmt.Fprintln(trace, "problem,iter,evals,f,grad_norm,accepted,seconds")
+	}
+	lastLog := time.Now()
+	cfg.Trace = func(r osgm.Record) {
+		if trace != nil {
+			fmt.Fprintf(trace, "%d,%d,%d,%s,%s,%t,%.6f\n", r.Problem, r.Iter, r.Evals,
+				strconv.FormatFloat(r.F, 'g', 17, 64), strconv.FormatFloat(r.GradNorm, 'g', 17, 64), r.Accepted, r.Elapsed.Seconds())
+		}
+		if time.Since(lastLog) > 3*time.Second {
+			lastLog = time.Now()
+			log.Info("training", zap.Int("problem", r.Problem), zap.Int("iter", r.Iter), zap.Int("evals", r.Evals),
+				zap.Float64("f", r.F), zap.Float64("grad_norm", r.GradNorm))
+		}
+	}
+	trainStart := time.Now()
+	res, err := train.Train(backend, cfg)
+	if err != nil {
+		return err
+	}
+	if err := writeModel(o.model, res.Model); err != nil {
+		return err
+	}
+	conv := 0
+	for _, c := range res.Opt.Converged {
+		if c {
+			conv++
+		}
+	}
+	log.Info("trained", zap.String("method", o.method), zap.Float64("lambda", res.Lambda),
+		zap.Int("iterations", maxInt(res.Opt.Iters)), zap.Int("passes", res.Opt.Evals),
+		zap.Float64s("objective", res.Primal), zap.Int("converged", conv), zap.Int("problems", len(res.Primal)),
+		zap.Duration("load", loaded), zap.Duration("train", time.Since(trainStart)), zap.String("model", o.model))
+	if conv < len(res.Primal) {
+		log.Warn("stopped at -max-iter before reaching -e; the model is the best point seen", zap.Int("max_iter", o.maxIter))
+	}
+	if o.test != "" {
+		acc, err := testAccuracy(o.test, res.Model)
+		if err != nil {
+			return err
+		}
+		fmt.Println(acc)
+	}
+	return nil
+}
+
+func maxInt(v []int) int {
+	m := 0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+func readModel(path string) (*libsvm.Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return libsvm.ReadModel(f, path)
+}
+
+// writeModel writes atomically: a reader never sees half a model.
+func writeModel(path string, m *libsvm.Model) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".model-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := m.Write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func testAccuracy(path string, m *libsvm.Model) (libsvm.Accuracy, error) {
+	f, err := libsvm.Open(path)
+	if err != nil {
+		return libsvm.Accuracy{}, err
+	}
+	defer f.Close()
+	return libsvm.PredictAll(f, path, m, nil)
+}

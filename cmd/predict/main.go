@@ -1,0 +1,66 @@
+// Command predict classifies a LIBSVM file with a LIBLINEAR model, like
+// liblinear-predict:
+//
+//	predict [-q] test_file model_file output_file
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/osgm-svm/osgm/pkg/libsvm"
+)
+
+func main() {
+	quiet := flag.Bool("q", false, "quiet: do not print the accuracy")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "Usage: predict [options] test_file model_file output_file\n\nOptions:\n")
+		flag.PrintDefaults()
+		fmt.Fprintf(os.Stderr, "\nExample: predict a9a.t a9a.model a9a.out\n")
+	}
+	flag.Parse()
+	if flag.NArg() != 3 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(flag.Arg(0), flag.Arg(1), flag.Arg(2), *quiet); err != nil {
+		fmt.Fprintln(os.Stderr, "predict:", err)
+		os.Exit(1)
+	}
+}
+
+func run(testPath, modelPath, outPath string, quiet bool) error {
+	mf, err := os.Open(modelPath)
+	if err != nil {
+		return err
+	}
+	model, err := libsvm.ReadModel(mf, modelPath)
+	mf.Close()
+	if err != nil {
+		return err
+	}
+	in, err := libsvm.Open(testPath)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(outPath)
+	if err != nil {
+		return err
+	}
+	acc, err := libsvm.PredictAll(in, testPath, model, out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if !quiet {
+		fmt.Println(acc)
+		if acc.Unknown > 0 {
+			fmt.Fprintf(os.Stderr, "predict: warning: %d rows have labels the model does not know (counted as wrong)\n", acc.Unknown)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+package libsvm
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// SolverL2LossSVC is LIBLINEAR's name for the primal L2-regularised
+// squared-hinge SVM (`-s 2`), the problem this project solves.
+const SolverL2LossSVC = "L2R_L2LOSS_SVC"
+
+// Model is a linear classifier in LIBLINEAR's format.
+type Model struct {
+	Solver   string
+	Labels   []int // class labels; Labels[0] is predicted when w·x > 0 for two classes
+	NFeature int   // features, not counting the bias
+	Bias     float64
+	// W holds one weight vector per trained problem: one for two classes,
+	// one per class otherwise. Each has NFeature entries, plus the bias
+	// weight last when Bias >= 0 (LIBLINEAR's rule: -1 means no bias).
+	W [][]float64
+}
+
+// Dim is the length of each weight vector.
+func (m *Model) Dim() int {
+	if m.Bias >= 0 {
+		return m.NFeature + 1
+	}
+	return m.NFeature
+}
+
+// IntLabel converts a class label to the integer LIBLINEAR stores, refusing
+// labels that would be silently truncated.
+func IntLabel(v float64) (int, error) {
+	if v != math.Trunc(v) || math.Abs(v) > math.MaxInt32 {
+		return 0, fmt.Errorf("label %v is not an integer; LIBLINEAR models need integer class labels", v)
+	}
+	return int(v), nil
+}
+
+// Write saves the model the way LIBLINEAR's save_model does (17 significant
+// digits, a space after every number), so liblinear-predict loads it.
+func (m *Model) Write(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "solver_type %s\nnr_class %d\nlabel", m.Solver, len(m.Labels))
+	for _, l := range m.Labels {
+		fmt.Fprintf(bw, " %d", l)
+	}
+	fmt.Fprintf(bw, "\nnr_feature %d\nbias %s\nw\n", m.NFeature, strconv.FormatFloat(m.Bias, 'g', 17, 64))
+	buf := make([]byte, 0, 32)
+	for j := 0; j < m.Dim(); j++ {
+		for _, wk := range m.W {
+			buf = strconv.AppendFloat(buf[:0], wk[j], 'g', 17, 64)
+			buf = append(buf, ' ')
+			bw.Write(buf)
+		}
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
+}
+
+// ReadModel parses a LIBLINEAR model file; name is used in errors.
+func ReadModel(r io.Reader, name string) (*Model, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<26)
+	m := &Model{Bias: -1}
+	line := 0
+	fail := func(format string, a ...any) error {
+		return &ParseError{File: name, Line: line, Err: fmt.Errorf(format, a...)}
+	}
+	nrClass := -1
+	for {
+		if !sc.Scan() {
+			if err := sc.Err(); err != nil {
+				return nil, fail("%v", err)
+			}
+			return nil, fail("missing \"w\" line")
+		}
+		line++
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		key, args := fields[0], fields[1:]
+		if key == "w" {
+			break
+		}
+		if len(args) == 0 && key != "label" {
+			return nil, fail("%s has no value", key)
+		}
+		switch key {
+		case "solver_type":
+			m.Solver = args[0]
+		case "nr_class":
+			n, err := strconv.Atoi(args[0])
+			if err != nil || n < 1 {
+				return nil, fail("nr_class %q is not a positive integer", args[0])
+			}
+			nrClass = n
+		case "label":
+			for _, a := range args {
+				l, err := strconv.Atoi(a)
+				if err != nil {
+					return nil, fail("label %q is not an integer", a)
+				}
+				m.Labels = append(m.Labels, l)
+			}
+		case "nr_feature":
+			n, err := strconv.Atoi(args[0])
+			if err != nil || n < 0 {
+				return nil, fail("nr_feature %q is not a non-negative integer", args[0])
+			}
+			m.NFeature = n
+		case "bias":
+			b, err := strconv.ParseFloat(args[0], 64)
+			if err != nil {
+				return nil, fail("bias %q is not a number", args[0])
+			}
+			m.Bias = b
+		default:
+			return nil, fail("unknown header %q", key)
+		}
+	}
+	if m.Solver != SolverL2LossSVC {
+		return nil, fail("solver_type %q: only %s models are supported", m.Solver, SolverL2LossSVC)
+	}
+	if nrClass < 0 || len(m.Labels) != nrClass {
+		return nil, fail("nr_class %d but %d labels", nrClass, len(m.Labels))
+	}
+	if nrClass < 2 {
+		return nil, fail("a model needs at least two classes")
+	}
+	nrW := nrClass
+	if nrClass == 2 {
+		nrW = 1
+	}
+	dim := m.Dim()
+	m.W = make([][]float64, nrW)
+	for k := range m.W {
+		m.W[k] = make([]float64, dim)
+	}
+	for j := 0; j < dim; j++ {
+		if !sc.Scan() {
+			if err := sc.Err(); err != nil {
+				return nil, fail("%v", err)
+			}
+			return nil, fail("%d weight rows, expected %d", j, dim)
+		}
+		line++
+		fields := strings.Fields(sc.Text())
+		if len(fields) != nrW {
+			return nil, fail("%d weights on the line, expected %d", len(fields), nrW)
+		}
+		for k, f := range fields {
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fail("weight %q is not a finite number", f)
+			}
+			m.W[k][j] = v
+		}
+	}
+	return m, nil
+}
+
+// Decision returns w_k·x (with the bias term) for every weight vector.
+func (m *Model) Decision(idx []uint32, val []float64, out []float64) []float64 {
+	out = out[:0]
+	for _, wk := range m.W {
+		s := 0.0
+		for q, j := range idx {
+			if int(j) <= m.NFeature { // features unseen in training have no weight
+				s += wk[j-1] * val[q]
+			}
+		}
+		if m.Bias >= 0 {
+			s += wk[m.NFeature] * m.Bias
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Predict returns the label LIBLINEAR's predict would give.
+func (m *Model) Predict(idx []uint32, val []float64, scratch []float64) int {
+	dec := m.Decision(idx, val, scratch)
+	if len(m.W) == 1 {
+		if dec[0] > 0 {
+			return m.Labels[0]
+		}
+		return m.Labels[1]
+	}
+	best := 0
+	for k := range dec {
+		if dec[k] > dec[best] {
+			best = k
+		}
+	}
+	return m.Labels[best]
+}
+
+// ErrNoData reports an input without a single data line.
+var ErrNoData = errors.New("no data lines")

@@ -1,0 +1,93 @@
+package libsvm
+
+import (
+	"bytes"
+	"flag"
+	"math"
+	"os"
+	"strings"
+	"testing"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite golden files")
+
+func testModel() *Model {
+	return &Model{Solver: SolverL2LossSVC, Labels: []int{3, 1, 2}, NFeature: 3, Bias: 1,
+		W: [][]float64{{0.1, -2.5e-7, 0, 1.0 / 3}, {1e20, -0.0, 3, 4}, {math.Pi, math.E, -1, 0.30000000000000004}}}
+}
+
+// TestModelGolden pins the exact bytes LIBLINEAR's save_model would write.
+func TestModelGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := testModel().Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	const golden = "testdata/model.golden"
+	if *rewrite {
+		os.WriteFile(golden, b.Bytes(), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b.Bytes(), want) {
+		t.Fatalf("model file:\n%s\nwant:\n%s", b.Bytes(), want)
+	}
+}
+
+func TestModelRoundTrip(t *testing.T) {
+	m := testModel()
+	var b bytes.Buffer
+	m.Write(&b)
+	got, err := ReadModel(&b, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range m.W {
+		for j := range m.W[k] {
+			if math.Float64bits(got.W[k][j]) != math.Float64bits(m.W[k][j]) && m.W[k][j] != 0 {
+				t.Errorf("w[%d][%d] = %v, want %v", k, j, got.W[k][j], m.W[k][j])
+			}
+		}
+	}
+	if got.Bias != 1 || got.NFeature != 3 || len(got.Labels) != 3 {
+		t.Errorf("header: %+v", got)
+	}
+}
+
+func TestReadModelErrors(t *testing.T) {
+	tests := []struct{ text, want string }{
+		{"solver_type L2R_LR\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1 \n", "only L2R_L2LOSS_SVC"},
+		{"solver_type L2R_L2LOSS_SVC\nnr_class 3\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1 \n", "nr_class 3 but 2 labels"},
+		{"solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 2\nbias -1\nw\n1 \n", "m:7: 1 weight rows, expected 2"},
+		{"solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\nx \n", `m:7: weight "x" is not a finite number`},
+		{"solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\n", `missing "w" line`},
+		{"solver_type L2R_L2LOSS_SVC\nfoo 1\n", `unknown header "foo"`},
+	}
+	for _, tc := range tests {
+		_, err := ReadModel(strings.NewReader(tc.text), "m")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+	}
+}
+
+func TestPredictRule(t *testing.T) {
+	bin := &Model{Labels: []int{1, -1}, NFeature: 2, Bias: -1, W: [][]float64{{1, -1}}}
+	if p := bin.Predict([]uint32{1}, []float64{2}, nil); p != 1 {
+		t.Errorf("w·x > 0 gave %d", p)
+	}
+	if p := bin.Predict([]uint32{1, 2}, []float64{1, 1}, nil); p != -1 {
+		t.Errorf("w·x = 0 gave %d, LIBLINEAR predicts label[1]", p)
+	}
+	if p := bin.Predict([]uint32{9}, []float64{5}, nil); p != -1 {
+		t.Errorf("unseen feature gave %d", p)
+	}
+	multi := &Model{Labels: []int{5, 6, 7}, NFeature: 1, Bias: 1, W: [][]float64{{1, 0}, {1, 0}, {0, 0.5}}}
+	if p := multi.Predict([]uint32{1}, []float64{1}, nil); p != 5 {
+		t.Errorf("tie gave %d, want the first class", p)
+	}
+	if p := multi.Predict(nil, nil, nil); p != 7 {
+		t.Errorf("bias only gave %d", p)
+	}
+}

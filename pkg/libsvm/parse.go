@@ -1,0 +1,237 @@
+// Package libsvm reads and writes the file formats LIBSVM and LIBLINEAR users
+// already have: sparse training data (`label idx:val ...`, also SVMlight) and
+// LIBLINEAR model files.
+package libsvm
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unsafe"
+)
+
+// MaxIndex is the largest feature index the reader accepts: indices are
+// stored as uint32 zero-based, so the largest one-based index is 2^32-1.
+const MaxIndex = math.MaxUint32
+
+// Row is one parsed line. Index holds one-based feature indices in strictly
+// increasing order; Value the matching values. The slices are reused by the
+// next call that fills the same Row.
+type Row struct {
+	Label float64
+	Index []uint32
+	Value []float64
+}
+
+// ParseLine parses one line of LIBSVM text (without its line end) into row.
+// It reports ok=false for lines with no data (blank or comment only).
+// Errors describe the problem only; callers add the file and line.
+func ParseLine(line []byte, row *Row) (ok bool, err error) {
+	row.Index = row.Index[:0]
+	row.Value = row.Value[:0]
+	// A comment runs to the end of the line.
+	for i, c := range line {
+		if c == '#' {
+			line = line[:i]
+			break
+		}
+	}
+	p := skipSpace(line, 0)
+	if p == len(line) {
+		return false, nil
+	}
+	end := tokenEnd(line, p)
+	lab, err := parseNumber(line[p:end])
+	if err != nil {
+		return false, fmt.Errorf("label: %w", err)
+	}
+	row.Label = lab
+	p = end
+	prev := uint64(0)
+	for {
+		p = skipSpace(line, p)
+		if p == len(line) {
+			return true, nil
+		}
+		end = tokenEnd(line, p)
+		tok := line[p:end]
+		p = end
+		colon := -1
+		for i, c := range tok {
+			if c == ':' {
+				colon = i
+				break
+			}
+		}
+		if colon < 0 {
+			return false, fmt.Errorf("%q is not idx:value", tok)
+		}
+		idxTok, valTok := tok[:colon], tok[colon+1:]
+		if string(idxTok) == "qid" {
+			return false, errors.New("qid is not supported")
+		}
+		idx, err := parseIndex(idxTok)
+		if err != nil {
+			return false, err
+		}
+		if idx <= prev {
+			return false, fmt.Errorf("index %d after %d: indices must increase", idx, prev)
+		}
+		prev = idx
+		if len(valTok) == 0 {
+			return false, fmt.Errorf("index %d has no value", idx)
+		}
+		v, err := parseNumber(valTok)
+		if err != nil {
+			return false, fmt.Errorf("index %d: %w", idx, err)
+		}
+		row.Index = append(row.Index, uint32(idx))
+		row.Value = append(row.Value, v)
+	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' }
+
+func skipSpace(b []byte, p int) int {
+	for p < len(b) && isSpace(b[p]) {
+		p++
+	}
+	return p
+}
+
+func tokenEnd(b []byte, p int) int {
+	for p < len(b) && !isSpace(b[p]) {
+		p++
+	}
+	return p
+}
+
+// parseIndex reads a decimal one-based feature index.
+func parseIndex(b []byte) (uint64, error) {
+	if len(b) == 0 {
+		return 0, errors.New("empty feature index")
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("feature index %q is not a positive integer", b)
+		}
+		if v > MaxIndex {
+			continue // keep scanning for bad digits; the value is too large anyway
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	if v == 0 {
+		return 0, errors.New("feature index 0 (indices start at 1)")
+	}
+	if v > MaxIndex {
+		if len(b) > 20 {
+			return 0, fmt.Errorf("index %s… out of range (largest is %d)", b[:20], uint64(MaxIndex))
+		}
+		return 0, fmt.Errorf("index %s out of range (largest is %d)", b, uint64(MaxIndex))
+	}
+	return v, nil
+}
+
+// pow10 holds the powers of ten that float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// parseNumber converts a decimal number. The common forms (`1`, `-0.25`,
+// `2.5e-3`) with at most 15 significant digits go through Clinger's fast
+// path, which is exact: the mantissa and the power of ten are both exactly
+// representable, so one IEEE multiplication or division rounds correctly.
+// Everything else goes to strconv, which is correct for all inputs.
+func parseNumber(b []byte) (float64, error) {
+	if v, ok := fastFloat(b); ok {
+		return v, nil
+	}
+	v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(b), len(b)), 64)
+	if err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
+			return 0, fmt.Errorf("%q is out of the range of float64", b)
+		}
+		return 0, fmt.Errorf("%q is not a number", b)
+	}
+	if math.IsNaN(v) {
+		return 0, errors.New("value is NaN")
+	}
+	if math.IsInf(v, 0) {
+		return 0, errors.New("value is infinite")
+	}
+	return v, nil
+}
+
+func fastFloat(b []byte) (float64, bool) {
+	i, neg := 0, false
+	if i < len(b) && (b[i] == '+' || b[i] == '-') {
+		neg = b[i] == '-'
+		i++
+	}
+	var mant uint64
+	digits, frac, any := 0, 0, false
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		any = true
+		if mant == 0 && b[i] == '0' {
+			continue // leading zeros are not significant
+		}
+		mant = mant*10 + uint64(b[i]-'0')
+		digits++
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			any = true
+			frac++
+			if mant == 0 && b[i] == '0' {
+				continue
+			}
+			mant = mant*10 + uint64(b[i]-'0')
+			digits++
+		}
+	}
+	if !any || digits > 15 {
+		return 0, false
+	}
+	exp := -frac
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			eneg = b[i] == '-'
+			i++
+		}
+		if i == len(b) {
+			return 0, false
+		}
+		e := 0
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			if e < 10000 {
+				e = e*10 + int(b[i]-'0')
+			}
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	if i != len(b) {
+		return 0, false
+	}
+	f := float64(mant)
+	switch {
+	case mant == 0:
+	case exp >= 0 && exp <= 22:
+		f *= pow10[exp]
+	case exp < 0 && exp >= -22:
+		f /= pow10[-exp]
+	default:
+		return 0, false
+	}
+	if neg {
+		f = -f
+	}
+	return f, true
+}

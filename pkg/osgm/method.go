@@ -1,0 +1,133 @@
+// Package osgm minimises smooth objectives with the online scaled gradient
+// method (OSGM) and the baselines it is compared with.
+//
+// Methods never evaluate anything themselves, as in gonum/optimize: a Method
+// is a state machine that says which point it needs evaluated next (Next)
+// and is handed the result (Tell). The driver, Minimize, batches the
+// requests of several independent problems (the one-vs-rest problems of a
+// multi-class data set) into one evaluation of an Objective, which may run
+// over local shards or over a cluster: the methods cannot tell.
+package osgm
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Objective evaluates K independent problems that share one pass over the
+// data. x[k], g[k] have the problem dimension; Eval overwrites f and g.
+type Objective interface {
+	Eval(x [][]float64, f []float64, g [][]float64) error
+}
+
+// HessVecer is an Objective that can also apply its (generalised) Hessian:
+// hv[k] = H_k(x[k]) v[k].
+type HessVecer interface {
+	HessVec(x, v, hv [][]float64) error
+}
+
+// Op is the kind of evaluation a method asks for.
+type Op uint8
+
+const (
+	OpEval    Op = iota // value and gradient at X
+	OpHessVec           // Hessian at X applied to V
+)
+
+// Request is the evaluation a method needs next. X and V belong to the
+// method and stay unchanged until the following Tell.
+type Request struct {
+	Op   Op
+	X, V []float64
+}
+
+// Reply is the evaluation of a Request: F and G for OpEval, HV for
+// OpHessVec. The method copies what it keeps.
+type Reply struct {
+	F     float64
+	G, HV []float64
+}
+
+// Step tells the driver what a Tell completed.
+type Step struct {
+	Iterated bool // an iteration ended: check the stopping test
+	Accepted bool // the iterate moved
+	Stalled  bool // the method can make no more progress
+}
+
+// Method optimises one problem. Init is called once with the start point,
+// then Next and Tell alternate.
+type Method interface {
+	Init(x []float64, f float64, g []float64)
+	Next() Request
+	Tell(r Reply) Step
+	// Best returns the best point seen with its value and gradient; the
+	// slices belong to the method.
+	Best() (x []float64, f float64, g []float64)
+}
+
+// Problem describes a problem to the method: what it may assume.
+type Problem struct {
+	Dim int
+	L   float64 // an upper bound on the Lipschitz constant of the gradient
+	Mu  float64 // strong convexity (lambda here)
+	// Diag is the diagonal of the Hessian at the start, when known; OSGM
+	// may start its scaling from it.
+	Diag []float64
+}
+
+// Params are the experts' knobs; zero values mean the defaults.
+type Params struct {
+	// Eta is the online learner's step size for the scaling P. Zero means
+	// EtaScale/L with L re-estimated from observed curvature.
+	Eta      float64
+	EtaScale float64 // default 10
+	// EtaBeta is HDM's step size for the momentum weight (default 1).
+	EtaBeta float64
+	// Z is OSGM-R's lower bound on the optimum (0 is valid for the SVM).
+	Z float64
+	// Memory is L-BFGS's history length (default 10).
+	Memory int
+	// NoDiag starts OSGM's scaling at zero instead of from the diagonal.
+	NoDiag bool
+}
+
+// ErrUnknownMethod is returned by New for a name it does not know.
+var ErrUnknownMethod = errors.New("osgm: unknown method")
+
+type constructor func(Problem, Params) Method
+
+var methods = map[string]constructor{
+	"osgm-h":  func(p Problem, q Params) Method { return newOSGM(p, q, hypergrad) },
+	"osgm-r":  func(p Problem, q Params) Method { return newOSGM(p, q, ratio) },
+	"osgm-g":  func(p Problem, q Params) Method { return newOSGM(p, q, gradNorm) },
+	"hdm":     func(p Problem, q Params) Method { return newOSGM(p, q, momentum) },
+	"gd":      newGD,
+	"adagrad": newAdaGrad,
+	"agd":     func(p Problem, q Params) Method { return newAGD(p, false) },
+	"sagd":    func(p Problem, q Params) Method { return newAGD(p, true) },
+	"lbfgs":   newLBFGS,
+}
+
+// Methods lists the method names New accepts.
+func Methods() []string {
+	var out []string
+	for name := range methods {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// New returns the named method for problem p.
+func New(name string, p Problem, q Params) (Method, error) {
+	c, ok := methods[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownMethod, name, Methods())
+	}
+	return c(p, q), nil
+}
+
+// NeedsHessVec reports whether the named method asks for OpHessVec.
+func NeedsHessVec(name string) bool { return name == "osgm-g" }

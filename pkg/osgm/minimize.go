@@ -1,0 +1,184 @@
+package osgm
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"gonum.org/v1/gonum/floats"
+)
+
+// Settings control a run of Minimize.
+type Settings struct {
+	Method string
+	Params Params
+	// MaxIter bounds the iterations of each problem.
+	MaxIter int
+	// GradTol is each problem's stopping threshold on ||grad f||_2.
+	GradTol []float64
+	// Trace, when set, receives a record after every iteration.
+	Trace func(Record)
+	// Now is the clock (time.Now when nil); tests replace it.
+	Now func() time.Time
+	// F0 and G0, when set, are the value and gradient at x0, which saves
+	// the first evaluation.
+	F0 []float64
+	G0 [][]float64
+}
+
+// Record describes one iteration of one problem.
+type Record struct {
+	Problem   int
+	Iter      int
+	Evals     int // data passes so far, shared by all problems
+	F         float64
+	GradNorm  float64
+	Accepted  bool
+	Elapsed   time.Duration
+	Converged bool
+}
+
+// Result is the outcome of Minimize: the best point of every problem.
+type Result struct {
+	X         [][]float64
+	F         []float64
+	GradNorm  []float64
+	Iters     []int
+	Converged []bool
+	Evals     int // data passes, including one at x0 unless F0 was given
+}
+
+// Minimize runs one method per problem from x0, evaluating all problems
+// that need the same kind of evaluation in one call of obj, until every
+// problem meets its gradient tolerance, stalls or hits MaxIter.
+func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Result, error) {
+	K := len(x0)
+	if len(probs) != K || len(s.GradTol) != K {
+		return nil, errors.New("osgm: x0, problems and tolerances differ in number")
+	}
+	now := s.Now
+	if now == nil {
+		now = time.Now
+	}
+	start := now()
+	hv, _ := obj.(HessVecer)
+	if NeedsHessVec(s.Method) && hv == nil {
+		return nil, fmt.Errorf("osgm: %s needs Hessian-vector products, which this objective lacks", s.Method)
+	}
+
+	ms := make([]Method, K)
+	for k := range ms {
+		m, err := New(s.Method, probs[k], s.Params)
+		if err != nil {
+			return nil, err
+		}
+		ms[k] = m
+	}
+	f := make([]float64, K)
+	g := make([][]float64, K)
+	for k := range g {
+		g[k] = make([]float64, len(x0[k]))
+	}
+	res := &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
+		Iters: make([]int, K), Converged: make([]bool, K)}
+	if s.F0 != nil {
+		copy(f, s.F0)
+		for k := range g {
+			copy(g[k], s.G0[k])
+		}
+	} else {
+		if err := obj.Eval(x0, f, g); err != nil {
+			return nil, err
+		}
+		res.Evals++
+	}
+	stalled := make([]bool, K)
+	done := func(k int) bool { return res.Converged[k] || res.Iters[k] >= s.MaxIter || stalled[k] }
+	active := 0
+	for k, m := range ms {
+		m.Init(x0[k], f[k], g[k])
+		gn := floats.Norm(g[k], 2)
+		res.Converged[k] = gn <= s.GradTol[k]
+		stalled[k] = math.IsNaN(gn) || math.IsInf(gn, 0)
+		if !done(k) {
+			active++
+		}
+	}
+
+	// Problems that are done still ride along in the shared pass at their
+	// best point: the pass costs the same, and their results are ignored.
+	xs := make([][]float64, K)
+	vs := make([][]float64, K)
+	outs := make([][]float64, K)
+	for k := range outs {
+		outs[k] = make([]float64, len(x0[k]))
+	}
+	reqs := make([]Request, K)
+	for active > 0 {
+		var need [2]bool
+		for k, m := range ms {
+			if done(k) {
+				continue
+			}
+			reqs[k] = m.Next()
+			need[reqs[k].Op] = true
+		}
+		for op := OpEval; op <= OpHessVec; op++ {
+			if !need[op] {
+				continue
+			}
+			for k := range ms {
+				if !done(k) && reqs[k].Op == op {
+					xs[k], vs[k] = reqs[k].X, reqs[k].V
+				} else {
+					xs[k], _, _ = ms[k].Best()
+					vs[k] = xs[k]
+				}
+			}
+			var err error
+			if op == OpEval {
+				err = obj.Eval(xs, f, outs)
+			} else {
+				err = hv.HessVec(xs, vs, outs)
+			}
+			if err != nil {
+				return nil, err
+			}
+			res.Evals++
+			for k, m := range ms {
+				if done(k) || reqs[k].Op != op {
+					continue
+				}
+				var st Step
+				if op == OpEval {
+					st = m.Tell(Reply{F: f[k], G: outs[k]})
+				} else {
+					st = m.Tell(Reply{HV: outs[k]})
+				}
+				if !st.Iterated {
+					continue
+				}
+				res.Iters[k]++
+				_, fb, gb := m.Best()
+				gn := floats.Norm(gb, 2)
+				res.Converged[k] = gn <= s.GradTol[k]
+				stalled[k] = st.Stalled
+				if done(k) {
+					active--
+				}
+				if s.Trace != nil {
+					s.Trace(Record{Problem: k, Iter: res.Iters[k], Evals: res.Evals, F: fb, GradNorm: gn,
+						Accepted: st.Accepted, Elapsed: now().Sub(start), Converged: res.Converged[k]})
+				}
+			}
+		}
+	}
+	for k, m := range ms {
+		x, fb, gb := m.Best()
+		res.X[k] = clone(x)
+		res.F[k] = fb
+		res.GradNorm[k] = floats.Norm(gb, 2)
+	}
+	return res, nil
+}

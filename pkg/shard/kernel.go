@@ -1,0 +1,340 @@
+package shard
+
+// Point is where the data term is evaluated: one weight vector per problem
+// (K = 1 for two classes, one per class otherwise) over the global features,
+// and the bias value with each problem's bias weight.
+type Point struct {
+	W     [][]float64 // W[k][j], j a zero-based feature index
+	Bias  float64     // the bias feature's value; < 0 means no bias
+	WBias []float64   // W's bias weights, one per problem (when Bias >= 0)
+}
+
+// K is the number of problems.
+func (p *Point) K() int { return len(p.W) }
+
+// Partial is one shard's contribution to the data term, in the shard's
+// local columns. The coordinator adds partials in shard order.
+type Partial struct {
+	Shard    int
+	Loss     []float64 // per problem: sum of max(0, 1 - y a·w)^2
+	Grad     []float64 // local column l, problem k at l*K+k: sum of -2 y (1 - z) a
+	BiasGrad []float64 // per problem, the bias feature's gradient sum
+}
+
+// Scratch is per-goroutine working memory for evaluations.
+type Scratch struct {
+	wl   []float64
+	z    []float64
+	coef []float64
+}
+
+func grow(b []float64, n int) []float64 {
+	if cap(b) < n {
+		return make([]float64, n)
+	}
+	return b[:n]
+}
+
+// gather copies the weights of the shard's columns into local, interleaved
+// order (l*K+k), so one row's K margins read contiguous memory.
+func (s *Shard) gather(p *Point, sc *Scratch) []float64 {
+	K := p.K()
+	sc.wl = grow(sc.wl, len(s.Cols)*K)
+	wl := sc.wl
+	if K == 1 {
+		w := p.W[0]
+		for l, g := range s.Cols {
+			wl[l] = w[g]
+		}
+		return wl
+	}
+	for k, w := range p.W {
+		for l, g := range s.Cols {
+			wl[l*K+k] = w[g]
+		}
+	}
+	return wl
+}
+
+func (s *Shard) newPartial(K int, out *Partial) {
+	out.Shard = s.ID
+	out.Loss = grow(out.Loss, K)
+	out.BiasGrad = grow(out.BiasGrad, K)
+	out.Grad = grow(out.Grad, len(s.Cols)*K)
+	clear(out.Loss)
+	clear(out.BiasGrad)
+	clear(out.Grad)
+}
+
+// Eval computes the shard's loss and gradient sums at p in one pass over
+// the rows: each row's margins, loss terms and gradient contributions come
+// from a single read of the row.
+func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
+	K := p.K()
+	s.newPartial(K, out)
+	wl := s.gather(p, sc)
+	if K == 1 {
+		wb := 0.0
+		if p.Bias >= 0 {
+			wb = p.WBias[0]
+		}
+		var loss, gb float64
+		switch s.Values {
+		case Ones:
+			loss, gb = evalOnes(s.RowPtr, s.Idx, s.Class, wl, out.Grad, p.Bias, wb)
+		case Float32:
+			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val32, s.Class, wl, out.Grad, p.Bias, wb)
+		default:
+			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val64, s.Class, wl, out.Grad, p.Bias, wb)
+		}
+		out.Loss[0], out.BiasGrad[0] = loss, gb
+		return
+	}
+	sc.z = grow(sc.z, K)
+	sc.coef = grow(sc.coef, K)
+	switch s.Values {
+	case Ones:
+		evalMultiOnes(s, p, wl, sc, out)
+	case Float32:
+		evalMulti(s, s.Val32, p, wl, sc, out)
+	default:
+		evalMulti(s, s.Val64, p, wl, sc, out)
+	}
+}
+
+// classSign is a row's label in the binary problem: class 0 is +1.
+func classSign(c int32) float64 {
+	if c == 0 {
+		return 1
+	}
+	return -1
+}
+
+func evalOnes(rowPtr, idx []uint32, class []int32, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+	hasBias := bias >= 0
+	for i := 0; i+1 < len(rowPtr); i++ {
+		row := idx[rowPtr[i]:rowPtr[i+1]]
+		z := 0.0
+		for _, j := range row {
+			z += wl[j]
+		}
+		if hasBias {
+			z += bias * wb
+		}
+		y := classSign(class[i])
+		d := 1 - y*z
+		if d > 0 {
+			loss += d * d
+			c := -2 * y * d
+			for _, j := range row {
+				gl[j] += c
+			}
+			if hasBias {
+				gb += c * bias
+			}
+		}
+	}
+	return loss, gb
+}
+
+func evalBinary[V float32 | float64](rowPtr, idx []uint32, val []V, class []int32, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+	hasBias := bias >= 0
+	for i := 0; i+1 < len(rowPtr); i++ {
+		a, b := rowPtr[i], rowPtr[i+1]
+		row := idx[a:b]
+		v := val[a:b]
+		v = v[:len(row)]
+		z := 0.0
+		for q, j := range row {
+			z += float64(v[q]) * wl[j]
+		}
+		if hasBias {
+			z += bias * wb
+		}
+		y := classSign(class[i])
+		d := 1 - y*z
+		if d > 0 {
+			loss += d * d
+			c := -2 * y * d
+			for q, j := range row {
+				gl[j] += c * float64(v[q])
+			}
+			if hasBias {
+				gb += c * bias
+			}
+		}
+	}
+	return loss, gb
+}
+
+// margins finishes one row of a multi-class pass: loss terms and the
+// gradient coefficients -2 y_k (1 - z_k) of the active problems.
+func margins(class int32, z, coef, loss []float64) (active bool) {
+	for k := range z {
+		y := -1.0
+		if int32(k) == class {
+			y = 1
+		}
+		d := 1 - y*z[k]
+		if d > 0 {
+			loss[k] += d * d
+			coef[k] = -2 * y * d
+			active = true
+		} else {
+			coef[k] = 0
+		}
+	}
+	return active
+}
+
+func evalMulti[V float32 | float64](s *Shard, val []V, p *Point, wl []float64, sc *Scratch, out *Partial) {
+	K := p.K()
+	z, coef, gl := sc.z, sc.coef, out.Grad
+	for i := 0; i < s.Rows(); i++ {
+		a, b := s.RowPtr[i], s.RowPtr[i+1]
+		row := s.Idx[a:b]
+		v := val[a:b]
+		v = v[:len(row)]
+		clear(z)
+		for q, j := range row {
+			x := float64(v[q])
+			w := wl[int(j)*K : int(j)*K+K]
+			for k := range z {
+				z[k] += x * w[k]
+			}
+		}
+		addBias(p, z)
+		if !margins(s.Class[i], z, coef, out.Loss) {
+			continue
+		}
+		for q, j := range row {
+			x := float64(v[q])
+			g := gl[int(j)*K : int(j)*K+K]
+			for k := range coef {
+				g[k] += coef[k] * x
+			}
+		}
+		addBiasGrad(p, coef, out.BiasGrad)
+	}
+}
+
+func evalMultiOnes(s *Shard, p *Point, wl []float64, sc *Scratch, out *Partial) {
+	K := p.K()
+	z, coef, gl := sc.z, sc.coef, out.Grad
+	for i := 0; i < s.Rows(); i++ {
+		row := s.Idx[s.RowPtr[i]:s.RowPtr[i+1]]
+		clear(z)
+		for _, j := range row {
+			w := wl[int(j)*K : int(j)*K+K]
+			for k := range z {
+				z[k] += w[k]
+			}
+		}
+		addBias(p, z)
+		if !margins(s.Class[i], z, coef, out.Loss) {
+			continue
+		}
+		for _, j := range row {
+			g := gl[int(j)*K : int(j)*K+K]
+			for k := range coef {
+				g[k] += coef[k]
+			}
+		}
+		addBiasGrad(p, coef, out.BiasGrad)
+	}
+}
+
+func addBias(p *Point, z []float64) {
+	if p.Bias >= 0 {
+		for k := range z {
+			z[k] += p.Bias * p.WBias[k]
+		}
+	}
+}
+
+func addBiasGrad(p *Point, coef, gb []float64) {
+	if p.Bias >= 0 {
+		for k := range coef {
+			gb[k] += coef[k] * p.Bias
+		}
+	}
+}
+
+// HessVec computes, for each problem k, the data part of the generalised
+// Hessian at p applied to v: sum over rows active at p of a (a·v_k). Rows are
+// active when 1 - y a·w_k > 0. The result is in out.Grad (local columns) and
+// out.BiasGrad; out.Loss is left at zero.
+func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
+	K := p.K()
+	s.newPartial(K, out)
+	wl := append([]float64(nil), s.gather(p, sc)...)
+	vl := s.gather(v, sc)
+	z := make([]float64, K)
+	t := make([]float64, K)
+	for i := 0; i < s.Rows(); i++ {
+		a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
+		clear(z)
+		clear(t)
+		for q := a; q < b; q++ {
+			j, x := int(s.Idx[q]), s.rowValue(q)
+			for k := 0; k < K; k++ {
+				z[k] += x * wl[j*K+k]
+				t[k] += x * vl[j*K+k]
+			}
+		}
+		for k := 0; k < K; k++ {
+			if p.Bias >= 0 {
+				z[k] += p.Bias * p.WBias[k]
+				t[k] += p.Bias * v.WBias[k]
+			}
+			y := -1.0
+			if (K == 1 && s.Class[i] == 0) || (K > 1 && int(s.Class[i]) == k) {
+				y = 1
+			}
+			if 1-y*z[k] <= 0 {
+				continue
+			}
+			for q := a; q < b; q++ {
+				out.Grad[int(s.Idx[q])*K+k] += t[k] * s.rowValue(q)
+			}
+			if p.Bias >= 0 {
+				out.BiasGrad[k] += t[k] * p.Bias
+			}
+		}
+	}
+}
+
+// Predictions counts the rows whose predicted class (LIBLINEAR's rule) is
+// their class.
+func (s *Shard) Predictions(p *Point) (correct int) {
+	K := p.K()
+	var sc Scratch
+	wl := s.gather(p, &sc)
+	z := make([]float64, K)
+	for i := 0; i < s.Rows(); i++ {
+		clear(z)
+		for q := int(s.RowPtr[i]); q < int(s.RowPtr[i+1]); q++ {
+			j, x := int(s.Idx[q]), s.rowValue(q)
+			for k := 0; k < K; k++ {
+				z[k] += x * wl[j*K+k]
+			}
+		}
+		addBias(p, z)
+		pred := int32(0)
+		if K == 1 {
+			if z[0] <= 0 {
+				pred = 1
+			}
+		} else {
+			for k := 1; k < K; k++ {
+				if z[k] > z[pred] {
+					pred = int32(k)
+				}
+			}
+		}
+		if pred == s.Class[i] {
+			correct++
+		}
+	}
+	return correct
+}

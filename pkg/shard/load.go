@@ -1,0 +1,234 @@
+package shard
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/osgm-svm/osgm/pkg/libsvm"
+)
+
+// Range is a piece of the decompressed input: the lines whose first byte is
+// at an offset in [Start, End).
+type Range struct {
+	ID         int
+	Start, End int64
+}
+
+// Layout limits, chosen so small files still split for parallel loading and
+// large files keep shards small enough to move between workers quickly.
+const (
+	minShardBytes = 256 << 10
+	maxShardBytes = 64 << 20
+	targetShards  = 64
+)
+
+// Layout cuts size bytes into shard ranges. With n > 0 there are n ranges;
+// otherwise the size alone decides. It never depends on the worker count.
+func Layout(size int64, n int) []Range {
+	var per int64
+	if n > 0 {
+		per = (size + int64(n) - 1) / int64(n)
+	} else {
+		per = min(max((size+targetShards-1)/targetShards, minShardBytes), maxShardBytes)
+	}
+	if per < 1 {
+		per = 1
+	}
+	var out []Range
+	for start := int64(0); start < size || len(out) == 0; start += per {
+		out = append(out, Range{ID: len(out), Start: start, End: min(start+per, size)})
+	}
+	return out
+}
+
+// Info describes an input file.
+type Info struct {
+	Compression libsvm.Compression
+	Size        int64 // decompressed size, which the ranges cut
+	DiskSize    int64
+}
+
+// Stat finds the compression and the decompressed size of a file. For a
+// compressed file it reads the stream once.
+func Stat(path string) (Info, error) {
+	f, err := libsvm.Open(path)
+	if err != nil {
+		return Info{}, err
+	}
+	defer f.Close()
+	info := Info{Compression: f.Compression, Size: f.Size, DiskSize: f.Size}
+	if f.Compression != libsvm.Plain {
+		n, err := io.Copy(io.Discard, f)
+		if err != nil {
+			return Info{}, fmt.Errorf("%s: %s data: %w", path, f.Compression, err)
+		}
+		info.Size = n
+	}
+	if info.Size == 0 {
+		return Info{}, fmt.Errorf("%s: %w", path, libsvm.ErrNoData)
+	}
+	return info, nil
+}
+
+// Load reads the given ranges of a file into shards, in the order of ranges.
+// Plain files are read range by range in parallel by seeking; compressed
+// files are streamed once and lines go to the shard whose range holds them.
+func Load(path string, ranges []Range, parallel int) ([]*Shard, error) {
+	f, err := libsvm.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	comp := f.Compression
+	if comp != libsvm.Plain {
+		defer f.Close()
+		return loadStream(f, path, ranges)
+	}
+	f.Close()
+	out := make([]*Shard, len(ranges))
+	errs := make([]error, len(ranges))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < max(parallel, 1); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i], errs[i] = loadPlainRange(path, ranges[i])
+			}
+		}()
+	}
+	for i := range ranges {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, firstErr(errs)
+	}
+	return out, nil
+}
+
+func firstErr(errs []error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// loadPlainRange seeks to the range and reads the lines that start in it.
+func loadPlainRange(path string, r Range) (*Shard, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	start := r.Start
+	if start > 0 {
+		// A line starts at Start only if the byte before it ends a line.
+		if _, err := f.Seek(start-1, io.SeekStart); err != nil {
+			return nil, err
+		}
+		br := bufio.NewReaderSize(f, 1<<16)
+		prev, err := br.ReadByte()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (file shrank while reading?)", path, err)
+		}
+		if prev != '\n' {
+			skipped, err := br.ReadSlice('\n')
+			for err == bufio.ErrBufferFull {
+				start += int64(len(skipped))
+				skipped, err = br.ReadSlice('\n')
+			}
+			start += int64(len(skipped))
+			if err == io.EOF {
+				return newBuilder(r.ID).build(), nil
+			}
+		}
+		if _, err := f.Seek(start, io.SeekStart); err != nil {
+			return nil, err
+		}
+	}
+	rd := libsvm.NewReader(f, path)
+	rd.Start(0, start) // line numbers are found on error only
+	b := newBuilder(r.ID)
+	var row libsvm.Row
+	for rd.Offset() < r.End {
+		line, at, err := rd.ReadLine()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		ok, err := libsvm.ParseLine(line, &row)
+		if err != nil {
+			return nil, &libsvm.ParseError{File: path, Line: lineAt(path, at), Err: err}
+		}
+		if ok {
+			b.add(row.Label, row.Index, row.Value)
+		}
+	}
+	return b.build(), nil
+}
+
+// lineAt counts the lines before offset: the error path of a reader that
+// started in the middle of a file.
+func lineAt(path string, offset int64) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	n, buf := 1, make([]byte, 1<<16)
+	for offset > 0 {
+		k, err := f.Read(buf[:min(int64(len(buf)), offset)])
+		n += bytes.Count(buf[:k], []byte{'\n'})
+		offset -= int64(k)
+		if err != nil {
+			break
+		}
+	}
+	return n
+}
+
+// loadStream reads a decompressed stream once, keeping the lines that fall
+// in the wanted ranges (which must be in increasing order).
+func loadStream(r io.Reader, path string, ranges []Range) ([]*Shard, error) {
+	out := make([]*Shard, len(ranges))
+	rd := libsvm.NewReader(r, path)
+	var row libsvm.Row
+	for i, rg := range ranges {
+		b := newBuilder(rg.ID)
+		for {
+			if rd.Offset() >= rg.End {
+				break
+			}
+			line, at, err := rd.ReadLine()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if at < rg.Start {
+				continue
+			}
+			ok, err := libsvm.ParseLine(line, &row)
+			if err != nil {
+				return nil, &libsvm.ParseError{File: path, Line: rd.Line(), Err: err}
+			}
+			if ok {
+				b.add(row.Label, row.Index, row.Value)
+			}
+		}
+		out[i] = b.build()
+	}
+	return out, nil
+}

@@ -1,0 +1,191 @@
+package shard
+
+import (
+	"fmt"
+)
+
+// Op is the kind of pass a backend makes over its shards.
+type Op uint8
+
+const (
+	OpEval    Op = iota // loss and gradient sums at a point
+	OpHessVec           // generalised Hessian at a point times a vector
+)
+
+// Meta describes one loaded shard to the coordinator.
+type Meta struct {
+	ID         int
+	Rows, NNZ  int
+	MaxIndex   uint32
+	NormSq     float64
+	Labels     []float64
+	LabelCount []int
+	Cols       []uint32
+	ColSq      []float64
+}
+
+// MetaOf summarises a shard.
+func MetaOf(s *Shard) Meta {
+	return Meta{ID: s.ID, Rows: s.Rows(), NNZ: s.NNZ(), MaxIndex: s.MaxIndex, NormSq: s.NormSq,
+		Labels: s.Labels, LabelCount: s.LabelCount, Cols: s.Cols, ColSq: s.ColSq}
+}
+
+// Backend runs passes over every shard, wherever the shards live: in this
+// process (Local) or on workers across the network. It hands each shard's
+// partial to add, one call at a time, in any order; add owns the partial.
+type Backend interface {
+	// Meta lists the shards in shard order.
+	Meta() []Meta
+	// SetClasses fixes the class of every row from the global label order.
+	SetClasses(order []float64) error
+	Eval(op Op, p, v *Point, add func(*Partial) error) error
+	// Correct counts the rows whose predicted class is their class.
+	Correct(p *Point) (int, error)
+}
+
+// Objective is the L2-regularised squared-hinge objective of K problems
+// over a backend's shards:
+//
+//	f_k(x) = (1/m) sum_i max(0, 1 - y_ik a_i·x)^2 + (lambda/2) ||x||^2
+//
+// where a_i carries the bias feature when Bias >= 0, and x's last entry is
+// then the bias weight. It satisfies osgm.Objective and osgm.HessVecer.
+type Objective struct {
+	Backend  Backend
+	Rows     int
+	Features int
+	Lambda   float64
+	Bias     float64 // < 0: no bias feature
+
+	cols [][]uint32
+	sum  Sum
+}
+
+// NewObjective binds a backend to the problem's constants.
+func NewObjective(b Backend, features int, lambda, bias float64) *Objective {
+	o := &Objective{Backend: b, Features: features, Lambda: lambda, Bias: bias}
+	for _, m := range b.Meta() {
+		o.Rows += m.Rows
+		o.cols = append(o.cols, m.Cols)
+	}
+	return o
+}
+
+// Dim is the length of each problem's vector: the features, plus the bias.
+func (o *Objective) Dim() int {
+	if o.Bias >= 0 {
+		return o.Features + 1
+	}
+	return o.Features
+}
+
+// Point views x as a kernel point.
+func (o *Objective) Point(x [][]float64) *Point {
+	p := &Point{W: x, Bias: o.Bias}
+	if o.Bias >= 0 {
+		p.WBias = make([]float64, len(x))
+		for k := range x {
+			p.WBias[k] = x[k][o.Features]
+		}
+	}
+	return p
+}
+
+// pass runs one reduction of op into out (the data sums, unscaled).
+func (o *Objective) pass(op Op, x, v [][]float64, out [][]float64) ([]float64, error) {
+	K := len(x)
+	o.sum.Loss = grow(o.sum.Loss, K)
+	o.sum.BiasGrad = grow(o.sum.BiasGrad, K)
+	o.sum.Grad = o.sum.Grad[:0]
+	for k := range out {
+		o.sum.Grad = append(o.sum.Grad, out[k][:o.Features])
+	}
+	red := NewReducer(&o.sum, len(o.cols), func(s int) []uint32 { return o.cols[s] })
+	if r, ok := o.Backend.(interface{ Release(*Partial) }); ok {
+		red.Release = r.Release
+	}
+	var vp *Point
+	if v != nil {
+		vp = o.Point(v)
+	}
+	if err := o.Backend.Eval(op, o.Point(x), vp, func(p *Partial) error {
+		_, err := red.Add(p)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if !red.Done() {
+		return nil, fmt.Errorf("evaluation incomplete: shards %v missing", red.Missing())
+	}
+	if o.Bias >= 0 {
+		for k := range out {
+			out[k][o.Features] = o.sum.BiasGrad[k]
+		}
+	}
+	return o.sum.Loss, nil
+}
+
+// Eval computes every problem's value and gradient in one pass.
+func (o *Objective) Eval(x [][]float64, f []float64, g [][]float64) error {
+	loss, err := o.pass(OpEval, x, nil, g)
+	if err != nil {
+		return err
+	}
+	m := float64(o.Rows)
+	for k := range x {
+		sq := 0.0
+		for j, xj := range x[k] {
+			sq += xj * xj
+			g[k][j] = g[k][j]/m + o.Lambda*xj
+		}
+		f[k] = loss[k]/m + o.Lambda/2*sq
+	}
+	return nil
+}
+
+// HessVec computes hv[k] = (lambda I + (2/m) A_I^T A_I) v[k], I the rows
+// active at x[k].
+func (o *Objective) HessVec(x, v, hv [][]float64) error {
+	if _, err := o.pass(OpHessVec, x, v, hv); err != nil {
+		return err
+	}
+	m := float64(o.Rows)
+	for k := range x {
+		for j := range hv[k] {
+			hv[k][j] = 2*hv[k][j]/m + o.Lambda*v[k][j]
+		}
+	}
+	return nil
+}
+
+// Diag is the diagonal of the Hessian at x = 0, where every row is active:
+// lambda + (2/m) sum_i a_ij^2. OSGM can start its scaling from it.
+func (o *Objective) Diag() []float64 {
+	d := make([]float64, o.Dim())
+	for _, m := range o.Backend.Meta() {
+		for l, j := range m.Cols {
+			d[j] += m.ColSq[l]
+		}
+	}
+	rows := float64(o.Rows)
+	for j := range d {
+		d[j] = o.Lambda + 2*d[j]/rows
+	}
+	if o.Bias >= 0 {
+		d[o.Features] = o.Lambda + 2*o.Bias*o.Bias
+	}
+	return d
+}
+
+// LipschitzBound is (2/m) sum_i ||a_i||^2 + lambda, the trace of the Hessian
+// at zero: cheap and always at least the true constant.
+func (o *Objective) LipschitzBound() float64 {
+	s := 0.0
+	for _, m := range o.Backend.Meta() {
+		s += m.NormSq
+	}
+	if o.Bias >= 0 {
+		s += float64(o.Rows) * o.Bias * o.Bias
+	}
+	return 2*s/float64(o.Rows) + o.Lambda
+}

@@ -1,0 +1,238 @@
+// Package shard holds pieces of a LIBSVM data set in memory and evaluates
+// the squared-hinge data term over them.
+//
+// A shard is the set of lines whose first byte lies in a fixed byte range of
+// the (decompressed) input. The ranges depend on the data and the flags only,
+// never on how many workers there are, and partial sums are always added in
+// shard order, so the same data gives the same bits on one worker or many.
+package shard
+
+import (
+	"slices"
+	"sort"
+)
+
+// Values says how a shard stores its nonzero values. Storage is chosen per
+// shard and never loses accuracy.
+type Values uint8
+
+const (
+	Ones    Values = iota // every value is 1: nothing stored
+	Float32               // every value is exactly a float32
+	Float64
+)
+
+func (v Values) String() string { return [...]string{"ones", "float32", "float64"}[v] }
+
+// Shard is a compact CSR matrix of one range of rows. Column ids are local:
+// Cols maps them to global zero-based feature indices, so the evaluation
+// touches (and a worker exchanges) only the coordinates its rows use.
+type Shard struct {
+	ID     int
+	RowPtr []uint32 // len Rows+1
+	Idx    []uint32 // local column ids
+	Val32  []float32
+	Val64  []float64
+	Values Values
+	Cols   []uint32 // local -> global feature index (0-based), increasing
+
+	// Labels are the distinct raw labels in order of first appearance;
+	// LabelOf holds each row's position in Labels.
+	Labels  []float64
+	LabelOf []int32
+	// Class holds each row's class (index into the global label order),
+	// set by SetClasses.
+	Class []int32
+
+	LabelCount []int     // rows per entry of Labels
+	MaxIndex   uint32    // largest one-based feature index, 0 if none
+	NormSq     float64   // sum of squared row norms (without bias)
+	ColSq      []float64 // per local column: sum of squared values
+}
+
+// Rows is the number of rows.
+func (s *Shard) Rows() int { return len(s.RowPtr) - 1 }
+
+// NNZ is the number of stored nonzeros.
+func (s *Shard) NNZ() int { return len(s.Idx) }
+
+// Bytes is the memory held by the matrix, labels and column map.
+func (s *Shard) Bytes() int {
+	return 4*len(s.RowPtr) + 4*len(s.Idx) + 4*len(s.Val32) + 8*len(s.Val64) +
+		4*len(s.Cols) + 8*len(s.ColSq) + 4*len(s.LabelOf) + 4*len(s.Class)
+}
+
+// builder collects rows with global indices, then compacts them.
+type builder struct {
+	id      int
+	rowPtr  []uint32
+	idx     []uint32 // global, zero-based
+	val     []float64
+	labels  []float64
+	labelOf []int32
+	counts  []int
+	lastLab float64
+	lastPos int32
+}
+
+func newBuilder(id int) *builder {
+	return &builder{id: id, rowPtr: []uint32{0}, lastPos: -1}
+}
+
+func (b *builder) add(label float64, index []uint32, value []float64) {
+	pos := b.lastPos
+	if pos < 0 || label != b.lastLab {
+		pos = -1
+		for i, l := range b.labels {
+			if l == label {
+				pos = int32(i)
+				break
+			}
+		}
+		if pos < 0 {
+			pos = int32(len(b.labels))
+			b.labels = append(b.labels, label)
+			b.counts = append(b.counts, 0)
+		}
+		b.lastLab, b.lastPos = label, pos
+	}
+	b.labelOf = append(b.labelOf, pos)
+	b.counts[pos]++
+	for _, j := range index {
+		b.idx = append(b.idx, j-1)
+	}
+	b.val = append(b.val, value...)
+	b.rowPtr = append(b.rowPtr, uint32(len(b.idx)))
+}
+
+// build compacts the collected rows into a Shard.
+func (b *builder) build() *Shard {
+	s := &Shard{ID: b.id, RowPtr: b.rowPtr, Labels: b.labels, LabelOf: b.labelOf, LabelCount: b.counts}
+	if len(b.idx) > 0 {
+		s.MaxIndex = slices.Max(b.idx) + 1
+	}
+	s.Cols = slices.Clone(b.idx)
+	slices.Sort(s.Cols)
+	s.Cols = slices.Compact(s.Cols)
+	s.Cols = slices.Clip(s.Cols)
+
+	// Remap global indices to local ones.
+	if s.MaxIndex <= 1<<22 {
+		local := make([]uint32, s.MaxIndex)
+		for l, g := range s.Cols {
+			local[g] = uint32(l)
+		}
+		for q, g := range b.idx {
+			b.idx[q] = local[g]
+		}
+	} else {
+		for q, g := range b.idx {
+			b.idx[q] = uint32(sort.Search(len(s.Cols), func(i int) bool { return s.Cols[i] >= g }))
+		}
+	}
+	s.Idx = b.idx
+
+	s.ColSq = make([]float64, len(s.Cols))
+	ones, f32 := true, true
+	for q, v := range b.val {
+		s.ColSq[s.Idx[q]] += v * v
+		if v != 1 {
+			ones = false
+		}
+		if float64(float32(v)) != v {
+			f32 = false
+		}
+	}
+	for i := 0; i < s.Rows(); i++ {
+		n := 0.0
+		for _, v := range b.val[s.RowPtr[i]:s.RowPtr[i+1]] {
+			n += v * v
+		}
+		s.NormSq += n
+	}
+	switch {
+	case ones:
+		s.Values = Ones
+	case f32:
+		s.Values = Float32
+		s.Val32 = make([]float32, len(b.val))
+		for q, v := range b.val {
+			s.Val32[q] = float32(v)
+		}
+	default:
+		s.Values = Float64
+		s.Val64 = b.val
+	}
+	return s
+}
+
+// SetClasses maps each row's label to its class: the position of the label
+// in order (the global label order). Labels missing from order give -1.
+func (s *Shard) SetClasses(order []float64) {
+	m := make([]int32, len(s.Labels))
+	for i, l := range s.Labels {
+		m[i] = -1
+		for k, o := range order {
+			if o == l {
+				m[i] = int32(k)
+			}
+		}
+	}
+	if len(s.Class) != len(s.LabelOf) {
+		s.Class = make([]int32, len(s.LabelOf))
+	}
+	for i, p := range s.LabelOf {
+		s.Class[i] = m[p]
+	}
+}
+
+// rowValue returns value q of the matrix whatever its storage.
+func (s *Shard) rowValue(q int) float64 {
+	switch s.Values {
+	case Float32:
+		return float64(s.Val32[q])
+	case Float64:
+		return s.Val64[q]
+	}
+	return 1
+}
+
+// Summary is what the coordinator needs to know about the data set.
+type Summary struct {
+	Rows       int
+	NNZ        int
+	MaxIndex   uint32
+	NormSq     float64
+	Labels     []float64 // in order of first appearance in the file
+	LabelCount []int
+}
+
+// Merge adds one shard's summary; call in shard order so labels come out in
+// order of first appearance in the file.
+func (sum *Summary) Merge(rows, nnz int, maxIndex uint32, normSq float64, labels []float64, counts []int) {
+	sum.Rows += rows
+	sum.NNZ += nnz
+	if maxIndex > sum.MaxIndex {
+		sum.MaxIndex = maxIndex
+	}
+	sum.NormSq += normSq
+	for i, l := range labels {
+		k := slices.Index(sum.Labels, l)
+		if k < 0 {
+			k = len(sum.Labels)
+			sum.Labels = append(sum.Labels, l)
+			sum.LabelCount = append(sum.LabelCount, 0)
+		}
+		sum.LabelCount[k] += counts[i]
+	}
+}
+
+// LabelOrder applies LIBLINEAR's rule on top of first appearance: a {-1, +1}
+// pair that starts with -1 is swapped so +1 comes first.
+func LabelOrder(firstSeen []float64) []float64 {
+	order := slices.Clone(firstSeen)
+	if len(order) == 2 && order[0] == -1 && order[1] == 1 {
+		order[0], order[1] = 1, -1
+	}
+	return order
+}

@@ -1,0 +1,356 @@
+package shard
+
+import (
+	"compress/gzip"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// dataset is a random LIBSVM file held as dense rows for reference checks.
+type dataset struct {
+	text   string
+	labels []float64
+	rows   [][]float64 // dense, zero-based features
+	n      int
+}
+
+// values: "ones", "f32" (exactly float32) or "f64".
+func randomData(rng *rand.Rand, m, n, classes int, values string) dataset {
+	var b strings.Builder
+	d := dataset{n: n}
+	for i := 0; i < m; i++ {
+		lab := float64(rng.IntN(classes))
+		if classes == 2 {
+			lab = 2*lab - 1
+		}
+		d.labels = append(d.labels, lab)
+		row := make([]float64, n)
+		b.WriteString(strconv.FormatFloat(lab, 'g', -1, 64))
+		for j := 0; j < n; j++ {
+			if rng.Float64() > 0.3 {
+				continue
+			}
+			var v float64
+			switch values {
+			case "ones":
+				v = 1
+			case "f32":
+				v = float64(float32(rng.NormFloat64()))
+			default:
+				v = rng.NormFloat64()
+			}
+			row[j] = v
+			fmt.Fprintf(&b, " %d:%s", j+1, strconv.FormatFloat(v, 'g', -1, 64))
+		}
+		if i%7 == 3 {
+			b.WriteString(" # comment")
+		}
+		b.WriteString("\n")
+		d.rows = append(d.rows, row)
+	}
+	d.text = b.String()
+	return d
+}
+
+func writeFile(t testing.TB, text string) string {
+	path := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// objectiveFor loads path into nShards shards and binds the objective.
+func objectiveFor(t testing.TB, path string, nShards, parallel int, lambda, bias float64) *Objective {
+	info, err := Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, err := Load(path, Layout(info.Size, nShards), parallel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewLocal(shards, parallel)
+	var sum Summary
+	for _, m := range b.Meta() {
+		sum.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
+	}
+	b.SetClasses(LabelOrder(sum.Labels))
+	return NewObjective(b, int(sum.MaxIndex), lambda, bias)
+}
+
+// reference computes f and the gradient the straightforward dense way.
+func (d dataset) reference(order []float64, x [][]float64, features int, lambda, bias float64) ([]float64, [][]float64) {
+	K := len(x)
+	m := float64(len(d.rows))
+	f := make([]float64, K)
+	g := make([][]float64, K)
+	for k := range x {
+		g[k] = make([]float64, len(x[k]))
+		for i, row := range d.rows {
+			y := -1.0
+			if d.labels[i] == order[k] {
+				y = 1
+			}
+			a := make([]float64, len(x[k]))
+			copy(a, row[:min(len(row), features)])
+			if bias >= 0 {
+				a[features] = bias
+			}
+			z := 0.0
+			for j := range a {
+				z += a[j] * x[k][j]
+			}
+			if dd := 1 - y*z; dd > 0 {
+				f[k] += dd * dd / m
+				for j := range a {
+					g[k][j] += -2 * y * dd * a[j] / m
+				}
+			}
+		}
+		for j := range x[k] {
+			f[k] += lambda / 2 * x[k][j] * x[k][j]
+			g[k][j] += lambda * x[k][j]
+		}
+	}
+	return f, g
+}
+
+func TestKernelMatchesDenseReference(t *testing.T) {
+	for _, values := range []string{"ones", "f32", "f64"} {
+		for _, classes := range []int{2, 4} {
+			for _, bias := range []float64{-1, 1.5} {
+				name := fmt.Sprintf("%s/classes=%d/bias=%v", values, classes, bias)
+				t.Run(name, func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(1, uint64(classes)))
+					d := randomData(rng, 300, 12, classes, values)
+					obj := objectiveFor(t, writeFile(t, d.text), 5, 3, 0.01, bias)
+					want := map[string]Values{"ones": Ones, "f32": Float32, "f64": Float64}[values]
+					for _, s := range obj.Backend.(*Local).Shards {
+						if s.Rows() > 0 && s.Values != want {
+							t.Fatalf("shard %d stores %v, want %v", s.ID, s.Values, want)
+						}
+					}
+					var sum Summary
+					for _, m := range obj.Backend.Meta() {
+						sum.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
+					}
+					order := LabelOrder(sum.Labels)
+					K := len(order)
+					if K == 2 {
+						K = 1
+					}
+					x := make([][]float64, K)
+					for k := range x {
+						x[k] = make([]float64, obj.Dim())
+						for j := range x[k] {
+							x[k][j] = rng.NormFloat64() * 0.3
+						}
+					}
+					f := make([]float64, K)
+					g := make([][]float64, K)
+					for k := range g {
+						g[k] = make([]float64, obj.Dim())
+					}
+					if err := obj.Eval(x, f, g); err != nil {
+						t.Fatal(err)
+					}
+					wf, wg := d.reference(order, x, obj.Features, 0.01, bias)
+					for k := range f {
+						if !near(f[k], wf[k], 1e-12) {
+							t.Errorf("f[%d] = %v, want %v", k, f[k], wf[k])
+						}
+						for j := range g[k] {
+							if !near(g[k][j], wg[k][j], 1e-11) {
+								t.Errorf("g[%d][%d] = %v, want %v", k, j, g[k][j], wg[k][j])
+							}
+						}
+					}
+					checkFiniteDifferences(t, obj, x, g)
+					checkHessVec(t, obj, x, rng)
+				})
+			}
+		}
+	}
+}
+
+func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math.Abs(b)) }
+
+// checkFiniteDifferences compares the gradient with central differences.
+func checkFiniteDifferences(t *testing.T, obj *Objective, x, g [][]float64) {
+	t.Helper()
+	K := len(x)
+	f := make([]float64, K)
+	fp := make([]float64, K)
+	scratch := make([][]float64, K)
+	for k := range scratch {
+		scratch[k] = make([]float64, obj.Dim())
+	}
+	const h = 1e-6
+	for j := 0; j < obj.Dim(); j++ {
+		for k := range x {
+			x[k][j] += h
+		}
+		obj.Eval(x, fp, scratch)
+		for k := range x {
+			x[k][j] -= 2 * h
+		}
+		obj.Eval(x, f, scratch)
+		for k := range x {
+			x[k][j] += h
+			fd := (fp[k] - f[k]) / (2 * h)
+			if math.Abs(fd-g[k][j]) > 1e-6*math.Max(1, math.Abs(g[k][j])) {
+				t.Errorf("d f_%d / d x_%d: finite difference %v, gradient %v", k, j, fd, g[k][j])
+			}
+		}
+	}
+}
+
+// checkHessVec compares H v with the difference of gradients along v
+// (exact for a piecewise quadratic when no row changes activity).
+func checkHessVec(t *testing.T, obj *Objective, x [][]float64, rng *rand.Rand) {
+	t.Helper()
+	K := len(x)
+	v := make([][]float64, K)
+	hv := make([][]float64, K)
+	g0 := make([][]float64, K)
+	g1 := make([][]float64, K)
+	x1 := make([][]float64, K)
+	for k := range v {
+		v[k] = make([]float64, obj.Dim())
+		for j := range v[k] {
+			v[k][j] = rng.NormFloat64()
+		}
+		hv[k] = make([]float64, obj.Dim())
+		g0[k] = make([]float64, obj.Dim())
+		g1[k] = make([]float64, obj.Dim())
+		x1[k] = make([]float64, obj.Dim())
+	}
+	if err := obj.HessVec(x, v, hv); err != nil {
+		t.Fatal(err)
+	}
+	const h = 1e-7
+	f := make([]float64, K)
+	obj.Eval(x, f, g0)
+	for k := range x {
+		for j := range x[k] {
+			x1[k][j] = x[k][j] + h*v[k][j]
+		}
+	}
+	obj.Eval(x1, f, g1)
+	for k := range x {
+		for j := range x[k] {
+			fd := (g1[k][j] - g0[k][j]) / h
+			if math.Abs(fd-hv[k][j]) > 1e-4*math.Max(1, math.Abs(hv[k][j])) {
+				t.Errorf("Hv[%d][%d] = %v, gradient difference %v", k, j, hv[k][j], fd)
+			}
+		}
+	}
+}
+
+// TestSameBitsWhateverTheSplit evaluates one data set with different
+// numbers of goroutines and from plain and gzip files: the shard layout
+// is fixed, so the bits must not change.
+func TestSameBitsWhateverTheSplit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	d := randomData(rng, 2000, 40, 3, "f64")
+	plain := writeFile(t, d.text)
+	gz := filepath.Join(t.TempDir(), "data.gz")
+	f, _ := os.Create(gz)
+	zw := gzip.NewWriter(f)
+	zw.Write([]byte(d.text))
+	zw.Close()
+	f.Close()
+
+	eval := func(path string, parallel int) ([]float64, [][]float64) {
+		obj := objectiveFor(t, path, 16, parallel, 1e-3, 1)
+		x := make([][]float64, 3)
+		g := make([][]float64, 3)
+		for k := range x {
+			x[k] = make([]float64, obj.Dim())
+			g[k] = make([]float64, obj.Dim())
+			for j := range x[k] {
+				x[k][j] = math.Sin(float64(j*3 + k))
+			}
+		}
+		fv := make([]float64, 3)
+		if err := obj.Eval(x, fv, g); err != nil {
+			t.Fatal(err)
+		}
+		return fv, g
+	}
+	f1, g1 := eval(plain, 1)
+	for _, c := range []struct {
+		path     string
+		parallel int
+	}{{plain, 2}, {plain, 7}, {gz, 1}, {gz, 3}} {
+		f2, g2 := eval(c.path, c.parallel)
+		for k := range f1 {
+			if math.Float64bits(f1[k]) != math.Float64bits(f2[k]) {
+				t.Fatalf("%s parallel=%d: f differs", c.path, c.parallel)
+			}
+			for j := range g1[k] {
+				if math.Float64bits(g1[k][j]) != math.Float64bits(g2[k][j]) {
+					t.Fatalf("%s parallel=%d: g[%d][%d] differs", c.path, c.parallel, k, j)
+				}
+			}
+		}
+	}
+}
+
+// TestRangesCoverEveryLineOnce cuts a file at every possible shard count
+// and checks each line lands in exactly one shard, in order.
+func TestRangesCoverEveryLineOnce(t *testing.T) {
+	text := "1 1:1\n-1 2:1\n\n1 3:1 4:2 # long comment here\n-1\n1 5:1\n-1 6:1" // no final newline
+	path := writeFile(t, text)
+	for n := 1; n <= len(text)+3; n++ {
+		shards, err := Load(path, Layout(int64(len(text)), n), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := 0
+		var cols []uint32
+		for _, s := range shards {
+			rows += s.Rows()
+			for i := 0; i < s.Rows(); i++ {
+				for q := s.RowPtr[i]; q < s.RowPtr[i+1]; q++ {
+					cols = append(cols, s.Cols[s.Idx[q]])
+				}
+			}
+		}
+		if rows != 6 || fmt.Sprint(cols) != "[0 1 2 3 4 5]" {
+			t.Fatalf("%d shards: %d rows, columns %v", n, rows, cols)
+		}
+	}
+}
+
+func TestLoadErrorNamesLine(t *testing.T) {
+	text := strings.Repeat("1 1:1 2:0.5\n", 5000) + "-1 3:oops\n" + strings.Repeat("1 1:1\n", 100)
+	path := writeFile(t, text)
+	_, err := Load(path, Layout(int64(len(text)), 8), 2)
+	want := path + `:5001: index 3: "oops" is not a number`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+}
+
+func TestLabelOrder(t *testing.T) {
+	tests := []struct{ in, want []float64 }{
+		{[]float64{-1, 1}, []float64{1, -1}},
+		{[]float64{1, -1}, []float64{1, -1}},
+		{[]float64{2, 1}, []float64{2, 1}},
+		{[]float64{0, 1}, []float64{0, 1}},
+		{[]float64{-1, 1, 2}, []float64{-1, 1, 2}},
+	}
+	for _, tc := range tests {
+		if got := LabelOrder(tc.in); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("LabelOrder(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,210 @@
+// Package train turns loaded shards into a LIBLINEAR-compatible model: it
+// reads the data summary, fixes the classes, sets up the one-vs-rest
+// problems and runs an osgm method over whatever backend holds the shards.
+package train
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
+	"gonum.org/v1/gonum/floats"
+)
+
+// Config is what the user chose.
+type Config struct {
+	C       float64 // LIBLINEAR's cost; used when Lambda is 0
+	Lambda  float64
+	Eps     float64 // LIBLINEAR's relative gradient tolerance
+	Bias    float64 // < 0: no bias feature
+	Method  string
+	MaxIter int
+	Params  osgm.Params
+	Trace   func(osgm.Record)
+	// Init, when set, is the starting model (warm start).
+	Init *libsvm.Model
+}
+
+// Result is a trained model and how it was reached.
+type Result struct {
+	Model   *libsvm.Model
+	Opt     *osgm.Result
+	Summary shard.Summary
+	Lambda  float64
+	// Primal is LIBLINEAR's objective F = f/lambda of each problem, the
+	// number its -s 2 solver minimises.
+	Primal []float64
+	Obj    *shard.Objective
+}
+
+// Summarize merges the shards' descriptions in shard order.
+func Summarize(metas []shard.Meta) shard.Summary {
+	var s shard.Summary
+	for _, m := range metas {
+		s.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
+	}
+	return s
+}
+
+// Classes checks the labels and returns them in model order with their
+// integer form.
+func Classes(sum shard.Summary) (order []float64, labels []int, err error) {
+	if sum.Rows == 0 {
+		return nil, nil, libsvm.ErrNoData
+	}
+	order = shard.LabelOrder(sum.Labels)
+	for _, l := range order {
+		il, err := libsvm.IntLabel(l)
+		if err != nil {
+			return nil, nil, err
+		}
+		labels = append(labels, il)
+	}
+	if len(order) < 2 {
+		return nil, nil, fmt.Errorf("only one class (label %v) in %d rows: a classifier needs at least two", order[0], sum.Rows)
+	}
+	return order, labels, nil
+}
+
+// Train fits the model on the backend's shards.
+func Train(b shard.Backend, cfg Config) (*Result, error) {
+	sum := Summarize(b.Meta())
+	order, labels, err := Classes(sum)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.SetClasses(order); err != nil {
+		return nil, err
+	}
+	K := len(order)
+	if K == 2 {
+		K = 1
+	}
+	lambda := cfg.Lambda
+	if lambda == 0 {
+		if !(cfg.C > 0) {
+			return nil, errors.New("the cost C must be positive")
+		}
+		lambda = 1 / (cfg.C * float64(sum.Rows))
+	}
+	features := int(sum.MaxIndex)
+	if cfg.Init != nil && cfg.Init.NFeature > features {
+		features = cfg.Init.NFeature
+	}
+	obj := shard.NewObjective(b, features, lambda, cfg.Bias)
+	dim := obj.Dim()
+
+	zero := make([][]float64, K)
+	f0 := make([]float64, K)
+	g0 := make([][]float64, K)
+	for k := range zero {
+		zero[k] = make([]float64, dim)
+		g0[k] = make([]float64, dim)
+	}
+	if err := obj.Eval(zero, f0, g0); err != nil {
+		return nil, err
+	}
+	// LIBLINEAR's test: ||g|| <= eps * max(min(#pos, #neg), 1) / m * ||g(0)||.
+	tol := make([]float64, K)
+	for k := range tol {
+		pos := countOf(sum, order[k])
+		neg := sum.Rows - pos
+		tol[k] = cfg.Eps * math.Max(float64(min(pos, neg)), 1) / float64(sum.Rows) * floats.Norm(g0[k], 2)
+	}
+	prob := osgm.Problem{Dim: dim, L: obj.LipschitzBound(), Mu: lambda, Diag: obj.Diag()}
+	probs := make([]osgm.Problem, K)
+	for k := range probs {
+		probs[k] = prob
+	}
+	settings := osgm.Settings{Method: cfg.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol, Trace: cfg.Trace}
+	x0 := zero
+	if cfg.Init != nil {
+		if x0, err = warmStart(cfg.Init, labels, dim, cfg.Bias); err != nil {
+			return nil, err
+		}
+	} else {
+		settings.F0, settings.G0 = f0, g0
+	}
+	res, err := osgm.Minimize(obj, x0, probs, settings)
+	if err != nil {
+		return nil, err
+	}
+	res.Evals++ // the pass at zero for the tolerance
+	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: labels, NFeature: features, Bias: cfg.Bias, W: res.X}
+	if cfg.Bias < 0 {
+		model.Bias = -1
+	}
+	primal := make([]float64, K)
+	for k := range primal {
+		primal[k] = res.F[k] / lambda
+	}
+	return &Result{Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj}, nil
+}
+
+func countOf(sum shard.Summary, label float64) int {
+	for i, l := range sum.Labels {
+		if l == label {
+			return sum.LabelCount[i]
+		}
+	}
+	return 0
+}
+
+// warmStart maps a model's weights onto this problem's classes.
+func warmStart(m *libsvm.Model, labels []int, dim int, bias float64) ([][]float64, error) {
+	if (m.Bias >= 0) != (bias >= 0) {
+		return nil, fmt.Errorf("initial model has bias %v, training uses %v: use the same -B", m.Bias, bias)
+	}
+	if len(m.Labels) != len(labels) {
+		return nil, fmt.Errorf("initial model has %d classes, the data %d", len(m.Labels), len(labels))
+	}
+	for i := range labels {
+		if m.Labels[i] != labels[i] {
+			return nil, fmt.Errorf("initial model's labels %v differ from the data's %v", m.Labels, labels)
+		}
+	}
+	x := make([][]float64, len(m.W))
+	for k, w := range m.W {
+		x[k] = make([]float64, dim)
+		copy(x[k], w[:m.NFeature])
+		if bias >= 0 {
+			x[k][dim-1] = w[m.NFeature]
+		}
+	}
+	return x, nil
+}
+
+// ObjectiveFor loads a data set locally and binds it to a model's classes,
+// features and bias, with lambda = 1/(C m): the objective that model was
+// trained for.
+func ObjectiveFor(path string, m *libsvm.Model, c float64, parallel int) (*shard.Objective, error) {
+	info, err := shard.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	shards, err := shard.Load(path, shard.Layout(info.Size, 0), parallel)
+	if err != nil {
+		return nil, err
+	}
+	b := shard.NewLocal(shards, parallel)
+	sum := Summarize(b.Meta())
+	order := make([]float64, len(m.Labels))
+	for i, l := range m.Labels {
+		order[i] = float64(l)
+	}
+	if err := b.SetClasses(order); err != nil {
+		return nil, err
+	}
+	features := m.NFeature
+	if int(sum.MaxIndex) > features {
+		return nil, fmt.Errorf("%s has %d features, the model %d", path, sum.MaxIndex, m.NFeature)
+	}
+	bias := m.Bias
+	if bias < 0 {
+		bias = -1
+	}
+	return shard.NewObjective(b, features, 1/(c*float64(sum.Rows)), bias), nil
+}
