@@ -1,16 +1,134 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport"
 )
 
-// openBackend loads the shards where they will be evaluated.
-func openBackend(o *options, info shard.Info, ranges []shard.Range, log *zap.Logger) (shard.Backend, func(), error) {
-	shards, err := shard.Load(o.train, ranges, o.workers)
+// openBackend puts the shards where they will be evaluated: in this
+// process (-local), on in-process workers behind an embedded NATS server
+// (the default), or on external workers (-nats).
+func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap.Logger) (shard.Backend, func(), error) {
+	if o.local {
+		shards, err := shard.Load(o.train, ranges, o.workers)
+		if err != nil {
+			return nil, nil, err
+		}
+		return shard.NewLocal(shards, o.workers), func() {}, nil
+	}
+	var cleanup []func()
+	closeAll := func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}
+	url := o.natsURL
+	minWorkers := o.minWorkers
+	if url == "" {
+		dir, err := os.MkdirTemp("", "osgm-nats-*")
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanup = append(cleanup, func() { os.RemoveAll(dir) })
+		srv, err := transport.Embedded(dir)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		cleanup = append(cleanup, srv.Shutdown)
+		url = srv.ClientURL()
+		minWorkers = o.workers
+		log.Info("embedded NATS server", zap.String("url", url), zap.Int("workers", o.workers))
+	}
+	nc, err := transport.Connect(url, "coordinator", o.auth.FromEnv(), log)
 	if err != nil {
+		closeAll()
 		return nil, nil, err
 	}
-	return shard.NewLocal(shards, o.workers), func() {}, nil
+	cleanup = append(cleanup, nc.Close)
+	if err := transport.WaitConnected(nc, 30*time.Second); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	abs, err := filepath.Abs(o.train)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	src := transport.Source{Path: abs}
+	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, Log: log})
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	cleanup = append(cleanup, c.Close)
+	if o.natsURL == "" {
+		// In-process workers speak the same protocol over the embedded
+		// server: one code path for a laptop and a cluster.
+		stopWorkers, err := startWorkers(ctx, url, o.workers)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		cleanup = append(cleanup, stopWorkers)
+	}
+	if o.objectStore {
+		bucket := fmt.Sprintf("osgm-%016x", c.Job())
+		start := time.Now()
+		n, err := transport.PublishShards(ctx, nc, bucket, o.train, ranges)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		cleanup = append(cleanup, func() { transport.DeleteBucket(context.Background(), nc, bucket) })
+		log.Info("shards published to the object store", zap.String("bucket", bucket),
+			zap.Int64("bytes", n), zap.Duration("took", time.Since(start)))
+		src = transport.Source{Bucket: bucket}
+	}
+	c.SetSource(src)
+	if err := c.Load(ctx); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return c, func() {
+		st := c.Stats()
+		log.Info("bus", zap.Int("rounds", st.Rounds), zap.Int64("bytes_down", st.BytesDown), zap.Int64("bytes_up", st.BytesUp),
+			zap.Int("resends", st.Resends), zap.Int("reassignments", st.Reassignments), zap.Any("dropped", c.Dropped()))
+		closeAll()
+	}, nil
+}
+
+func startWorkers(ctx context.Context, url string, n int) (stop func(), err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{}, n)
+	started := 0
+	stop = func() {
+		cancel()
+		for i := 0; i < started; i++ {
+			<-done
+		}
+	}
+	for i := 0; i < n; i++ {
+		nc, err := transport.Connect(url, fmt.Sprintf("worker-%d", i), transport.Auth{}, zap.NewNop())
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: 1})
+		started++
+		go func() {
+			w.Run(wctx)
+			nc.Close()
+			done <- struct{}{}
+		}()
+	}
+	return stop, nil
 }

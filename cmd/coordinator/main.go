@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/transport"
 )
 
 // options are the command line, parsed.
@@ -39,6 +40,9 @@ type options struct {
 	natsURL      string
 	minWorkers   int
 	local        bool
+	cpuProfile   string
+	objectStore  bool
+	auth         transport.Auth
 }
 
 func parse(args []string) (*options, error) {
@@ -48,20 +52,28 @@ func parse(args []string) (*options, error) {
 	fs.Float64Var(&o.lambda, "lambda", 0, "regularisation lambda, instead of -c")
 	fs.Float64Var(&o.eps, "e", 0.01, "stopping tolerance: LIBLINEAR's relative gradient test")
 	fs.Float64Var(&o.bias, "B", -1, "bias: if >= 0, every row gets a feature of this value (-1: none)")
-	fs.StringVar(&o.method, "method", "osgm-h", "optimiser: "+strings.Join(osgm.Methods(), ", "))
+	fs.StringVar(&o.method, "method", "hdm", "optimiser: "+strings.Join(osgm.Methods(), ", "))
 	fs.IntVar(&o.maxIter, "max-iter", 10000, "maximum iterations")
 	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
 	fs.StringVar(&o.trace, "trace", "", "write one CSV line per iteration to this file")
 	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "local workers (without -nats)")
 	fs.IntVar(&o.shards, "shards", 0, "number of shards (0: from the file size)")
-	fs.Float64Var(&o.eta, "eta", 0, "OSGM's online step size (0: 10/L, L re-estimated from curvature)")
-	fs.Float64Var(&o.etaScale, "eta-scale", 10, "with -eta 0: OSGM's step size is eta-scale/L")
+	fs.Float64Var(&o.eta, "eta", 0, "OSGM's online step size (0: eta-scale/L, L re-estimated from curvature)")
+	fs.Float64Var(&o.etaScale, "eta-scale", 1, "with -eta 0: OSGM's step size is eta-scale/L")
 	fs.Float64Var(&o.etaBeta, "eta-beta", 1, "HDM's step size for the momentum weight")
 	fs.BoolVar(&o.noDiag, "no-diag", false, "start OSGM's scaling at zero instead of from the Hessian diagonal")
 	fs.BoolVar(&o.quiet, "q", false, "quiet: only errors")
 	fs.StringVar(&o.initModel, "i", "", "initial model file (warm start)")
 	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL (default: embedded server)")
 	fs.IntVar(&o.minWorkers, "min-workers", 1, "with -nats: wait for this many workers")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
+	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
+	fs.StringVar(&o.auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")
+	fs.StringVar(&o.auth.NKeyFile, "nkey", "", "NATS NKey seed file")
+	fs.StringVar(&o.auth.CredsFile, "creds", "", "NATS credentials file")
+	fs.StringVar(&o.auth.CAFile, "tlsca", "", "TLS CA file for the NATS server")
+	fs.StringVar(&o.auth.CertFile, "tlscert", "", "TLS client certificate (mutual TLS)")
+	fs.StringVar(&o.auth.KeyFile, "tlskey", "", "TLS client key (mutual TLS)")
 	fs.BoolVar(&o.local, "local", false, "evaluate in-process without NATS (for comparison)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: coordinator [options] training_file [model_file]\n\nOptions:\n")
@@ -99,6 +111,12 @@ func parse(args []string) (*options, error) {
 	}
 	if o.workers < 1 {
 		return nil, errors.New("-workers must be at least 1")
+	}
+	if o.local && o.natsURL != "" {
+		return nil, errors.New("-local evaluates in this process; drop -nats (or -local)")
+	}
+	if o.local && o.objectStore {
+		return nil, errors.New("-objstore needs workers; drop -local")
 	}
 	if o.shards < 0 {
 		return nil, errors.New("-shards must be 0 (automatic) or positive")

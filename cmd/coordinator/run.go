@@ -2,35 +2,37 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 )
 
-func newLogger(quiet bool) *zap.Logger {
-	cfg := zap.NewDevelopmentEncoderConfig()
-	cfg.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
-	level := zapcore.InfoLevel
-	if quiet {
-		level = zapcore.ErrorLevel
-	}
-	core := zapcore.NewCore(zapcore.NewConsoleEncoder(cfg), zapcore.Lock(os.Stderr), level)
-	return zap.New(core)
-}
-
 func run(o *options) error {
-	log := newLogger(o.quiet)
+	log := logging.New(o.quiet, false)
 	defer log.Sync()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	start := time.Now()
 
 	info, err := shard.Stat(o.train)
@@ -38,7 +40,9 @@ func run(o *options) error {
 		return err
 	}
 	ranges := shard.Layout(info.Size, o.shards)
-	backend, closeBackend, err := openBackend(o, info, ranges, log)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	backend, closeBackend, err := openBackend(ctx, o, ranges, log)
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ type Params struct {
 	// Eta is the online learner's step size for the scaling P. Zero means
 	// EtaScale/L with L re-estimated from observed curvature.
 	Eta      float64
-	EtaScale float64 // default 10
+	EtaScale float64 // default DefaultEtaScale
 	// EtaBeta is HDM's step size for the momentum weight (default 1).
 	EtaBeta float64
 	// Z is OSGM-R's lower bound on the optimum (0 is valid for the SVM).

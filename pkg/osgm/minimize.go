@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"gonum.org/v1/gonum/floats"
@@ -115,14 +118,18 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 		outs[k] = make([]float64, len(x0[k]))
 	}
 	reqs := make([]Request, K)
+	steps := make([]Step, K)
 	for active > 0 {
 		var need [2]bool
-		for k, m := range ms {
-			if done(k) {
-				continue
+		each(K, func(k int) {
+			if !done(k) {
+				reqs[k] = ms[k].Next()
 			}
-			reqs[k] = m.Next()
-			need[reqs[k].Op] = true
+		})
+		for k := range ms {
+			if !done(k) {
+				need[reqs[k].Op] = true
+			}
 		}
 		for op := OpEval; op <= OpHessVec; op++ {
 			if !need[op] {
@@ -146,16 +153,22 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 				return nil, err
 			}
 			res.Evals++
+			// The problems are independent: their methods step in parallel.
+			each(K, func(k int) {
+				if done(k) || reqs[k].Op != op {
+					return
+				}
+				if op == OpEval {
+					steps[k] = ms[k].Tell(Reply{F: f[k], G: outs[k]})
+				} else {
+					steps[k] = ms[k].Tell(Reply{HV: outs[k]})
+				}
+			})
 			for k, m := range ms {
 				if done(k) || reqs[k].Op != op {
 					continue
 				}
-				var st Step
-				if op == OpEval {
-					st = m.Tell(Reply{F: f[k], G: outs[k]})
-				} else {
-					st = m.Tell(Reply{HV: outs[k]})
-				}
+				st := steps[k]
 				if !st.Iterated {
 					continue
 				}
@@ -181,4 +194,25 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 		res.GradNorm[k] = floats.Norm(gb, 2)
 	}
 	return res, nil
+}
+
+// each runs fn for 0..n-1, spread over the available cores when there is
+// more than one problem.
+func each(n int, fn func(k int)) {
+	if n == 1 {
+		fn(0)
+		return
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for w := 0; w < min(n, runtime.GOMAXPROCS(0)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := int(next.Add(1) - 1); k < n; k = int(next.Add(1) - 1) {
+				fn(k)
+			}
+		}()
+	}
+	wg.Wait()
 }

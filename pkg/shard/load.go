@@ -232,3 +232,62 @@ func loadStream(r io.Reader, path string, ranges []Range) ([]*Shard, error) {
 	}
 	return out, nil
 }
+
+// Read builds shard id from a stream holding exactly its lines (as stored
+// in an object store); name is used in errors, with lines counted from 1
+// within the shard.
+func Read(r io.Reader, name string, id int) (*Shard, error) {
+	rd := libsvm.NewReader(r, name)
+	b := newBuilder(id)
+	var row libsvm.Row
+	for {
+		err := rd.Next(&row)
+		if err == io.EOF {
+			return b.build(), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.add(row.Label, row.Index, row.Value)
+	}
+}
+
+// Text streams the raw text of each range to emit, in order, reading the
+// file once: what an object store holds for workers without the file.
+func Text(path string, ranges []Range, emit func(r Range, text []byte) error) error {
+	f, err := libsvm.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rd := libsvm.NewReader(f, path)
+	var buf []byte
+	i := 0
+	for {
+		line, at, err := rd.ReadLine()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		for i < len(ranges) && at >= ranges[i].End {
+			if err := emit(ranges[i], buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+			i++
+		}
+		if i < len(ranges) && at >= ranges[i].Start {
+			buf = append(buf, line...)
+			buf = append(buf, '\n')
+		}
+	}
+	for ; i < len(ranges); i++ {
+		if err := emit(ranges[i], buf); err != nil {
+			return err
+		}
+		buf = buf[:0]
+	}
+	return nil
+}

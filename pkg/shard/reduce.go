@@ -88,9 +88,13 @@ func (r *Reducer) apply(p *Partial) {
 		}
 		return
 	}
-	for l, j := range cols {
-		for k := range K {
-			r.sum.Grad[k][j] += p.Grad[l*K+k]
+	// Problem by problem: each pass writes one vector, reading the
+	// interleaved partial with a fixed stride.
+	for k := range K {
+		g := r.sum.Grad[k]
+		src := p.Grad[k:]
+		for l, j := range cols {
+			g[j] += src[l*K]
 		}
 	}
 }

@@ -1,0 +1,83 @@
+// Command worker holds shards of a training job and evaluates them for a
+// coordinator over NATS:
+//
+//	worker [-nats URL] [-name NAME] [-parallel N]
+//
+// The coordinator tells it which byte ranges of which file to load (the
+// file must be at the same path on every host) or which objects of a
+// JetStream object store to read.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/logging"
+	"github.com/osgm-svm/osgm/pkg/transport"
+)
+
+func main() {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	url := fs.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (or NATS_URL)")
+	name := fs.String("name", envOr("WORKER_NAME", hostname()), "worker name, shown in the coordinator's log")
+	parallel := fs.Int("parallel", runtime.NumCPU(), "goroutines evaluating shards")
+	quiet := fs.Bool("q", false, "quiet: only errors")
+	var auth transport.Auth
+	fs.StringVar(&auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")
+	fs.StringVar(&auth.NKeyFile, "nkey", os.Getenv("NATS_NKEY_FILE"), "NATS NKey seed file (or NATS_NKEY_FILE)")
+	fs.StringVar(&auth.CredsFile, "creds", os.Getenv("NATS_CREDS_FILE"), "NATS credentials file (or NATS_CREDS_FILE)")
+	fs.StringVar(&auth.CAFile, "tlsca", os.Getenv("NATS_CA_FILE"), "TLS CA file (or NATS_CA_FILE)")
+	fs.StringVar(&auth.CertFile, "tlscert", os.Getenv("NATS_CERT_FILE"), "TLS client certificate (or NATS_CERT_FILE)")
+	fs.StringVar(&auth.KeyFile, "tlskey", os.Getenv("NATS_KEY_FILE"), "TLS client key (or NATS_KEY_FILE)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: worker [options]\n\nOptions:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nSecrets come from the environment: NATS_USER, NATS_PASSWORD, NATS_TOKEN.\n"+
+			"Example: NATS_URL=nats://nats:4222 worker -name w1\n")
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		os.Exit(2)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "worker: unexpected argument %q (the coordinator says what to load)\n", fs.Arg(0))
+		os.Exit(2)
+	}
+	log := logging.New(*quiet, false)
+	defer log.Sync()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	nc, err := transport.Connect(*url, "worker "+*name, auth.FromEnv(), log)
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		os.Exit(1)
+	}
+	defer nc.Close()
+	w := transport.NewWorker(nc, transport.WorkerConfig{Name: *name, Parallel: *parallel, Log: log})
+	if err := w.Run(ctx); err != nil {
+		log.Error("worker stopped", zap.Error(err))
+		os.Exit(1)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}

@@ -1,0 +1,543 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
+
+// ClusterConfig configures the coordinator's side of the protocol.
+type ClusterConfig struct {
+	Job        uint64 // 0: random
+	Source     Source
+	Ranges     []shard.Range
+	MinWorkers int
+	// HeartbeatTimeout declares a silent worker dead.
+	HeartbeatTimeout time.Duration
+	// ResendAfter re-broadcasts a round's point when results stop coming.
+	ResendAfter time.Duration
+	Log         *zap.Logger
+}
+
+// Cluster is a shard.Backend whose shards live on workers reached over
+// NATS. It assigns shards, notices workers that die or join, and moves
+// shards so that every round completes; results are added in shard order,
+// so none of this changes a bit of the outcome.
+type Cluster struct {
+	cfg ClusterConfig
+	nc  *nats.Conn
+	log *zap.Logger
+
+	ups  chan upMsg
+	hbs  chan Heartbeat
+	subs []*nats.Subscription
+
+	workers  map[string]*peer
+	owner    []string       // shard -> worker answering for it
+	incoming map[int]string // shard -> worker it is moving to
+	metas    []shard.Meta
+	haveMet  []bool
+	order    []float64
+	round    uint64
+
+	bad counter
+
+	// Stats for the caller.
+	mu    sync.Mutex
+	stats Stats
+}
+
+// Stats count what crossed the bus.
+type Stats struct {
+	Rounds        int
+	BytesDown     int64 // point broadcasts
+	BytesUp       int64 // results received
+	Resends       int
+	Reassignments int
+}
+
+type peer struct {
+	id, name string
+	lastSeen time.Time
+	held     []int
+	loading  []int
+	dead     bool
+}
+
+type upMsg struct {
+	kind    Kind
+	round   uint64
+	shard   int
+	payload []byte
+}
+
+// NewCluster subscribes to the job's subjects.
+func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
+	if cfg.Job == 0 {
+		cfg.Job = rand.Uint64() | 1
+	}
+	if cfg.HeartbeatTimeout == 0 {
+		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if cfg.ResendAfter == 0 {
+		cfg.ResendAfter = DefaultResendAfter
+	}
+	if cfg.MinWorkers < 1 {
+		cfg.MinWorkers = 1
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	n := len(cfg.Ranges)
+	c := &Cluster{cfg: cfg, nc: nc, log: cfg.Log, ups: make(chan upMsg, upQueue), hbs: make(chan Heartbeat, 256),
+		workers: map[string]*peer{}, owner: make([]string, n), incoming: map[int]string{}, metas: make([]shard.Meta, n), haveMet: make([]bool, n)}
+	c.bad.log = c.log
+	var asm Assembler
+	asm.MaxPending = 4 * max(n, 16)
+	up, err := nc.Subscribe(UpSubject(cfg.Job), func(m *nats.Msg) {
+		h, payload, err := DecodeChunk(m.Data)
+		switch {
+		case err != nil:
+			c.bad.add(err, h.Kind)
+			return
+		case h.Job != cfg.Job:
+			c.bad.add(errors.New("wrong job id"), h.Kind)
+			return
+		case h.Kind != KindPartial && h.Kind != KindMeta && h.Kind != KindError:
+			c.bad.add(nil, h.Kind)
+			return
+		case int(h.Shard) >= n:
+			c.bad.add(errors.New("shard id out of range"), h.Kind)
+			return
+		}
+		c.mu.Lock()
+		c.stats.BytesUp += int64(len(m.Data))
+		c.mu.Unlock()
+		if whole, ok := asm.Add(h, payload); ok {
+			c.ups <- upMsg{kind: h.Kind, round: h.Round, shard: int(h.Shard), payload: whole}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	up.SetPendingLimits(-1, -1)
+	hb, err := nc.Subscribe(SubjectHeartbeat, func(m *nats.Msg) {
+		h, payload, err := DecodeChunk(m.Data)
+		if err != nil || h.Kind != KindHeartbeat {
+			c.bad.add(err, h.Kind)
+			return
+		}
+		var b Heartbeat
+		if err := json.Unmarshal(payload, &b); err != nil || b.ID == "" {
+			c.bad.add(fmt.Errorf("heartbeat: %v", err), h.Kind)
+			return
+		}
+		select {
+		case c.hbs <- b:
+		default: // a newer one follows shortly
+		}
+	})
+	if err != nil {
+		up.Unsubscribe()
+		return nil, err
+	}
+	c.subs = []*nats.Subscription{up, hb}
+	return c, nil
+}
+
+// SetSource says where workers find the data; call before Load.
+func (c *Cluster) SetSource(s Source) { c.cfg.Source = s }
+
+// Job is the job id on the bus.
+func (c *Cluster) Job() uint64 { return c.cfg.Job }
+
+// Stats returns what crossed the bus so far.
+func (c *Cluster) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Dropped counts bad messages by reason.
+func (c *Cluster) Dropped() map[string]int { return c.bad.Dropped() }
+
+// Close unsubscribes.
+func (c *Cluster) Close() {
+	for _, s := range c.subs {
+		s.Unsubscribe()
+	}
+}
+
+// Load waits for MinWorkers workers, assigns every shard and collects the
+// shards' descriptions.
+func (c *Cluster) Load(ctx context.Context) error {
+	c.log.Info("waiting for workers", zap.Int("min", c.cfg.MinWorkers))
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for len(c.live()) < c.cfg.MinWorkers {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case hb := <-c.hbs:
+			c.onHeartbeat(hb)
+		case <-tick.C:
+		}
+	}
+	c.balance(true)
+	for slices.Contains(c.haveMet, false) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case hb := <-c.hbs:
+			c.onHeartbeat(hb)
+		case m := <-c.ups:
+			if err := c.onUp(m, nil); err != nil {
+				return err
+			}
+		case <-tick.C:
+			c.checkWorkers(false)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) live() []string {
+	var ids []string
+	for id, p := range c.workers {
+		if !p.dead {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (c *Cluster) onHeartbeat(hb Heartbeat) {
+	p := c.workers[hb.ID]
+	if p == nil {
+		p = &peer{id: hb.ID, name: hb.Name}
+		c.workers[hb.ID] = p
+		c.log.Info("worker joined", zap.String("worker", hb.ID))
+	}
+	if p.dead {
+		// Back after an outage: it counts again and gets shards at the
+		// next round boundary.
+		p.dead = false
+		c.log.Info("worker back", zap.String("worker", hb.ID))
+	}
+	p.lastSeen = time.Now()
+	p.held, p.loading = hb.Held, hb.Loading
+	for s, to := range c.incoming {
+		if to == hb.ID && slices.Contains(hb.Held, s) {
+			// The new owner has it: the old one may let go.
+			from := c.owner[s]
+			c.owner[s] = to
+			delete(c.incoming, s)
+			c.log.Info("shard moved", zap.Int("shard", s), zap.String("from", from), zap.String("to", to))
+			if from != "" && !c.workers[from].dead {
+				c.sendAssign(from)
+			}
+		}
+	}
+	if want := c.assigned(hb.ID); hb.Job != c.cfg.Job && len(want) > 0 {
+		c.sendAssign(hb.ID) // it lost our assignment (a restart): say it again
+	}
+}
+
+// target is where a shard is going: its incoming owner, else its owner.
+func (c *Cluster) target(s int) string {
+	if to, ok := c.incoming[s]; ok {
+		return to
+	}
+	return c.owner[s]
+}
+
+// assigned lists the shards a worker must hold: those it owns and those
+// moving to it.
+func (c *Cluster) assigned(id string) []int {
+	var out []int
+	for s := range c.owner {
+		if c.owner[s] == id || c.incoming[s] == id {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (c *Cluster) load(id string) int {
+	n := 0
+	for s := range c.owner {
+		if c.target(s) == id {
+			n++
+		}
+	}
+	return n
+}
+
+// checkWorkers declares silent workers dead and gives their shards away.
+// With moves set (between rounds), it also evens out the load, which is
+// how a worker that joined gets shards.
+func (c *Cluster) checkWorkers(moves bool) {
+	now := time.Now()
+	for _, id := range c.live() {
+		p := c.workers[id]
+		if now.Sub(p.lastSeen) > c.cfg.HeartbeatTimeout {
+			p.dead = true
+			c.log.Warn("worker lost", zap.String("worker", id), zap.Duration("silent", now.Sub(p.lastSeen)))
+		}
+	}
+	c.balance(moves)
+}
+
+// balance gives out shards whose worker is gone and, with moves, moves
+// shards until loads differ by at most one. The first assignment hands out
+// contiguous blocks. A moved shard stays with its old owner until the new
+// one holds it, so no round waits on a load that a move caused.
+func (c *Cluster) balance(moves bool) {
+	live := c.live()
+	if len(live) == 0 {
+		return // nobody to give shards to: keep waiting for someone
+	}
+	isLive := map[string]bool{}
+	for _, id := range live {
+		isLive[id] = true
+	}
+	changed := map[string]bool{}
+	if !slices.ContainsFunc(c.owner, func(o string) bool { return o != "" }) {
+		n := len(c.owner)
+		for s := range c.owner {
+			c.owner[s] = live[s*len(live)/n]
+		}
+		for _, id := range live {
+			changed[id] = true
+		}
+	}
+	for s := range c.owner {
+		if to, ok := c.incoming[s]; ok && !isLive[to] {
+			delete(c.incoming, s)
+		}
+		if !isLive[c.owner[s]] {
+			to, ok := c.incoming[s]
+			if !ok {
+				to = c.leastLoaded(live)
+			}
+			c.log.Info("shard reassigned", zap.Int("shard", s), zap.String("from", c.owner[s]), zap.String("to", to))
+			c.owner[s] = to
+			delete(c.incoming, s)
+			changed[to] = true
+			c.stats.Reassignments++
+		}
+	}
+	for moves {
+		hi, lo := c.mostLoaded(live), c.leastLoaded(live)
+		if c.load(hi)-c.load(lo) < 2 {
+			break
+		}
+		for s := len(c.owner) - 1; s >= 0; s-- { // hi's last shard
+			if c.target(s) == hi {
+				if c.owner[s] == lo {
+					delete(c.incoming, s)
+				} else {
+					c.incoming[s] = lo
+				}
+				break
+			}
+		}
+		changed[lo] = true
+		c.stats.Reassignments++
+	}
+	for _, id := range live {
+		if changed[id] {
+			c.sendAssign(id)
+		}
+	}
+}
+
+func (c *Cluster) leastLoaded(live []string) string {
+	best := live[0]
+	for _, id := range live[1:] {
+		if c.load(id) < c.load(best) {
+			best = id
+		}
+	}
+	return best
+}
+
+func (c *Cluster) mostLoaded(live []string) string {
+	best := live[0]
+	for _, id := range live[1:] {
+		if c.load(id) > c.load(best) {
+			best = id
+		}
+	}
+	return best
+}
+
+func (c *Cluster) sendAssign(id string) {
+	a := Assign{Job: c.cfg.Job, Source: c.cfg.Source, Shards: []shard.Range{}}
+	for _, s := range c.assigned(id) {
+		a.Shards = append(a.Shards, c.cfg.Ranges[s])
+	}
+	body, _ := json.Marshal(a)
+	err := Chunks(KindAssign, c.cfg.Job, 0, 0, body, int(c.nc.MaxPayload()), func(b []byte) error {
+		return c.nc.Publish(WorkerSubject(id), b)
+	})
+	if err != nil {
+		c.log.Error("assign", zap.String("worker", id), zap.Error(err))
+	}
+}
+
+// onUp handles one result; add receives partials of the current round.
+func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
+	switch m.kind {
+	case KindError:
+		var le LoadError
+		json.Unmarshal(m.payload, &le)
+		return fmt.Errorf("worker %s: %s", le.Worker, le.Err)
+	case KindMeta:
+		worker, meta, err := DecodeMeta(m.shard, m.payload)
+		if err != nil {
+			c.bad.add(err, m.kind)
+			return nil
+		}
+		if c.haveMet[m.shard] {
+			if !sameMeta(&c.metas[m.shard], meta) {
+				return fmt.Errorf("shard %d reloaded by %s differs from before: did %s change during training?",
+					m.shard, worker, c.cfg.Source.Path)
+			}
+			return nil
+		}
+		c.metas[m.shard], c.haveMet[m.shard] = *meta, true
+	case KindPartial:
+		if m.round != c.round || add == nil {
+			return nil // a late answer to an earlier round
+		}
+		p, err := DecodePartial(m.shard, m.payload)
+		if err != nil {
+			c.bad.add(err, m.kind)
+			return nil
+		}
+		return add(p)
+	}
+	return nil
+}
+
+func sameMeta(a, b *shard.Meta) bool {
+	return a.Rows == b.Rows && a.NNZ == b.NNZ && a.NormSq == b.NormSq && a.MaxIndex == b.MaxIndex &&
+		slices.Equal(a.Cols, b.Cols) && slices.Equal(a.Labels, b.Labels)
+}
+
+func (c *Cluster) Meta() []shard.Meta { return c.metas }
+
+func (c *Cluster) SetClasses(order []float64) error {
+	c.order = slices.Clone(order)
+	return nil
+}
+
+// Eval runs one round: broadcast the point, gather every shard's partial.
+func (c *Cluster) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
+	// The vectors already hold the bias weight last, as workers expect.
+	pt := &Point{Op: op, Bias: p.Bias, Labels: c.order, X: p.W}
+	if op == shard.OpHessVec {
+		pt.V = v.W
+	}
+	return c.round1(pt, add)
+}
+
+// Correct counts correct predictions on the workers.
+func (c *Cluster) Correct(p *shard.Point) (int, error) {
+	total := 0
+	err := c.round1(&Point{Op: opCorrect, Bias: p.Bias, Labels: c.order, X: p.W}, func(part *shard.Partial) error {
+		if len(part.Loss) > 0 {
+			total += int(part.Loss[0])
+		}
+		return nil
+	})
+	return total, err
+}
+
+func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
+	c.checkWorkers(true)
+	c.round++
+	payload := EncodePoint(pt)
+	got := make([]bool, len(c.owner))
+	left := len(got)
+	accept := func(part *shard.Partial) error {
+		if got[part.Shard] {
+			return nil // a duplicate from a resend or a moved shard
+		}
+		got[part.Shard] = true
+		left--
+		return add(part)
+	}
+	if err := c.broadcast(payload); err != nil {
+		return err
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastProgress := time.Now()
+	for left > 0 {
+		select {
+		case hb := <-c.hbs:
+			c.onHeartbeat(hb)
+		case m := <-c.ups:
+			before := left
+			if err := c.onUp(m, accept); err != nil {
+				return err
+			}
+			if left < before {
+				lastProgress = time.Now()
+			}
+		case <-tick.C:
+			owners := slices.Clone(c.owner)
+			c.checkWorkers(false)
+			if !slices.Equal(owners, c.owner) {
+				lastProgress = time.Now() // moved shards are loading
+			}
+			if time.Since(lastProgress) > c.cfg.ResendAfter {
+				var missing []int
+				for s, ok := range got {
+					if !ok {
+						missing = append(missing, s)
+					}
+				}
+				c.log.Warn("round waiting on shards; broadcasting the point again",
+					zap.Uint64("round", c.round), zap.Ints("shards", missing))
+				c.mu.Lock()
+				c.stats.Resends++
+				c.mu.Unlock()
+				if err := c.broadcast(payload); err != nil {
+					return err
+				}
+				lastProgress = time.Now()
+			}
+		}
+	}
+	c.mu.Lock()
+	c.stats.Rounds++
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Cluster) broadcast(payload []byte) error {
+	subj := DownSubject(c.cfg.Job)
+	var sent int64
+	err := Chunks(KindPoint, c.cfg.Job, c.round, 0, payload, int(c.nc.MaxPayload()), func(b []byte) error {
+		sent += int64(len(b))
+		return c.nc.Publish(subj, b)
+	})
+	c.mu.Lock()
+	c.stats.BytesDown += sent
+	c.mu.Unlock()
+	return err
+}

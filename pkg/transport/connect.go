@@ -1,0 +1,137 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// Auth holds the ways a process can prove who it is to NATS. Secrets come
+// from files or the environment, never from the command line.
+type Auth struct {
+	User, Password string // or from NATS_USER / NATS_PASSWORD
+	Token          string // or NATS_TOKEN
+	NKeyFile       string // NKey seed file
+	CredsFile      string // JWT credentials file
+	CAFile         string // TLS: trusted roots
+	CertFile       string // TLS: client certificate (mutual TLS)
+	KeyFile        string
+}
+
+// FromEnv fills unset secrets from NATS_USER, NATS_PASSWORD and NATS_TOKEN.
+func (a Auth) FromEnv() Auth {
+	if a.User == "" {
+		a.User = os.Getenv("NATS_USER")
+	}
+	if a.Password == "" {
+		a.Password = os.Getenv("NATS_PASSWORD")
+	}
+	if a.Token == "" {
+		a.Token = os.Getenv("NATS_TOKEN")
+	}
+	return a
+}
+
+func (a Auth) options() ([]nats.Option, error) {
+	var opts []nats.Option
+	if a.User != "" {
+		opts = append(opts, nats.UserInfo(a.User, a.Password))
+	}
+	if a.Token != "" {
+		opts = append(opts, nats.Token(a.Token))
+	}
+	if a.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(a.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nkey seed %s: %w", a.NKeyFile, err)
+		}
+		opts = append(opts, o)
+	}
+	if a.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(a.CredsFile))
+	}
+	if a.CAFile != "" {
+		opts = append(opts, nats.RootCAs(a.CAFile))
+	}
+	if a.CertFile != "" || a.KeyFile != "" {
+		if a.CertFile == "" || a.KeyFile == "" {
+			return nil, errors.New("mutual TLS needs both a certificate and a key file")
+		}
+		opts = append(opts, nats.ClientCert(a.CertFile, a.KeyFile))
+	}
+	return opts, nil
+}
+
+// Connect opens a connection that keeps reconnecting through server
+// restarts and says so in the log.
+func Connect(url, name string, auth Auth, log *zap.Logger) (*nats.Conn, error) {
+	opts, err := auth.options()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectBufSize(64<<20),
+		nats.RetryOnFailedConnect(true),
+		nats.ConnectHandler(func(*nats.Conn) { log.Info("connected to NATS", zap.String("url", url)) }),
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if !c.IsClosed() {
+				log.Warn("disconnected from NATS; retrying", zap.Error(err))
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("reconnected to NATS", zap.String("url", c.ConnectedUrl())) }),
+		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
+			subj := ""
+			if s != nil {
+				subj = s.Subject
+			}
+			log.Error("NATS error", zap.String("subject", subj), zap.Error(err))
+		}),
+	)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+// WaitConnected blocks until the connection is up or the timeout passes;
+// with RetryOnFailedConnect, Connect returns before that.
+func WaitConnected(nc *nats.Conn, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !nc.IsConnected() {
+		if time.Now().After(deadline) {
+			if err := nc.LastError(); err != nil {
+				return fmt.Errorf("not connected to NATS after %v: %w", timeout, err)
+			}
+			return fmt.Errorf("not connected to NATS after %v", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// Embedded starts a NATS server inside this process on a random loopback
+// port, with JetStream storing in dir.
+func Embedded(dir string) (*server.Server, error) {
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+		JetStream: true, StoreDir: dir,
+	})
+	if err != nil {
+		return nil, err
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("embedded NATS server did not start")
+	}
+	return s, nil
+}

@@ -1,0 +1,198 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
+
+// Subjects of the protocol.
+const (
+	SubjectHeartbeat = "osgm.hb"
+)
+
+// WorkerSubject is where one worker takes commands.
+func WorkerSubject(id string) string { return "osgm.w." + id }
+
+// DownSubject carries a job's points to its workers.
+func DownSubject(job uint64) string { return fmt.Sprintf("osgm.j.%016x.down", job) }
+
+// UpSubject carries a job's results to its coordinator.
+func UpSubject(job uint64) string { return fmt.Sprintf("osgm.j.%016x.up", job) }
+
+// Point is a round's evaluation request: the point (and, for a
+// Hessian-vector product, the vector), with everything a worker needs to
+// evaluate its shards: the bias and the label order that defines classes.
+type Point struct {
+	Op     shard.Op
+	Bias   float64
+	Labels []float64   // class order; a row's class is its label's position
+	X      [][]float64 // K vectors of dim entries (features, then bias weight)
+	V      [][]float64 // OpHessVec only
+}
+
+// EncodePoint lays out a point as little-endian float64s.
+func EncodePoint(p *Point) []byte {
+	K := len(p.X)
+	dim := 0
+	if K > 0 {
+		dim = len(p.X[0])
+	}
+	vecs := K
+	if p.Op == shard.OpHessVec {
+		vecs *= 2
+	}
+	e := enc{b: make([]byte, 0, 32+8*len(p.Labels)+8*vecs*dim)}
+	e.u8(uint8(p.Op))
+	e.f64(p.Bias)
+	e.f64s(p.Labels)
+	e.u32(uint32(K))
+	e.u32(uint32(dim))
+	for _, x := range p.X {
+		for _, v := range x {
+			e.f64(v)
+		}
+	}
+	if p.Op == shard.OpHessVec {
+		for _, x := range p.V {
+			for _, v := range x {
+				e.f64(v)
+			}
+		}
+	}
+	return e.b
+}
+
+// DecodePoint reads a point, checking every size against the payload.
+func DecodePoint(b []byte) (*Point, error) {
+	d := dec{b: b}
+	p := &Point{Op: shard.Op(d.u8())}
+	if d.err == nil && p.Op != shard.OpEval && p.Op != shard.OpHessVec {
+		return nil, fmt.Errorf("transport: point: unknown op %d", p.Op)
+	}
+	p.Bias = d.f64()
+	p.Labels = d.f64s()
+	K, dim := int(d.u32()), int(d.u32())
+	vecs := K
+	if p.Op == shard.OpHessVec {
+		vecs *= 2
+	}
+	if d.err == nil && (K == 0 || uint64(vecs)*uint64(dim)*8 != uint64(len(d.b))) {
+		return nil, fmt.Errorf("transport: point: %d x %d vectors do not match %d bytes", vecs, dim, len(d.b))
+	}
+	read := func() [][]float64 {
+		out := make([][]float64, K)
+		for k := range out {
+			out[k] = make([]float64, dim)
+			for j := range out[k] {
+				out[k][j] = d.f64()
+			}
+		}
+		return out
+	}
+	p.X = read()
+	if p.Op == shard.OpHessVec {
+		p.V = read()
+	}
+	return p, d.done()
+}
+
+// EncodePartial lays out one shard's partial sums.
+func EncodePartial(p *shard.Partial) []byte {
+	e := enc{b: make([]byte, 0, 16+8*(2*len(p.Loss)+len(p.Grad)))}
+	e.f64s(p.Loss)
+	e.f64s(p.BiasGrad)
+	e.f64s(p.Grad)
+	return e.b
+}
+
+// DecodePartial reads a partial for shard id.
+func DecodePartial(id int, b []byte) (*shard.Partial, error) {
+	d := dec{b: b}
+	p := &shard.Partial{Shard: id, Loss: d.f64s(), BiasGrad: d.f64s(), Grad: d.f64s()}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	if len(p.Loss) != len(p.BiasGrad) {
+		return nil, errors.New("transport: partial: sizes differ")
+	}
+	return p, nil
+}
+
+// EncodeMeta lays out a shard's description, tagged with the worker.
+func EncodeMeta(worker string, m *shard.Meta) []byte {
+	e := enc{}
+	e.u32(uint32(len(worker)))
+	e.b = append(e.b, worker...)
+	e.u64(uint64(m.Rows))
+	e.u64(uint64(m.NNZ))
+	e.u32(m.MaxIndex)
+	e.f64(m.NormSq)
+	e.f64s(m.Labels)
+	counts := make([]uint32, len(m.LabelCount))
+	for i, c := range m.LabelCount {
+		counts[i] = uint32(c)
+	}
+	e.u32s(counts)
+	e.u32s(m.Cols)
+	e.f64s(m.ColSq)
+	return e.b
+}
+
+// DecodeMeta reads a shard description and the worker that holds it.
+func DecodeMeta(id int, b []byte) (string, *shard.Meta, error) {
+	d := dec{b: b}
+	worker := string(d.take(d.count(1)))
+	m := &shard.Meta{ID: id, Rows: int(d.u64()), NNZ: int(d.u64()), MaxIndex: d.u32(), NormSq: d.f64()}
+	m.Labels = d.f64s()
+	for _, c := range d.u32s() {
+		m.LabelCount = append(m.LabelCount, int(c))
+	}
+	m.Cols = d.u32s()
+	m.ColSq = d.f64s()
+	if err := d.done(); err != nil {
+		return "", nil, err
+	}
+	if len(m.Labels) != len(m.LabelCount) || len(m.Cols) != len(m.ColSq) || m.Rows < 0 || m.NNZ < 0 {
+		return "", nil, errors.New("transport: meta: sizes differ")
+	}
+	return worker, m, nil
+}
+
+// Source says where a worker finds the data.
+type Source struct {
+	// Path is the file, at the same path on every host.
+	Path string `json:"path,omitempty"`
+	// Bucket, when set, is a JetStream object store holding one object per
+	// shard (zstd-compressed text, named by ObjectName), for hosts that
+	// cannot see the file.
+	Bucket string `json:"bucket,omitempty"`
+}
+
+// ObjectName is the object store name of a shard's text.
+func ObjectName(id int) string { return fmt.Sprintf("shard-%06d", id) }
+
+// Assign is the full list of shards a worker must hold for a job. It is
+// idempotent: a worker loads what it lacks and drops what is not listed.
+type Assign struct {
+	Job    uint64        `json:"job"`
+	Source Source        `json:"source"`
+	Shards []shard.Range `json:"shards"`
+}
+
+// Heartbeat is a worker's periodic announcement.
+type Heartbeat struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Job     uint64 `json:"job"`
+	Held    []int  `json:"held"`    // shards loaded
+	Loading []int  `json:"loading"` // shards being loaded
+}
+
+// LoadError reports a shard a worker could not load.
+type LoadError struct {
+	Worker string `json:"worker"`
+	Shard  int    `json:"shard"`
+	Err    string `json:"err"`
+}

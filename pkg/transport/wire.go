@@ -1,0 +1,324 @@
+// Package transport carries the coordinator-worker protocol over NATS.
+//
+// Every NATS message is one chunk: a fixed 40-byte little-endian header
+// (version, kind, job, round, shard, chunk number and count, payload length,
+// CRC-32C of the payload) and a payload slice. Logical messages larger than
+// the server's max_payload are split into chunks and put back together by
+// an Assembler, so vectors of any size cross a default server.
+//
+// Subjects:
+//
+//	osgm.hb             workers' heartbeats (JSON), every HeartbeatEvery
+//	osgm.w.<worker>     commands to one worker (Assign, JSON)
+//	osgm.j.<job>.down   evaluation points, broadcast to the job's workers
+//	osgm.j.<job>.up     shard descriptions, partial sums and errors
+package transport
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+// Version is the wire format's version byte; a peer speaking another is
+// ignored (and counted).
+const Version = 1
+
+// HeaderSize is the size of the fixed chunk header.
+const HeaderSize = 40
+
+// Kind is what a logical message carries.
+type Kind uint8
+
+const (
+	KindPoint     Kind = 1 + iota // coordinator: point of a round
+	KindPartial                   // worker: one shard's partial sums
+	KindMeta                      // worker: one shard's description
+	KindAssign                    // coordinator: the shards a worker holds
+	KindHeartbeat                 // worker: alive, and what it holds
+	KindError                     // worker: a shard failed to load
+	maxKind
+)
+
+func (k Kind) String() string {
+	names := [...]string{"?", "point", "partial", "meta", "assign", "heartbeat", "error"}
+	if int(k) < len(names) {
+		return names[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Header is a chunk's fixed prefix.
+type Header struct {
+	Version uint8
+	Kind    Kind
+	Job     uint64
+	Round   uint64
+	Shard   uint32
+	Seq     uint32 // chunk number, from 0
+	Total   uint32 // chunks in the logical message
+	Len     uint32 // payload bytes in this chunk
+	CRC     uint32 // CRC-32C of this chunk's payload
+}
+
+// Limits on what a decoder accepts, so a forged header cannot make a
+// receiver allocate without bound.
+const (
+	MaxChunks      = 1 << 16
+	MaxMessageSize = 8 << 30
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Decode errors, one per kind of bad chunk, so receivers can count them.
+var (
+	ErrShort    = errors.New("transport: chunk shorter than its header")
+	ErrVersion  = errors.New("transport: unknown wire version")
+	ErrKind     = errors.New("transport: unknown message kind")
+	ErrLength   = errors.New("transport: payload length does not match")
+	ErrChunk    = errors.New("transport: bad chunk number or count")
+	ErrChecksum = errors.New("transport: checksum mismatch")
+)
+
+// DecodeChunk checks a chunk and splits it into header and payload.
+func DecodeChunk(b []byte) (Header, []byte, error) {
+	var h Header
+	if len(b) < HeaderSize {
+		return h, nil, ErrShort
+	}
+	le := binary.LittleEndian
+	h.Version = b[0]
+	h.Kind = Kind(b[1])
+	h.Job = le.Uint64(b[4:])
+	h.Round = le.Uint64(b[12:])
+	h.Shard = le.Uint32(b[20:])
+	h.Seq = le.Uint32(b[24:])
+	h.Total = le.Uint32(b[28:])
+	h.Len = le.Uint32(b[32:])
+	h.CRC = le.Uint32(b[36:])
+	payload := b[HeaderSize:]
+	switch {
+	case h.Version != Version:
+		return h, nil, ErrVersion
+	case h.Kind == 0 || h.Kind >= maxKind:
+		return h, nil, ErrKind
+	case int(h.Len) != len(payload):
+		return h, nil, ErrLength
+	case h.Total == 0 || h.Total > MaxChunks || h.Seq >= h.Total:
+		return h, nil, ErrChunk
+	case crc32.Checksum(payload, castagnoli) != h.CRC:
+		return h, nil, ErrChecksum
+	}
+	return h, payload, nil
+}
+
+// Chunks splits a logical message into chunks of at most maxChunk bytes
+// (header included) and calls emit for each; emit must not keep the slice.
+func Chunks(kind Kind, job, round uint64, shardID uint32, payload []byte, maxChunk int, emit func([]byte) error) error {
+	per := maxChunk - HeaderSize
+	if per < 1 {
+		return fmt.Errorf("transport: max payload %d too small", maxChunk)
+	}
+	total := max((len(payload)+per-1)/per, 1)
+	if total > MaxChunks {
+		return fmt.Errorf("transport: %d-byte message needs %d chunks (max %d)", len(payload), total, MaxChunks)
+	}
+	buf := make([]byte, HeaderSize+min(per, len(payload)))
+	le := binary.LittleEndian
+	for seq := 0; seq < total; seq++ {
+		part := payload[min(seq*per, len(payload)):min((seq+1)*per, len(payload))]
+		b := buf[:HeaderSize+len(part)]
+		clear(b[:HeaderSize])
+		b[0] = Version
+		b[1] = byte(kind)
+		le.PutUint64(b[4:], job)
+		le.PutUint64(b[12:], round)
+		le.PutUint32(b[20:], shardID)
+		le.PutUint32(b[24:], uint32(seq))
+		le.PutUint32(b[28:], uint32(total))
+		le.PutUint32(b[32:], uint32(len(part)))
+		le.PutUint32(b[36:], crc32.Checksum(part, castagnoli))
+		copy(b[HeaderSize:], part)
+		if err := emit(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// key identifies a logical message. Chunks of the same message sent by
+// different workers are interchangeable: results are bit-identical
+// whoever computes them.
+type key struct {
+	kind  Kind
+	job   uint64
+	round uint64
+	shard uint32
+}
+
+type pending struct {
+	parts [][]byte
+	have  int
+	size  int
+}
+
+// Assembler puts chunked messages back together. It is not safe for
+// concurrent use.
+type Assembler struct {
+	MaxPending int // logical messages held at once; the oldest round goes first
+	pend       map[key]*pending
+}
+
+// Add takes one decoded chunk; it returns the whole payload when the last
+// missing chunk of a message arrives.
+func (a *Assembler) Add(h Header, payload []byte) ([]byte, bool) {
+	if h.Total == 1 {
+		return append([]byte(nil), payload...), true
+	}
+	if a.pend == nil {
+		a.pend = map[key]*pending{}
+	}
+	k := key{h.Kind, h.Job, h.Round, h.Shard}
+	p := a.pend[k]
+	if p == nil {
+		if a.MaxPending > 0 && len(a.pend) >= a.MaxPending {
+			a.evictOldest()
+		}
+		p = &pending{parts: make([][]byte, h.Total)}
+		a.pend[k] = p
+	}
+	if int(h.Total) != len(p.parts) || p.parts[h.Seq] != nil {
+		return nil, false // a duplicate, or a chunk of a different shape
+	}
+	if p.size+len(payload) > MaxMessageSize {
+		delete(a.pend, k)
+		return nil, false
+	}
+	p.parts[h.Seq] = append([]byte(nil), payload...)
+	p.have++
+	p.size += len(payload)
+	if p.have < len(p.parts) {
+		return nil, false
+	}
+	delete(a.pend, k)
+	out := make([]byte, 0, p.size)
+	for _, part := range p.parts {
+		out = append(out, part...)
+	}
+	return out, true
+}
+
+// Forget drops incomplete messages of rounds before round.
+func (a *Assembler) Forget(round uint64) {
+	for k := range a.pend {
+		if k.round < round {
+			delete(a.pend, k)
+		}
+	}
+}
+
+func (a *Assembler) evictOldest() {
+	var oldest *key
+	for k := range a.pend {
+		if oldest == nil || k.round < oldest.round {
+			kk := k
+			oldest = &kk
+		}
+	}
+	if oldest != nil {
+		delete(a.pend, *oldest)
+	}
+}
+
+// enc and dec build and read little-endian payloads.
+type enc struct{ b []byte }
+
+func (e *enc) u8(v uint8)   { e.b = append(e.b, v) }
+func (e *enc) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
+func (e *enc) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
+func (e *enc) f64(v float64) {
+	e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v))
+}
+func (e *enc) f64s(v []float64) {
+	e.u32(uint32(len(v)))
+	for _, x := range v {
+		e.f64(x)
+	}
+}
+func (e *enc) u32s(v []uint32) {
+	e.u32(uint32(len(v)))
+	for _, x := range v {
+		e.u32(x)
+	}
+}
+
+var errTruncated = errors.New("transport: payload truncated")
+
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) take(n int) []byte {
+	if d.err != nil || n < 0 || n > len(d.b) {
+		d.err = errTruncated
+		return nil
+	}
+	out := d.b[:n]
+	d.b = d.b[n:]
+	return out
+}
+func (d *dec) u8() uint8 {
+	if b := d.take(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+func (d *dec) u32() uint32 {
+	if b := d.take(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+func (d *dec) u64() uint64 {
+	if b := d.take(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+func (d *dec) f64() float64 { return math.Float64frombits(d.u64()) }
+
+// count reads a length prefix and checks the payload can hold that many
+// items of size bytes before anything is allocated.
+func (d *dec) count(size int) int {
+	n := int(d.u32())
+	if d.err == nil && n*size > len(d.b) {
+		d.err = errTruncated
+		return 0
+	}
+	return n
+}
+func (d *dec) f64s() []float64 {
+	n := d.count(8)
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = d.f64()
+	}
+	return out
+}
+func (d *dec) u32s() []uint32 {
+	n := d.count(4)
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = d.u32()
+	}
+	return out
+}
+func (d *dec) done() error {
+	if d.err == nil && len(d.b) != 0 {
+		return errors.New("transport: trailing bytes in payload")
+	}
+	return d.err
+}

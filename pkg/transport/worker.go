@@ -1,0 +1,463 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
+
+// Defaults of the protocol's timing, shared by coordinator and workers.
+const (
+	DefaultHeartbeat        = 500 * time.Millisecond
+	DefaultHeartbeatTimeout = 3 * time.Second
+	DefaultResendAfter      = 3 * time.Second
+	upQueue                 = 4096
+)
+
+// opCorrect asks workers to count correct predictions instead of
+// evaluating; the count comes back as the partial's Loss[0].
+const opCorrect shard.Op = 2
+
+// WorkerConfig configures a worker.
+type WorkerConfig struct {
+	Name      string
+	Parallel  int           // goroutines evaluating shards
+	Heartbeat time.Duration // how often to announce itself
+	Log       *zap.Logger
+}
+
+// Worker holds shards for a coordinator and evaluates them on request. All
+// protocol state is owned by the Run goroutine; NATS callbacks only
+// decode, reassemble and queue.
+type Worker struct {
+	ID  string
+	cfg WorkerConfig
+	nc  *nats.Conn
+	log *zap.Logger
+
+	cmds   chan Assign
+	points chan roundMsg
+	loaded chan loadResult
+
+	// Run goroutine state.
+	job      uint64
+	source   Source
+	down     *nats.Subscription
+	shards   map[int]*shard.Shard
+	want     map[int]shard.Range
+	loading  map[int]bool
+	order    []float64
+	point    *Point
+	round    uint64
+	answered map[int][]byte // this round's encoded partials, for resends
+	local    *shard.Local
+
+	mu     sync.Mutex // guards hb, read by the heartbeat goroutine
+	hb     Heartbeat
+	badMsg counter
+}
+
+type roundMsg struct {
+	round   uint64
+	job     uint64
+	payload []byte
+}
+
+type loadResult struct {
+	job    uint64
+	shards []*shard.Shard
+	err    error
+	failed int
+}
+
+// NewWorker prepares a worker on an open connection.
+func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.Parallel < 1 {
+		cfg.Parallel = 1
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	id := nuid.Next()
+	if cfg.Name != "" {
+		id = cfg.Name + "-" + id
+	}
+	w := &Worker{ID: id, cfg: cfg, nc: nc, log: cfg.Log.With(zap.String("worker", id)),
+		cmds: make(chan Assign, 16), points: make(chan roundMsg, 64), loaded: make(chan loadResult, 4),
+		shards: map[int]*shard.Shard{}, want: map[int]shard.Range{}, loading: map[int]bool{}}
+	w.badMsg.log = w.log
+	w.hb = Heartbeat{ID: id, Name: cfg.Name}
+	return w
+}
+
+// Run serves until ctx ends.
+func (w *Worker) Run(ctx context.Context) error {
+	sub, err := w.nc.Subscribe(WorkerSubject(w.ID), func(m *nats.Msg) {
+		h, payload, err := DecodeChunk(m.Data)
+		if err != nil || h.Kind != KindAssign {
+			w.badMsg.add(err, h.Kind)
+			return
+		}
+		var a Assign
+		if err := json.Unmarshal(payload, &a); err != nil {
+			w.badMsg.add(err, h.Kind)
+			return
+		}
+		select {
+		case w.cmds <- a:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	go w.heartbeats(ctx)
+	w.log.Info("worker ready", zap.String("subject", WorkerSubject(w.ID)))
+	for {
+		select {
+		case <-ctx.Done():
+			if w.down != nil {
+				w.down.Unsubscribe()
+			}
+			return nil
+		case a := <-w.cmds:
+			w.assign(a)
+		case r := <-w.loaded:
+			w.finishLoad(r)
+		case p := <-w.points:
+			w.onPoint(p)
+		}
+	}
+}
+
+func (w *Worker) heartbeats(ctx context.Context) {
+	t := time.NewTicker(w.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		w.mu.Lock()
+		hb, _ := json.Marshal(w.hb)
+		w.mu.Unlock()
+		Chunks(KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {
+			return w.nc.Publish(SubjectHeartbeat, b)
+		})
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *Worker) publishState() {
+	held := make([]int, 0, len(w.shards))
+	for id := range w.shards {
+		held = append(held, id)
+	}
+	slices.Sort(held)
+	loading := make([]int, 0, len(w.loading))
+	for id := range w.loading {
+		loading = append(loading, id)
+	}
+	slices.Sort(loading)
+	w.mu.Lock()
+	w.hb.Job, w.hb.Held, w.hb.Loading = w.job, held, loading
+	w.mu.Unlock()
+}
+
+// assign makes the held shards match the coordinator's list.
+func (w *Worker) assign(a Assign) {
+	if a.Job != w.job {
+		w.switchJob(a.Job)
+	}
+	w.source = a.Source
+	w.want = map[int]shard.Range{}
+	for _, r := range a.Shards {
+		w.want[r.ID] = r
+	}
+	for id := range w.shards {
+		if _, ok := w.want[id]; !ok {
+			delete(w.shards, id)
+			w.log.Info("dropped shard", zap.Int("shard", id))
+		}
+	}
+	var todo []shard.Range
+	for _, r := range a.Shards {
+		if w.shards[r.ID] == nil && !w.loading[r.ID] {
+			todo = append(todo, r)
+			w.loading[r.ID] = true
+		}
+	}
+	w.rebuildLocal()
+	w.publishState()
+	if len(todo) == 0 {
+		return
+	}
+	w.log.Info("loading shards", zap.Int("count", len(todo)), zap.String("path", a.Source.Path), zap.String("bucket", a.Source.Bucket))
+	go func(job uint64, src Source) {
+		shards, failed, err := w.load(src, todo)
+		w.loaded <- loadResult{job: job, shards: shards, err: err, failed: failed}
+	}(a.Job, a.Source)
+}
+
+func (w *Worker) switchJob(job uint64) {
+	if w.down != nil {
+		w.down.Unsubscribe()
+	}
+	w.job, w.round, w.point, w.answered, w.order = job, 0, nil, nil, nil
+	clear(w.shards)
+	clear(w.loading)
+	var asm Assembler
+	asm.MaxPending = 4
+	sub, err := w.nc.Subscribe(DownSubject(job), func(m *nats.Msg) {
+		h, payload, err := DecodeChunk(m.Data)
+		if err != nil || h.Kind != KindPoint || h.Job != job {
+			w.badMsg.add(err, h.Kind)
+			return
+		}
+		if whole, ok := asm.Add(h, payload); ok {
+			asm.Forget(h.Round)
+			w.points <- roundMsg{round: h.Round, job: h.Job, payload: whole}
+		}
+	})
+	if err != nil {
+		w.log.Error("subscribe", zap.Error(err))
+		return
+	}
+	// A large broadcast must never be dropped silently for want of room.
+	sub.SetPendingLimits(-1, -1)
+	w.down = sub
+}
+
+func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
+	if src.Bucket == "" {
+		shards, err := shard.Load(src.Path, ranges, w.cfg.Parallel)
+		return shards, 0, err
+	}
+	js, err := jetstream.New(w.nc)
+	if err != nil {
+		return nil, 0, err
+	}
+	ctx := context.Background()
+	store, err := js.ObjectStore(ctx, src.Bucket)
+	if err != nil {
+		return nil, 0, fmt.Errorf("object store %s: %w", src.Bucket, err)
+	}
+	var out []*shard.Shard
+	for _, r := range ranges {
+		obj, err := store.Get(ctx, ObjectName(r.ID))
+		if err != nil {
+			return nil, r.ID, fmt.Errorf("object %s: %w", ObjectName(r.ID), err)
+		}
+		zr, err := zstd.NewReader(obj, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			obj.Close()
+			return nil, r.ID, err
+		}
+		s, err := shard.Read(zr, fmt.Sprintf("%s/%s", src.Bucket, ObjectName(r.ID)), r.ID)
+		zr.Close()
+		obj.Close()
+		if err != nil {
+			return nil, r.ID, err
+		}
+		out = append(out, s)
+	}
+	return out, 0, nil
+}
+
+func (w *Worker) finishLoad(r loadResult) {
+	if r.job != w.job {
+		return
+	}
+	if r.err != nil {
+		w.log.Error("load failed", zap.Error(r.err))
+		body, _ := json.Marshal(LoadError{Worker: w.ID, Shard: r.failed, Err: r.err.Error()})
+		w.publishUp(KindError, 0, uint32(r.failed), body)
+		for id := range w.loading {
+			delete(w.loading, id)
+		}
+		w.publishState()
+		return
+	}
+	var fresh []*shard.Shard
+	for _, s := range r.shards {
+		delete(w.loading, s.ID)
+		if _, ok := w.want[s.ID]; !ok {
+			continue // unassigned while loading
+		}
+		if w.order != nil {
+			s.SetClasses(w.order)
+		}
+		w.shards[s.ID] = s
+		fresh = append(fresh, s)
+		meta := shard.MetaOf(s)
+		w.publishUp(KindMeta, 0, uint32(s.ID), EncodeMeta(w.ID, &meta))
+	}
+	w.rebuildLocal()
+	w.publishState()
+	w.log.Info("loaded shards", zap.Int("count", len(fresh)), zap.Int("held", len(w.shards)))
+	if w.point != nil && len(fresh) > 0 {
+		w.evaluate(fresh)
+	}
+}
+
+func (w *Worker) rebuildLocal() {
+	ids := make([]int, 0, len(w.shards))
+	for id := range w.shards {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	list := make([]*shard.Shard, len(ids))
+	for i, id := range ids {
+		list[i] = w.shards[id]
+	}
+	w.local = shard.NewLocal(list, w.cfg.Parallel)
+}
+
+func (w *Worker) onPoint(m roundMsg) {
+	if m.job != w.job || m.round < w.round {
+		return
+	}
+	if m.round == w.round && w.point != nil {
+		// The coordinator is missing results of this round: send again
+		// what was computed, compute what was not.
+		var todo []*shard.Shard
+		for _, s := range w.local.Shards {
+			if b, ok := w.answered[s.ID]; ok {
+				w.publishUp(KindPartial, w.round, uint32(s.ID), b)
+			} else {
+				todo = append(todo, s)
+			}
+		}
+		w.evaluate(todo)
+		return
+	}
+	p, err := DecodePoint(m.payload)
+	if err != nil {
+		w.badMsg.add(err, KindPoint)
+		return
+	}
+	w.round, w.point, w.answered = m.round, p, map[int][]byte{}
+	if !slices.Equal(p.Labels, w.order) {
+		w.order = p.Labels
+		for _, s := range w.shards {
+			s.SetClasses(w.order)
+		}
+	}
+	w.evaluate(w.local.Shards)
+}
+
+// evaluate computes and publishes the partials of the given shards at the
+// current point.
+func (w *Worker) evaluate(shards []*shard.Shard) {
+	if len(shards) == 0 {
+		return
+	}
+	p := w.point
+	pt := &shard.Point{W: p.X, Bias: p.Bias}
+	features := len(p.X[0])
+	if p.Bias >= 0 {
+		features--
+		pt.WBias = make([]float64, len(p.X))
+		for k := range p.X {
+			pt.WBias[k] = p.X[k][features]
+		}
+	}
+	for _, s := range shards {
+		if int(s.MaxIndex) > features {
+			w.log.Error("point is shorter than the shard's features", zap.Int("shard", s.ID))
+			return
+		}
+	}
+	local := shard.NewLocal(shards, w.cfg.Parallel)
+	if p.Op == opCorrect {
+		for _, s := range shards {
+			part := &shard.Partial{Shard: s.ID, Loss: []float64{float64(s.Predictions(pt))}, BiasGrad: []float64{0}}
+			w.answer(part)
+		}
+		return
+	}
+	var vp *shard.Point
+	if p.Op == shard.OpHessVec {
+		vp = &shard.Point{W: p.V, Bias: p.Bias}
+		if p.Bias >= 0 {
+			vp.WBias = make([]float64, len(p.V))
+			for k := range p.V {
+				vp.WBias[k] = p.V[k][features]
+			}
+		}
+	}
+	local.Eval(p.Op, pt, vp, func(part *shard.Partial) error {
+		w.answer(part)
+		local.Release(part)
+		return nil
+	})
+}
+
+func (w *Worker) answer(part *shard.Partial) {
+	b := EncodePartial(part)
+	w.answered[part.Shard] = b
+	w.publishUp(KindPartial, w.round, uint32(part.Shard), b)
+}
+
+func (w *Worker) publishUp(kind Kind, round uint64, shardID uint32, payload []byte) {
+	subj := UpSubject(w.job)
+	err := Chunks(kind, w.job, round, shardID, payload, int(w.nc.MaxPayload()), func(b []byte) error {
+		return w.nc.Publish(subj, b)
+	})
+	if err != nil {
+		w.log.Error("publish", zap.Stringer("kind", kind), zap.Error(err))
+	}
+}
+
+// counter counts dropped messages and logs the first of each kind.
+type counter struct {
+	mu     sync.Mutex
+	log    *zap.Logger
+	counts map[string]int
+}
+
+func (c *counter) add(err error, kind Kind) {
+	if err == nil {
+		err = errors.New("unexpected message kind " + kind.String())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts == nil {
+		c.counts = map[string]int{}
+	}
+	c.counts[err.Error()]++
+	if c.counts[err.Error()] == 1 {
+		c.log.Warn("dropped a bad message (logged once per kind)", zap.Error(err))
+	}
+}
+
+// Dropped returns how many messages were dropped, by reason.
+func (c *counter) Dropped() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps(c.counts)
+}
+
+func maps(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
