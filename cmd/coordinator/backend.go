@@ -64,7 +64,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		return nil, nil, err
 	}
 	src := transport.Source{Path: abs}
-	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, Log: log})
+	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, HeartbeatTimeout: o.hbTimeout, Log: log})
 	if err != nil {
 		closeAll()
 		return nil, nil, err

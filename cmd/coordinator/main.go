@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/transport"
@@ -43,6 +44,7 @@ type options struct {
 	cpuProfile   string
 	objectStore  bool
 	auth         transport.Auth
+	hbTimeout    time.Duration
 }
 
 func parse(args []string) (*options, error) {
@@ -67,6 +69,7 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL (default: embedded server)")
 	fs.IntVar(&o.minWorkers, "min-workers", 1, "with -nats: wait for this many workers")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
+	fs.DurationVar(&o.hbTimeout, "heartbeat-timeout", transport.DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move")
 	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
 	fs.StringVar(&o.auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")
 	fs.StringVar(&o.auth.NKeyFile, "nkey", "", "NATS NKey seed file")

@@ -1,0 +1,186 @@
+// Command svmgen writes a synthetic LIBSVM data set that looks like text
+// data: feature frequencies follow a power law, rows are sparse and
+// (optionally) unit-normalised, labels come from hidden linear models with
+// some noise. It streams, so files of any size cost no memory:
+//
+//	svmgen -rows 200000 -features 100000 -nnz 60 -o big.svm
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+)
+
+type params struct {
+	rows, features, nnz, classes int
+	binary                       bool
+	noise, zipf                  float64
+	seed                         uint64
+	bytes                        int64 // stop after this many bytes (0: rows decides)
+}
+
+func main() {
+	var p params
+	var out string
+	var size string
+	flag.IntVar(&p.rows, "rows", 10000, "rows")
+	flag.IntVar(&p.features, "features", 10000, "number of features")
+	flag.IntVar(&p.nnz, "nnz", 30, "average nonzeros per row")
+	flag.IntVar(&p.classes, "classes", 2, "classes (labels +1/-1 for 2, 1..K otherwise)")
+	flag.BoolVar(&p.binary, "binary", false, "binary features (all values 1)")
+	flag.Float64Var(&p.noise, "noise", 0.05, "fraction of labels flipped at random")
+	flag.Float64Var(&p.zipf, "zipf", 1.1, "power-law exponent of feature frequencies (> 1)")
+	flag.Uint64Var(&p.seed, "seed", 1, "random seed")
+	flag.StringVar(&size, "size", "", "write rows until the file has this size (e.g. 1G, 500M), instead of -rows")
+	flag.StringVar(&out, "o", "-", "output file (- for standard output)")
+	flag.Parse()
+	if size != "" {
+		n, err := parseSize(size)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "svmgen:", err)
+			os.Exit(2)
+		}
+		p.bytes, p.rows = n, math.MaxInt
+	}
+	if p.features < 1 || p.nnz < 1 || p.classes < 2 || p.zipf <= 1 || p.noise < 0 || p.noise > 1 {
+		fmt.Fprintln(os.Stderr, "svmgen: need -features >= 1, -nnz >= 1, -classes >= 2, -zipf > 1, 0 <= -noise <= 1")
+		os.Exit(2)
+	}
+	w := io.Writer(os.Stdout)
+	if out != "-" {
+		f, err := os.Create(out)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "svmgen:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		w = f
+	}
+	if err := generate(w, p); err != nil {
+		fmt.Fprintln(os.Stderr, "svmgen:", err)
+		os.Exit(1)
+	}
+}
+
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	switch s[len(s)-1] {
+	case 'K', 'k':
+		mult = 1 << 10
+	case 'M', 'm':
+		mult = 1 << 20
+	case 'G', 'g':
+		mult = 1 << 30
+	}
+	if mult > 1 {
+		s = s[:len(s)-1]
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+func generate(out io.Writer, p params) error {
+	rng := rand.New(rand.NewPCG(p.seed, p.seed^0x9e3779b97f4a7c15))
+	zipf := rand.NewZipf(rng, p.zipf, 1, uint64(p.features-1))
+	// Hidden models: one per class; feature j's weight is deterministic in
+	// (seed, class, j), so no n x K table is held.
+	weight := func(k, j int) float64 {
+		h := uint64(j)*0x9e3779b97f4a7c15 ^ uint64(k+1)*0xbf58476d1ce4e5b9 ^ p.seed
+		h ^= h >> 31
+		h *= 0x94d049bb133111eb
+		h ^= h >> 29
+		return float64(int64(h>>11))/float64(1<<52) - 1 // in [-1, 1)
+	}
+	bw := bufio.NewWriterSize(out, 1<<20)
+	var written int64
+	idx := make([]int, 0, 4*p.nnz)
+	val := make([]float64, 0, 4*p.nnz)
+	line := make([]byte, 0, 1<<12)
+	scores := make([]float64, p.classes)
+	for i := 0; i < p.rows && (p.bytes == 0 || written < p.bytes); i++ {
+		n := p.nnz/2 + rng.IntN(p.nnz+1)
+		idx = idx[:0]
+		for len(idx) < n {
+			// Shuffle ranks so frequent features are spread over the index range.
+			idx = append(idx, int(zipf.Uint64()*2654435761%uint64(p.features)))
+			if len(idx) > 4*p.nnz {
+				break
+			}
+		}
+		slices.Sort(idx)
+		idx = slices.Compact(idx)
+		val = val[:0]
+		norm := 0.0
+		for range idx {
+			v := 1.0
+			if !p.binary {
+				v = 1 + math.Floor(rng.ExpFloat64()*3) // term counts
+			}
+			val = append(val, v)
+			norm += v * v
+		}
+		if !p.binary && norm > 0 {
+			s := 1 / math.Sqrt(norm)
+			for q := range val {
+				val[q] = float64(float32(val[q] * s)) // six digits suffice; float32 keeps files small
+			}
+		}
+		for k := range scores {
+			scores[k] = 0
+			for q, j := range idx {
+				scores[k] += weight(k, j) * val[q]
+			}
+		}
+		label := 0
+		if p.classes == 2 {
+			if scores[0] > 0 {
+				label = 1
+			}
+		} else {
+			for k := range scores {
+				if scores[k] > scores[label] {
+					label = k
+				}
+			}
+		}
+		if rng.Float64() < p.noise {
+			label = rng.IntN(p.classes)
+		}
+		line = line[:0]
+		if p.classes == 2 {
+			if label == 1 {
+				line = append(line, "+1"...)
+			} else {
+				line = append(line, "-1"...)
+			}
+		} else {
+			line = strconv.AppendInt(line, int64(label+1), 10)
+		}
+		for q, j := range idx {
+			line = append(line, ' ')
+			line = strconv.AppendInt(line, int64(j+1), 10)
+			line = append(line, ':')
+			if p.binary {
+				line = append(line, '1')
+			} else {
+				line = strconv.AppendFloat(line, val[q], 'g', 6, 32)
+			}
+		}
+		line = append(line, '\n')
+		if _, err := bw.Write(line); err != nil {
+			return err
+		}
+		written += int64(len(line))
+	}
+	return bw.Flush()
+}

@@ -1,0 +1,311 @@
+// Package e2e runs the real binaries as separate processes: a nats-server
+// built from the module this project depends on, a coordinator and
+// workers, and checks that where the work runs and what fails along the
+// way changes no bit of the model.
+package e2e
+
+import (
+	"bytes"
+	"compress/bzip2"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var bin string // directory of the built binaries
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "osgm-e2e-*")
+	if err != nil {
+		panic(err)
+	}
+	bin = dir
+	build := exec.Command("go", "build", "-o", dir+"/",
+		"../cmd/coordinator", "../cmd/worker", "../cmd/predict", "../cmd/svmgen", "github.com/nats-io/nats-server/v2")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: build failed:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running binary whose output is kept for polling.
+type proc struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(filepath.Join(bin, name), args...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	p.cmd.Env = append(os.Environ(), "OSGM_LOG_FORMAT=json")
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("%s %v output:\n%s", name, args, tail(p.output(), 4000))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// wait blocks until the process exits, failing on a non-zero status.
+func (p *proc) wait(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("%v did not finish in %v:\n%s", p.cmd.Args, timeout, tail(p.output(), 3000))
+	}
+	if p.err != nil {
+		t.Fatalf("%v: %v\n%s", p.cmd.Args, p.err, tail(p.output(), 3000))
+	}
+}
+
+// checkFor polls cond until it holds or the time is up, like the
+// nats-server tests do; no test sleeps for a fixed time.
+func checkFor(t *testing.T, total time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", total, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// natsServer starts a nats-server process with JetStream on a free port.
+func natsServer(t *testing.T, extra ...string) string {
+	port := freePort(t)
+	args := append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", t.TempDir()}, extra...)
+	p := start(t, "nats-server", args...)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	checkFor(t, 10*time.Second, "nats-server to listen", func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil && !strings.Contains(p.output(), "fatal")
+	})
+	return url
+}
+
+// dataset returns a plain copy of a shared data set, or skips.
+func dataset(t *testing.T, name string) string {
+	src, _ := filepath.Abs(filepath.Join("../../shared/data", name+".bz2"))
+	f, err := os.Open(src)
+	if err != nil {
+		t.Skipf("../shared/data/%s.bz2 is not here", name)
+	}
+	defer f.Close()
+	dst := filepath.Join(t.TempDir(), name)
+	out, _ := os.Create(dst)
+	defer out.Close()
+	if _, err := io.Copy(out, bzip2.NewReader(f)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// train runs the coordinator to the end and returns the model's bytes.
+func train(t *testing.T, data string, args ...string) []byte {
+	t.Helper()
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", append(args, data, model)...)
+	c.wait(t, 5*time.Minute)
+	return readFile(t, model)
+}
+
+func workers(t *testing.T, url string, n int, prefix string) []*proc {
+	var out []*proc
+	for i := 0; i < n; i++ {
+		out = append(out, start(t, "worker", "-nats", url, "-name", fmt.Sprintf("%s%d", prefix, i), "-parallel", "1"))
+	}
+	return out
+}
+
+var flags = []string{"-e", "1e-4", "-heartbeat-timeout", "1s"}
+
+// TestSameModelEverywhere trains a binary and a multi-class set in-process,
+// on the embedded default, and on a separate nats-server with one and with
+// three worker processes: the model files must be byte-identical.
+func TestSameModelEverywhere(t *testing.T) {
+	for _, name := range []string{"a9a", "dna.scale"} {
+		t.Run(name, func(t *testing.T) {
+			data := dataset(t, name)
+			local := train(t, data, append(flags, "-local", "-workers", "2")...)
+			embedded := train(t, data, append(flags, "-workers", "2")...)
+			if !bytes.Equal(local, embedded) {
+				t.Fatal("embedded run differs from the in-process run")
+			}
+			for _, n := range []int{1, 3} {
+				url := natsServer(t)
+				workers(t, url, n, "w")
+				got := train(t, data, append(flags, "-nats", url, "-min-workers", fmt.Sprint(n), "-shards", "7")...)
+				want := train(t, data, append(flags, "-local", "-shards", "7")...)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%d external workers: model differs from the in-process run", n)
+				}
+			}
+		})
+	}
+}
+
+// TestWorkerKilled kills one of three workers with SIGKILL in the middle of
+// training; its shards move, the round is redone, the model is the same.
+func TestWorkerKilled(t *testing.T) {
+	data := dataset(t, "a9a")
+	args := []string{"-e", "1e-6", "-heartbeat-timeout", "1s", "-shards", "9"}
+	want := train(t, data, append(args, "-local")...)
+	url := natsServer(t)
+	ws := workers(t, url, 3, "k")
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", append(args, "-nats", url, "-min-workers", "3", data, model)...)
+	checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
+	ws[1].cmd.Process.Signal(syscall.SIGKILL)
+	c.wait(t, 5*time.Minute)
+	out := c.output()
+	if !strings.Contains(out, `"msg":"worker lost"`) || !strings.Contains(out, `"msg":"shard reassigned"`) {
+		t.Fatalf("the coordinator did not log the lost worker and moved shards:\n%s", tail(out, 3000))
+	}
+	if strings.Contains(out, `"msg":"trained"`) && !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("model after a killed worker differs from the uninterrupted run")
+	}
+	t.Logf("moves: %d", strings.Count(out, `"shard reassigned"`))
+}
+
+// TestWorkerJoins starts training with one worker and adds a second: it
+// must take over shards at a round boundary, with the same model.
+func TestWorkerJoins(t *testing.T) {
+	data := dataset(t, "a9a")
+	args := []string{"-e", "1e-6", "-shards", "8"}
+	want := train(t, data, append(args, "-local")...)
+	url := natsServer(t)
+	workers(t, url, 1, "first")
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", append(args, "-nats", url, "-min-workers", "1", data, model)...)
+	checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
+	late := workers(t, url, 1, "late")[0]
+	c.wait(t, 5*time.Minute)
+	if !strings.Contains(c.output(), `"to":"late0-`) {
+		t.Fatalf("no shard moved to the late worker:\n%s", tail(c.output(), 3000))
+	}
+	if !strings.Contains(late.output(), `"msg":"loaded shards"`) {
+		t.Fatalf("the late worker loaded nothing:\n%s", late.output())
+	}
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("model with a late worker differs")
+	}
+}
+
+// TestFiveMillionFeatures broadcasts 40 MB points through a server with
+// the default 1 MiB max_payload.
+func TestFiveMillionFeatures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: run without -short")
+	}
+	data := filepath.Join(t.TempDir(), "wide.svm")
+	start(t, "svmgen", "-rows", "3000", "-features", "5000000", "-nnz", "40", "-zipf", "1.01", "-o", data).wait(t, time.Minute)
+	url := natsServer(t)
+	workers(t, url, 2, "wide")
+	args := []string{"-max-iter", "4", "-shards", "4"}
+	got := train(t, data, append(args, "-nats", url, "-min-workers", "2")...)
+	want := train(t, data, append(args, "-local")...)
+	if !bytes.Equal(got, want) {
+		t.Fatal("5M-feature model over NATS differs from the in-process one")
+	}
+	if !bytes.Contains(got, []byte("nr_feature 499")) {
+		t.Logf("header: %s", got[:80])
+	}
+}
+
+// TestObjectStore runs workers that cannot see the data file (a tmpfs
+// mounted over its directory in their own mount namespace): they must get
+// their shards from the JetStream object store.
+func TestObjectStore(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare not available")
+	}
+	if err := exec.Command("unshare", "-m", "true").Run(); err != nil {
+		t.Skipf("cannot make a mount namespace here: %v", err)
+	}
+	data := dataset(t, "dna.scale")
+	dir := filepath.Dir(data)
+	url := natsServer(t)
+	for i := 0; i < 2; i++ {
+		script := fmt.Sprintf("mount -t tmpfs none %s && test ! -e %s && exec %s -nats %s -name blind%d -parallel 1",
+			dir, data, filepath.Join(bin, "worker"), url, i)
+		p := &proc{cmd: exec.Command("unshare", "-m", "sh", "-c", script), done: make(chan struct{})}
+		p.cmd.Stdout, p.cmd.Stderr = p, p
+		p.cmd.Env = append(os.Environ(), "OSGM_LOG_FORMAT=json")
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.err = p.cmd.Wait(); close(p.done) }()
+		t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done })
+	}
+	args := []string{"-e", "1e-4", "-shards", "4"}
+	got := train(t, data, append(args, "-nats", url, "-min-workers", "2", "-objstore")...)
+	want := train(t, data, append(args, "-local")...)
+	if !bytes.Equal(got, want) {
+		t.Fatal("object-store model differs from the in-process one")
+	}
+}
+

@@ -1,0 +1,251 @@
+package osgm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/floats"
+)
+
+// quadratic is f_k(x) = 1/2 (x - c_k)' A (x - c_k) with A = Q' D Q
+// symmetric positive definite: a problem with a known minimiser c_k and a
+// known Lipschitz constant max(D).
+type quadratic struct {
+	A     [][]float64
+	c     [][]float64
+	evals int
+}
+
+func newQuadratic(rng *rand.Rand, n, K int, cond float64, rotate bool) *quadratic {
+	d := make([]float64, n)
+	for j := range d {
+		d[j] = math.Pow(cond, float64(j)/float64(n-1))
+	}
+	rng.Shuffle(n, func(i, j int) { d[i], d[j] = d[j], d[i] })
+	A := make([][]float64, n)
+	for i := range A {
+		A[i] = make([]float64, n)
+		A[i][i] = d[i]
+	}
+	if rotate { // a few Givens rotations couple the coordinates mildly
+		for r := 0; r < n; r++ {
+			i, j := rng.IntN(n), rng.IntN(n)
+			if i == j {
+				continue
+			}
+			th := 0.2 * rng.NormFloat64()
+			cs, sn := math.Cos(th), math.Sin(th)
+			for k := 0; k < n; k++ { // A <- G A G'
+				ai, aj := A[i][k], A[j][k]
+				A[i][k], A[j][k] = cs*ai-sn*aj, sn*ai+cs*aj
+			}
+			for k := 0; k < n; k++ {
+				ai, aj := A[k][i], A[k][j]
+				A[k][i], A[k][j] = cs*ai-sn*aj, sn*ai+cs*aj
+			}
+		}
+	}
+	q := &quadratic{A: A}
+	for k := 0; k < K; k++ {
+		c := make([]float64, n)
+		for j := range c {
+			c[j] = rng.NormFloat64()
+		}
+		q.c = append(q.c, c)
+	}
+	return q
+}
+
+func (q *quadratic) Eval(x [][]float64, f []float64, g [][]float64) error {
+	q.evals++
+	for k := range x {
+		r := make([]float64, len(x[k]))
+		floats.SubTo(r, x[k], q.c[k])
+		for i := range g[k] {
+			g[k][i] = floats.Dot(q.A[i], r)
+		}
+		f[k] = floats.Dot(r, g[k]) / 2
+	}
+	return nil
+}
+
+func (q *quadratic) HessVec(x, v, hv [][]float64) error {
+	q.evals++
+	for k := range v {
+		for i := range hv[k] {
+			hv[k][i] = floats.Dot(q.A[i], v[k])
+		}
+	}
+	return nil
+}
+
+func (q *quadratic) problems() []Problem {
+	n := len(q.A)
+	L, mu := 0.0, math.Inf(1)
+	diag := make([]float64, n)
+	for i := range q.A {
+		diag[i] = q.A[i][i]
+		s := 0.0
+		for _, a := range q.A[i] {
+			s += math.Abs(a)
+		}
+		L = math.Max(L, s) // Gershgorin: an upper bound on the largest eigenvalue
+		mu = math.Min(mu, diag[i])
+	}
+	out := make([]Problem, len(q.c))
+	for k := range out {
+		out[k] = Problem{Dim: n, L: L, Mu: mu / 4, Diag: diag}
+	}
+	return out
+}
+
+// TestMethodsReachTheMinimum runs every method on the same table of
+// problems, as gonum/optimize's tests do, and checks the point it returns
+// against the known minimiser.
+func TestMethodsReachTheMinimum(t *testing.T) {
+	cases := []struct {
+		name    string
+		n, K    int
+		cond    float64
+		rotate  bool
+		noDiag  bool // OSGM learns P from zero instead of the diagonal
+		maxIter int
+	}{
+		{"diagonal/cond=1e3", 30, 1, 1e3, false, false, 40000},
+		{"diagonal/cond=1e3/P0=0", 30, 1, 1e3, false, true, 40000},
+		{"rotated/cond=30/K=3", 20, 3, 30, true, false, 40000},
+		{"rotated/cond=30/K=3/P0=0", 20, 3, 30, true, true, 40000},
+	}
+	// Plain first-order methods on cond 1e3 need their ~sqrt(kappa) or
+	// kappa iterations; the table gives every method the same budget.
+	for _, tc := range cases {
+		for _, name := range Methods() {
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(3, 5))
+				q := newQuadratic(rng, tc.n, tc.K, tc.cond, tc.rotate)
+				x0 := make([][]float64, tc.K)
+				tol := make([]float64, tc.K)
+				for k := range x0 {
+					x0[k] = make([]float64, tc.n)
+					tol[k] = 1e-8
+				}
+				if name == "adagrad" && tc.cond > 100 {
+					t.Skip("AdaGrad's step decays like 1/sqrt(t): no linear rate to test")
+				}
+				res, err := Minimize(q, x0, q.problems(), Settings{Method: name, MaxIter: tc.maxIter, GradTol: tol, Params: Params{NoDiag: tc.noDiag}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k := range res.X {
+					if !res.Converged[k] {
+						t.Fatalf("problem %d not converged after %d iterations: |g| = %g", k, res.Iters[k], res.GradNorm[k])
+					}
+					if d := floats.Distance(res.X[k], q.c[k], math.Inf(1)); d > 1e-5 {
+						t.Errorf("problem %d: %g from the minimiser", k, d)
+					}
+				}
+				t.Logf("iterations %v, evaluations %d", res.Iters, res.Evals)
+			})
+		}
+	}
+}
+
+// TestOSGMOracleIsMonotone checks the comparison oracle's promise: the
+// accepted iterates of the OSGM family never increase f (osgm-g: the
+// gradient norm), and each
+// iteration costs exactly one evaluation (two for osgm-g).
+func TestOSGMOracleIsMonotone(t *testing.T) {
+	for _, name := range []string{"osgm-h", "osgm-r", "hdm", "osgm-g"} {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(9, 9))
+			q := newQuadratic(rng, 15, 1, 100, true)
+			prev := math.Inf(1)
+			rejected := 0
+			var iters int
+			trace := func(r Record) {
+				v := r.F
+				if name == "osgm-g" { // its oracle compares gradient norms
+					v = r.GradNorm
+				}
+				if v > prev {
+					t.Fatalf("iteration %d: rose from %v to %v", r.Iter, prev, v)
+				}
+				if !r.Accepted {
+					rejected++
+				}
+				prev = v
+				iters = r.Iter
+			}
+			x0 := [][]float64{make([]float64, 15)}
+			res, err := Minimize(q, x0, q.problems(), Settings{Method: name, MaxIter: 300, GradTol: []float64{0}, Trace: trace, Params: Params{NoDiag: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			per := 1
+			if name == "osgm-g" {
+				per = 2
+			}
+			if res.Evals != 1+per*iters {
+				t.Errorf("%d evaluations for %d iterations", res.Evals, iters)
+			}
+			t.Logf("%d of %d steps rejected, f = %g", rejected, iters, res.F[0])
+		})
+	}
+}
+
+// TestHypergradientIsTheSurrogateGradient checks the OSGM-H update
+// direction against a finite difference of the surrogate
+// h(P) = (f(x - P g) - f(x)) / ||g||^2 in each diagonal entry of P.
+func TestHypergradientIsTheSurrogateGradient(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	q := newQuadratic(rng, 8, 1, 10, true)
+	n := 8
+	x := make([]float64, n)
+	for j := range x {
+		x[j] = rng.NormFloat64()
+	}
+	eval := func(x []float64) (float64, []float64) {
+		f := []float64{0}
+		g := [][]float64{make([]float64, n)}
+		q.Eval([][]float64{x}, f, g)
+		return f[0], g[0]
+	}
+	f, g := eval(x)
+	P := make([]float64, n)
+	for j := range P {
+		P[j] = 0.05 * rng.Float64()
+	}
+	h := func(P []float64) float64 {
+		xh := make([]float64, n)
+		for j := range xh {
+			xh[j] = x[j] - P[j]*g[j]
+		}
+		fh, _ := eval(xh)
+		return (fh - f) / floats.Dot(g, g)
+	}
+	m := newOSGM(q.problems()[0], Params{Eta: 1e-300}, hypergrad)
+	m.Init(x, f, g)
+	copy(m.P, P)
+	req := m.Next()
+	fh, gh := eval(req.X)
+	m.Tell(Reply{F: fh, G: gh})
+	for j := 0; j < n; j++ {
+		Pp := append([]float64(nil), P...)
+		Pm := append([]float64(nil), P...)
+		Pp[j] += 1e-6
+		Pm[j] -= 1e-6
+		fd := (h(Pp) - h(Pm)) / 2e-6
+		if math.Abs(fd-m.u[j]) > 1e-6*math.Max(1, math.Abs(fd)) {
+			t.Errorf("dh/dP_%d: finite difference %v, update uses %v", j, fd, m.u[j])
+		}
+	}
+}
+
+func TestUnknownMethod(t *testing.T) {
+	_, err := New("newton", Problem{}, Params{})
+	if err == nil || fmt.Sprint(err) == "" {
+		t.Fatal("no error for an unknown method")
+	}
+}
