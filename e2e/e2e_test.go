@@ -309,3 +309,16 @@ func TestObjectStore(t *testing.T) {
 	}
 }
 
+func dial(port int) bool {
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
+
+func cmdWithEnv(path string, args []string, env ...string) *exec.Cmd {
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
+}

@@ -198,4 +198,3 @@ func TestMatchesLIBLINEAR(t *testing.T) {
 		})
 	}
 }
-

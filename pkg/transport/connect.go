@@ -3,6 +3,7 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"time"
 
@@ -77,7 +78,15 @@ func Connect(url, name string, auth Auth, log *zap.Logger) (*nats.Conn, error) {
 	opts = append(opts,
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+		// Back off from 100 ms to 5 s, with jitter, so a fleet of workers
+		// does not hammer a server that is restarting.
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			d := 100 * time.Millisecond << min(attempts, 6)
+			return min(d, 5*time.Second) + time.Duration(rand.Int64N(int64(100*time.Millisecond)))
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("cannot reach NATS; retrying with backoff", zap.String("url", url), zap.Error(err))
+		}),
 		nats.ReconnectBufSize(64<<20),
 		nats.RetryOnFailedConnect(true),
 		nats.ConnectHandler(func(*nats.Conn) { log.Info("connected to NATS", zap.String("url", url)) }),

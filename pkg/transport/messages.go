@@ -78,7 +78,10 @@ func DecodePoint(b []byte) (*Point, error) {
 	if p.Op == shard.OpHessVec {
 		vecs *= 2
 	}
-	if d.err == nil && (K == 0 || uint64(vecs)*uint64(dim)*8 != uint64(len(d.b))) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	if K == 0 || dim == 0 || uint64(vecs)*uint64(dim)*8 != uint64(len(d.b)) {
 		return nil, fmt.Errorf("transport: point: %d x %d vectors do not match %d bytes", vecs, dim, len(d.b))
 	}
 	read := func() [][]float64 {

@@ -1,0 +1,181 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
+
+func chunksOf(t testing.TB, kind Kind, round uint64, id uint32, payload []byte, max int) [][]byte {
+	var out [][]byte
+	err := Chunks(kind, 7, round, id, payload, max, func(b []byte) error {
+		out = append(out, bytes.Clone(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestChunksReassembleInAnyOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, size := range []int{0, 1, 59, 60, 61, 1000, 12345} {
+		payload := make([]byte, size)
+		for i := range payload {
+			payload[i] = byte(rng.IntN(256))
+		}
+		chunks := chunksOf(t, KindPartial, 3, 9, payload, HeaderSize+20)
+		if want := max((size+19)/20, 1); len(chunks) != want {
+			t.Fatalf("size %d: %d chunks, want %d", size, len(chunks), want)
+		}
+		rng.Shuffle(len(chunks), func(i, j int) { chunks[i], chunks[j] = chunks[j], chunks[i] })
+		if len(chunks) > 1 {
+			chunks = append(chunks, chunks[0]) // a duplicate must not confuse it
+		}
+		var a Assembler
+		var got []byte
+		done := 0
+		for _, c := range chunks {
+			h, p, err := DecodeChunk(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if whole, ok := a.Add(h, p); ok {
+				got = whole
+				done++
+			}
+		}
+		if done != 1 || !bytes.Equal(got, payload) {
+			t.Fatalf("size %d: reassembled %d times, equal=%v", size, done, bytes.Equal(got, payload))
+		}
+	}
+}
+
+// TestDecodeChunkRejects is the table of bad chunks: each is refused with
+// its own error, so receivers can count them by kind.
+func TestDecodeChunkRejects(t *testing.T) {
+	good := chunksOf(t, KindPoint, 1, 0, []byte("payload"), 1<<20)[0]
+	mutate := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	tests := []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"short", good[:10], ErrShort},
+		{"version", mutate(func(b []byte) []byte { b[0] = 9; return b }), ErrVersion},
+		{"kind 0", mutate(func(b []byte) []byte { b[1] = 0; return b }), ErrKind},
+		{"kind 200", mutate(func(b []byte) []byte { b[1] = 200; return b }), ErrKind},
+		{"length", mutate(func(b []byte) []byte { return b[:len(b)-1] }), ErrLength},
+		{"seq >= total", mutate(func(b []byte) []byte { b[24] = 5; return b }), ErrChunk},
+		{"total 0", mutate(func(b []byte) []byte { b[28] = 0; return b }), ErrChunk},
+		{"oversized total", mutate(func(b []byte) []byte { b[31] = 0xff; return b }), ErrChunk},
+		{"bit flip", mutate(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), ErrChecksum},
+	}
+	for _, tc := range tests {
+		if _, _, err := DecodeChunk(tc.b); !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if _, _, err := DecodeChunk(good); err != nil {
+		t.Fatalf("good chunk: %v", err)
+	}
+}
+
+func TestMessagesRoundTrip(t *testing.T) {
+	p := &Point{Op: shard.OpHessVec, Bias: 1.5, Labels: []float64{3, 1, 2},
+		X: [][]float64{{1, -2, math.Pi}, {0, 1e-300, -0.5}, {4, 5, 6}},
+		V: [][]float64{{1, 1, 1}, {2, 2, 2}, {3, 3, 3}}}
+	got, err := DecodePoint(EncodePoint(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range p.X {
+		if !slices.Equal(got.X[k], p.X[k]) || !slices.Equal(got.V[k], p.V[k]) {
+			t.Fatalf("point %d differs", k)
+		}
+	}
+	if got.Bias != p.Bias || !slices.Equal(got.Labels, p.Labels) || got.Op != p.Op {
+		t.Fatalf("point header differs: %+v", got)
+	}
+
+	part := &shard.Partial{Shard: 4, Loss: []float64{1, 2}, BiasGrad: []float64{0.5, -0.5}, Grad: []float64{1, 2, 3, 4}}
+	gp, err := DecodePartial(4, EncodePartial(part))
+	if err != nil || !slices.Equal(gp.Grad, part.Grad) || !slices.Equal(gp.Loss, part.Loss) || !slices.Equal(gp.BiasGrad, part.BiasGrad) {
+		t.Fatalf("partial: %v %+v", err, gp)
+	}
+
+	m := &shard.Meta{Rows: 10, NNZ: 30, MaxIndex: 99, NormSq: 2.5, Labels: []float64{1, -1}, LabelCount: []int{4, 6},
+		Cols: []uint32{0, 5, 98}, ColSq: []float64{1, 2, 3}}
+	w, gm, err := DecodeMeta(2, EncodeMeta("w1", m))
+	if err != nil || w != "w1" || gm.Rows != 10 || !slices.Equal(gm.Cols, m.Cols) || !slices.Equal(gm.LabelCount, m.LabelCount) {
+		t.Fatalf("meta: %v %s %+v", err, w, gm)
+	}
+}
+
+func TestDecodeRejectsLies(t *testing.T) {
+	p := EncodePoint(&Point{Op: shard.OpEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}})
+	if _, err := DecodePoint(p[:len(p)-8]); err == nil {
+		t.Error("a truncated point decoded")
+	}
+	bad := bytes.Clone(p)
+	bad[0] = 7
+	if _, err := DecodePoint(bad); err == nil {
+		t.Error("a point with an unknown op decoded")
+	}
+	// A length prefix claiming more items than the payload holds must be
+	// refused before anything is allocated.
+	huge := []byte{0xff, 0xff, 0xff, 0x7f}
+	if _, err := DecodePartial(0, huge); err == nil {
+		t.Error("a partial claiming 2^31 losses decoded")
+	}
+}
+
+func FuzzDecodeChunk(f *testing.F) {
+	f.Add(chunksOf(f, KindPoint, 1, 0, []byte("abc"), 1<<20)[0])
+	f.Add(chunksOf(f, KindPartial, 2, 3, make([]byte, 100), HeaderSize+30)[1])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, p, err := DecodeChunk(b)
+		if err != nil {
+			return
+		}
+		if h.Seq >= h.Total || int(h.Len) != len(p) {
+			t.Fatalf("accepted inconsistent header %+v", h)
+		}
+		var a Assembler
+		a.MaxPending = 2
+		a.Add(h, p)
+	})
+}
+
+func FuzzDecodeMessages(f *testing.F) {
+	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
+	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}}))
+	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1}, ColSq: []float64{1}}))
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		switch which % 3 {
+		case 0:
+			if p, err := DecodePoint(b); err == nil {
+				for _, x := range p.X {
+					if len(x) != len(p.X[0]) {
+						t.Fatal("ragged point accepted")
+					}
+				}
+			}
+		case 1:
+			if p, err := DecodePartial(0, b); err == nil && len(p.Loss) != len(p.BiasGrad) {
+				t.Fatal("inconsistent partial accepted")
+			}
+		case 2:
+			if _, m, err := DecodeMeta(0, b); err == nil && len(m.Cols) != len(m.ColSq) {
+				t.Fatal("inconsistent meta accepted")
+			}
+		}
+	})
+}
