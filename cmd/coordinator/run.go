@@ -86,7 +86,7 @@ func run(o *options) error {
 	trainStart := time.Now()
 	res, err := train.Train(backend, cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", o.train, err)
 	}
 	if err := writeModel(o.model, res.Model); err != nil {
 		return err

@@ -112,23 +112,18 @@ func classSign(c int32) float64 {
 
 func evalOnes(rowPtr, idx []uint32, class []int32, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	hasBias := bias >= 0
-	for i := 0; i+1 < len(rowPtr); i++ {
+	class = class[:len(rowPtr)-1]
+	for i := range class {
 		row := idx[rowPtr[i]:rowPtr[i+1]]
-		z := 0.0
-		for _, j := range row {
-			z += wl[j]
-		}
+		z := dotOnes(wl, row)
 		if hasBias {
 			z += bias * wb
 		}
 		y := classSign(class[i])
-		d := 1 - y*z
-		if d > 0 {
+		if d := 1 - y*z; d > 0 {
 			loss += d * d
 			c := -2 * y * d
-			for _, j := range row {
-				gl[j] += c
-			}
+			addOnes(gl, row, c)
 			if hasBias {
 				gb += c * bias
 			}
@@ -139,26 +134,19 @@ func evalOnes(rowPtr, idx []uint32, class []int32, wl, gl []float64, bias, wb fl
 
 func evalBinary[V float32 | float64](rowPtr, idx []uint32, val []V, class []int32, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	hasBias := bias >= 0
-	for i := 0; i+1 < len(rowPtr); i++ {
+	class = class[:len(rowPtr)-1]
+	for i := range class {
 		a, b := rowPtr[i], rowPtr[i+1]
-		row := idx[a:b]
-		v := val[a:b]
-		v = v[:len(row)]
-		z := 0.0
-		for q, j := range row {
-			z += float64(v[q]) * wl[j]
-		}
+		row, v := idx[a:b], val[a:b]
+		z := dot(wl, row, v)
 		if hasBias {
 			z += bias * wb
 		}
 		y := classSign(class[i])
-		d := 1 - y*z
-		if d > 0 {
+		if d := 1 - y*z; d > 0 {
 			loss += d * d
 			c := -2 * y * d
-			for q, j := range row {
-				gl[j] += c * float64(v[q])
-			}
+			axpy(gl, row, v, c)
 			if hasBias {
 				gb += c * bias
 			}

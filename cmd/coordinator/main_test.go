@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/osgm-svm/osgm/pkg/libsvm"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // "" means success
+	}{
+		{[]string{"data"}, ""},
+		{[]string{"-c", "0.5", "-e", "0.001", "-B", "1", "-method", "osgm-h", "data", "out.model"}, ""},
+		{[]string{}, "need a training file"},
+		{[]string{"a", "b", "c"}, "need a training file"},
+		{[]string{"-c", "1", "-lambda", "0.1", "data"}, "either -c or -lambda"},
+		{[]string{"-c", "0", "data"}, "-c must be positive"},
+		{[]string{"-c", "-1", "data"}, "-c must be positive"},
+		{[]string{"-lambda", "-1", "data"}, "-lambda must be positive"},
+		{[]string{"-e", "0", "data"}, "-e must be positive"},
+		{[]string{"-max-iter", "0", "data"}, "-max-iter must be at least 1"},
+		{[]string{"-workers", "0", "data"}, "-workers must be at least 1"},
+		{[]string{"-method", "newton", "data"}, "unknown method"},
+		{[]string{"-local", "-nats", "nats://x:4222", "data"}, "drop -nats"},
+		{[]string{"-local", "-objstore", "data"}, "drop -local"},
+		{[]string{"-shards", "-2", "data"}, "-shards must be"},
+	}
+	for _, tc := range tests {
+		o, err := parse(tc.args)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: got %v, want %q", tc.args, err, tc.want)
+		case tc.want == "" && o.model == "":
+			t.Errorf("%v: no model file", tc.args)
+		}
+	}
+	o, _ := parse([]string{"/some/dir/a9a"})
+	if o.model != "a9a.model" {
+		t.Errorf("default model %q, want LIBLINEAR's a9a.model", o.model)
+	}
+}
+
+// TestRunEmbedded trains through the default path (embedded NATS server,
+// in-process workers) and through -local; both must write the same model,
+// and it must classify the training data.
+func TestRunEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "train")
+	var b strings.Builder
+	for i := 0; i < 400; i++ {
+		x := float64(i%17)/17 - 0.5
+		lab := "+1"
+		if x+0.1*float64(i%3) < 0.1 {
+			lab = "-1"
+		}
+		b.WriteString(lab + " 1:" + ftoa(x) + " 3:" + ftoa(float64(i%5)) + "\n")
+	}
+	os.WriteFile(data, []byte(b.String()), 0o644)
+	models := map[string][]byte{}
+	for _, mode := range []string{"embedded", "local"} {
+		o, err := parse([]string{"-q", "-e", "1e-4", "-B", "1", "-workers", "2", "-local=" + strconv.FormatBool(mode == "local"),
+			data, filepath.Join(dir, mode+".model")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run(o); err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		models[mode], _ = os.ReadFile(o.model)
+	}
+	if !bytes.Equal(models["embedded"], models["local"]) {
+		t.Fatal("embedded and local runs wrote different models")
+	}
+	m, err := libsvm.ReadModel(bytes.NewReader(models["local"]), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(data)
+	defer f.Close()
+	acc, err := libsvm.PredictAll(f, data, m, nil)
+	if err != nil || acc.Correct*10 < acc.Total*8 {
+		t.Fatalf("training accuracy %v (%v)", acc, err)
+	}
+}
+
+func TestRunReportsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, text, want string
+	}{
+		{"zero-index", "1 1:1\n-1 0:2\n", "zero-index:2: feature index 0 (indices start at 1)"},
+		{"one-class", "1 1:1\n1 2:1\n", "only one class"},
+		{"empty", "", "no data lines"},
+		{"comments", "# nothing\n\n", "no data"},
+		{"fraction", "0.5 1:1\n1 1:2\n", "label 0.5 is not an integer"},
+	}
+	for _, tc := range cases {
+		path := filepath.Join(dir, tc.name)
+		os.WriteFile(path, []byte(tc.text), 0o644)
+		o, err := parse([]string{"-q", "-local", path, filepath.Join(dir, "m")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = run(o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }

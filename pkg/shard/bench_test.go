@@ -1,0 +1,138 @@
+package shard
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// benchFiles are plain LIBSVM files to benchmark on: OSGM_BENCH_FILES
+// (colon-separated) or a generated one.
+func benchFiles(b *testing.B) []string {
+	if env := os.Getenv("OSGM_BENCH_FILES"); env != "" {
+		return filepath.SplitList(env)
+	}
+	return nil
+}
+
+// BenchmarkEval measures one fused value+gradient pass, in nonzeros per
+// second, at w = 0 (every row active, like fused_kernel.c's first phase)
+// and on a single goroutine, so it compares with the C reference.
+func BenchmarkEval(b *testing.B) {
+	files := benchFiles(b)
+	if files == nil {
+		files = []string{generated(b)}
+	}
+	for _, path := range files {
+		b.Run(filepath.Base(path), func(b *testing.B) {
+			info, err := Stat(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			shards, err := Load(path, Layout(info.Size, 0), 2)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var sum Summary
+			nnz := 0
+			for _, s := range shards {
+				m := MetaOf(s)
+				sum.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
+				nnz += s.NNZ()
+			}
+			order := LabelOrder(sum.Labels)
+			for _, s := range shards {
+				s.SetClasses(order)
+			}
+			K := len(order)
+			if K == 2 {
+				K = 1
+			}
+			p := &Point{W: make([][]float64, K), Bias: -1}
+			for k := range p.W {
+				p.W[k] = make([]float64, sum.MaxIndex)
+			}
+			var sc Scratch
+			var part Partial
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for _, s := range shards {
+					s.Eval(p, &sc, &part)
+				}
+			}
+			b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+		})
+	}
+}
+
+// BenchmarkLoad measures parsing and building shards from a plain file
+// with two goroutines, in MB/s.
+func BenchmarkLoad(b *testing.B) {
+	files := benchFiles(b)
+	if files == nil {
+		files = []string{generated(b)}
+	}
+	for _, path := range files {
+		b.Run(filepath.Base(path), func(b *testing.B) {
+			info, err := Stat(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(info.Size)
+			for i := 0; i < b.N; i++ {
+				if _, err := Load(path, Layout(info.Size, 0), 2); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// generated writes a 20 MB random real-valued file once per run.
+func generated(b *testing.B) string {
+	path := filepath.Join(b.TempDir(), "gen.svm")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 0, 1<<20)
+	x := uint64(12345)
+	next := func() uint64 { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x }
+	for i := 0; i < 100000; i++ {
+		if next()%2 == 0 {
+			buf = append(buf, "+1"...)
+		} else {
+			buf = append(buf, "-1"...)
+		}
+		j := uint64(0)
+		for q := 0; q < 20; q++ {
+			j += 1 + next()%5000
+			buf = append(buf, ' ')
+			buf = appendUint(buf, j)
+			buf = append(buf, ":0."...)
+			buf = appendUint(buf, 100000+next()%900000)
+		}
+		buf = append(buf, '\n')
+		if len(buf) > 1<<19 {
+			f.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	f.Write(buf)
+	return path
+}
+
+func appendUint(b []byte, v uint64) []byte {
+	var tmp [20]byte
+	i := len(tmp)
+	for {
+		i--
+		tmp[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			break
+		}
+	}
+	return append(b, tmp[i:]...)
+}

@@ -1,0 +1,67 @@
+package shard
+
+import "unsafe"
+
+// The inner loops of the binary kernel. The local column ids of a shard
+// are below len(Cols) by construction (the builder assigns them), and the
+// dense local vectors have exactly that length, so these loops read
+// without bounds checks; four accumulators break the dependency chain of
+// the sum. This is the hot path: it makes the Go kernel match the C
+// reference (BENCHMARKS.md).
+
+func at(p unsafe.Pointer, j uint32) *float64 { return (*float64)(unsafe.Add(p, uintptr(j)*8)) }
+
+// dotOnes is sum_q w[idx[q]].
+func dotOnes(w []float64, idx []uint32) float64 {
+	p := unsafe.Pointer(unsafe.SliceData(w))
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(idx); i += 4 {
+		q := idx[i : i+4 : i+4]
+		s0 += *at(p, q[0])
+		s1 += *at(p, q[1])
+		s2 += *at(p, q[2])
+		s3 += *at(p, q[3])
+	}
+	for ; i < len(idx); i++ {
+		s0 += *at(p, idx[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// dot is sum_q val[q] w[idx[q]]; len(val) == len(idx).
+func dot[V float32 | float64](w []float64, idx []uint32, val []V) float64 {
+	p := unsafe.Pointer(unsafe.SliceData(w))
+	val = val[:len(idx)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(idx); i += 4 {
+		q := idx[i : i+4 : i+4]
+		v := val[i : i+4 : i+4]
+		s0 += float64(v[0]) * *at(p, q[0])
+		s1 += float64(v[1]) * *at(p, q[1])
+		s2 += float64(v[2]) * *at(p, q[2])
+		s3 += float64(v[3]) * *at(p, q[3])
+	}
+	for ; i < len(idx); i++ {
+		s0 += float64(val[i]) * *at(p, idx[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// addOnes is g[idx[q]] += c.
+func addOnes(g []float64, idx []uint32, c float64) {
+	p := unsafe.Pointer(unsafe.SliceData(g))
+	for _, j := range idx {
+		*at(p, j) += c
+	}
+}
+
+// axpy is g[idx[q]] += c val[q].
+func axpy[V float32 | float64](g []float64, idx []uint32, val []V, c float64) {
+	p := unsafe.Pointer(unsafe.SliceData(g))
+	val = val[:len(idx)]
+	for q, j := range idx {
+		*at(p, j) += c * float64(val[q])
+	}
+}
