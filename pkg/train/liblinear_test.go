@@ -136,15 +136,17 @@ func TestMatchesLIBLINEAR(t *testing.T) {
 		{"a9a", "a9a.t", 1e-6, 1e-10, false},
 		{"w8a", "", 1e-6, 1e-10, false},
 		{"ijcnn1", "ijcnn1.t", 1e-6, 1e-10, false},
-		// f* is small here: F - F* <= ||grad F||^2 / 2, and -e 1e-6 only
-		// bounds that by about 2e-6 of F*. Newton's last step happens to
-		// overshoot the test; a first-order method stops at it. -e 1e-7
-		// bounds the gap by 1e-6.
-		{"mushrooms", "", 1e-7, 1e-10, false},
+		// F* is small here: F - F* <= ||grad F||^2 / 2, and -e 1e-6 bounds
+		// that only by about 2e-6 of F*; methods that stop right at the
+		// test (HDM does, at a 2.5e-6 gap) need -e 1e-7 for a 1e-6 gap.
+		{"mushrooms", "", 1e-6, 1e-10, false},
 		{"dna.scale", "dna.scale.t", 1e-6, 1e-10, false},
 		{"glass.scale", "", 1e-6, 1e-10, false},
 		{"letter.scale", "letter.scale.t", 1e-6, 1e-10, true},
 		{"pendigits", "pendigits.t", 1e-6, 1e-10, true},
+		// LIBLINEAR stops at its 1000 Newton iterations here ("actred and
+		// prered too small") above the optimum for some classes; the check
+		// is that we end no worse than it.
 		{"news20.t", "", 1e-6, 1e-8, true},
 	}
 	for _, s := range sets {
@@ -159,7 +161,7 @@ func TestMatchesLIBLINEAR(t *testing.T) {
 			run(t, "liblinear-train", "-q", "-s", "2", "-c", "1", "-e", strconv.FormatFloat(s.refEps, 'g', -1, 64), plain, ref)
 			fstar := primal(t, src, readModelFile(t, ref), 1)
 
-			res := trainFile(t, src, Config{C: 1, Eps: s.eps, Bias: -1, Method: "hdm", MaxIter: 20000})
+			res := trainFile(t, src, Config{C: 1, Eps: s.eps, Bias: -1, MaxIter: 10000})
 			for k := range fstar {
 				gap := (res.Primal[k] - fstar[k]) / fstar[k]
 				if gap > 1e-6 {
