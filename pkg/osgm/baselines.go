@@ -9,83 +9,91 @@ import (
 // tracker keeps the best evaluated point for methods whose iterates are
 // not monotone.
 type tracker struct {
-	x, g []float64
-	f    float64
+	X, G []float64
+	F    float64
 }
 
 func (t *tracker) init(x []float64, f float64, g []float64) {
-	t.x, t.g, t.f = clone(x), clone(g), f
+	t.X, t.G, t.F = clone(x), clone(g), f
 }
 
 func (t *tracker) offer(x []float64, f float64, g []float64) {
-	if f <= t.f {
-		copy(t.x, x)
-		copy(t.g, g)
-		t.f = f
+	if f <= t.F {
+		copy(t.X, x)
+		copy(t.G, g)
+		t.F = f
 	}
 }
 
 // gd is gradient descent with the fixed step 1/L.
 type gd struct {
 	prob Problem
-	best tracker
-	x, g []float64
+	S    struct {
+		Best tracker
+		X, G []float64
+	}
 }
 
 func newGD(p Problem, _ Params) Method { return &gd{prob: p} }
 
 func (m *gd) Init(x []float64, f float64, g []float64) {
-	m.best.init(x, f, g)
-	m.x, m.g = clone(x), clone(g)
+	m.S.Best.init(x, f, g)
+	m.S.X, m.S.G = clone(x), clone(g)
 }
 
 func (m *gd) Next() Request {
-	floats.AddScaled(m.x, -1/m.prob.L, m.g)
-	return Request{Op: OpEval, X: m.x}
+	floats.AddScaled(m.S.X, -1/m.prob.L, m.S.G)
+	return Request{Op: OpEval, X: m.S.X}
 }
 
 func (m *gd) Tell(r Reply) Step {
-	copy(m.g, r.G)
-	m.best.offer(m.x, r.F, r.G)
+	copy(m.S.G, r.G)
+	m.S.Best.offer(m.S.X, r.F, r.G)
 	return Step{Iterated: true, Accepted: true}
 }
 
-func (m *gd) Best() ([]float64, float64, []float64) { return m.best.x, m.best.f, m.best.g }
+func (m *gd) Best() ([]float64, float64, []float64) { return m.S.Best.X, m.S.Best.F, m.S.Best.G }
+func (m *gd) state() any                            { return &m.S }
 
 // adaGrad is diagonal AdaGrad, x <- x - alpha g / sqrt(sum of g^2), with
 // alpha chosen so the first step moves the largest coordinate like a 1/L
 // gradient step would.
 type adaGrad struct {
-	best     tracker
-	x, g, G  []float64
-	alpha, L float64
+	L float64
+	S struct {
+		Best     tracker
+		X, G, Sq []float64
+		Alpha    float64
+	}
 }
 
 func newAdaGrad(p Problem, _ Params) Method { return &adaGrad{L: p.L} }
 
 func (m *adaGrad) Init(x []float64, f float64, g []float64) {
-	m.best.init(x, f, g)
-	m.x, m.g, m.G = clone(x), clone(g), make([]float64, len(x))
-	m.alpha = floats.Norm(g, math.Inf(1)) / m.L
+	m.S.Best.init(x, f, g)
+	m.S.X, m.S.G, m.S.Sq = clone(x), clone(g), make([]float64, len(x))
+	m.S.Alpha = floats.Norm(g, math.Inf(1)) / m.L
 }
 
 func (m *adaGrad) Next() Request {
-	for j, gj := range m.g {
-		m.G[j] += gj * gj
-		if m.G[j] > 0 {
-			m.x[j] -= m.alpha * gj / math.Sqrt(m.G[j])
+	s := &m.S
+	for j, gj := range s.G {
+		s.Sq[j] += gj * gj
+		if s.Sq[j] > 0 {
+			s.X[j] -= s.Alpha * gj / math.Sqrt(s.Sq[j])
 		}
 	}
-	return Request{Op: OpEval, X: m.x}
+	return Request{Op: OpEval, X: s.X}
 }
 
 func (m *adaGrad) Tell(r Reply) Step {
-	copy(m.g, r.G)
-	m.best.offer(m.x, r.F, r.G)
+	copy(m.S.G, r.G)
+	m.S.Best.offer(m.S.X, r.F, r.G)
 	return Step{Iterated: true, Accepted: true}
 }
 
-func (m *adaGrad) Best() ([]float64, float64, []float64) { return m.best.x, m.best.f, m.best.g }
+func (m *adaGrad) Best() ([]float64, float64, []float64) { return m.S.Best.X, m.S.Best.F, m.S.Best.G }
+func (m *adaGrad) state() any                            { return &m.S }
 
 // agd is Nesterov's accelerated gradient: y = x + beta (x - x_prev),
 // x_next = y - grad f(y) / L. With strong=true it is the strongly convex
@@ -95,42 +103,47 @@ func (m *adaGrad) Best() ([]float64, float64, []float64) { return m.best.x, m.be
 type agd struct {
 	prob   Problem
 	strong bool
-	best   tracker
-	x, xp  []float64 // x_k and x_{k-1}
-	y      []float64
-	k      int
+	S      struct {
+		Best     tracker
+		X, XP, Y []float64 // x_k, x_{k-1}, and the point evaluated
+		K        int
+	}
 }
 
 func newAGD(p Problem, strong bool) Method { return &agd{prob: p, strong: strong} }
 
 func (m *agd) Init(x []float64, f float64, g []float64) {
-	m.best.init(x, f, g)
-	m.x, m.xp, m.y = clone(x), clone(x), clone(x)
+	s := &m.S
+	s.Best.init(x, f, g)
+	s.X, s.XP, s.Y = clone(x), clone(x), clone(x)
 	// The first step is a gradient step from the start.
-	floats.AddScaled(m.x, -1/m.prob.L, g)
-	m.k = 1
+	floats.AddScaled(s.X, -1/m.prob.L, g)
+	s.K = 1
 }
 
 func (m *agd) Next() Request {
-	beta := float64(m.k-1) / float64(m.k+2)
+	s := &m.S
+	beta := float64(s.K-1) / float64(s.K+2)
 	if m.strong {
 		q := math.Sqrt(m.prob.L / m.prob.Mu)
 		beta = (q - 1) / (q + 1)
 	}
-	for j := range m.y {
-		m.y[j] = m.x[j] + beta*(m.x[j]-m.xp[j])
+	for j := range s.Y {
+		s.Y[j] = s.X[j] + beta*(s.X[j]-s.XP[j])
 	}
-	return Request{Op: OpEval, X: m.y}
+	return Request{Op: OpEval, X: s.Y}
 }
 
 func (m *agd) Tell(r Reply) Step {
-	m.best.offer(m.y, r.F, r.G)
-	m.x, m.xp = m.xp, m.x
-	for j := range m.x {
-		m.x[j] = m.y[j] - r.G[j]/m.prob.L
+	s := &m.S
+	s.Best.offer(s.Y, r.F, r.G)
+	s.X, s.XP = s.XP, s.X
+	for j := range s.X {
+		s.X[j] = s.Y[j] - r.G[j]/m.prob.L
 	}
-	m.k++
+	s.K++
 	return Step{Iterated: true, Accepted: true}
 }
 
-func (m *agd) Best() ([]float64, float64, []float64) { return m.best.x, m.best.f, m.best.g }
+func (m *agd) Best() ([]float64, float64, []float64) { return m.S.Best.X, m.S.Best.F, m.S.Best.G }
+func (m *agd) state() any                            { return &m.S }

@@ -1,26 +1,45 @@
 package osgm
 
 import (
+	"math"
+
 	"gonum.org/v1/gonum/floats"
-	"gonum.org/v1/gonum/optimize"
 )
 
-// lbfgs drives gonum's L-BFGS direction and More-Thuente line search as a
-// state machine. gonum's LinesearchMethod already is one (it moves
-// Location.X and asks for evaluations); this adapter always evaluates value
-// and gradient together and answers a request for the other half at the
-// point just evaluated from a cache, so no data pass is spent twice.
+// lbfgs is limited-memory BFGS (Nocedal and Wright, algorithm 7.4) with a
+// backtracking Armijo line search. Every trial point is one evaluation of
+// value and gradient together; most iterations accept the first trial, so
+// an iteration costs about one pass. Unlike gonum's implementation (kept
+// as "gonum-lbfgs" for comparison), all of its state is in lbfgsState, so
+// a checkpoint can stop and resume it bit for bit.
 type lbfgs struct {
-	mem     int
-	ls      optimize.LinesearchMethod
-	loc     *optimize.Location
-	op      optimize.Operation
-	stalled bool
-	best    tracker
-	cacheX  []float64
-	cacheF  float64
-	cacheG  []float64
+	mem int
+	S   lbfgsState
 }
+
+type lbfgsState struct {
+	X, G []float64 // the iterate and its gradient
+	F    float64
+	Dir  []float64 // search direction of the current line search
+	D0   float64   // directional derivative g·Dir at step 0
+	Step float64   // the trial step
+	XT   []float64 // the trial point X + Step*Dir
+	// History of the last pairs s = x_{k+1} - x_k, y = g_{k+1} - g_k as a
+	// ring: pair i lives at (Head - Count + i) mod len.
+	Hs, Hy    [][]float64
+	Rho       []float64
+	Head, Cnt int
+	Trials    int
+	Fresh     bool // Dir is steepest descent (history just reset)
+	Stalled   bool
+	Alpha     []float64 // scratch of the two-loop recursion
+}
+
+const (
+	armijo      = 1e-4 // sufficient decrease
+	maxTrials   = 40   // backtracking steps before the history is reset
+	minCurvRate = 1e-12
+)
 
 func newLBFGS(_ Problem, q Params) Method {
 	if q.Memory == 0 {
@@ -30,62 +49,114 @@ func newLBFGS(_ Problem, q Params) Method {
 }
 
 func (m *lbfgs) Init(x []float64, f float64, g []float64) {
-	m.best.init(x, f, g)
-	m.cacheX, m.cacheG = clone(x), clone(g)
-	m.restart()
+	n := len(x)
+	s := &m.S
+	s.X, s.G, s.F = clone(x), clone(g), f
+	s.Dir, s.XT = make([]float64, n), make([]float64, n)
+	s.Hs, s.Hy = make([][]float64, m.mem), make([][]float64, m.mem)
+	for i := range s.Hs {
+		s.Hs[i], s.Hy[i] = make([]float64, n), make([]float64, n)
+	}
+	s.Rho, s.Alpha = make([]float64, m.mem), make([]float64, m.mem)
+	m.startSearch()
 }
 
-// restart begins a fresh L-BFGS run from the best point; gonum signals a
-// non-descent direction or no progress with an error, which at this
-// accuracy means the history no longer helps.
-func (m *lbfgs) restart() bool {
-	m.ls = optimize.LinesearchMethod{
-		NextDirectioner: &optimize.LBFGS{Store: m.mem},
-		Linesearcher:    &optimize.MoreThuente{},
+// startSearch sets Dir = -H g by the two-loop recursion and the first
+// trial step.
+func (m *lbfgs) startSearch() {
+	s := &m.S
+	copy(s.Dir, s.G)
+	k := len(s.Rho)
+	for i := s.Cnt - 1; i >= 0; i-- {
+		j := (s.Head - s.Cnt + i + k) % k
+		s.Alpha[j] = s.Rho[j] * floats.Dot(s.Hs[j], s.Dir)
+		floats.AddScaled(s.Dir, -s.Alpha[j], s.Hy[j])
 	}
-	m.loc = &optimize.Location{X: clone(m.best.x), F: m.best.f, Gradient: clone(m.best.g)}
-	op, err := m.ls.Init(m.loc)
-	m.op = op
-	return err == nil
+	if s.Cnt > 0 { // H0 = gamma I with gamma = s·y / y·y of the newest pair
+		j := (s.Head - 1 + k) % k
+		floats.Scale(floats.Dot(s.Hs[j], s.Hy[j])/floats.Dot(s.Hy[j], s.Hy[j]), s.Dir)
+	}
+	for i := 0; i < s.Cnt; i++ {
+		j := (s.Head - s.Cnt + i + k) % k
+		beta := s.Rho[j] * floats.Dot(s.Hy[j], s.Dir)
+		floats.AddScaled(s.Dir, s.Alpha[j]-beta, s.Hs[j])
+	}
+	floats.Scale(-1, s.Dir)
+	s.D0 = floats.Dot(s.G, s.Dir)
+	s.Fresh = s.Cnt == 0
+	if !(s.D0 < 0) { // not a descent direction: forget the history
+		s.Cnt = 0
+		copy(s.Dir, s.G)
+		floats.Scale(-1, s.Dir)
+		s.D0 = -floats.Dot(s.G, s.G)
+		s.Fresh = true
+	}
+	s.Step = 1
+	if s.Fresh {
+		// No curvature known: a first step of unit length.
+		s.Step = 1 / math.Max(floats.Norm(s.Dir, 2), 1e-300)
+	}
+	s.Trials = 0
 }
 
 func (m *lbfgs) Next() Request {
-	if m.stalled {
-		return Request{Op: OpEval, X: m.best.x}
+	s := &m.S
+	if s.Stalled {
+		return Request{Op: OpEval, X: s.X}
 	}
-	return Request{Op: OpEval, X: m.loc.X}
+	floats.AddScaledTo(s.XT, s.X, s.Step, s.Dir)
+	return Request{Op: OpEval, X: s.XT}
 }
 
 func (m *lbfgs) Tell(r Reply) Step {
-	if m.stalled {
+	s := &m.S
+	if s.Stalled {
 		return Step{Iterated: true, Stalled: true}
 	}
-	copy(m.cacheX, m.loc.X)
-	copy(m.cacheG, r.G)
-	m.cacheF = r.F
-	m.best.offer(m.loc.X, r.F, r.G)
-	step := Step{}
-	for {
-		// Everything gonum may ask about the point just evaluated is known.
-		m.loc.F = m.cacheF
-		copy(m.loc.Gradient, m.cacheG)
-		op, err := m.ls.Iterate(m.loc)
-		if err != nil {
-			if !m.restart() {
-				m.stalled = true
-				return Step{Iterated: true, Stalled: true}
-			}
-			return Step{Iterated: true}
-		}
-		m.op = op
-		if op == optimize.MajorIteration {
-			step = Step{Iterated: true, Accepted: true}
-			continue
-		}
-		if !floats.Equal(m.loc.X, m.cacheX) {
-			return step
-		}
+	s.Trials++
+	if r.F <= s.F+armijo*s.Step*s.D0 && !math.IsNaN(r.F) {
+		m.accept(r)
+		m.startSearch()
+		return Step{Iterated: true, Accepted: true}
 	}
+	if s.Trials >= maxTrials || s.Step*floats.Norm(s.Dir, math.Inf(1)) <= 1e-16*math.Max(1, floats.Norm(s.X, math.Inf(1))) {
+		if s.Fresh {
+			s.Stalled = true // no decrease even along -g: done at this precision
+			return Step{Iterated: true, Stalled: true}
+		}
+		s.Cnt = 0
+		m.startSearch()
+		return Step{Iterated: true}
+	}
+	// Backtrack to the minimiser of the quadratic through f(0), f'(0) and
+	// f(Step), kept within [0.1, 0.5] of the step.
+	t := s.Step
+	q := -s.D0 * t * t / (2 * (r.F - s.F - s.D0*t))
+	if math.IsNaN(q) || math.IsInf(q, 0) {
+		q = 0.5 * t
+	}
+	s.Step = math.Min(math.Max(q, 0.1*t), 0.5*t)
+	return Step{}
 }
 
-func (m *lbfgs) Best() ([]float64, float64, []float64) { return m.best.x, m.best.f, m.best.g }
+// accept moves to the trial point and records the curvature pair.
+func (m *lbfgs) accept(r Reply) {
+	s := &m.S
+	k := len(s.Rho)
+	j := s.Head
+	floats.SubTo(s.Hs[j], s.XT, s.X)
+	floats.SubTo(s.Hy[j], r.G, s.G)
+	sy := floats.Dot(s.Hs[j], s.Hy[j])
+	// Keep the pair only with positive curvature, so H stays positive
+	// definite (always true for this convex problem, up to rounding).
+	if sy > minCurvRate*floats.Dot(s.Hy[j], s.Hy[j]) && sy > 0 {
+		s.Rho[j] = 1 / sy
+		s.Head = (s.Head + 1) % k
+		s.Cnt = min(s.Cnt+1, k)
+	}
+	s.X, s.XT = s.XT, s.X
+	copy(s.G, r.G)
+	s.F = r.F
+}
+
+func (m *lbfgs) Best() ([]float64, float64, []float64) { return m.S.X, m.S.F, m.S.G }

@@ -115,6 +115,9 @@ var methods = map[string]constructor{
 	"agd":     func(p Problem, q Params) Method { return newAGD(p, false) },
 	"sagd":    func(p Problem, q Params) Method { return newAGD(p, true) },
 	"lbfgs":   newLBFGS,
+	// gonum's L-BFGS with More-Thuente line search, for comparison; its
+	// state is private, so checkpoints restart it from the best point.
+	"gonum-lbfgs": newGonumLBFGS,
 }
 
 // Methods lists the method names New accepts.

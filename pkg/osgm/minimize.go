@@ -28,7 +28,21 @@ type Settings struct {
 	// the first evaluation.
 	F0 []float64
 	G0 [][]float64
+
+	// Resume continues a run from a snapshot instead of starting at x0
+	// (which then only gives the dimensions).
+	Resume *Snapshot
+	// Checkpoint, when set, receives a snapshot every CheckpointEvery
+	// rounds and when Interrupt reports true; after the latter, Minimize
+	// returns ErrInterrupted.
+	Checkpoint      func(*Snapshot) error
+	CheckpointEvery int
+	Interrupt       func() bool
 }
+
+// ErrInterrupted is returned when Interrupt stopped a run; the last
+// snapshot holds its state.
+var ErrInterrupted = errors.New("osgm: interrupted")
 
 // Record describes one iteration of one problem.
 type Record struct {
@@ -85,12 +99,15 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	}
 	res := &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
 		Iters: make([]int, K), Converged: make([]bool, K)}
-	if s.F0 != nil {
+	switch {
+	case s.Resume != nil:
+		// The methods' states replace what Init sets up below.
+	case s.F0 != nil:
 		copy(f, s.F0)
 		for k := range g {
 			copy(g[k], s.G0[k])
 		}
-	} else {
+	default:
 		if err := obj.Eval(x0, f, g); err != nil {
 			return nil, err
 		}
@@ -101,13 +118,36 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	active := 0
 	for k, m := range ms {
 		m.Init(x0[k], f[k], g[k])
-		gn := floats.Norm(g[k], 2)
+		if s.Resume != nil {
+			if err := loadMethod(m, s.Resume.States[k]); err != nil {
+				return nil, err
+			}
+			res.Iters[k], stalled[k] = s.Resume.Iters[k], s.Resume.Stalled[k]
+		}
+		_, _, gb := m.Best()
+		gn := floats.Norm(gb, 2)
 		res.Converged[k] = gn <= s.GradTol[k]
-		stalled[k] = math.IsNaN(gn) || math.IsInf(gn, 0)
+		stalled[k] = stalled[k] || math.IsNaN(gn) || math.IsInf(gn, 0)
 		if !done(k) {
 			active++
 		}
 	}
+	if s.Resume != nil {
+		res.Evals = s.Resume.Evals
+	}
+	snapshot := func() error {
+		snap := &Snapshot{Method: s.Method, Evals: res.Evals, Iters: append([]int(nil), res.Iters...),
+			Converged: append([]bool(nil), res.Converged...), Stalled: append([]bool(nil), stalled...)}
+		for _, m := range ms {
+			b, err := saveMethod(m)
+			if err != nil {
+				return err
+			}
+			snap.States = append(snap.States, b)
+		}
+		return s.Checkpoint(snap)
+	}
+	lastSnap := res.Evals
 
 	// Problems that are done still ride along in the shared pass at their
 	// best point: the pass costs the same, and their results are ignored.
@@ -120,6 +160,18 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	reqs := make([]Request, K)
 	steps := make([]Step, K)
 	for active > 0 {
+		if s.Checkpoint != nil {
+			interrupted := s.Interrupt != nil && s.Interrupt()
+			if interrupted || (s.CheckpointEvery > 0 && res.Evals-lastSnap >= s.CheckpointEvery) {
+				if err := snapshot(); err != nil {
+					return nil, err
+				}
+				lastSnap = res.Evals
+			}
+			if interrupted {
+				return nil, ErrInterrupted
+			}
+		}
 		var need [2]bool
 		each(K, func(k int) {
 			if !done(k) {

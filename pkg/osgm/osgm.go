@@ -27,23 +27,27 @@ type osgm struct {
 	kind surrogate
 	prob Problem
 	par  Params
+	osgmState
+}
 
-	x, g  []float64
-	f     float64
-	xPrev []float64 // HDM: the previous iterate (x itself after a null step)
+// osgmState is everything an OSGM method needs to continue: a checkpoint
+// saves it whole.
+type osgmState struct {
+	X, Gr []float64
+	F     float64
+	XPrev []float64 // HDM: the previous iterate (X itself after a null step)
 
-	xh, gh []float64 // the trial point and its gradient
-	fh     float64
-	hv     []float64 // osgm-g: H(x_half) g_half
+	XH, GH []float64 // the trial point and its gradient
+	FH     float64
+	HV     []float64 // osgm-g: H(x_half) g_half
 
-	P, G     []float64 // the scaling and AdaGrad's sums of squares
-	beta, gb float64   // HDM's momentum weight and its AdaGrad sum
-	z        float64   // OSGM-R's lower bound
+	P, Acc     []float64 // the scaling and AdaGrad's sums of squares
+	Beta, AccB float64   // HDM's momentum weight and its AdaGrad sum
+	Z          float64   // OSGM-R's lower bound
 
-	curv     float64 // largest curvature seen along accepted steps
-	needHV   bool    // osgm-g: the next request is the Hessian-vector product
-	haveEval bool
-	u        []float64
+	Curv   float64 // largest curvature seen along accepted steps
+	NeedHV bool    // osgm-g: the next request is the Hessian-vector product
+	U      []float64
 }
 
 // DefaultEtaScale sets the online step size to DefaultEtaScale/L. The
@@ -63,15 +67,15 @@ func newOSGM(p Problem, q Params, kind surrogate) *osgm {
 	if q.EtaBeta == 0 {
 		q.EtaBeta = 1
 	}
-	return &osgm{kind: kind, prob: p, par: q, z: q.Z}
+	return &osgm{kind: kind, prob: p, par: q, osgmState: osgmState{Z: q.Z}}
 }
 
 func (m *osgm) Init(x []float64, f float64, g []float64) {
 	n := len(x)
-	m.x, m.g, m.f = clone(x), clone(g), f
-	m.xPrev = clone(x)
-	m.xh, m.gh, m.u = make([]float64, n), make([]float64, n), make([]float64, n)
-	m.P, m.G = make([]float64, n), make([]float64, n)
+	m.X, m.Gr, m.F = clone(x), clone(g), f
+	m.XPrev = clone(x)
+	m.XH, m.GH, m.U = make([]float64, n), make([]float64, n), make([]float64, n)
+	m.P, m.Acc = make([]float64, n), make([]float64, n)
 	if len(m.prob.Diag) == n && !m.par.NoDiag {
 		// Start from the inverse diagonal of the Hessian, shrunk by the
 		// ratio of the diagonal's largest entry to the Lipschitz bound:
@@ -84,7 +88,7 @@ func (m *osgm) Init(x []float64, f float64, g []float64) {
 		}
 	}
 	if m.kind == momentum {
-		m.beta = 0.95
+		m.Beta = 0.95
 	}
 }
 
@@ -93,37 +97,37 @@ func (m *osgm) eta() float64 {
 		return m.par.Eta
 	}
 	L := m.prob.L
-	if m.curv > 0 {
-		L = m.curv
+	if m.Curv > 0 {
+		L = m.Curv
 	}
 	return m.par.EtaScale / L
 }
 
 func (m *osgm) Next() Request {
-	if m.needHV {
-		return Request{Op: OpHessVec, X: m.xh, V: m.gh}
+	if m.NeedHV {
+		return Request{Op: OpHessVec, X: m.XH, V: m.GH}
 	}
-	for j := range m.xh {
-		m.xh[j] = m.x[j] - m.P[j]*m.g[j]
+	for j := range m.XH {
+		m.XH[j] = m.X[j] - m.P[j]*m.Gr[j]
 	}
 	if m.kind == momentum {
-		for j := range m.xh {
-			m.xh[j] += m.beta * (m.x[j] - m.xPrev[j])
+		for j := range m.XH {
+			m.XH[j] += m.Beta * (m.X[j] - m.XPrev[j])
 		}
 	}
-	return Request{Op: OpEval, X: m.xh}
+	return Request{Op: OpEval, X: m.XH}
 }
 
 func (m *osgm) Tell(r Reply) Step {
-	if m.needHV {
-		m.needHV = false
-		m.hv = append(m.hv[:0], r.HV...)
+	if m.NeedHV {
+		m.NeedHV = false
+		m.HV = append(m.HV[:0], r.HV...)
 		return m.finish()
 	}
-	m.fh = r.F
-	copy(m.gh, r.G)
+	m.FH = r.F
+	copy(m.GH, r.G)
 	if m.kind == gradNorm {
-		m.needHV = true
+		m.NeedHV = true
 		return Step{}
 	}
 	return m.finish()
@@ -132,66 +136,66 @@ func (m *osgm) Tell(r Reply) Step {
 // finish updates the scaling from the surrogate's gradient and applies the
 // comparison oracle.
 func (m *osgm) finish() Step {
-	gg := floats.Dot(m.g, m.g)
+	gg := floats.Dot(m.Gr, m.Gr)
 	if gg == 0 {
 		return Step{Iterated: true}
 	}
 	var scale float64
-	src := m.gh
+	src := m.GH
 	switch m.kind {
 	case hypergrad, momentum:
 		scale = 1 / gg
 	case ratio:
-		if m.z > m.f { // the guessed bound was wrong: the paper's correction
-			m.z = m.f - math.Min(5*(m.z-m.f), 1)
+		if m.Z > m.F { // the guessed bound was wrong: the paper's correction
+			m.Z = m.F - math.Min(5*(m.Z-m.F), 1)
 		}
-		scale = 1 / (m.f - m.z)
+		scale = 1 / (m.F - m.Z)
 	case gradNorm:
-		scale = 1 / (math.Sqrt(gg) * floats.Norm(m.gh, 2))
-		src = m.hv
+		scale = 1 / (math.Sqrt(gg) * floats.Norm(m.GH, 2))
+		src = m.HV
 	}
 	if math.IsInf(scale, 0) || math.IsNaN(scale) {
 		scale = 0
 	}
-	for j := range m.u {
-		m.u[j] = -src[j] * m.g[j] * scale
+	for j := range m.U {
+		m.U[j] = -src[j] * m.Gr[j] * scale
 	}
 	eta := m.eta()
-	for j, u := range m.u {
-		m.G[j] += u * u
-		m.P[j] -= eta * u / (math.Sqrt(m.G[j]) + adaEps)
+	for j, u := range m.U {
+		m.Acc[j] += u * u
+		m.P[j] -= eta * u / (math.Sqrt(m.Acc[j]) + adaEps)
 	}
 	if m.kind == momentum {
 		v := 0.0
-		for j := range m.x {
-			v += m.gh[j] * (m.x[j] - m.xPrev[j])
+		for j := range m.X {
+			v += m.GH[j] * (m.X[j] - m.XPrev[j])
 		}
 		v /= gg
-		m.gb += v * v
-		if m.gb > 0 {
-			m.beta = math.Min(math.Max(m.beta-m.par.EtaBeta*v/(math.Sqrt(m.gb)+adaEps), 0), 0.9995)
+		m.AccB += v * v
+		if m.AccB > 0 {
+			m.Beta = math.Min(math.Max(m.Beta-m.par.EtaBeta*v/(math.Sqrt(m.AccB)+adaEps), 0), 0.9995)
 		}
 	}
 
-	better := m.fh <= m.f
+	better := m.FH <= m.F
 	if m.kind == gradNorm {
-		better = floats.Norm(m.gh, 2) <= math.Sqrt(gg)
+		better = floats.Norm(m.GH, 2) <= math.Sqrt(gg)
 	}
-	if !better || math.IsNaN(m.fh) {
-		copy(m.xPrev, m.x) // a null step: no momentum next time
+	if !better || math.IsNaN(m.FH) {
+		copy(m.XPrev, m.X) // a null step: no momentum next time
 		return Step{Iterated: true}
 	}
-	if dx := floats.Distance(m.xh, m.x, 2); dx > 0 {
-		c := floats.Distance(m.gh, m.g, 2) / dx
-		m.curv = math.Max(m.curv, c)
+	if dx := floats.Distance(m.XH, m.X, 2); dx > 0 {
+		c := floats.Distance(m.GH, m.Gr, 2) / dx
+		m.Curv = math.Max(m.Curv, c)
 	}
-	copy(m.xPrev, m.x)
-	m.x, m.xh = m.xh, m.x
-	m.g, m.gh = m.gh, m.g
-	m.f = m.fh
+	copy(m.XPrev, m.X)
+	m.X, m.XH = m.XH, m.X
+	m.Gr, m.GH = m.GH, m.Gr
+	m.F = m.FH
 	return Step{Iterated: true, Accepted: true}
 }
 
-func (m *osgm) Best() ([]float64, float64, []float64) { return m.x, m.f, m.g }
+func (m *osgm) Best() ([]float64, float64, []float64) { return m.X, m.F, m.Gr }
 
 func clone(v []float64) []float64 { return append([]float64(nil), v...) }

@@ -237,8 +237,8 @@ func TestHypergradientIsTheSurrogateGradient(t *testing.T) {
 		Pp[j] += 1e-6
 		Pm[j] -= 1e-6
 		fd := (h(Pp) - h(Pm)) / 2e-6
-		if math.Abs(fd-m.u[j]) > 1e-6*math.Max(1, math.Abs(fd)) {
-			t.Errorf("dh/dP_%d: finite difference %v, update uses %v", j, fd, m.u[j])
+		if math.Abs(fd-m.U[j]) > 1e-6*math.Max(1, math.Abs(fd)) {
+			t.Errorf("dh/dP_%d: finite difference %v, update uses %v", j, fd, m.U[j])
 		}
 	}
 }

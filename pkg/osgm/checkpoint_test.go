@@ -1,0 +1,74 @@
+package osgm
+
+import (
+	"bytes"
+	"encoding/gob"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestResumeIsBitIdentical interrupts every checkpointable method in the
+// middle of a run, resumes it from the snapshot (after a trip through
+// bytes), and expects exactly the result of an uninterrupted run.
+func TestResumeIsBitIdentical(t *testing.T) {
+	for _, name := range Methods() {
+		if !Checkpointable(name) {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(4, 4))
+			q := newQuadratic(rng, 12, 2, 50, true)
+			zero := func() [][]float64 { return [][]float64{make([]float64, 12), make([]float64, 12)} }
+			base := Settings{Method: name, MaxIter: 400, GradTol: []float64{1e-10, 1e-10}, Params: Params{NoDiag: true}}
+			want, err := Minimize(q, zero(), q.problems(), base)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			var saved []byte
+			rounds := 0
+			interrupted := base
+			interrupted.CheckpointEvery = 7
+			interrupted.Checkpoint = func(s *Snapshot) error {
+				var b bytes.Buffer
+				if err := gob.NewEncoder(&b).Encode(s); err != nil {
+					return err
+				}
+				saved = b.Bytes()
+				return nil
+			}
+			interrupted.Interrupt = func() bool { rounds++; return rounds == 23 }
+			if _, err := Minimize(q, zero(), q.problems(), interrupted); !errors.Is(err, ErrInterrupted) {
+				if err == nil {
+					t.Skip("finished before the interruption")
+				}
+				t.Fatal(err)
+			}
+			var snap Snapshot
+			if err := gob.NewDecoder(bytes.NewReader(saved)).Decode(&snap); err != nil {
+				t.Fatal(err)
+			}
+			resumed := base
+			resumed.Resume = &snap
+			got, err := Minimize(q, zero(), q.problems(), resumed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Evals != want.Evals {
+				t.Errorf("evaluations %d, uninterrupted %d", got.Evals, want.Evals)
+			}
+			for k := range want.X {
+				if got.Iters[k] != want.Iters[k] || math.Float64bits(got.F[k]) != math.Float64bits(want.F[k]) {
+					t.Fatalf("problem %d: %d iterations f=%v, uninterrupted %d f=%v", k, got.Iters[k], got.F[k], want.Iters[k], want.F[k])
+				}
+				for j := range want.X[k] {
+					if math.Float64bits(got.X[k][j]) != math.Float64bits(want.X[k][j]) {
+						t.Fatalf("problem %d: x[%d] differs", k, j)
+					}
+				}
+			}
+		})
+	}
+}
