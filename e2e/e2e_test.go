@@ -322,3 +322,11 @@ func cmdWithEnv(path string, args []string, env ...string) *exec.Cmd {
 	cmd.Env = append(os.Environ(), env...)
 	return cmd
 }
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}

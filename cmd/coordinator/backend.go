@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -16,13 +17,13 @@ import (
 // openBackend puts the shards where they will be evaluated: in this
 // process (-local), on in-process workers behind an embedded NATS server
 // (the default), or on external workers (-nats).
-func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap.Logger) (shard.Backend, func(), error) {
+func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap.Logger) (shard.Backend, *nats.Conn, func(), error) {
 	if o.local {
 		shards, err := shard.Load(o.train, ranges, o.workers)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return shard.NewLocal(shards, o.workers), func() {}, nil
+		return shard.NewLocal(shards, o.workers), nil, func() {}, nil
 	}
 	var cleanup []func()
 	closeAll := func() {
@@ -35,13 +36,13 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	if url == "" {
 		dir, err := os.MkdirTemp("", "osgm-nats-*")
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		cleanup = append(cleanup, func() { os.RemoveAll(dir) })
 		srv, err := transport.Embedded(dir)
 		if err != nil {
 			closeAll()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		cleanup = append(cleanup, srv.Shutdown)
 		url = srv.ClientURL()
@@ -51,23 +52,23 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	nc, err := transport.Connect(url, "coordinator", o.auth.FromEnv(), log)
 	if err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cleanup = append(cleanup, nc.Close)
 	if err := transport.WaitConnected(nc, 30*time.Second); err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	abs, err := filepath.Abs(o.train)
 	if err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	src := transport.Source{Path: abs}
 	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, HeartbeatTimeout: o.hbTimeout, Log: log})
 	if err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cleanup = append(cleanup, c.Close)
 	if o.natsURL == "" {
@@ -76,7 +77,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		stopWorkers, err := startWorkers(ctx, url, o.workers)
 		if err != nil {
 			closeAll()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		cleanup = append(cleanup, stopWorkers)
 	}
@@ -86,7 +87,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		n, err := transport.PublishShards(ctx, nc, bucket, o.train, ranges)
 		if err != nil {
 			closeAll()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		cleanup = append(cleanup, func() { transport.DeleteBucket(context.Background(), nc, bucket) })
 		log.Info("shards published to the object store", zap.String("bucket", bucket),
@@ -96,9 +97,9 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	c.SetSource(src)
 	if err := c.Load(ctx); err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return c, func() {
+	return c, nc, func() {
 		st := c.Stats()
 		log.Info("bus", zap.Int("rounds", st.Rounds), zap.Int64("bytes_down", st.BytesDown), zap.Int64("bytes_up", st.BytesUp),
 			zap.Int("resends", st.Resends), zap.Int("reassignments", st.Reassignments), zap.Any("dropped", c.Dropped()))

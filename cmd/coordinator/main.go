@@ -45,6 +45,9 @@ type options struct {
 	objectStore  bool
 	auth         transport.Auth
 	hbTimeout    time.Duration
+	checkpoint   string
+	ckptEvery    int
+	resume       bool
 }
 
 func parse(args []string) (*options, error) {
@@ -69,6 +72,9 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL (default: embedded server)")
 	fs.IntVar(&o.minWorkers, "min-workers", 1, "with -nats: wait for this many workers")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
+	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the optimiser's state to this file (atomically) every -checkpoint-every passes and on SIGINT/SIGTERM")
+	fs.IntVar(&o.ckptEvery, "checkpoint-every", 50, "passes between checkpoints")
+	fs.BoolVar(&o.resume, "resume", false, "continue from -checkpoint (refused if made for other data or flags)")
 	fs.DurationVar(&o.hbTimeout, "heartbeat-timeout", transport.DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move")
 	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
 	fs.StringVar(&o.auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")
@@ -120,6 +126,15 @@ func parse(args []string) (*options, error) {
 	}
 	if o.local && o.objectStore {
 		return nil, errors.New("-objstore needs workers; drop -local")
+	}
+	if o.resume && o.checkpoint == "" {
+		return nil, errors.New("-resume needs -checkpoint FILE")
+	}
+	if o.checkpoint != "" && !osgm.Checkpointable(o.method) {
+		return nil, fmt.Errorf("-method %s cannot be checkpointed; use lbfgs or an OSGM method", o.method)
+	}
+	if o.ckptEvery < 1 {
+		return nil, errors.New("-checkpoint-every must be at least 1")
 	}
 	if o.shards < 0 {
 		return nil, errors.New("-shards must be 0 (automatic) or positive")

@@ -2,11 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
@@ -42,7 +43,7 @@ func run(o *options) error {
 	ranges := shard.Layout(info.Size, o.shards)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	backend, closeBackend, err := openBackend(ctx, o, ranges, log)
+	backend, nc, closeBackend, err := openBackend(ctx, o, ranges, log)
 	if err != nil {
 		return err
 	}
@@ -83,8 +84,25 @@ func run(o *options) error {
 				zap.Float64("f", r.F), zap.Float64("grad_norm", r.GradNorm))
 		}
 	}
+	cfg.Interrupt = func() bool { return ctx.Err() != nil }
+	if o.checkpoint != "" {
+		ck := &checkpoints{path: o.checkpoint, nc: nc, log: log}
+		cfg.Save, cfg.CheckpointEvery = ck.save, o.ckptEvery
+		if o.resume {
+			if cfg.Resume, err = ck.load(); err != nil {
+				return err
+			}
+			log.Info("resuming", zap.String("checkpoint", o.checkpoint), zap.Int("passes", cfg.Resume.Opt.Evals))
+		}
+	}
 	trainStart := time.Now()
 	res, err := train.Train(backend, cfg)
+	if errors.Is(err, osgm.ErrInterrupted) {
+		if o.checkpoint != "" {
+			return fmt.Errorf("interrupted; the state is in %s: continue with the same flags and -resume", o.checkpoint)
+		}
+		return errors.New("interrupted")
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.train, err)
 	}
@@ -133,19 +151,11 @@ func readModel(path string) (*libsvm.Model, error) {
 
 // writeModel writes atomically: a reader never sees half a model.
 func writeModel(path string, m *libsvm.Model) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".model-*")
-	if err != nil {
+	var b bytes.Buffer
+	if err := m.Write(&b); err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := m.Write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return writeAtomic(path, b.Bytes())
 }
 
 func testAccuracy(path string, m *libsvm.Model) (libsvm.Accuracy, error) {

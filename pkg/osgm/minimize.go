@@ -33,8 +33,8 @@ type Settings struct {
 	// (which then only gives the dimensions).
 	Resume *Snapshot
 	// Checkpoint, when set, receives a snapshot every CheckpointEvery
-	// rounds and when Interrupt reports true; after the latter, Minimize
-	// returns ErrInterrupted.
+	// passes and when Interrupt reports true. Interrupt is polled between
+	// rounds; once it reports true Minimize returns ErrInterrupted.
 	Checkpoint      func(*Snapshot) error
 	CheckpointEvery int
 	Interrupt       func() bool
@@ -160,17 +160,15 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	reqs := make([]Request, K)
 	steps := make([]Step, K)
 	for active > 0 {
-		if s.Checkpoint != nil {
-			interrupted := s.Interrupt != nil && s.Interrupt()
-			if interrupted || (s.CheckpointEvery > 0 && res.Evals-lastSnap >= s.CheckpointEvery) {
-				if err := snapshot(); err != nil {
-					return nil, err
-				}
-				lastSnap = res.Evals
+		interrupted := s.Interrupt != nil && s.Interrupt()
+		if s.Checkpoint != nil && (interrupted || (s.CheckpointEvery > 0 && res.Evals-lastSnap >= s.CheckpointEvery)) {
+			if err := snapshot(); err != nil {
+				return nil, err
 			}
-			if interrupted {
-				return nil, ErrInterrupted
-			}
+			lastSnap = res.Evals
+		}
+		if interrupted {
+			return nil, ErrInterrupted
 		}
 		var need [2]bool
 		each(K, func(k int) {

@@ -26,6 +26,14 @@ type Config struct {
 	Trace   func(osgm.Record)
 	// Init, when set, is the starting model (warm start).
 	Init *libsvm.Model
+
+	// Resume continues from a checkpoint; it must match the data and flags.
+	Resume *Checkpoint
+	// Save receives a checkpoint every CheckpointEvery passes and when
+	// Interrupt reports true (then Train returns osgm.ErrInterrupted).
+	Save            func(*Checkpoint) error
+	CheckpointEvery int
+	Interrupt       func() bool
 }
 
 // Result is a trained model and how it was reached.
@@ -104,28 +112,51 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		zero[k] = make([]float64, dim)
 		g0[k] = make([]float64, dim)
 	}
-	if err := obj.Eval(zero, f0, g0); err != nil {
-		return nil, err
+	dataFP, flagsFP := DataFingerprint(b.Meta()), FlagsFingerprint(cfg)
+	g0norm := make([]float64, K)
+	if cfg.Resume != nil {
+		if err := cfg.Resume.check(dataFP, flagsFP); err != nil {
+			return nil, err
+		}
+		copy(g0norm, cfg.Resume.G0Norm)
+	} else {
+		if err := obj.Eval(zero, f0, g0); err != nil {
+			return nil, err
+		}
+		for k := range g0norm {
+			g0norm[k] = floats.Norm(g0[k], 2)
+		}
 	}
 	// LIBLINEAR's test: ||g|| <= eps * max(min(#pos, #neg), 1) / m * ||g(0)||.
 	tol := make([]float64, K)
 	for k := range tol {
 		pos := countOf(sum, order[k])
 		neg := sum.Rows - pos
-		tol[k] = cfg.Eps * math.Max(float64(min(pos, neg)), 1) / float64(sum.Rows) * floats.Norm(g0[k], 2)
+		tol[k] = cfg.Eps * math.Max(float64(min(pos, neg)), 1) / float64(sum.Rows) * g0norm[k]
 	}
 	prob := osgm.Problem{Dim: dim, L: obj.LipschitzBound(), Mu: lambda, Diag: obj.Diag()}
 	probs := make([]osgm.Problem, K)
 	for k := range probs {
 		probs[k] = prob
 	}
-	settings := osgm.Settings{Method: cfg.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol, Trace: cfg.Trace}
+	settings := osgm.Settings{Method: cfg.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol, Trace: cfg.Trace,
+		CheckpointEvery: cfg.CheckpointEvery, Interrupt: cfg.Interrupt}
+	if cfg.Save != nil {
+		settings.Checkpoint = func(s *osgm.Snapshot) error {
+			// The pass at zero counts among the passes; the snapshot keeps
+			// the optimiser's own count.
+			return cfg.Save(&Checkpoint{Version: checkpointVersion, Data: dataFP, Flags: flagsFP, G0Norm: g0norm, Opt: *s})
+		}
+	}
 	x0 := zero
-	if cfg.Init != nil {
+	switch {
+	case cfg.Resume != nil:
+		settings.Resume = &cfg.Resume.Opt
+	case cfg.Init != nil:
 		if x0, err = warmStart(cfg.Init, labels, dim, cfg.Bias); err != nil {
 			return nil, err
 		}
-	} else {
+	default:
 		settings.F0, settings.G0 = f0, g0
 	}
 	res, err := osgm.Minimize(obj, x0, probs, settings)

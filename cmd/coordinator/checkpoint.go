@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/train"
+)
+
+// checkpointBucket is the JetStream object store holding copies of
+// checkpoints, so a coordinator restarted on another host can resume.
+const checkpointBucket = "osgm-checkpoints"
+
+// checkpoints writes and reads a run's checkpoint: a local file, written
+// atomically, and in cluster mode a copy in the object store.
+type checkpoints struct {
+	path string
+	nc   *nats.Conn // nil without a cluster
+	log  *zap.Logger
+}
+
+func (c *checkpoints) save(cp *train.Checkpoint) error {
+	b, err := cp.Encode()
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(c.path, b); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", c.path, err)
+	}
+	if c.nc != nil {
+		if err := c.putRemote(b); err != nil {
+			// The local copy is written; a missing remote copy only
+			// matters if this host is lost too.
+			c.log.Warn("checkpoint not copied to the object store", zap.Error(err))
+		}
+	}
+	c.log.Debug("checkpoint written", zap.String("path", c.path), zap.Int("bytes", len(b)), zap.Int("passes", cp.Opt.Evals))
+	return nil
+}
+
+func (c *checkpoints) putRemote(b []byte) error {
+	ctx := context.Background()
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		return err
+	}
+	store, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: checkpointBucket})
+	if err != nil {
+		return err
+	}
+	_, err = store.PutBytes(ctx, filepath.Base(c.path), b)
+	return err
+}
+
+// load reads the checkpoint from the file, or from the object store when
+// the file is not on this host.
+func (c *checkpoints) load() (*train.Checkpoint, error) {
+	b, err := os.ReadFile(c.path)
+	if errors.Is(err, fs.ErrNotExist) && c.nc != nil {
+		js, jerr := jetstream.New(c.nc)
+		if jerr == nil {
+			store, serr := js.ObjectStore(context.Background(), checkpointBucket)
+			if serr == nil {
+				if rb, gerr := store.GetBytes(context.Background(), filepath.Base(c.path)); gerr == nil {
+					c.log.Info("checkpoint read from the object store", zap.String("name", filepath.Base(c.path)))
+					b, err = rb, nil
+				}
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	cp, err := train.DecodeCheckpoint(b)
+	if err != nil {
+		return nil, fmt.Errorf("resume: %s: %w", c.path, err)
+	}
+	return cp, nil
+}
+
+// writeAtomic replaces path with b so that a crash leaves the old file or
+// the new one, never a torn one: temp file, fsync, rename, fsync the dir.
+func writeAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}

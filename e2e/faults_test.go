@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCoordinatorKilledAndResumed kills the coordinator with SIGKILL in
+// the middle of a cluster run and resumes it from its checkpoint: the
+// model must be byte-identical to an uninterrupted run.
+func TestCoordinatorKilledAndResumed(t *testing.T) {
+	data := dataset(t, "a9a")
+	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "6"}
+	want := train(t, data, append(args, "-local")...)
+	url := natsServer(t)
+	workers(t, url, 2, "r")
+	ckpt := filepath.Join(t.TempDir(), "run.ckpt")
+	model := filepath.Join(t.TempDir(), "model")
+	cluster := append(args, "-nats", url, "-min-workers", "2", "-checkpoint", ckpt, "-checkpoint-every", "25")
+	c := start(t, "coordinator", append(cluster, data, model)...)
+	checkFor(t, 60*time.Second, "the first checkpoint", func() bool { return fileSize(ckpt) > 0 })
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.done
+	if strings.Contains(c.output(), `"msg":"trained"`) {
+		t.Fatal("the run finished before the kill; nothing was tested")
+	}
+	r := start(t, "coordinator", append(cluster, "-resume", data, model)...)
+	r.wait(t, 5*time.Minute)
+	if !strings.Contains(r.output(), `"msg":"resuming"`) {
+		t.Fatalf("did not resume:\n%s", tail(r.output(), 2000))
+	}
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("model after kill and resume differs from the uninterrupted run")
+	}
+	// Another data set must be refused.
+	other := dataset(t, "heart_scale")
+	bad := start(t, "coordinator", append(append([]string{}, args...), "-local", "-checkpoint", ckpt, "-resume", other, model+".x")...)
+	select {
+	case <-bad.done:
+	case <-time.After(time.Minute):
+		t.Fatal("resume on other data hung")
+	}
+	if bad.err == nil || !strings.Contains(bad.output(), "other data") {
+		t.Fatalf("resume on other data: %v\n%s", bad.err, bad.output())
+	}
+}
+
+// TestNATSServerRestarted stops the NATS server in the middle of training
+// and starts a new one on the same port: clients reconnect, the round is
+// broadcast again, and the model is unchanged.
+func TestNATSServerRestarted(t *testing.T) {
+	data := dataset(t, "a9a")
+	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "6"}
+	want := train(t, data, append(args, "-local")...)
+	port := freePort(t)
+	store := t.TempDir()
+	srvArgs := []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", store}
+	srv := start(t, "nats-server", srvArgs...)
+	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	workers(t, url, 2, "n")
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", append(args, "-nats", url, "-min-workers", "2", "-heartbeat-timeout", "5s", data, model)...)
+	checkFor(t, 60*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
+	srv.cmd.Process.Signal(syscall.SIGKILL)
+	<-srv.done
+	checkFor(t, 10*time.Second, "the coordinator to notice", func() bool {
+		return strings.Contains(c.output(), "disconnected from NATS")
+	})
+	start(t, "nats-server", srvArgs...)
+	c.wait(t, 5*time.Minute)
+	if !strings.Contains(c.output(), "reconnected to NATS") {
+		t.Fatalf("no reconnection logged:\n%s", tail(c.output(), 3000))
+	}
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("model after a NATS restart differs")
+	}
+}

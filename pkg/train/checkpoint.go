@@ -1,0 +1,101 @@
+package train
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"math"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
+
+// checkpointVersion changes when the checkpoint layout does.
+const checkpointVersion = 1
+
+// Checkpoint is what a coordinator needs to continue a run after a crash,
+// on this host or another: the optimiser's complete state, and
+// fingerprints that tie it to the data and the flags that shaped it.
+type Checkpoint struct {
+	Version int
+	Data    string    // fingerprint of the shards (layout and contents)
+	Flags   string    // fingerprint of the flags that change the result
+	G0Norm  []float64 // ||grad f(0)|| per problem, for the stopping test
+	Opt     osgm.Snapshot
+}
+
+// Encode serialises a checkpoint.
+func (c *Checkpoint) Encode() ([]byte, error) {
+	var b bytes.Buffer
+	err := gob.NewEncoder(&b).Encode(c)
+	return b.Bytes(), err
+}
+
+// DecodeCheckpoint reads a checkpoint written by Encode.
+func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
+	var c Checkpoint
+	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&c); err != nil {
+		return nil, fmt.Errorf("not a checkpoint: %w", err)
+	}
+	if c.Version != checkpointVersion {
+		return nil, fmt.Errorf("checkpoint version %d, this build reads %d", c.Version, checkpointVersion)
+	}
+	return &c, nil
+}
+
+// DataFingerprint hashes what the shards hold, in shard order. It depends
+// on the file and the shard layout only, never on which worker loaded what.
+func DataFingerprint(metas []shard.Meta) string {
+	h := sha256.New()
+	for _, m := range metas {
+		put(h, uint64(m.ID), uint64(m.Rows), uint64(m.NNZ), uint64(m.MaxIndex), math.Float64bits(m.NormSq))
+		for i, l := range m.Labels {
+			put(h, math.Float64bits(l), uint64(m.LabelCount[i]))
+		}
+		for i, c := range m.Cols {
+			put(h, uint64(c), math.Float64bits(m.ColSq[i]))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// FlagsFingerprint hashes the settings that change the trajectory. The
+// tolerance and the iteration limit only decide where to stop, so a run
+// may resume with other values of those.
+func FlagsFingerprint(cfg Config) string {
+	return fmt.Sprintf("c=%v lambda=%v bias=%v method=%s params=%+v init=%v",
+		cfg.C, cfg.Lambda, cfg.Bias, methodName(cfg.Method), cfg.Params, cfg.Init != nil)
+}
+
+func methodName(m string) string {
+	if m == "" {
+		return osgm.DefaultMethod
+	}
+	return m
+}
+
+func put(h hash.Hash, vs ...uint64) {
+	var b [8]byte
+	for _, v := range vs {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+}
+
+// ErrMismatch says a checkpoint belongs to other data or other flags.
+var ErrMismatch = errors.New("checkpoint does not match this run")
+
+func (c *Checkpoint) check(data, flags string) error {
+	if c.Data != data {
+		return fmt.Errorf("%w: it was made for other data (or another shard layout)", ErrMismatch)
+	}
+	if c.Flags != flags {
+		return fmt.Errorf("%w: it was made with %q, this run has %q", ErrMismatch, c.Flags, flags)
+	}
+	return nil
+}
