@@ -18,8 +18,12 @@ import (
 // process (-local), on in-process workers behind an embedded NATS server
 // (the default), or on external workers (-nats).
 func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap.Logger) (shard.Backend, *nats.Conn, func(), error) {
+	id, err := shard.Identify(o.train)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	if o.local {
-		shards, err := shard.Load(o.train, ranges, o.workers)
+		shards, err := shard.LoadChecked(o.train, ranges, o.workers, id)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -64,7 +68,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		closeAll()
 		return nil, nil, nil, err
 	}
-	src := transport.Source{Path: abs}
+	src := transport.Source{Path: abs, File: id}
 	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, HeartbeatTimeout: o.hbTimeout, Log: log})
 	if err != nil {
 		closeAll()

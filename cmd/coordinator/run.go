@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,7 +55,7 @@ func run(o *options) error {
 		zap.Uint32("features", sum.MaxIndex), zap.Int("classes", len(sum.Labels)), zap.Int("shards", len(ranges)),
 		zap.Duration("took", loaded))
 
-	cfg := train.Config{C: o.c, Lambda: o.lambda, Eps: o.eps, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
+	cfg := train.Config{MaxBytes: memTotal(), C: o.c, Lambda: o.lambda, Eps: o.eps, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
 		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}}
 	if o.initModel != "" {
 		if cfg.Init, err = readModel(o.initModel); err != nil {
@@ -165,4 +166,19 @@ func testAccuracy(path string, m *libsvm.Model) (libsvm.Accuracy, error) {
 	}
 	defer f.Close()
 	return libsvm.PredictAll(f, path, m, nil)
+}
+
+// memTotal is the machine's memory from /proc/meminfo (0 if unknown).
+func memTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }

@@ -291,3 +291,48 @@ func Text(path string, ranges []Range, emit func(r Range, text []byte) error) er
 	}
 	return nil
 }
+
+// FileID identifies one version of a file: a file that is rewritten while
+// a job reads it changes size or modification time.
+type FileID struct {
+	Size    int64 `json:"size"`
+	ModTime int64 `json:"mtime"` // Unix nanoseconds
+}
+
+// Identify reads a file's FileID.
+func Identify(path string) (FileID, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return FileID{}, err
+	}
+	return FileID{Size: st.Size(), ModTime: st.ModTime().UnixNano()}, nil
+}
+
+// ErrChanged reports a file that is not the version the job started with.
+var ErrChanged = errors.New("the file changed while the job was reading it")
+
+// LoadChecked is Load for a file that must be the version want, before
+// and after reading.
+func LoadChecked(path string, ranges []Range, parallel int, want FileID) ([]*Shard, error) {
+	check := func() error {
+		got, err := Identify(path)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("%s: %w (size %d, expected %d)", path, ErrChanged, got.Size, want.Size)
+		}
+		return nil
+	}
+	if err := check(); err != nil {
+		return nil, err
+	}
+	shards, err := Load(path, ranges, parallel)
+	if err != nil {
+		return nil, err
+	}
+	if err := check(); err != nil {
+		return nil, err
+	}
+	return shards, nil
+}

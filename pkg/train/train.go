@@ -26,6 +26,9 @@ type Config struct {
 	Trace   func(osgm.Record)
 	// Init, when set, is the starting model (warm start).
 	Init *libsvm.Model
+	// MaxBytes, when positive, refuses problems whose vectors (the model
+	// and the optimiser's state) would need more memory than this.
+	MaxBytes int64
 
 	// Resume continues from a checkpoint; it must match the data and flags.
 	Resume *Checkpoint
@@ -101,6 +104,10 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	features := int(sum.MaxIndex)
 	if cfg.Init != nil && cfg.Init.NFeature > features {
 		features = cfg.Init.NFeature
+	}
+	if need := StateBytes(features, K); cfg.MaxBytes > 0 && need > cfg.MaxBytes {
+		return nil, fmt.Errorf("largest feature index %d with %d problem(s) needs about %s for the model and the optimiser's state; only %s is available",
+			features, K, human(need), human(cfg.MaxBytes))
 	}
 	obj := shard.NewObjective(b, features, lambda, cfg.Bias)
 	dim := obj.Dim()
@@ -238,4 +245,29 @@ func ObjectiveFor(path string, m *libsvm.Model, c float64, parallel int) (*shard
 		bias = -1
 	}
 	return shard.NewObjective(b, features, 1/(c*float64(sum.Rows)), bias), nil
+}
+
+// stateVectors is how many vectors of the problem dimension the
+// coordinator holds per problem at most: L-BFGS's 10 pairs and its
+// iterate, gradient, direction and trial point, the objective's buffers,
+// and the result.
+const stateVectors = 32
+
+// StateBytes estimates the coordinator's memory for features and K
+// problems.
+func StateBytes(features, K int) int64 {
+	return int64(features+1) * int64(K) * 8 * stateVectors
+}
+
+func human(b int64) string {
+	const unit = 1 << 10
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := int64(unit), 0
+	for n := b / unit; n >= unit; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
 }

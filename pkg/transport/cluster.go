@@ -138,8 +138,12 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 			return
 		}
 		var b Heartbeat
-		if err := json.Unmarshal(payload, &b); err != nil || b.ID == "" {
-			c.bad.add(fmt.Errorf("heartbeat: %v", err), h.Kind)
+		if err := json.Unmarshal(payload, &b); err != nil {
+			c.bad.add(fmt.Errorf("heartbeat: %w", err), h.Kind)
+			return
+		}
+		if b.ID == "" {
+			c.bad.add(errors.New("heartbeat without a worker id"), h.Kind)
 			return
 		}
 		select {
@@ -410,6 +414,10 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 			c.bad.add(err, m.kind)
 			return nil
 		}
+		if c.owner[m.shard] != worker && c.incoming[m.shard] != worker {
+			c.bad.add(errors.New("description of a shard from a worker that was not given it"), m.kind)
+			return nil
+		}
 		if c.haveMet[m.shard] {
 			if !sameMeta(&c.metas[m.shard], meta) {
 				return fmt.Errorf("shard %d reloaded by %s differs from before: did %s change during training?",
@@ -420,7 +428,10 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 		c.metas[m.shard], c.haveMet[m.shard] = *meta, true
 	case KindPartial:
 		if m.round != c.round || add == nil {
-			return nil // a late answer to an earlier round
+			if m.round < c.round {
+				c.bad.add(errors.New("stale round"), m.kind)
+			}
+			return nil
 		}
 		p, err := DecodePartial(m.shard, m.payload)
 		if err != nil {

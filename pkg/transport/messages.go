@@ -165,8 +165,10 @@ func DecodeMeta(id int, b []byte) (string, *shard.Meta, error) {
 
 // Source says where a worker finds the data.
 type Source struct {
-	// Path is the file, at the same path on every host.
-	Path string `json:"path,omitempty"`
+	// Path is the file, at the same path on every host, and the version
+	// of it the job started with.
+	Path string       `json:"path,omitempty"`
+	File shard.FileID `json:"file"`
 	// Bucket, when set, is a JetStream object store holding one object per
 	// shard (zstd-compressed text, named by ObjectName), for hosts that
 	// cannot see the file.

@@ -246,7 +246,7 @@ func (w *Worker) switchJob(job uint64) {
 
 func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
 	if src.Bucket == "" {
-		shards, err := shard.Load(src.Path, ranges, w.cfg.Parallel)
+		shards, err := shard.LoadChecked(src.Path, ranges, w.cfg.Parallel, src.File)
 		return shards, 0, err
 	}
 	js, err := jetstream.New(w.nc)

@@ -1,0 +1,177 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/train"
+)
+
+// testData writes a random 3-class data set.
+func testData(t *testing.T) string {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var b strings.Builder
+	for i := 0; i < 3000; i++ {
+		fmt.Fprintf(&b, "%d", 1+rng.IntN(3))
+		for j := 1; j <= 60; j++ {
+			if rng.Float64() < 0.2 {
+				fmt.Fprintf(&b, " %d:%.3f", j, rng.NormFloat64())
+			}
+		}
+		b.WriteString("\n")
+	}
+	path := filepath.Join(t.TempDir(), "data")
+	os.WriteFile(path, []byte(b.String()), 0o644)
+	return path
+}
+
+// cluster starts an embedded server, n in-process workers and a Cluster
+// backend over the file's shards.
+func cluster(t *testing.T, path string, n int) (*Cluster, *nats.Conn) {
+	srv, err := Embedded(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	connect := func(name string) *nats.Conn {
+		nc, err := Connect(srv.ClientURL(), name, Auth{}, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		if err := WaitConnected(nc, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return nc
+	}
+	info, err := shard.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := shard.Identify(path)
+	c, err := NewCluster(connect("coordinator"), ClusterConfig{Ranges: shard.Layout(info.Size, 5), MinWorkers: n,
+		Source: Source{Path: path, File: id}, HeartbeatTimeout: 2 * time.Second, ResendAfter: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait(); c.Close() })
+	for i := 0; i < n; i++ {
+		w := NewWorker(connect("worker"), WorkerConfig{Name: fmt.Sprint("t", i), Parallel: 1})
+		wg.Add(1)
+		go func() { defer wg.Done(); w.Run(ctx) }()
+	}
+	lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer lcancel()
+	if err := c.Load(lctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, connect("intruder")
+}
+
+func localModel(t *testing.T, path string, cfg train.Config) []float64 {
+	info, _ := shard.Stat(path)
+	shards, err := shard.Load(path, shard.Layout(info.Size, 5), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := train.Train(shard.NewLocal(shards, 2), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return flatten(res.Model.W)
+}
+
+func flatten(w [][]float64) []float64 {
+	var out []float64
+	for _, v := range w {
+		out = append(out, v...)
+	}
+	return out
+}
+
+// TestForgedMessagesAreDropped trains while an intruder floods the job's
+// subjects with every kind of bad message. Each is dropped and counted,
+// none crashes anything, and the model is the one trained without a bus.
+func TestForgedMessagesAreDropped(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	want := localModel(t, path, cfg)
+	c, intruder := cluster(t, path, 2)
+
+	job := c.Job()
+	valid := func(kind Kind, jobID, round uint64, id uint32, payload []byte) []byte {
+		var out []byte
+		Chunks(kind, jobID, round, id, payload, 1<<20, func(b []byte) error { out = append([]byte(nil), b...); return nil })
+		return out
+	}
+	partial := EncodePartial(&shard.Partial{Loss: []float64{1, 2, 3}, BiasGrad: []float64{0, 0, 0}, Grad: make([]float64, 3)})
+	flipped := valid(KindPartial, job, 1, 0, partial)
+	flipped[len(flipped)-1] ^= 0xff
+	version := valid(KindPartial, job, 1, 0, partial)
+	version[0] = 99
+	oversized := valid(KindPartial, job, 1, 0, partial)
+	oversized[31] = 0xff // chunk count beyond MaxChunks
+	forged := map[string][]byte{
+		"garbage":       []byte("not a chunk at all"),
+		"checksum":      flipped,
+		"version":       version,
+		"oversized":     oversized,
+		"wrong job":     valid(KindPartial, job+1, 1, 0, partial),
+		"stale round":   valid(KindPartial, job, 0, 0, partial),
+		"shard range":   valid(KindPartial, job, 1, 999, partial),
+		"wrong kind":    valid(KindHeartbeat, job, 1, 0, []byte("{}")),
+		"forged meta":   valid(KindMeta, job, 0, 1, EncodeMeta("nobody", &shard.Meta{Rows: 1})),
+		"bad heartbeat": valid(KindHeartbeat, 0, 0, 0, []byte("{not json")),
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			for _, b := range forged {
+				intruder.Publish(UpSubject(job), b)
+				intruder.Publish(DownSubject(job), b)
+				intruder.Publish(SubjectHeartbeat, b)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	res, err := train.Train(c, cfg)
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := flatten(res.Model.W)
+	for j := range want {
+		if math.Float64bits(got[j]) != math.Float64bits(want[j]) {
+			t.Fatalf("weight %d differs from the model trained without a bus", j)
+		}
+	}
+	dropped := c.Dropped()
+	for _, reason := range []string{ErrShort.Error(), ErrChecksum.Error(), ErrVersion.Error(), ErrChunk.Error(),
+		"wrong job id", "stale round", "shard id out of range"} {
+		if dropped[reason] == 0 {
+			t.Errorf("no drop counted for %q (counted: %v)", reason, dropped)
+		}
+	}
+	t.Logf("dropped: %v", dropped)
+}
