@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // composeCommands reads the command of every service in compose.yaml, with
@@ -135,5 +137,32 @@ func TestComposeCommands(t *testing.T) {
 	})
 	if n := strings.Count(c.output(), `"msg":"worker joined"`); n != 2 {
 		t.Fatalf("%d workers joined; the one with the wrong password must not", n)
+	}
+	// A worker may publish what workers publish, and nothing else.
+	violations := make(chan error, 4)
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.UserInfo("worker", "w-secret"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Publish("osgm.hb", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	select {
+	case err := <-violations:
+		t.Fatalf("publishing a heartbeat was refused: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	nc.Publish("osgm.j.0000000000000001.down", []byte("forged point"))
+	nc.Flush()
+	select {
+	case err := <-violations:
+		if !strings.Contains(err.Error(), "ermissions") {
+			t.Fatalf("unexpected error: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a worker could publish a point: the permissions are too wide")
 	}
 }

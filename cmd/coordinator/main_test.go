@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -92,21 +93,62 @@ func TestRunEmbedded(t *testing.T) {
 	}
 }
 
+// TestRunReportsBadInput is the table of hostile or broken inputs: each
+// ends with an error that names the file and the problem, never a panic
+// and never a model.
 func TestRunReportsBadInput(t *testing.T) {
 	dir := t.TempDir()
+	good := "1 1:1 2:0.5\n-1 1:-1 3:2\n1 2:1\n-1 3:1\n"
+	var bz bytes.Buffer
+	cmd := exec.Command("bzip2", "-c")
+	cmd.Stdin, cmd.Stdout = strings.NewReader(strings.Repeat(good, 2000)), &bz
+	haveBzip2 := cmd.Run() == nil
 	cases := []struct {
-		name, text, want string
+		name, text string
+		args       []string
+		want       string
 	}{
-		{"zero-index", "1 1:1\n-1 0:2\n", "zero-index:2: feature index 0 (indices start at 1)"},
-		{"one-class", "1 1:1\n1 2:1\n", "only one class"},
-		{"empty", "", "no data lines"},
-		{"comments", "# nothing\n\n", "no data"},
-		{"fraction", "0.5 1:1\n1 1:2\n", "label 0.5 is not an integer"},
+		{"zero-index", "1 1:1\n-1 0:2\n", nil, "zero-index:2: feature index 0 (indices start at 1)"},
+		{"decreasing", "1 1:1\n-1 7:1 5:2\n", nil, "decreasing:2: index 5 after 7: indices must increase"},
+		{"not-a-number", "1 1:abc\n", nil, `not-a-number:1: index 1: "abc" is not a number`},
+		{"nan", "1 1:nan\n-1 2:1\n", nil, "nan:1: index 1: value is NaN"},
+		{"qid", "1 qid:3 1:1\n", nil, "qid:1: qid is not supported"},
+		{"index-overflow", "1 4294967296:1\n", nil, "index-overflow:1: index 4294967296 out of range"},
+		{"huge-index", "1 1:1\n-1 4294967295:1\n", nil, "needs about 1.0 TiB"},
+		{"one-class", "1 1:1\n1 2:1\n", nil, "one-class: only one class"},
+		{"empty", "", nil, "empty: no data lines"},
+		{"comments-only", "# nothing\n\n", nil, "comments-only: no data lines"},
+		{"fraction-label", "0.5 1:1\n1 1:2\n", nil, "label 0.5 is not an integer"},
+		{"test-labels", good, []string{"-t", "TESTFILE"}, "labels the training file does not have"},
+		{"missing", "", []string{"-missing"}, "no such file"},
+		{"directory", "", []string{"-dir"}, "is a directory"},
 	}
+	if haveBzip2 {
+		cases = append(cases, struct {
+			name, text string
+			args       []string
+			want       string
+		}{"truncated.bz2", string(bz.Bytes()[:bz.Len()/2]), nil, "truncated.bz2"})
+	}
+	testFile := filepath.Join(dir, "test-with-new-labels")
+	os.WriteFile(testFile, []byte("7 1:1\n1 1:1\n"), 0o644)
 	for _, tc := range cases {
 		path := filepath.Join(dir, tc.name)
 		os.WriteFile(path, []byte(tc.text), 0o644)
-		o, err := parse([]string{"-q", "-local", path, filepath.Join(dir, "m")})
+		var extra []string
+		for _, a := range tc.args {
+			switch a {
+			case "TESTFILE":
+				extra = append(extra, testFile)
+			case "-missing":
+				path = filepath.Join(dir, "does-not-exist")
+			case "-dir":
+				path = dir
+			default:
+				extra = append(extra, a)
+			}
+		}
+		o, err := parse(append(append([]string{"-q", "-local"}, extra...), path, filepath.Join(dir, "m")))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -129,6 +129,10 @@ func run(o *options) error {
 			return err
 		}
 		fmt.Println(acc)
+		if acc.Unknown > 0 {
+			return fmt.Errorf("%s: %d of %d rows have labels the training file does not have (model labels %v): wrong test file?",
+				o.test, acc.Unknown, acc.Total, res.Model.Labels)
+		}
 	}
 	return nil
 }

@@ -64,6 +64,9 @@ func Stat(path string) (Info, error) {
 	info := Info{Compression: f.Compression, Size: f.Size, DiskSize: f.Size}
 	if f.Compression != libsvm.Plain {
 		n, err := io.Copy(io.Discard, f)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return Info{}, fmt.Errorf("%s: %s data ends early: the file is truncated", path, f.Compression)
+		}
 		if err != nil {
 			return Info{}, fmt.Errorf("%s: %s data: %w", path, f.Compression, err)
 		}

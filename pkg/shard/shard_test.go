@@ -2,6 +2,7 @@ package shard
 
 import (
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -352,5 +353,21 @@ func TestLabelOrder(t *testing.T) {
 		if got := LabelOrder(tc.in); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("LabelOrder(%v) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestLoadCheckedNoticesAChangedFile(t *testing.T) {
+	path := writeFile(t, "1 1:1\n-1 2:1\n")
+	id, err := Identify(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChecked(path, Layout(12, 1), 1, id); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(path, []byte("1 1:1\n-1 2:1\n1 3:1\n"), 0o644)
+	_, err = LoadChecked(path, Layout(12, 1), 1, id)
+	if !errors.Is(err, ErrChanged) {
+		t.Fatalf("got %v, want ErrChanged", err)
 	}
 }
