@@ -131,4 +131,3 @@ func makeCert(t *testing.T, dir, name string, parent *x509.Certificate, parentKe
 	cert, _ := x509.ParseCertificate(der)
 	return cert, key
 }
-
