@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -29,10 +30,15 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 	if strings.Contains(c.output(), `"msg":"trained"`) {
 		t.Fatal("the run finished before the kill; nothing was tested")
 	}
+	// The coordinator comes back on "another host": the local file is
+	// gone, the copy in the JetStream object store remains.
+	if err := os.Remove(ckpt); err != nil {
+		t.Fatal(err)
+	}
 	r := start(t, "coordinator", append(cluster, "-resume", data, model)...)
 	r.wait(t, 5*time.Minute)
-	if !strings.Contains(r.output(), `"msg":"resuming"`) {
-		t.Fatalf("did not resume:\n%s", tail(r.output(), 2000))
+	if !strings.Contains(r.output(), `"msg":"resuming"`) || !strings.Contains(r.output(), "checkpoint read from the object store") {
+		t.Fatalf("did not resume from the object store:\n%s", tail(r.output(), 2000))
 	}
 	if !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("model after kill and resume differs from the uninterrupted run")
