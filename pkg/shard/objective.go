@@ -59,6 +59,7 @@ type Objective struct {
 
 	cols [][]uint32
 	sum  Sum
+	red  *Reducer
 }
 
 // NewObjective binds a backend to the problem's constants.
@@ -68,7 +69,21 @@ func NewObjective(b Backend, features int, lambda, bias float64) *Objective {
 		o.Rows += m.Rows
 		o.cols = append(o.cols, m.Cols)
 	}
+	o.red = NewReducer(len(o.cols), Groups(o.cols))
+	if r, ok := b.(interface{ Release(*Partial) }); ok {
+		o.red.Release = r.Release
+	}
 	return o
+}
+
+// Groups builds the reduction tree of shards with the given column maps.
+func Groups(cols [][]uint32) []*Group {
+	out := make([]*Group, NumGroups(len(cols)))
+	for g := range out {
+		first, end := GroupShards(g, len(cols))
+		out[g] = NewGroup(g, cols[first:end])
+	}
+	return out
 }
 
 // Dim is the length of each problem's vector: the features, plus the bias.
@@ -100,15 +115,17 @@ func (o *Objective) pass(op Op, x, v [][]float64, out [][]float64) ([]float64, e
 	for k := range out {
 		o.sum.Grad = append(o.sum.Grad, out[k][:o.Features])
 	}
-	red := NewReducer(&o.sum, len(o.cols), func(s int) []uint32 { return o.cols[s] })
-	if r, ok := o.Backend.(interface{ Release(*Partial) }); ok {
-		red.Release = r.Release
-	}
+	red := o.red
+	red.Reset(&o.sum)
 	var vp *Point
 	if v != nil {
 		vp = o.Point(v)
 	}
 	if err := o.Backend.Eval(op, o.Point(x), vp, func(p *Partial) error {
+		if p.Group {
+			_, err := red.AddGroup(p)
+			return err
+		}
 		_, err := red.Add(p)
 		return err
 	}); err != nil {

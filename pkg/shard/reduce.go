@@ -1,6 +1,9 @@
 package shard
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Sum is the data term of all shards: loss and gradient sums per problem
 // over the global features, before the 1/m scaling and the regulariser.
@@ -10,77 +13,259 @@ type Sum struct {
 	BiasGrad []float64
 }
 
-// Reducer adds partials into a Sum strictly in shard order, whatever order
-// they arrive in, so the floating-point result does not depend on which
-// worker computed what or when. Partials that arrive early wait.
-type Reducer struct {
-	// Release, when set, gets every partial back once it has been added.
-	Release func(*Partial)
+// GroupSize is how many consecutive shards are summed together before
+// their sum joins the total. The reduction tree is fixed by the shard
+// layout: a group's sum is its shards' partials added in order from zero,
+// and the total is the group sums added in order. So a worker that holds
+// a whole group can send one sum instead of GroupSize partials, and the
+// bits are the same whoever adds what.
+const GroupSize = 8
 
-	cols    func(shard int) []uint32
-	sum     *Sum
-	next    int
-	n       int
-	pending map[int]*Partial
+// NumGroups is the number of groups of n shards.
+func NumGroups(n int) int { return (n + GroupSize - 1) / GroupSize }
+
+// GroupOf is the group of a shard.
+func GroupOf(shard int) int { return shard / GroupSize }
+
+// GroupShards is the range [first, end) of the shards of group g.
+func GroupShards(g, n int) (first, end int) { return g * GroupSize, min((g+1)*GroupSize, n) }
+
+// Group is one group's columns: the union of its shards' columns, and
+// where each shard's local columns sit in it.
+type Group struct {
+	ID    int
+	First int        // its first shard
+	Cols  []uint32   // union of the shards' global columns, increasing
+	Pos   [][]uint32 // Pos[s-First][l]: position of shard s's column l in Cols
 }
 
-// NewReducer starts a reduction of n shards into sum, which it zeroes.
-// cols gives each shard's local-to-global column map.
-func NewReducer(sum *Sum, n int, cols func(shard int) []uint32) *Reducer {
-	clear(sum.Loss)
-	clear(sum.BiasGrad)
-	for _, g := range sum.Grad {
-		clear(g)
+// NewGroup builds group g from its shards' column maps, in shard order.
+func NewGroup(g int, shardCols [][]uint32) *Group {
+	gr := &Group{ID: g, First: g * GroupSize}
+	for _, c := range shardCols {
+		gr.Cols = append(gr.Cols, c...)
 	}
-	return &Reducer{cols: cols, sum: sum, n: n, pending: map[int]*Partial{}}
+	slices.Sort(gr.Cols)
+	gr.Cols = slices.Compact(gr.Cols)
+	for _, c := range shardCols {
+		pos := make([]uint32, len(c))
+		i := 0
+		for l, j := range c { // both increasing: one merge pass
+			for gr.Cols[i] != j {
+				i++
+			}
+			pos[l] = uint32(i)
+		}
+		gr.Pos = append(gr.Pos, pos)
+	}
+	return gr
 }
 
-// Add hands over a shard's partial; the reducer keeps it until its turn.
-// It reports whether the partial was taken (false for a duplicate).
-func (r *Reducer) Add(p *Partial) (bool, error) {
-	if p.Shard < r.next || r.pending[p.Shard] != nil {
+// GroupSum adds a group's shard partials in shard order. Workers and the
+// coordinator use it alike, which is what keeps their bits equal.
+type GroupSum struct {
+	group   *Group
+	end     int
+	next    int
+	pending map[int]*Partial
+	sum     *Partial // Shard is the group id; Grad over group.Cols
+	release func(*Partial)
+}
+
+// NewGroupSum starts the sum of group gr of n shards for K problems,
+// reusing buf's memory when it is not nil.
+func NewGroupSum(gr *Group, n, K int, release func(*Partial), buf *Partial) *GroupSum {
+	_, end := GroupShards(gr.ID, n)
+	if buf == nil {
+		buf = new(Partial)
+	}
+	buf.Shard, buf.Group = gr.ID, true
+	buf.Loss, buf.BiasGrad, buf.Grad = grow(buf.Loss, K), grow(buf.BiasGrad, K), grow(buf.Grad, len(gr.Cols)*K)
+	clear(buf.Loss)
+	clear(buf.BiasGrad)
+	clear(buf.Grad)
+	return &GroupSum{group: gr, end: end, next: gr.First, pending: map[int]*Partial{}, release: release, sum: buf}
+}
+
+// Add takes a shard partial; it reports false for a duplicate.
+func (gs *GroupSum) Add(p *Partial) (bool, error) {
+	if p.Shard < gs.next || p.Shard >= gs.end || gs.pending[p.Shard] != nil {
 		return false, nil
 	}
-	if p.Shard >= r.n {
-		return false, fmt.Errorf("shard %d out of range (%d shards)", p.Shard, r.n)
-	}
-	K := len(r.sum.Loss)
-	if len(p.Loss) != K || len(p.BiasGrad) != K || len(p.Grad) != len(r.cols(p.Shard))*K {
+	K := len(gs.sum.Loss)
+	if len(p.Loss) != K || len(p.BiasGrad) != K || len(p.Grad) != len(gs.group.Pos[p.Shard-gs.group.First])*K {
 		return false, fmt.Errorf("shard %d: partial has the wrong size", p.Shard)
 	}
-	r.pending[p.Shard] = p
-	for q := r.pending[r.next]; q != nil; q = r.pending[r.next] {
-		delete(r.pending, r.next)
-		r.apply(q)
-		r.next++
-		if r.Release != nil {
-			r.Release(q)
+	gs.pending[p.Shard] = p
+	for q := gs.pending[gs.next]; q != nil; q = gs.pending[gs.next] {
+		delete(gs.pending, gs.next)
+		gs.accumulate(q)
+		gs.next++
+		if gs.release != nil {
+			gs.release(q)
 		}
 	}
 	return true, nil
 }
 
-// Done reports whether every shard has been added.
-func (r *Reducer) Done() bool { return r.next == r.n }
+func (gs *GroupSum) accumulate(p *Partial) {
+	K := len(gs.sum.Loss)
+	for k := range K {
+		gs.sum.Loss[k] += p.Loss[k]
+		gs.sum.BiasGrad[k] += p.BiasGrad[k]
+	}
+	pos, dst := gs.group.Pos[p.Shard-gs.group.First], gs.sum.Grad
+	if K == 1 {
+		for l, i := range pos {
+			dst[i] += p.Grad[l]
+		}
+		return
+	}
+	for l, i := range pos {
+		d, s := dst[int(i)*K:int(i)*K+K], p.Grad[l*K:l*K+K]
+		for k := range d {
+			d[k] += s[k]
+		}
+	}
+}
+
+// Complete reports whether every shard of the group has been added.
+func (gs *GroupSum) Complete() bool { return gs.next == gs.end }
+
+// Sum is the group's sum, valid once Complete.
+func (gs *GroupSum) Sum() *Partial { return gs.sum }
 
 // Missing lists the shards not yet added.
-func (r *Reducer) Missing() []int {
+func (gs *GroupSum) Missing() []int {
 	var out []int
-	for s := r.next; s < r.n; s++ {
-		if r.pending[s] == nil {
+	for s := gs.next; s < gs.end; s++ {
+		if gs.pending[s] == nil {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-func (r *Reducer) apply(p *Partial) {
+// Reducer adds partials into a Sum along the fixed tree, whatever order
+// they arrive in: shard partials go into their group's sum in shard order,
+// complete groups join the total in group order. Whole group sums (from
+// workers that hold a group) are taken as they are.
+type Reducer struct {
+	// Release, when set, gets every shard partial back once it is added.
+	Release func(*Partial)
+
+	groups    []*Group
+	n         int
+	sum       *Sum
+	nextGroup int
+	open      map[int]*GroupSum
+	done      map[int]*Partial // complete groups waiting for their turn
+	spare     []*Partial       // group sum buffers for the next pass
+}
+
+// NewReducer prepares reductions of n shards along groups.
+func NewReducer(n int, groups []*Group) *Reducer {
+	return &Reducer{groups: groups, n: n, open: map[int]*GroupSum{}, done: map[int]*Partial{},
+		spare: make([]*Partial, len(groups))}
+}
+
+// Reset starts a new reduction into sum, which it zeroes.
+func (r *Reducer) Reset(sum *Sum) {
+	clear(sum.Loss)
+	clear(sum.BiasGrad)
+	for _, g := range sum.Grad {
+		clear(g)
+	}
+	r.sum, r.nextGroup = sum, 0
+	clear(r.open)
+	clear(r.done)
+}
+
+// Add hands over a shard's partial; it reports false for a duplicate.
+func (r *Reducer) Add(p *Partial) (bool, error) {
+	if p.Shard < 0 || p.Shard >= r.n {
+		return false, fmt.Errorf("shard %d out of range (%d shards)", p.Shard, r.n)
+	}
+	g := GroupOf(p.Shard)
+	if g < r.nextGroup || r.done[g] != nil {
+		return false, nil
+	}
+	gs := r.open[g]
+	if gs == nil {
+		gs = NewGroupSum(r.groups[g], r.n, len(r.sum.Loss), r.Release, r.spare[g])
+		r.spare[g] = nil
+		r.open[g] = gs
+	}
+	took, err := gs.Add(p)
+	if err != nil || !took {
+		return took, err
+	}
+	if gs.Complete() {
+		delete(r.open, g)
+		r.finish(g, gs.Sum())
+	}
+	return true, nil
+}
+
+// AddGroup hands over a whole group's sum; it reports false for a
+// duplicate.
+func (r *Reducer) AddGroup(p *Partial) (bool, error) {
+	g := p.Shard
+	if g < 0 || g >= len(r.groups) {
+		return false, fmt.Errorf("group %d out of range (%d groups)", g, len(r.groups))
+	}
+	if g < r.nextGroup || r.done[g] != nil {
+		return false, nil
+	}
+	K := len(r.sum.Loss)
+	if len(p.Loss) != K || len(p.BiasGrad) != K || len(p.Grad) != len(r.groups[g].Cols)*K {
+		return false, fmt.Errorf("group %d: sum has the wrong size", g)
+	}
+	delete(r.open, g) // shard partials of it, if any, are no longer needed
+	r.finish(g, p)
+	return true, nil
+}
+
+func (r *Reducer) finish(g int, p *Partial) {
+	r.done[g] = p
+	for q := r.done[r.nextGroup]; q != nil; q = r.done[r.nextGroup] {
+		delete(r.done, r.nextGroup)
+		r.apply(r.groups[r.nextGroup].Cols, q)
+		if q.Group && r.spare[r.nextGroup] == nil {
+			r.spare[r.nextGroup] = q
+		}
+		r.nextGroup++
+	}
+}
+
+// Done reports whether every shard has been added.
+func (r *Reducer) Done() bool { return r.nextGroup == len(r.groups) }
+
+// Missing lists the shards not yet added.
+func (r *Reducer) Missing() []int {
+	var out []int
+	for g := r.nextGroup; g < len(r.groups); g++ {
+		if r.done[g] != nil {
+			continue
+		}
+		if gs := r.open[g]; gs != nil {
+			out = append(out, gs.Missing()...)
+			continue
+		}
+		first, end := GroupShards(g, r.n)
+		for s := first; s < end; s++ {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (r *Reducer) apply(cols []uint32, p *Partial) {
 	K := len(r.sum.Loss)
 	for k := range K {
 		r.sum.Loss[k] += p.Loss[k]
 		r.sum.BiasGrad[k] += p.BiasGrad[k]
 	}
-	cols := r.cols(p.Shard)
 	if K == 1 {
 		g := r.sum.Grad[0]
 		for l, j := range cols {
@@ -89,7 +274,7 @@ func (r *Reducer) apply(p *Partial) {
 		return
 	}
 	// Problem by problem: each pass writes one vector, reading the
-	// interleaved partial with a fixed stride.
+	// interleaved sum with a fixed stride.
 	for k := range K {
 		g := r.sum.Grad[k]
 		src := p.Grad[k:]

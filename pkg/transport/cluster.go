@@ -113,10 +113,10 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		case h.Job != cfg.Job:
 			c.bad.add(errors.New("wrong job id"), h.Kind)
 			return
-		case h.Kind != KindPartial && h.Kind != KindMeta && h.Kind != KindError:
+		case h.Kind != KindPartial && h.Kind != KindMeta && h.Kind != KindError && h.Kind != KindGroup:
 			c.bad.add(nil, h.Kind)
 			return
-		case int(h.Shard) >= n:
+		case int(h.Shard) >= n || h.Kind == KindGroup && int(h.Shard) >= shard.NumGroups(n):
 			c.bad.add(errors.New("shard id out of range"), h.Kind)
 			return
 		}
@@ -388,7 +388,7 @@ func (c *Cluster) mostLoaded(live []string) string {
 }
 
 func (c *Cluster) sendAssign(id string) {
-	a := Assign{Job: c.cfg.Job, Source: c.cfg.Source, Shards: []shard.Range{}}
+	a := Assign{Job: c.cfg.Job, Source: c.cfg.Source, Shards: []shard.Range{}, Total: len(c.owner)}
 	for _, s := range c.assigned(id) {
 		a.Shards = append(a.Shards, c.cfg.Ranges[s])
 	}
@@ -426,7 +426,7 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 			return nil
 		}
 		c.metas[m.shard], c.haveMet[m.shard] = *meta, true
-	case KindPartial:
+	case KindPartial, KindGroup:
 		if m.round != c.round || add == nil {
 			if m.round < c.round {
 				c.bad.add(errors.New("stale round"), m.kind)
@@ -438,6 +438,7 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 			c.bad.add(err, m.kind)
 			return nil
 		}
+		p.Group = m.kind == KindGroup
 		return add(p)
 	}
 	return nil
@@ -484,11 +485,20 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	got := make([]bool, len(c.owner))
 	left := len(got)
 	accept := func(part *shard.Partial) error {
-		if got[part.Shard] {
+		first, end := part.Shard, part.Shard+1
+		if part.Group {
+			first, end = shard.GroupShards(part.Shard, len(got))
+		}
+		fresh := false
+		for s := first; s < end; s++ {
+			if !got[s] {
+				got[s], fresh = true, true
+				left--
+			}
+		}
+		if !fresh {
 			return nil // a duplicate from a resend or a moved shard
 		}
-		got[part.Shard] = true
-		left--
 		return add(part)
 	}
 	if err := c.broadcast(payload); err != nil {

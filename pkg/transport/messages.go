@@ -184,6 +184,7 @@ type Assign struct {
 	Job    uint64        `json:"job"`
 	Source Source        `json:"source"`
 	Shards []shard.Range `json:"shards"`
+	Total  int           `json:"total"` // shards in the job, which fixes the groups
 }
 
 // Heartbeat is a worker's periodic announcement.

@@ -39,11 +39,12 @@ const (
 	KindAssign                    // coordinator: the shards a worker holds
 	KindHeartbeat                 // worker: alive, and what it holds
 	KindError                     // worker: a shard failed to load
+	KindGroup                     // worker: a whole group's sum (Shard is the group)
 	maxKind
 )
 
 func (k Kind) String() string {
-	names := [...]string{"?", "point", "partial", "meta", "assign", "heartbeat", "error"}
+	names := [...]string{"?", "point", "partial", "meta", "assign", "heartbeat", "error", "group"}
 	if int(k) < len(names) {
 		return names[k]
 	}

@@ -62,6 +62,9 @@ type Worker struct {
 	point    *Point
 	round    uint64
 	answered map[int][]byte // this round's encoded partials, for resends
+	sums     map[int][]byte // this round's encoded group sums, for resends
+	total    int            // shards in the job
+	groups   map[int]*shard.Group
 	local    *shard.Local
 
 	mu     sync.Mutex // guards hb, read by the heartbeat goroutine
@@ -185,7 +188,7 @@ func (w *Worker) assign(a Assign) {
 	if a.Job != w.job {
 		w.switchJob(a.Job)
 	}
-	w.source = a.Source
+	w.source, w.total = a.Source, a.Total
 	w.want = map[int]shard.Range{}
 	for _, r := range a.Shards {
 		w.want[r.ID] = r
@@ -219,7 +222,7 @@ func (w *Worker) switchJob(job uint64) {
 	if w.down != nil {
 		w.down.Unsubscribe()
 	}
-	w.job, w.round, w.point, w.answered, w.order = job, 0, nil, nil, nil
+	w.job, w.round, w.point, w.answered, w.sums, w.order = job, 0, nil, nil, nil, nil
 	clear(w.shards)
 	clear(w.loading)
 	var asm Assembler
@@ -312,7 +315,7 @@ func (w *Worker) finishLoad(r loadResult) {
 	w.publishState()
 	w.log.Info("loaded shards", zap.Int("count", len(fresh)), zap.Int("held", len(w.shards)))
 	if w.point != nil && len(fresh) > 0 {
-		w.evaluate(fresh)
+		w.evaluate(fresh, false)
 	}
 }
 
@@ -327,6 +330,26 @@ func (w *Worker) rebuildLocal() {
 		list[i] = w.shards[id]
 	}
 	w.local = shard.NewLocal(list, w.cfg.Parallel)
+	// The groups held whole: their sums go up as one message.
+	w.groups = map[int]*shard.Group{}
+	for _, id := range ids {
+		g := shard.GroupOf(id)
+		if w.groups[g] != nil || w.total == 0 {
+			continue
+		}
+		first, end := shard.GroupShards(g, w.total)
+		var cols [][]uint32
+		for s := first; s < end; s++ {
+			if w.shards[s] == nil {
+				cols = nil
+				break
+			}
+			cols = append(cols, w.shards[s].Cols)
+		}
+		if cols != nil {
+			w.groups[g] = shard.NewGroup(g, cols)
+		}
+	}
 }
 
 func (w *Worker) onPoint(m roundMsg) {
@@ -336,15 +359,18 @@ func (w *Worker) onPoint(m roundMsg) {
 	if m.round == w.round && w.point != nil {
 		// The coordinator is missing results of this round: send again
 		// what was computed, compute what was not.
+		for g, b := range w.sums {
+			w.publishUp(KindGroup, w.round, uint32(g), b)
+		}
 		var todo []*shard.Shard
 		for _, s := range w.local.Shards {
 			if b, ok := w.answered[s.ID]; ok {
 				w.publishUp(KindPartial, w.round, uint32(s.ID), b)
-			} else {
+			} else if w.sums[shard.GroupOf(s.ID)] == nil {
 				todo = append(todo, s)
 			}
 		}
-		w.evaluate(todo)
+		w.evaluate(todo, false)
 		return
 	}
 	p, err := DecodePoint(m.payload)
@@ -352,19 +378,20 @@ func (w *Worker) onPoint(m roundMsg) {
 		w.badMsg.add(err, KindPoint)
 		return
 	}
-	w.round, w.point, w.answered = m.round, p, map[int][]byte{}
+	w.round, w.point, w.answered, w.sums = m.round, p, map[int][]byte{}, map[int][]byte{}
 	if !slices.Equal(p.Labels, w.order) {
 		w.order = p.Labels
 		for _, s := range w.shards {
 			s.SetClasses(w.order)
 		}
 	}
-	w.evaluate(w.local.Shards)
+	w.evaluate(w.local.Shards, true)
 }
 
 // evaluate computes and publishes the partials of the given shards at the
-// current point.
-func (w *Worker) evaluate(shards []*shard.Shard) {
+// current point; with grouped set, the groups it holds whole go up as one
+// sum each.
+func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 	if len(shards) == 0 {
 		return
 	}
@@ -402,9 +429,28 @@ func (w *Worker) evaluate(shards []*shard.Shard) {
 			}
 		}
 	}
+	sums := map[int]*shard.GroupSum{}
 	local.Eval(p.Op, pt, vp, func(part *shard.Partial) error {
-		w.answer(part)
-		local.Release(part)
+		g := shard.GroupOf(part.Shard)
+		gr := w.groups[g]
+		if !grouped || gr == nil {
+			w.answer(part)
+			local.Release(part)
+			return nil
+		}
+		gs := sums[g]
+		if gs == nil {
+			gs = shard.NewGroupSum(gr, w.total, len(part.Loss), local.Release, nil)
+			sums[g] = gs
+		}
+		if _, err := gs.Add(part); err != nil {
+			return err
+		}
+		if gs.Complete() {
+			b := EncodePartial(gs.Sum())
+			w.sums[g] = b
+			w.publishUp(KindGroup, w.round, uint32(g), b)
+		}
 		return nil
 	})
 }
