@@ -371,3 +371,83 @@ func TestLoadCheckedNoticesAChangedFile(t *testing.T) {
 		t.Fatalf("got %v, want ErrChanged", err)
 	}
 }
+
+// TestReductionTreeIsFixed adds the same shard partials in shuffled orders
+// and with some groups summed "on a worker" first: the total must be the
+// same to the bit every time.
+func TestReductionTreeIsFixed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	d := randomData(rng, 3000, 30, 3, "f64")
+	obj := objectiveFor(t, writeFile(t, d.text), 21, 2, 1e-3, -1)
+	shards := obj.Backend.(*Local).Shards
+	K := 3
+	x := make([][]float64, K)
+	for k := range x {
+		x[k] = make([]float64, obj.Dim())
+		for j := range x[k] {
+			x[k][j] = rng.NormFloat64()
+		}
+	}
+	p := obj.Point(x)
+	parts := make([]*Partial, len(shards))
+	cols := make([][]uint32, len(shards))
+	for i, s := range shards {
+		var sc Scratch
+		parts[i] = new(Partial)
+		s.Eval(p, &sc, parts[i])
+		cols[i] = s.Cols
+	}
+	groups := Groups(cols)
+	reduce := func(order []int, preSummed map[int]bool) *Sum {
+		sum := &Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K)}
+		for k := range sum.Grad {
+			sum.Grad[k] = make([]float64, obj.Features)
+		}
+		r := NewReducer(len(shards), groups)
+		r.Reset(sum)
+		for g := range preSummed {
+			gs := NewGroupSum(groups[g], len(shards), K, nil, nil)
+			first, end := GroupShards(g, len(shards))
+			for s := end - 1; s >= first; s-- { // out of order on purpose
+				gs.Add(parts[s])
+			}
+			if !gs.Complete() {
+				t.Fatal("group sum incomplete")
+			}
+			r.AddGroup(gs.Sum())
+		}
+		for _, s := range order {
+			r.Add(parts[s])
+		}
+		if !r.Done() {
+			t.Fatalf("reduction incomplete: missing %v", r.Missing())
+		}
+		return sum
+	}
+	inOrder := make([]int, len(shards))
+	for i := range inOrder {
+		inOrder[i] = i
+	}
+	want := reduce(inOrder, nil)
+	for trial := 0; trial < 5; trial++ {
+		order := append([]int(nil), inOrder...)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		pre := map[int]bool{}
+		for g := range groups {
+			if rng.IntN(2) == 0 {
+				pre[g] = true
+			}
+		}
+		got := reduce(order, pre)
+		for k := range want.Grad {
+			if math.Float64bits(got.Loss[k]) != math.Float64bits(want.Loss[k]) {
+				t.Fatalf("trial %d: loss %d differs", trial, k)
+			}
+			for j := range want.Grad[k] {
+				if math.Float64bits(got.Grad[k][j]) != math.Float64bits(want.Grad[k][j]) {
+					t.Fatalf("trial %d: grad[%d][%d] differs", trial, k, j)
+				}
+			}
+		}
+	}
+}
