@@ -111,26 +111,37 @@ func (b *builder) build() *Shard {
 	if len(b.idx) > 0 {
 		s.MaxIndex = slices.Max(b.idx) + 1
 	}
-	s.Cols = slices.Clone(b.idx)
-	slices.Sort(s.Cols)
-	s.Cols = slices.Compact(s.Cols)
-	s.Cols = slices.Clip(s.Cols)
-
-	// Remap global indices to local ones.
-	if s.MaxIndex <= 1<<22 {
-		local := make([]uint32, s.MaxIndex)
-		for l, g := range s.Cols {
-			local[g] = uint32(l)
+	// The columns in use, in increasing order, and global indices remapped
+	// to local ones: with a dense table when the index range is moderate
+	// (linear time), by sorting otherwise.
+	if s.MaxIndex <= 1<<24 {
+		local := make([]uint32, s.MaxIndex) // nonzero: used
+		for _, g := range b.idx {
+			local[g] = 1
+		}
+		for g, used := range local {
+			if used != 0 {
+				local[g] = uint32(len(s.Cols))
+				s.Cols = append(s.Cols, uint32(g))
+			}
 		}
 		for q, g := range b.idx {
 			b.idx[q] = local[g]
 		}
 	} else {
+		s.Cols = slices.Clone(b.idx)
+		slices.Sort(s.Cols)
+		s.Cols = slices.Compact(s.Cols)
+		s.Cols = slices.Clip(s.Cols)
 		for q, g := range b.idx {
 			b.idx[q] = uint32(sort.Search(len(s.Cols), func(i int) bool { return s.Cols[i] >= g }))
 		}
 	}
-	s.Idx = b.idx
+	// Exact-size copies: the builder's slices grew by doubling, and a
+	// shard lives for the whole job.
+	s.Idx = slices.Clone(b.idx)
+	s.RowPtr = slices.Clone(b.rowPtr)
+	s.LabelOf = slices.Clone(b.labelOf)
 
 	s.ColSq = make([]float64, len(s.Cols))
 	ones, f32 := true, true
@@ -161,7 +172,7 @@ func (b *builder) build() *Shard {
 		}
 	default:
 		s.Values = Float64
-		s.Val64 = b.val
+		s.Val64 = slices.Clone(b.val)
 	}
 	return s
 }
