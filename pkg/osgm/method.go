@@ -115,6 +115,9 @@ var methods = map[string]constructor{
 	"agd":     func(p Problem, q Params) Method { return newAGD(p, false) },
 	"sagd":    func(p Problem, q Params) Method { return newAGD(p, true) },
 	"lbfgs":   newLBFGS,
+	// Trust-region Newton-CG, LIBLINEAR's own -s 2 method, as a baseline
+	// and for the fewest passes.
+	"newton": newNewton,
 	// gonum's L-BFGS with More-Thuente line search, for comparison; its
 	// state is private, so checkpoints restart it from the best point.
 	"gonum-lbfgs": newGonumLBFGS,
@@ -143,4 +146,4 @@ func New(name string, p Problem, q Params) (Method, error) {
 }
 
 // NeedsHessVec reports whether the named method asks for OpHessVec.
-func NeedsHessVec(name string) bool { return name == "osgm-g" }
+func NeedsHessVec(name string) bool { return name == "osgm-g" || name == "newton" }

@@ -244,7 +244,7 @@ func TestHypergradientIsTheSurrogateGradient(t *testing.T) {
 }
 
 func TestUnknownMethod(t *testing.T) {
-	_, err := New("newton", Problem{}, Params{})
+	_, err := New("simplex", Problem{}, Params{})
 	if err == nil || fmt.Sprint(err) == "" {
 		t.Fatal("no error for an unknown method")
 	}

@@ -256,12 +256,27 @@ func addBiasGrad(p *Point, coef, gb []float64) {
 func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(K, out)
-	wl := append([]float64(nil), s.gather(p, sc)...)
+	wl := append(sc.z[:0], s.gather(p, sc)...) // sc.z is free in this pass
+	sc.z = wl
 	vl := s.gather(v, sc)
+	if K == 1 {
+		var gb float64
+		switch s.Values {
+		case Ones:
+			gb = hessVecOnes(s.RowPtr, s.Idx, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+		case Float32:
+			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val32, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+		default:
+			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val64, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+		}
+		out.BiasGrad[0] = gb
+		return
+	}
 	z := make([]float64, K)
 	t := make([]float64, K)
 	for i := 0; i < s.Rows(); i++ {
 		a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
+		clear(z)
 		clear(z)
 		clear(t)
 		for q := a; q < b; q++ {
@@ -291,6 +306,49 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 			}
 		}
 	}
+}
+
+// biasTerms returns the bias contributions to a row's margin and to a·v.
+func biasTerms(bias float64, wb, vb []float64) (float64, float64) {
+	if bias < 0 {
+		return 0, 0
+	}
+	return bias * wb[0], bias * vb[0]
+}
+
+func hessVecOnes(rowPtr, idx []uint32, class []int32, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+	zb, tb := biasTerms(bias, wb, vb)
+	class = class[:len(rowPtr)-1]
+	for i := range class {
+		row := idx[rowPtr[i]:rowPtr[i+1]]
+		if 1-classSign(class[i])*(dotOnes(wl, row)+zb) <= 0 {
+			continue
+		}
+		t := dotOnes(vl, row) + tb
+		addOnes(hl, row, t)
+		if bias >= 0 {
+			hb += t * bias
+		}
+	}
+	return hb
+}
+
+func hessVecBinary[V float32 | float64](rowPtr, idx []uint32, val []V, class []int32, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+	zb, tb := biasTerms(bias, wb, vb)
+	class = class[:len(rowPtr)-1]
+	for i := range class {
+		a, b := rowPtr[i], rowPtr[i+1]
+		row, v := idx[a:b], val[a:b]
+		if 1-classSign(class[i])*(dot(wl, row, v)+zb) <= 0 {
+			continue
+		}
+		t := dot(vl, row, v) + tb
+		axpy(hl, row, v, t)
+		if bias >= 0 {
+			hb += t * bias
+		}
+	}
+	return hb
 }
 
 // Predictions counts the rows whose predicted class (LIBLINEAR's rule) is

@@ -1,0 +1,210 @@
+package osgm
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/floats"
+)
+
+// newton is a trust-region Newton method with conjugate-gradient steps,
+// the method of LIBLINEAR's -s 2 solver (TRON, Lin and Moré), over the
+// same objective: each CG step is one Hessian-vector product (one pass
+// over the data, which workers share), each trial point one evaluation.
+// It needs few passes, which is what lets a distributed trainer beat a
+// single-threaded one end to end.
+type newton struct {
+	mu float64   // lambda: the objective is lambda times LIBLINEAR's F
+	m  []float64 // the diagonal preconditioner, in F's scale
+	S  newtonState
+}
+
+type newtonState struct {
+	X, G  []float64
+	F     float64
+	Delta float64 // trust-region radius
+	Iter  int
+
+	// The preconditioned CG solve of H s = -g within ||s||_M <= Delta.
+	InCG     bool
+	Step     []float64 // s
+	R, D, HD []float64 // residual -g - H s, direction, H d
+	Z        []float64 // M^-1 r
+	RZ       float64   // r·z
+	CGTol    float64
+	Boundary bool
+	XT       []float64 // the trial point X + s
+}
+
+// TRON's constants (LIBLINEAR 2.30, tron.cpp).
+const (
+	tronEta0, tronEta1, tronEta2       = 1e-4, 0.25, 0.75
+	tronSigma1, tronSigma2, tronSigma3 = 0.25, 0.5, 4.0
+	cgRelTol                           = 0.1
+	pcgMix                             = 0.01 // M = (1 - pcgMix) I + pcgMix diag(H)
+)
+
+// newNewton works in LIBLINEAR's scale where it matters: the trust region
+// radius and the preconditioner are invariant to f = lambda F, so the same
+// number of iterations follows whatever lambda is. The preconditioner uses
+// the Hessian's diagonal at 0 (every row active), known from the data.
+func newNewton(p Problem, _ Params) Method {
+	m := &newton{mu: p.Mu}
+	if m.mu <= 0 {
+		m.mu = 1
+	}
+	m.m = make([]float64, p.Dim)
+	for j := range m.m {
+		d := 1.0
+		if len(p.Diag) == p.Dim {
+			d = p.Diag[j] / m.mu
+		}
+		m.m[j] = (1 - pcgMix) + pcgMix*d
+	}
+	return m
+}
+
+// mnorm is ||v||_M in F's scale.
+func (m *newton) mnorm(v []float64) float64 {
+	s := 0.0
+	for j, x := range v {
+		s += x * x * m.m[j]
+	}
+	return math.Sqrt(s)
+}
+
+func (m *newton) state() any { return &m.S }
+
+func (m *newton) Init(x []float64, f float64, g []float64) {
+	n := len(x)
+	s := &m.S
+	s.X, s.G, s.F = clone(x), clone(g), f
+	if len(m.m) != n { // no problem description: plain CG
+		m.m = make([]float64, n)
+		for j := range m.m {
+			m.m[j] = 1
+		}
+	}
+	s.Step, s.R, s.D, s.HD, s.XT = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	s.Z = make([]float64, n)
+	m.startCG()
+	s.Delta = math.Sqrt(s.RZ) / m.mu // ||g||_{M^-1} in F's scale
+}
+
+func (m *newton) startCG() {
+	s := &m.S
+	clear(s.Step)
+	for j, gj := range s.G {
+		s.R[j] = -gj
+		s.Z[j] = s.R[j] / m.m[j]
+	}
+	copy(s.D, s.Z)
+	s.RZ = floats.Dot(s.R, s.Z)
+	s.CGTol = cgRelTol * math.Sqrt(s.RZ)
+	s.Boundary, s.InCG = false, true
+}
+
+func (m *newton) Next() Request {
+	s := &m.S
+	if s.InCG && math.Sqrt(s.RZ) > s.CGTol {
+		return Request{Op: OpHessVec, X: s.X, V: s.D}
+	}
+	s.InCG = false
+	floats.AddTo(s.XT, s.X, s.Step)
+	return Request{Op: OpEval, X: s.XT}
+}
+
+func (m *newton) Tell(r Reply) Step {
+	s := &m.S
+	if s.InCG {
+		m.cgStep(r.HV)
+		return Step{}
+	}
+	return m.trial(r.F, r.G)
+}
+
+// cgStep advances the CG solve by one Hessian-vector product, stopping at
+// the trust region's boundary.
+func (m *newton) cgStep(hd []float64) {
+	s := &m.S
+	copy(s.HD, hd)
+	dHd := floats.Dot(s.D, s.HD)
+	if !(dHd > 0) {
+		s.InCG = false // no curvature along d (cannot happen here: H >= lambda I)
+		return
+	}
+	alpha := s.RZ / dHd
+	floats.AddScaled(s.Step, alpha, s.D)
+	if m.mnorm(s.Step)/m.mu > s.Delta {
+		// Back up and go to the boundary along d instead (in the M norm).
+		floats.AddScaled(s.Step, -alpha, s.D)
+		var std, sts, dtd float64
+		for j, mj := range m.m {
+			std += s.Step[j] * mj * s.D[j]
+			sts += s.Step[j] * mj * s.Step[j]
+			dtd += s.D[j] * mj * s.D[j]
+		}
+		dsq := s.Delta * s.Delta * m.mu * m.mu
+		rad := math.Sqrt(std*std + dtd*(dsq-sts))
+		if std >= 0 {
+			alpha = (dsq - sts) / (std + rad)
+		} else {
+			alpha = (rad - std) / dtd
+		}
+		floats.AddScaled(s.Step, alpha, s.D)
+		floats.AddScaled(s.R, -alpha, s.HD)
+		s.Boundary, s.InCG = true, false
+		return
+	}
+	floats.AddScaled(s.R, -alpha, s.HD)
+	for j, r := range s.R {
+		s.Z[j] = r / m.m[j]
+	}
+	rz := floats.Dot(s.R, s.Z)
+	beta := rz / s.RZ
+	for j := range s.D {
+		s.D[j] = s.Z[j] + beta*s.D[j]
+	}
+	s.RZ = rz
+}
+
+// trial judges the trial point by the ratio of actual to predicted
+// reduction and resizes the trust region as TRON does.
+func (m *newton) trial(fnew float64, gnew []float64) Step {
+	s := &m.S
+	s.Iter++
+	gs := floats.Dot(s.G, s.Step)
+	prered := -0.5 * (gs - floats.Dot(s.Step, s.R))
+	actred := s.F - fnew
+	snorm := m.mnorm(s.Step) / m.mu
+	if s.Iter == 1 {
+		s.Delta = math.Min(s.Delta, snorm)
+	}
+	alpha := tronSigma3
+	if fnew-s.F-gs > 0 {
+		alpha = math.Max(tronSigma1, -0.5*(gs/(fnew-s.F-gs)))
+	}
+	switch {
+	case actred < tronEta0*prered:
+		s.Delta = math.Min(alpha*snorm, tronSigma2*s.Delta)
+	case actred < tronEta1*prered:
+		s.Delta = math.Max(tronSigma1*s.Delta, math.Min(alpha*snorm, tronSigma2*s.Delta))
+	case actred < tronEta2*prered:
+		s.Delta = math.Max(tronSigma1*s.Delta, math.Min(alpha*snorm, tronSigma3*s.Delta))
+	case s.Boundary:
+		s.Delta = tronSigma3 * s.Delta
+	default:
+		s.Delta = math.Max(s.Delta, math.Min(alpha*snorm, tronSigma3*s.Delta))
+	}
+	accepted := actred > tronEta0*prered && !math.IsNaN(fnew)
+	if accepted {
+		s.X, s.XT = s.XT, s.X
+		copy(s.G, gnew)
+		s.F = fnew
+	}
+	// Nothing left to gain at this precision: stop rather than spin.
+	stalled := !accepted && (prered <= 0 || s.Delta <= 1e-300 || snorm == 0)
+	m.startCG()
+	return Step{Iterated: true, Accepted: accepted, Stalled: stalled}
+}
+
+func (m *newton) Best() ([]float64, float64, []float64) { return m.S.X, m.S.F, m.S.G }
