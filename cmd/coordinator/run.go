@@ -73,17 +73,17 @@ func run(o *options) error {
 		defer trace.Flush()
 		fmt.Fprintln(trace, "problem,iter,evals,f,grad_norm,accepted,seconds")
 	}
-	lastLog := time.Now()
+	var alive func() int
+	if c, ok := backend.(interface{ Live() int }); ok {
+		alive = c.Live
+	}
+	prog := newProgress(log, alive)
 	cfg.Trace = func(r osgm.Record) {
 		if trace != nil {
 			fmt.Fprintf(trace, "%d,%d,%d,%s,%s,%t,%.6f\n", r.Problem, r.Iter, r.Evals,
 				strconv.FormatFloat(r.F, 'g', 17, 64), strconv.FormatFloat(r.GradNorm, 'g', 17, 64), r.Accepted, r.Elapsed.Seconds())
 		}
-		if time.Since(lastLog) > 3*time.Second {
-			lastLog = time.Now()
-			log.Info("training", zap.Int("problem", r.Problem), zap.Int("iter", r.Iter), zap.Int("evals", r.Evals),
-				zap.Float64("f", r.F), zap.Float64("grad_norm", r.GradNorm))
-		}
+		prog.record(r)
 	}
 	cfg.Interrupt = func() bool { return ctx.Err() != nil }
 	if o.checkpoint != "" {
@@ -116,10 +116,16 @@ func run(o *options) error {
 			conv++
 		}
 	}
-	log.Info("trained", zap.String("method", o.method), zap.Float64("lambda", res.Lambda),
+	trainTime := time.Since(trainStart)
+	fields := []zap.Field{zap.String("method", o.method), zap.Float64("lambda", res.Lambda),
 		zap.Int("iterations", maxInt(res.Opt.Iters)), zap.Int("passes", res.Opt.Evals),
 		zap.Float64s("objective", res.Primal), zap.Int("converged", conv), zap.Int("problems", len(res.Primal)),
-		zap.Duration("load", loaded), zap.Duration("train", time.Since(trainStart)), zap.String("model", o.model))
+		zap.Duration("load", loaded), zap.Duration("train", trainTime),
+		zap.Duration("train_passes", res.PassTime), zap.Duration("train_method", trainTime-res.PassTime)}
+	if correct, err := backend.Correct(res.Obj.Point(res.Model.W)); err == nil {
+		fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(res.Obj.Rows)))
+	}
+	log.Info("trained", append(fields, zap.String("model", o.model))...)
 	if conv < len(res.Primal) {
 		log.Warn("stopped at -max-iter before reaching -e; the model is the best point seen", zap.Int("max_iter", o.maxIter))
 	}

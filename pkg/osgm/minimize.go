@@ -51,6 +51,7 @@ type Record struct {
 	Evals     int // data passes so far, shared by all problems
 	F         float64
 	GradNorm  float64
+	GradTol   float64 // the problem's stopping threshold on GradNorm
 	Accepted  bool
 	Elapsed   time.Duration
 	Converged bool
@@ -231,7 +232,7 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 					active--
 				}
 				if s.Trace != nil {
-					s.Trace(Record{Problem: k, Iter: res.Iters[k], Evals: res.Evals, F: fb, GradNorm: gn,
+					s.Trace(Record{Problem: k, Iter: res.Iters[k], Evals: res.Evals, F: fb, GradNorm: gn, GradTol: s.GradTol[k],
 						Accepted: st.Accepted, Elapsed: now().Sub(start), Converged: res.Converged[k]})
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
@@ -49,6 +50,9 @@ type Result struct {
 	// number its -s 2 solver minimises.
 	Primal []float64
 	Obj    *shard.Objective
+	// PassTime is the time spent in passes over the data; the rest of the
+	// training time is the method's own arithmetic on the coordinator.
+	PassTime time.Duration
 }
 
 // Summarize merges the shards' descriptions in shard order.
@@ -146,8 +150,14 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	for k := range probs {
 		probs[k] = prob
 	}
-	settings := osgm.Settings{Method: cfg.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol, Trace: cfg.Trace,
+	settings := osgm.Settings{Method: cfg.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol,
 		CheckpointEvery: cfg.CheckpointEvery, Interrupt: cfg.Interrupt}
+	if cfg.Trace != nil {
+		settings.Trace = func(r osgm.Record) {
+			r.F /= lambda // report LIBLINEAR's objective, as the log and model do
+			cfg.Trace(r)
+		}
+	}
 	if cfg.Save != nil {
 		settings.Checkpoint = func(s *osgm.Snapshot) error {
 			// The pass at zero counts among the passes; the snapshot keeps
@@ -166,7 +176,8 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	default:
 		settings.F0, settings.G0 = f0, g0
 	}
-	res, err := osgm.Minimize(obj, x0, probs, settings)
+	timed := &timedObjective{Objective: obj}
+	res, err := osgm.Minimize(timed, x0, probs, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +190,26 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	for k := range primal {
 		primal[k] = res.F[k] / lambda
 	}
-	return &Result{Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj}, nil
+	return &Result{Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent}, nil
+}
+
+// timedObjective measures the time spent in passes over the data (on
+// workers and on the bus), as opposed to the method's own arithmetic.
+type timedObjective struct {
+	*shard.Objective
+	spent time.Duration
+}
+
+func (t *timedObjective) Eval(x [][]float64, f []float64, g [][]float64) error {
+	start := time.Now()
+	defer func() { t.spent += time.Since(start) }()
+	return t.Objective.Eval(x, f, g)
+}
+
+func (t *timedObjective) HessVec(x, v, hv [][]float64) error {
+	start := time.Now()
+	defer func() { t.spent += time.Since(start) }()
+	return t.Objective.HessVec(x, v, hv)
 }
 
 func countOf(sum shard.Summary, label float64) int {

@@ -29,6 +29,10 @@ type ClusterConfig struct {
 	Log         *zap.Logger
 }
 
+// maxResends bounds the broadcasts of one round that bring nothing back
+// while workers are alive.
+const maxResends = 20
+
 // Cluster is a shard.Backend whose shards live on workers reached over
 // NATS. It assigns shards, notices workers that die or join, and moves
 // shards so that every round completes; results are added in shard order,
@@ -158,6 +162,9 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	c.subs = []*nats.Subscription{up, hb}
 	return c, nil
 }
+
+// Live is the number of workers currently alive.
+func (c *Cluster) Live() int { return len(c.live()) }
 
 // SetSource says where workers find the data; call before Load.
 func (c *Cluster) SetSource(s Source) { c.cfg.Source = s }
@@ -507,6 +514,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lastProgress := time.Now()
+	resends := 0
 	for left > 0 {
 		select {
 		case hb := <-c.hbs:
@@ -517,7 +525,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 				return err
 			}
 			if left < before {
-				lastProgress = time.Now()
+				lastProgress, resends = time.Now(), 0
 			}
 		case <-tick.C:
 			owners := slices.Clone(c.owner)
@@ -526,6 +534,13 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 				lastProgress = time.Now() // moved shards are loading
 			}
 			if time.Since(lastProgress) > c.cfg.ResendAfter {
+				resends++
+				if resends > maxResends && len(c.live()) > 0 {
+					// Workers are alive but nothing comes back: they are
+					// refusing the point. Waiting longer will not help.
+					return fmt.Errorf("round %d: no results after %d broadcasts to %d live workers (see their logs)",
+						c.round, resends, len(c.live()))
+				}
 				var missing []int
 				for s, ok := range got {
 					if !ok {

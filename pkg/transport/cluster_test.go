@@ -166,6 +166,18 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 			t.Fatalf("weight %d differs from the model trained without a bus", j)
 		}
 	}
+	// Counting correct predictions is a round of its own kind.
+	correct, err := c.Correct(res.Obj.Point(res.Model.W))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := shard.Stat(path)
+	shards, _ := shard.Load(path, shard.Layout(info.Size, 5), 1)
+	local := shard.NewLocal(shards, 1)
+	local.SetClasses(shard.LabelOrder(train.Summarize(local.Meta()).Labels))
+	if want, _ := local.Correct(res.Obj.Point(res.Model.W)); correct != want || correct == 0 {
+		t.Fatalf("cluster counts %d correct, in-process %d", correct, want)
+	}
 	dropped := c.Dropped()
 	for _, reason := range []string{ErrShort.Error(), ErrChecksum.Error(), ErrVersion.Error(), ErrChunk.Error(),
 		"wrong job id", "stale round", "shard id out of range"} {
