@@ -32,15 +32,16 @@ func (c *checkpoints) save(cp *train.Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(c.path, b); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", c.path, err)
-	}
+	// The remote copy first: once the local file exists, so does a copy
+	// at least as new on the bus, for a coordinator on another host.
 	if c.nc != nil {
 		if err := c.putRemote(b); err != nil {
-			// The local copy is written; a missing remote copy only
-			// matters if this host is lost too.
+			// A missing remote copy only matters if this host is lost too.
 			c.log.Warn("checkpoint not copied to the object store", zap.Error(err))
 		}
+	}
+	if err := writeAtomic(c.path, b); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", c.path, err)
 	}
 	c.log.Debug("checkpoint written", zap.String("path", c.path), zap.Int("bytes", len(b)), zap.Int("passes", cp.Opt.Evals))
 	return nil

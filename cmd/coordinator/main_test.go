@@ -28,7 +28,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-e", "0", "data"}, "-e must be positive"},
 		{[]string{"-max-iter", "0", "data"}, "-max-iter must be at least 1"},
 		{[]string{"-workers", "0", "data"}, "-workers must be at least 1"},
-		{[]string{"-method", "newton", "data"}, "unknown method"},
+		{[]string{"-method", "simplex", "data"}, "unknown method"},
 		{[]string{"-local", "-nats", "nats://x:4222", "data"}, "drop -nats"},
 		{[]string{"-local", "-objstore", "data"}, "drop -local"},
 		{[]string{"-shards", "-2", "data"}, "-shards must be"},
