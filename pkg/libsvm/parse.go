@@ -22,7 +22,16 @@ type Row struct {
 	Label float64
 	Index []uint32
 	Value []float64
+	// Decimals is the most digits after the decimal point any value of
+	// the row was written with (1e-3 counts 3, 2e3 counts -3), or
+	// NotDecimal when a value was not a short decimal. Storage uses it to
+	// keep values as exact scaled integers.
+	Decimals int
 }
+
+// NotDecimal marks a row with a value that is not a decimal of at most 15
+// significant digits.
+const NotDecimal = 1 << 10
 
 // ParseLine parses one line of LIBSVM text (without its line end) into row.
 // It reports ok=false for lines with no data (blank or comment only).
@@ -30,6 +39,7 @@ type Row struct {
 func ParseLine(line []byte, row *Row) (ok bool, err error) {
 	row.Index = row.Index[:0]
 	row.Value = row.Value[:0]
+	row.Decimals = -NotDecimal
 	// A comment runs to the end of the line.
 	for i, c := range line {
 		if c == '#' {
@@ -42,7 +52,7 @@ func ParseLine(line []byte, row *Row) (ok bool, err error) {
 		return false, nil
 	}
 	end := tokenEnd(line, p)
-	lab, err := parseNumber(line[p:end])
+	lab, _, err := parseNumber(line[p:end])
 	if err != nil {
 		return false, fmt.Errorf("label: %w", err)
 	}
@@ -82,10 +92,11 @@ func ParseLine(line []byte, row *Row) (ok bool, err error) {
 		if len(valTok) == 0 {
 			return false, fmt.Errorf("index %d has no value", idx)
 		}
-		v, err := parseNumber(valTok)
+		v, dec, err := parseNumber(valTok)
 		if err != nil {
 			return false, fmt.Errorf("index %d: %w", idx, err)
 		}
+		row.Decimals = max(row.Decimals, dec)
 		row.Index = append(row.Index, uint32(idx))
 		row.Value = append(row.Value, v)
 	}
@@ -143,28 +154,28 @@ var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 // path, which is exact: the mantissa and the power of ten are both exactly
 // representable, so one IEEE multiplication or division rounds correctly.
 // Everything else goes to strconv, which is correct for all inputs.
-func parseNumber(b []byte) (float64, error) {
-	if v, ok := fastFloat(b); ok {
-		return v, nil
+func parseNumber(b []byte) (float64, int, error) {
+	if v, dec, ok := fastFloat(b); ok {
+		return v, dec, nil
 	}
 	v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(b), len(b)), 64)
 	if err != nil {
 		var ne *strconv.NumError
 		if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
-			return 0, fmt.Errorf("%q is out of the range of float64", b)
+			return 0, 0, fmt.Errorf("%q is out of the range of float64", b)
 		}
-		return 0, fmt.Errorf("%q is not a number", b)
+		return 0, 0, fmt.Errorf("%q is not a number", b)
 	}
 	if math.IsNaN(v) {
-		return 0, errors.New("value is NaN")
+		return 0, 0, errors.New("value is NaN")
 	}
 	if math.IsInf(v, 0) {
-		return 0, errors.New("value is infinite")
+		return 0, 0, errors.New("value is infinite")
 	}
-	return v, nil
+	return v, NotDecimal, nil
 }
 
-func fastFloat(b []byte) (float64, bool) {
+func fastFloat(b []byte) (float64, int, bool) {
 	i, neg := 0, false
 	if i < len(b) && (b[i] == '+' || b[i] == '-') {
 		neg = b[i] == '-'
@@ -193,7 +204,7 @@ func fastFloat(b []byte) (float64, bool) {
 		}
 	}
 	if !any || digits > 15 {
-		return 0, false
+		return 0, 0, false
 	}
 	exp := -frac
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
@@ -204,7 +215,7 @@ func fastFloat(b []byte) (float64, bool) {
 			i++
 		}
 		if i == len(b) {
-			return 0, false
+			return 0, 0, false
 		}
 		e := 0
 		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
@@ -218,7 +229,7 @@ func fastFloat(b []byte) (float64, bool) {
 		exp += e
 	}
 	if i != len(b) {
-		return 0, false
+		return 0, 0, false
 	}
 	f := float64(mant)
 	switch {
@@ -228,10 +239,10 @@ func fastFloat(b []byte) (float64, bool) {
 	case exp < 0 && exp >= -22:
 		f /= pow10[-exp]
 	default:
-		return 0, false
+		return 0, 0, false
 	}
 	if neg {
 		f = -f
 	}
-	return f, true
+	return f, -exp, true
 }

@@ -116,7 +116,7 @@ func TestFastFloatExact(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c, err)
 		}
-		got, err := parseNumber([]byte(c))
+		got, _, err := parseNumber([]byte(c))
 		if err != nil {
 			t.Fatalf("%s: %v", c, err)
 		}

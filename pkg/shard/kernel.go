@@ -84,9 +84,11 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 		case Ones:
 			loss, gb = evalOnes(s.RowPtr, s.Idx, s.Class, wl, out.Grad, p.Bias, wb)
 		case Float32:
-			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val32, s.Class, wl, out.Grad, p.Bias, wb)
+			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val32, 1, s.Class, wl, out.Grad, p.Bias, wb)
+		case Decimal:
+			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Mant, s.Scale, s.Class, wl, out.Grad, p.Bias, wb)
 		default:
-			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val64, s.Class, wl, out.Grad, p.Bias, wb)
+			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val64, 1, s.Class, wl, out.Grad, p.Bias, wb)
 		}
 		out.Loss[0], out.BiasGrad[0] = loss, gb
 		return
@@ -97,9 +99,11 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 	case Ones:
 		evalMultiOnes(s, p, wl, sc, out)
 	case Float32:
-		evalMulti(s, s.Val32, p, wl, sc, out)
+		evalMulti(s, s.Val32, 1, p, wl, sc, out)
+	case Decimal:
+		evalMulti(s, s.Mant, s.Scale, p, wl, sc, out)
 	default:
-		evalMulti(s, s.Val64, p, wl, sc, out)
+		evalMulti(s, s.Val64, 1, p, wl, sc, out)
 	}
 }
 
@@ -133,13 +137,16 @@ func evalOnes(rowPtr, idx []uint32, class []int32, wl, gl []float64, bias, wb fl
 	return loss, gb
 }
 
-func evalBinary[V float32 | float64](rowPtr, idx []uint32, val []V, class []int32, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+// evalBinary's values are val/scale: the scale (a power of ten for
+// decimal storage, else 1) is applied once to the row's sum and once to
+// its gradient coefficient.
+func evalBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scale float64, class []int32, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	hasBias := bias >= 0
 	class = class[:len(rowPtr)-1]
 	for i := range class {
 		a, b := rowPtr[i], rowPtr[i+1]
 		row, v := idx[a:b], val[a:b]
-		z := dot(wl, row, v)
+		z := dot(wl, row, v) / scale
 		if hasBias {
 			z += bias * wb
 		}
@@ -147,7 +154,7 @@ func evalBinary[V float32 | float64](rowPtr, idx []uint32, val []V, class []int3
 		if d := 1 - y*z; d > 0 {
 			loss += d * d
 			c := -2 * y * d
-			axpy(gl, row, v, c)
+			axpy(gl, row, v, c/scale)
 			if hasBias {
 				gb += c * bias
 			}
@@ -176,7 +183,7 @@ func margins(class int32, z, coef, loss []float64) (active bool) {
 	return active
 }
 
-func evalMulti[V float32 | float64](s *Shard, val []V, p *Point, wl []float64, sc *Scratch, out *Partial) {
+func evalMulti[V float32 | float64 | int32](s *Shard, val []V, scale float64, p *Point, wl []float64, sc *Scratch, out *Partial) {
 	K := p.K()
 	z, coef, gl := sc.z, sc.coef, out.Grad
 	for i := 0; i < s.Rows(); i++ {
@@ -192,9 +199,16 @@ func evalMulti[V float32 | float64](s *Shard, val []V, p *Point, wl []float64, s
 				z[k] += x * w[k]
 			}
 		}
+		for k := range z {
+			z[k] /= scale
+		}
 		addBias(p, z)
 		if !margins(s.Class[i], z, coef, out.Loss) {
 			continue
+		}
+		addBiasGrad(p, coef, out.BiasGrad)
+		for k := range coef {
+			coef[k] /= scale
 		}
 		for q, j := range row {
 			x := float64(v[q])
@@ -203,7 +217,6 @@ func evalMulti[V float32 | float64](s *Shard, val []V, p *Point, wl []float64, s
 				g[k] += coef[k] * x
 			}
 		}
-		addBiasGrad(p, coef, out.BiasGrad)
 	}
 }
 
@@ -265,9 +278,11 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		case Ones:
 			gb = hessVecOnes(s.RowPtr, s.Idx, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		case Float32:
-			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val32, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val32, 1, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+		case Decimal:
+			gb = hessVecBinary(s.RowPtr, s.Idx, s.Mant, s.Scale, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		default:
-			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val64, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val64, 1, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		}
 		out.BiasGrad[0] = gb
 		return
@@ -333,17 +348,17 @@ func hessVecOnes(rowPtr, idx []uint32, class []int32, wl, vl, hl []float64, bias
 	return hb
 }
 
-func hessVecBinary[V float32 | float64](rowPtr, idx []uint32, val []V, class []int32, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+func hessVecBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scale float64, class []int32, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
 	zb, tb := biasTerms(bias, wb, vb)
 	class = class[:len(rowPtr)-1]
 	for i := range class {
 		a, b := rowPtr[i], rowPtr[i+1]
 		row, v := idx[a:b], val[a:b]
-		if 1-classSign(class[i])*(dot(wl, row, v)+zb) <= 0 {
+		if 1-classSign(class[i])*(dot(wl, row, v)/scale+zb) <= 0 {
 			continue
 		}
-		t := dot(vl, row, v) + tb
-		axpy(hl, row, v, t)
+		t := dot(vl, row, v)/scale + tb
+		axpy(hl, row, v, t/scale)
 		if bias >= 0 {
 			hb += t * bias
 		}

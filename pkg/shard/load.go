@@ -175,7 +175,7 @@ func loadPlainRange(path string, r Range) (*Shard, error) {
 			return nil, &libsvm.ParseError{File: path, Line: lineAt(path, at), Err: err}
 		}
 		if ok {
-			b.add(row.Label, row.Index, row.Value)
+			b.add(row.Label, row.Index, row.Value, row.Decimals)
 		}
 	}
 	return b.build(), nil
@@ -228,7 +228,7 @@ func loadStream(r io.Reader, path string, ranges []Range) ([]*Shard, error) {
 				return nil, &libsvm.ParseError{File: path, Line: rd.Line(), Err: err}
 			}
 			if ok {
-				b.add(row.Label, row.Index, row.Value)
+				b.add(row.Label, row.Index, row.Value, row.Decimals)
 			}
 		}
 		out[i] = b.build()
@@ -251,7 +251,7 @@ func Read(r io.Reader, name string, id int) (*Shard, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.add(row.Label, row.Index, row.Value)
+		b.add(row.Label, row.Index, row.Value, row.Decimals)
 	}
 }
 

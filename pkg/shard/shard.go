@@ -8,8 +8,11 @@
 package shard
 
 import (
+	"math"
 	"slices"
 	"sort"
+
+	"github.com/osgm-svm/osgm/pkg/libsvm"
 )
 
 // Values says how a shard stores its nonzero values. Storage is chosen per
@@ -19,10 +22,14 @@ type Values uint8
 const (
 	Ones    Values = iota // every value is 1: nothing stored
 	Float32               // every value is exactly a float32
+	Decimal               // every value is m / 10^E with m an int32: Mant, Scale
 	Float64
 )
 
-func (v Values) String() string { return [...]string{"ones", "float32", "float64"}[v] }
+func (v Values) String() string { return [...]string{"ones", "float32", "decimal", "float64"}[v] }
+
+// pow10 holds the powers of ten a float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 
 // Shard is a compact CSR matrix of one range of rows. Column ids are local:
 // Cols maps them to global zero-based feature indices, so the evaluation
@@ -33,6 +40,12 @@ type Shard struct {
 	Idx    []uint32 // local column ids
 	Val32  []float32
 	Val64  []float64
+	// Mant and Scale hold decimal values exactly: value q is Mant[q]/Scale,
+	// Scale a power of ten. LIBSVM files write values as short decimals
+	// (0.102121), which float32 cannot hold and float64 holds at twice the
+	// size; the kernels apply Scale once per row, not per value.
+	Mant  []int32
+	Scale float64
 	Values Values
 	Cols   []uint32 // local -> global feature index (0-based), increasing
 
@@ -58,7 +71,7 @@ func (s *Shard) NNZ() int { return len(s.Idx) }
 
 // Bytes is the memory held by the matrix, labels and column map.
 func (s *Shard) Bytes() int {
-	return 4*len(s.RowPtr) + 4*len(s.Idx) + 4*len(s.Val32) + 8*len(s.Val64) +
+	return 4*len(s.RowPtr) + 4*len(s.Idx) + 4*len(s.Val32) + 8*len(s.Val64) + 4*len(s.Mant) +
 		4*len(s.Cols) + 8*len(s.ColSq) + 4*len(s.LabelOf) + 4*len(s.Class)
 }
 
@@ -73,13 +86,17 @@ type builder struct {
 	counts  []int
 	lastLab float64
 	lastPos int32
+	// decimals is the most digits after the point of any value so far
+	// (libsvm.NotDecimal when some value is not a short decimal).
+	decimals int
 }
 
 func newBuilder(id int) *builder {
-	return &builder{id: id, rowPtr: []uint32{0}, lastPos: -1}
+	return &builder{id: id, rowPtr: []uint32{0}, lastPos: -1, decimals: -libsvm.NotDecimal}
 }
 
-func (b *builder) add(label float64, index []uint32, value []float64) {
+func (b *builder) add(label float64, index []uint32, value []float64, decimals int) {
+	b.decimals = max(b.decimals, decimals)
 	pos := b.lastPos
 	if pos < 0 || label != b.lastLab {
 		pos = -1
@@ -171,10 +188,36 @@ func (b *builder) build() *Shard {
 			s.Val32[q] = float32(v)
 		}
 	default:
+		if mant, scale, ok := decimalForm(b.val, b.decimals); ok {
+			s.Values, s.Mant, s.Scale = Decimal, mant, scale
+			break
+		}
 		s.Values = Float64
 		s.Val64 = slices.Clone(b.val)
 	}
 	return s
+}
+
+// decimalForm writes every value as m/10^E with m an int32, E the most
+// decimals any value was written with, when each is exactly that
+// (checked, not assumed).
+func decimalForm(val []float64, decimals int) ([]int32, float64, bool) {
+	if decimals < 0 {
+		decimals = 0
+	}
+	if decimals >= len(pow10) {
+		return nil, 0, false
+	}
+	scale := pow10[decimals]
+	mant := make([]int32, len(val))
+	for q, v := range val {
+		m := math.Round(v * scale)
+		if math.Abs(m) >= 1<<31 || float64(int32(m))/scale != v {
+			return nil, 0, false
+		}
+		mant[q] = int32(m)
+	}
+	return mant, scale, true
 }
 
 // SetClasses maps each row's label to its class: the position of the label
@@ -202,6 +245,8 @@ func (s *Shard) rowValue(q int) float64 {
 	switch s.Values {
 	case Float32:
 		return float64(s.Val32[q])
+	case Decimal:
+		return float64(s.Mant[q]) / s.Scale
 	case Float64:
 		return s.Val64[q]
 	}

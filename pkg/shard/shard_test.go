@@ -43,11 +43,17 @@ func randomData(rng *rand.Rand, m, n, classes int, values string) dataset {
 				v = 1
 			case "f32":
 				v = float64(float32(rng.NormFloat64()))
+			case "dec": // short decimals, as LIBSVM files have them
+				v = math.Round(rng.NormFloat64()*1e6) / 1e6
 			default:
 				v = rng.NormFloat64()
 			}
 			row[j] = v
-			fmt.Fprintf(&b, " %d:%s", j+1, strconv.FormatFloat(v, 'g', -1, 64))
+			if values == "dec" {
+				fmt.Fprintf(&b, " %d:%s", j+1, strconv.FormatFloat(v, 'f', -1, 64))
+			} else {
+				fmt.Fprintf(&b, " %d:%s", j+1, strconv.FormatFloat(v, 'g', -1, 64))
+			}
 		}
 		if i%7 == 3 {
 			b.WriteString(" # comment")
@@ -124,7 +130,7 @@ func (d dataset) reference(order []float64, x [][]float64, features int, lambda,
 }
 
 func TestKernelMatchesDenseReference(t *testing.T) {
-	for _, values := range []string{"ones", "f32", "f64"} {
+	for _, values := range []string{"ones", "f32", "dec", "f64"} {
 		for _, classes := range []int{2, 4} {
 			for _, bias := range []float64{-1, 1.5} {
 				name := fmt.Sprintf("%s/classes=%d/bias=%v", values, classes, bias)
@@ -132,7 +138,7 @@ func TestKernelMatchesDenseReference(t *testing.T) {
 					rng := rand.New(rand.NewPCG(1, uint64(classes)))
 					d := randomData(rng, 300, 12, classes, values)
 					obj := objectiveFor(t, writeFile(t, d.text), 5, 3, 0.01, bias)
-					want := map[string]Values{"ones": Ones, "f32": Float32, "f64": Float64}[values]
+					want := map[string]Values{"ones": Ones, "f32": Float32, "dec": Decimal, "f64": Float64}[values]
 					for _, s := range obj.Backend.(*Local).Shards {
 						if s.Rows() > 0 && s.Values != want {
 							t.Fatalf("shard %d stores %v, want %v", s.ID, s.Values, want)

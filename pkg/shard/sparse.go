@@ -30,7 +30,7 @@ func dotOnes(w []float64, idx []uint32) float64 {
 }
 
 // dot is sum_q val[q] w[idx[q]]; len(val) == len(idx).
-func dot[V float32 | float64](w []float64, idx []uint32, val []V) float64 {
+func dot[V float32 | float64 | int32](w []float64, idx []uint32, val []V) float64 {
 	p := unsafe.Pointer(unsafe.SliceData(w))
 	val = val[:len(idx)]
 	var s0, s1, s2, s3 float64
@@ -58,7 +58,7 @@ func addOnes(g []float64, idx []uint32, c float64) {
 }
 
 // axpy is g[idx[q]] += c val[q].
-func axpy[V float32 | float64](g []float64, idx []uint32, val []V, c float64) {
+func axpy[V float32 | float64 | int32](g []float64, idx []uint32, val []V, c float64) {
 	p := unsafe.Pointer(unsafe.SliceData(g))
 	val = val[:len(idx)]
 	for q, j := range idx {
