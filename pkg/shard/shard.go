@@ -44,8 +44,8 @@ type Shard struct {
 	// Scale a power of ten. LIBSVM files write values as short decimals
 	// (0.102121), which float32 cannot hold and float64 holds at twice the
 	// size; the kernels apply Scale once per row, not per value.
-	Mant  []int32
-	Scale float64
+	Mant   []int32
+	Scale  float64
 	Values Values
 	Cols   []uint32 // local -> global feature index (0-based), increasing
 
