@@ -98,3 +98,11 @@ func (l *Local) Correct(p *Point) (int, error) {
 	wg.Wait()
 	return int(total.Load()), nil
 }
+
+// DropColumnStats frees the per-column sums of squares once the objective
+// has its diagonal.
+func (l *Local) DropColumnStats() {
+	for _, s := range l.Shards {
+		s.ColSq = nil
+	}
+}

@@ -57,9 +57,11 @@ type Objective struct {
 	Lambda   float64
 	Bias     float64 // < 0: no bias feature
 
-	cols [][]uint32
-	sum  Sum
-	red  *Reducer
+	cols   [][]uint32
+	sum    Sum
+	red    *Reducer
+	diag   []float64
+	normSq float64
 }
 
 // NewObjective binds a backend to the problem's constants.
@@ -72,6 +74,15 @@ func NewObjective(b Backend, features int, lambda, bias float64) *Objective {
 	o.red = NewReducer(len(o.cols), Groups(o.cols))
 	if r, ok := b.(interface{ Release(*Partial) }); ok {
 		o.red.Release = r.Release
+	}
+	// The per-column sums of squares serve the diagonal only: keep that,
+	// and let the backend free them (as much memory as the column maps).
+	o.diag = o.computeDiag()
+	for _, m := range b.Meta() {
+		o.normSq += m.NormSq
+	}
+	if d, ok := b.(interface{ DropColumnStats() }); ok {
+		d.DropColumnStats()
 	}
 	return o
 }
@@ -177,7 +188,9 @@ func (o *Objective) HessVec(x, v, hv [][]float64) error {
 
 // Diag is the diagonal of the Hessian at x = 0, where every row is active:
 // lambda + (2/m) sum_i a_ij^2. OSGM can start its scaling from it.
-func (o *Objective) Diag() []float64 {
+func (o *Objective) Diag() []float64 { return append([]float64(nil), o.diag...) }
+
+func (o *Objective) computeDiag() []float64 {
 	d := make([]float64, o.Dim())
 	for _, m := range o.Backend.Meta() {
 		for l, j := range m.Cols {
@@ -197,10 +210,7 @@ func (o *Objective) Diag() []float64 {
 // LipschitzBound is (2/m) sum_i ||a_i||^2 + lambda, the trace of the Hessian
 // at zero: cheap and always at least the true constant.
 func (o *Objective) LipschitzBound() float64 {
-	s := 0.0
-	for _, m := range o.Backend.Meta() {
-		s += m.NormSq
-	}
+	s := o.normSq
 	if o.Bias >= 0 {
 		s += float64(o.Rows) * o.Bias * o.Bias
 	}

@@ -113,6 +113,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("largest feature index %d with %d problem(s) needs about %s for the model and the optimiser's state; only %s is available",
 			features, K, human(need), human(cfg.MaxBytes))
 	}
+	dataFP, flagsFP := DataFingerprint(b.Meta()), FlagsFingerprint(cfg)
 	obj := shard.NewObjective(b, features, lambda, cfg.Bias)
 	dim := obj.Dim()
 
@@ -123,7 +124,6 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		zero[k] = make([]float64, dim)
 		g0[k] = make([]float64, dim)
 	}
-	dataFP, flagsFP := DataFingerprint(b.Meta()), FlagsFingerprint(cfg)
 	g0norm := make([]float64, K)
 	if cfg.Resume != nil {
 		if err := cfg.Resume.check(dataFP, flagsFP); err != nil {

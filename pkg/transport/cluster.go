@@ -458,6 +458,14 @@ func sameMeta(a, b *shard.Meta) bool {
 
 func (c *Cluster) Meta() []shard.Meta { return c.metas }
 
+// DropColumnStats frees the shards' per-column sums of squares, needed
+// only for the objective's diagonal.
+func (c *Cluster) DropColumnStats() {
+	for i := range c.metas {
+		c.metas[i].ColSq = nil
+	}
+}
+
 func (c *Cluster) SetClasses(order []float64) error {
 	c.order = slices.Clone(order)
 	return nil

@@ -310,6 +310,7 @@ func (w *Worker) finishLoad(r loadResult) {
 		fresh = append(fresh, s)
 		meta := shard.MetaOf(s)
 		w.publishUp(KindMeta, 0, uint32(s.ID), EncodeMeta(w.ID, &meta))
+		s.ColSq = nil // sent; only the coordinator's diagonal needs it
 	}
 	w.rebuildLocal()
 	w.publishState()
