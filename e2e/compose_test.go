@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -102,22 +103,9 @@ func TestComposeCommands(t *testing.T) {
 		} else {
 			argv = argv[1:]
 		}
-		p := &proc{done: make(chan struct{})}
-		p.cmd = cmdWithEnv(filepath.Join(bin, name), argv, "COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret",
-			"NATS_PASSWORD="+password, "OSGM_LOG_FORMAT=json")
-		p.cmd.Stdout, p.cmd.Stderr = p, p
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { p.err = p.cmd.Wait(); close(p.done) }()
-		t.Cleanup(func() {
-			p.cmd.Process.Kill()
-			<-p.done
-			if t.Failed() {
-				t.Logf("%s output:\n%s", service, tail(p.output(), 3000))
-			}
-		})
-		return p
+		cmd := exec.Command(filepath.Join(bin, name), argv...)
+		cmd.Env = []string{"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret", "NATS_PASSWORD=" + password}
+		return launch(t, cmd, service)
 	}
 	run("nats", "")
 	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })

@@ -61,11 +61,19 @@ func (p *proc) output() string {
 	return p.out.String()
 }
 
+// start runs one of the built binaries with JSON logs.
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(filepath.Join(bin, name), args...), done: make(chan struct{})}
+	return launch(t, exec.Command(filepath.Join(bin, name), args...), fmt.Sprint(name, " ", args))
+}
+
+// launch starts cmd, keeps its output, and kills it when the test ends,
+// showing the output if the test failed.
+func launch(t *testing.T, cmd *exec.Cmd, label string) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p, p
-	p.cmd.Env = append(os.Environ(), "OSGM_LOG_FORMAT=json")
+	p.cmd.Env = append(append(os.Environ(), p.cmd.Env...), "OSGM_LOG_FORMAT=json")
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +82,7 @@ func start(t *testing.T, name string, args ...string) *proc {
 		p.cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			t.Logf("%s %v output:\n%s", name, args, tail(p.output(), 4000))
+			t.Logf("%s output:\n%s", label, tail(p.output(), 4000))
 		}
 	})
 	return p
@@ -292,14 +300,7 @@ func TestObjectStore(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		script := fmt.Sprintf("mount -t tmpfs none %s && test ! -e %s && exec %s -nats %s -name blind%d -parallel 1",
 			dir, data, filepath.Join(bin, "worker"), url, i)
-		p := &proc{cmd: exec.Command("unshare", "-m", "sh", "-c", script), done: make(chan struct{})}
-		p.cmd.Stdout, p.cmd.Stderr = p, p
-		p.cmd.Env = append(os.Environ(), "OSGM_LOG_FORMAT=json")
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { p.err = p.cmd.Wait(); close(p.done) }()
-		t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done })
+		launch(t, exec.Command("unshare", "-m", "sh", "-c", script), "blind worker")
 	}
 	args := []string{"-e", "1e-4", "-shards", "4"}
 	got := train(t, data, append(args, "-nats", url, "-min-workers", "2", "-objstore")...)
@@ -315,12 +316,6 @@ func dial(port int) bool {
 		c.Close()
 	}
 	return err == nil
-}
-
-func cmdWithEnv(path string, args []string, env ...string) *exec.Cmd {
-	cmd := exec.Command(path, args...)
-	cmd.Env = append(os.Environ(), env...)
-	return cmd
 }
 
 func fileSize(path string) int64 {
