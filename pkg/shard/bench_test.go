@@ -25,14 +25,7 @@ func BenchmarkEval(b *testing.B) {
 	}
 	for _, path := range files {
 		b.Run(filepath.Base(path), func(b *testing.B) {
-			info, err := Stat(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			shards, err := Load(path, Layout(info.Size, 0), 2)
-			if err != nil {
-				b.Fatal(err)
-			}
+			shards, _ := loadBench(b, path)
 			var sum Summary
 			nnz := 0
 			for _, s := range shards {
@@ -74,18 +67,25 @@ func BenchmarkLoad(b *testing.B) {
 	}
 	for _, path := range files {
 		b.Run(filepath.Base(path), func(b *testing.B) {
-			info, err := Stat(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(info.Size)
 			for i := 0; i < b.N; i++ {
-				if _, err := Load(path, Layout(info.Size, 0), 2); err != nil {
-					b.Fatal(err)
-				}
+				_, size := loadBench(b, path)
+				b.SetBytes(size)
 			}
 		})
 	}
+}
+
+// loadBench loads a file into its default shards.
+func loadBench(b *testing.B, path string) ([]*Shard, int64) {
+	info, err := Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	shards, err := Load(path, Layout(info.Size, 0), 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return shards, info.Size
 }
 
 // generated writes a 20 MB random real-valued file once per run.

@@ -110,19 +110,12 @@ func Load(path string, ranges []Range, parallel int) ([]*Shard, error) {
 	}
 	close(next)
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, firstErr(errs)
-	}
-	return out, nil
-}
-
-func firstErr(errs []error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
+	for _, err := range errs { // the first error in file order
+		if err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // loadPlainRange seeks to the range and reads the lines that start in it.

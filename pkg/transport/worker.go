@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -498,13 +499,5 @@ func (c *counter) add(err error, kind Kind) {
 func (c *counter) Dropped() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps(c.counts)
-}
-
-func maps(m map[string]int) map[string]int {
-	out := make(map[string]int, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.counts)
 }
