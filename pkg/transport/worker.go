@@ -499,5 +499,9 @@ func (c *counter) add(err error, kind Kind) {
 func (c *counter) Dropped() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps.Clone(c.counts)
+	out := maps.Clone(c.counts)
+	if out == nil {
+		out = map[string]int{}
+	}
+	return out
 }
