@@ -48,6 +48,8 @@ type options struct {
 	checkpoint   string
 	ckptEvery    int
 	resume       bool
+	plot         string
+	compare      []string
 }
 
 func parse(args []string) (*options, error) {
@@ -72,6 +74,8 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL (default: embedded server)")
 	fs.IntVar(&o.minWorkers, "min-workers", 1, "with -nats: wait for this many workers")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
+	fs.StringVar(&o.plot, "plot", "", "draw the convergence curve (or, with -compare, every method's) to this .png or .svg file")
+	compare := fs.String("compare", "", "run these methods on the same shards (comma-separated) and print and plot their comparison")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the optimiser's state to this file (atomically) every -checkpoint-every passes and on SIGINT/SIGTERM")
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 50, "passes between checkpoints")
 	fs.BoolVar(&o.resume, "resume", false, "continue from -checkpoint (refused if made for other data or flags)")
@@ -126,6 +130,18 @@ func parse(args []string) (*options, error) {
 	}
 	if o.local && o.objectStore {
 		return nil, errors.New("-objstore needs workers; drop -local")
+	}
+	if *compare != "" {
+		var err error
+		if o.compare, err = methodList(*compare); err != nil {
+			return nil, err
+		}
+		if o.checkpoint != "" {
+			return nil, errors.New("-compare runs several methods; it does not take -checkpoint")
+		}
+	}
+	if o.plot != "" && !strings.HasSuffix(o.plot, ".png") && !strings.HasSuffix(o.plot, ".svg") {
+		return nil, errors.New("-plot needs a .png or .svg file name")
 	}
 	if o.resume && o.checkpoint == "" {
 		return nil, errors.New("-resume needs -checkpoint FILE")

@@ -160,3 +160,61 @@ func TestRunReportsBadInput(t *testing.T) {
 }
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// TestCompare runs several methods on the same shards: the table names
+// each, the plot decodes, and the model written is the best one.
+func TestCompare(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "train")
+	var b strings.Builder
+	for i := 0; i < 300; i++ {
+		lab := "+1"
+		if i%3 == 0 {
+			lab = "-1"
+		}
+		b.WriteString(lab + " 1:" + ftoa(float64(i%7)/7) + " 2:" + ftoa(float64(i%3)) + "\n")
+	}
+	os.WriteFile(data, []byte(b.String()), 0o644)
+	plot := filepath.Join(dir, "c.png")
+	o, err := parse([]string{"-q", "-local", "-e", "1e-4", "-compare", "gd,hdm,lbfgs", "-plot", plot, data, filepath.Join(dir, "m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	backendOut := captureStdout(t, func() {
+		if err := run(o); err != nil {
+			t.Fatal(err)
+		}
+	})
+	out.WriteString(backendOut)
+	for _, m := range []string{"| gd |", "| hdm |", "| lbfgs |", "f* ="} {
+		if !strings.Contains(out.String(), m) {
+			t.Errorf("comparison table lacks %q:\n%s", m, out.String())
+		}
+	}
+	if st, err := os.Stat(plot); err != nil || st.Size() == 0 {
+		t.Fatalf("no plot: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "m")); err != nil {
+		t.Fatal("no model written")
+	}
+}
+
+func captureStdout(t *testing.T, fn func()) string {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	done := make(chan string)
+	go func() {
+		var b bytes.Buffer
+		b.ReadFrom(r)
+		done <- b.String()
+	}()
+	fn()
+	w.Close()
+	os.Stdout = old
+	return <-done
+}

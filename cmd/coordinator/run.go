@@ -78,7 +78,9 @@ func run(o *options) error {
 		alive = c.Live
 	}
 	prog := newProgress(log, alive)
+	single := newCurve(o.method)
 	cfg.Trace = func(r osgm.Record) {
+		single.record(r)
 		if trace != nil {
 			fmt.Fprintf(trace, "%d,%d,%d,%s,%s,%t,%.6f\n", r.Problem, r.Iter, r.Evals,
 				strconv.FormatFloat(r.F, 'g', 17, 64), strconv.FormatFloat(r.GradNorm, 'g', 17, 64), r.Accepted, r.Elapsed.Seconds())
@@ -97,7 +99,12 @@ func run(o *options) error {
 		}
 	}
 	trainStart := time.Now()
-	res, err := train.Train(backend, cfg)
+	var res *train.Result
+	if o.compare != nil {
+		res, err = compare(backend, cfg, o.compare, o.plot, os.Stdout)
+	} else {
+		res, err = train.Train(backend, cfg)
+	}
 	if errors.Is(err, osgm.ErrInterrupted) {
 		if o.checkpoint != "" {
 			return fmt.Errorf("interrupted; the state is in %s: continue with the same flags and -resume", o.checkpoint)
@@ -109,6 +116,11 @@ func run(o *options) error {
 	}
 	if err := writeModel(o.model, res.Model); err != nil {
 		return err
+	}
+	if o.plot != "" && o.compare == nil {
+		if err := plotRun(o.plot, o.method, single); err != nil {
+			return err
+		}
 	}
 	conv := 0
 	for _, c := range res.Opt.Converged {

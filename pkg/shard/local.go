@@ -13,6 +13,7 @@ type Local struct {
 
 	scratch []Scratch
 	free    sync.Pool
+	colSq   []float64
 }
 
 // NewLocal evaluates shards with parallel goroutines.
@@ -99,10 +100,14 @@ func (l *Local) Correct(p *Point) (int, error) {
 	return int(total.Load()), nil
 }
 
-// DropColumnStats frees the per-column sums of squares once the objective
-// has its diagonal.
-func (l *Local) DropColumnStats() {
-	for _, s := range l.Shards {
-		s.ColSq = nil
+// ColumnSquares sums the shards' column squares once, then frees the
+// per-shard copies.
+func (l *Local) ColumnSquares() []float64 {
+	if l.colSq == nil {
+		l.colSq = ColumnSquares(l.Meta())
+		for _, s := range l.Shards {
+			s.ColSq = nil
+		}
 	}
+	return l.colSq
 }

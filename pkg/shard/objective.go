@@ -75,17 +75,32 @@ func NewObjective(b Backend, features int, lambda, bias float64) *Objective {
 	if r, ok := b.(interface{ Release(*Partial) }); ok {
 		o.red.Release = r.Release
 	}
-	// The per-column sums of squares serve the diagonal only: keep that,
-	// and let the backend free them (as much memory as the column maps).
 	o.diag = o.computeDiag()
 	for _, m := range b.Meta() {
 		o.normSq += m.NormSq
 	}
-	if d, ok := b.(interface{ DropColumnStats() }); ok {
-		d.DropColumnStats()
-	}
 	return o
 }
+
+// ColumnSquares sums the shards' per-column sums of squares, in shard
+// order, into one vector over the features.
+func ColumnSquares(metas []Meta) []float64 {
+	n := 0
+	for _, m := range metas {
+		n = max(n, int(m.MaxIndex))
+	}
+	out := make([]float64, n)
+	for _, m := range metas {
+		for l, j := range m.Cols {
+			out[j] += m.ColSq[l]
+		}
+	}
+	return out
+}
+
+// columnSquares is a backend that keeps the summed column squares (and
+// frees the per-shard ones, as much memory as the column maps).
+type columnSquares interface{ ColumnSquares() []float64 }
 
 // Groups builds the reduction tree of shards with the given column maps.
 func Groups(cols [][]uint32) []*Group {
@@ -192,11 +207,13 @@ func (o *Objective) Diag() []float64 { return append([]float64(nil), o.diag...) 
 
 func (o *Objective) computeDiag() []float64 {
 	d := make([]float64, o.Dim())
-	for _, m := range o.Backend.Meta() {
-		for l, j := range m.Cols {
-			d[j] += m.ColSq[l]
-		}
+	var sq []float64
+	if c, ok := o.Backend.(columnSquares); ok {
+		sq = c.ColumnSquares()
+	} else {
+		sq = ColumnSquares(o.Backend.Meta())
 	}
+	copy(d[:o.Features], sq)
 	rows := float64(o.Rows)
 	for j := range d {
 		d[j] = o.Lambda + 2*d[j]/rows

@@ -57,8 +57,8 @@ func DataFingerprint(metas []shard.Meta) string {
 		for i, l := range m.Labels {
 			put(h, math.Float64bits(l), uint64(m.LabelCount[i]))
 		}
-		for i, c := range m.Cols {
-			put(h, uint64(c), math.Float64bits(m.ColSq[i]))
+		for _, c := range m.Cols {
+			put(h, uint64(c))
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))

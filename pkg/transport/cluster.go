@@ -53,6 +53,7 @@ type Cluster struct {
 	haveMet  []bool
 	order    []float64
 	round    uint64
+	colSq    []float64 // summed column squares, once the shards' are freed
 
 	bad counter
 
@@ -458,12 +459,16 @@ func sameMeta(a, b *shard.Meta) bool {
 
 func (c *Cluster) Meta() []shard.Meta { return c.metas }
 
-// DropColumnStats frees the shards' per-column sums of squares, needed
-// only for the objective's diagonal.
-func (c *Cluster) DropColumnStats() {
-	for i := range c.metas {
-		c.metas[i].ColSq = nil
+// ColumnSquares sums the shards' column squares once, then frees the
+// per-shard copies.
+func (c *Cluster) ColumnSquares() []float64 {
+	if c.colSq == nil {
+		c.colSq = shard.ColumnSquares(c.metas)
+		for i := range c.metas {
+			c.metas[i].ColSq = nil
+		}
 	}
+	return c.colSq
 }
 
 func (c *Cluster) SetClasses(order []float64) error {
