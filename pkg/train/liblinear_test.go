@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/bzip2"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,4 +200,21 @@ func TestMatchesLIBLINEAR(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWarmStart: starting L-BFGS from a model trained to -e 1e-3 must
+// reach a tight one in fewer iterations than starting from zero.
+func TestWarmStart(t *testing.T) {
+	dir := sharedData(t)
+	src := filepath.Join(dir, "a9a.bz2")
+	loose := trainFile(t, src, Config{C: 1, Eps: 1e-3, Bias: -1, MaxIter: 10000})
+	cold := trainFile(t, src, Config{C: 1, Eps: 1e-6, Bias: -1, MaxIter: 10000})
+	warm := trainFile(t, src, Config{C: 1, Eps: 1e-6, Bias: -1, MaxIter: 10000, Init: loose.Model})
+	if !warm.Opt.Converged[0] || warm.Opt.Iters[0] >= cold.Opt.Iters[0] {
+		t.Fatalf("warm start: %d iterations (converged %v), cold: %d", warm.Opt.Iters[0], warm.Opt.Converged[0], cold.Opt.Iters[0])
+	}
+	if gap := (warm.Primal[0] - cold.Primal[0]) / cold.Primal[0]; math.Abs(gap) > 1e-6 {
+		t.Fatalf("warm and cold optima differ by %g", gap)
+	}
+	t.Logf("iterations: cold %d, warm %d (from a -e 1e-3 model)", cold.Opt.Iters[0], warm.Opt.Iters[0])
 }
