@@ -4,10 +4,14 @@ import (
 	"math"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/transport"
 )
 
 // progressEvery is how often the info-level progress line comes.
@@ -18,6 +22,9 @@ const progressEvery = 3 * time.Second
 type progress struct {
 	log     *zap.Logger
 	alive   func() int // workers alive, or nil in-process
+	metrics *metrics.Coordinator
+	bus     func() transport.Stats // nil in-process
+	passAt  time.Time
 	start   time.Time
 	last    time.Time
 	ratio   []float64 // per problem: ||g|| / tolerance (done at <= 1)
@@ -30,7 +37,41 @@ type progress struct {
 
 func newProgress(log *zap.Logger, alive func() int) *progress {
 	now := time.Now()
-	return &progress{log: log, alive: alive, start: now, last: now}
+	return &progress{log: log, alive: alive, start: now, last: now, passAt: now}
+}
+
+// export updates the Prometheus metrics from one record.
+func (p *progress) export(r osgm.Record) {
+	m := p.metrics
+	m.Iterations.Inc()
+	if d := r.Evals - p.evals; d > 0 {
+		now := time.Now()
+		m.Passes.Add(float64(d))
+		per := now.Sub(p.passAt).Seconds() / float64(d)
+		for i := 0; i < d; i++ {
+			m.Round.Observe(per)
+		}
+		p.passAt = now
+	}
+	m.Objective.WithLabelValues(metrics.Problem(r.Problem)).Set(r.F)
+	m.GradientRatio.WithLabelValues(metrics.Problem(r.Problem)).Set(r.GradNorm / r.GradTol)
+	if p.alive != nil {
+		m.Workers.Set(float64(p.alive()))
+	}
+	if p.bus != nil {
+		st := p.bus()
+		setCounter(m.Bytes.WithLabelValues("down"), float64(st.BytesDown))
+		setCounter(m.Bytes.WithLabelValues("up"), float64(st.BytesUp))
+		setCounter(m.Reassignments, float64(st.Reassignments))
+	}
+}
+
+// setCounter raises a counter to a running total kept elsewhere.
+func setCounter(c prometheus.Counter, total float64) {
+	var cur dto.Metric
+	if c.Write(&cur) == nil && total > cur.GetCounter().GetValue() {
+		c.Add(total - cur.GetCounter().GetValue())
+	}
 }
 
 func (p *progress) record(r osgm.Record) {
@@ -47,6 +88,9 @@ func (p *progress) record(r osgm.Record) {
 		p.accept++
 	} else {
 		p.null++
+	}
+	if p.metrics != nil {
+		p.export(r)
 	}
 	p.evals = r.Evals
 	if p.log.Core().Enabled(zapcore.DebugLevel) {

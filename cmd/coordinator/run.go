@@ -18,9 +18,11 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/logging"
+	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
+	"github.com/osgm-svm/osgm/pkg/transport"
 )
 
 func run(o *options) error {
@@ -78,6 +80,18 @@ func run(o *options) error {
 		alive = c.Live
 	}
 	prog := newProgress(log, alive)
+	if o.metricsAddr != "" {
+		prog.metrics = metrics.NewCoordinator()
+		addr, stop, err := metrics.Serve(o.metricsAddr, prog.metrics.Registry)
+		if err != nil {
+			return fmt.Errorf("-metrics-addr: %w", err)
+		}
+		defer stop()
+		log.Info("metrics", zap.String("url", "http://"+addr+"/metrics"))
+		if c, ok := backend.(interface{ Stats() transport.Stats }); ok {
+			prog.bus = c.Stats
+		}
+	}
 	single := newCurve(o.method)
 	cfg.Trace = func(r osgm.Record) {
 		single.record(r)

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/logging"
+	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/transport"
 )
 
@@ -30,6 +31,7 @@ func main() {
 	name := fs.String("name", envOr("WORKER_NAME", hostname()), "worker name, shown in the coordinator's log")
 	parallel := fs.Int("parallel", runtime.NumCPU(), "goroutines evaluating shards")
 	quiet := fs.Bool("q", false, "quiet: only errors")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at this address; off by default")
 	var auth transport.Auth
 	fs.StringVar(&auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")
 	fs.StringVar(&auth.NKeyFile, "nkey", os.Getenv("NATS_NKEY_FILE"), "NATS NKey seed file (or NATS_NKEY_FILE)")
@@ -63,7 +65,18 @@ func main() {
 		os.Exit(1)
 	}
 	defer nc.Close()
-	w := transport.NewWorker(nc, transport.WorkerConfig{Name: *name, Parallel: *parallel, Log: log})
+	cfg := transport.WorkerConfig{Name: *name, Parallel: *parallel, Log: log}
+	if *metricsAddr != "" {
+		cfg.Metrics = metrics.NewWorker()
+		addr, stop, err := metrics.Serve(*metricsAddr, cfg.Metrics.Registry)
+		if err != nil {
+			log.Error("cannot serve metrics", zap.Error(err))
+			os.Exit(1)
+		}
+		defer stop()
+		log.Info("metrics", zap.String("url", "http://"+addr+"/metrics"))
+	}
+	w := transport.NewWorker(nc, cfg)
 	if err := w.Run(ctx); err != nil {
 		log.Error("worker stopped", zap.Error(err))
 		os.Exit(1)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
@@ -37,6 +38,7 @@ type WorkerConfig struct {
 	Parallel  int           // goroutines evaluating shards
 	Heartbeat time.Duration // how often to announce itself
 	Log       *zap.Logger
+	Metrics   *metrics.Worker // nil: none
 }
 
 // Worker holds shards for a coordinator and evaluates them on request. All
@@ -182,6 +184,9 @@ func (w *Worker) publishState() {
 	w.mu.Lock()
 	w.hb.Job, w.hb.Held, w.hb.Loading = w.job, held, loading
 	w.mu.Unlock()
+	if m := w.cfg.Metrics; m != nil {
+		m.Shards.Set(float64(len(held)))
+	}
 }
 
 // assign makes the held shards match the coordinator's list.
@@ -432,6 +437,9 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		}
 	}
 	sums := map[int]*shard.GroupSum{}
+	if m := w.cfg.Metrics; m != nil {
+		defer func(start time.Time) { m.Eval.Observe(time.Since(start).Seconds()) }(time.Now())
+	}
 	local.Eval(p.Op, pt, vp, func(part *shard.Partial) error {
 		g := shard.GroupOf(part.Shard)
 		gr := w.groups[g]
@@ -466,6 +474,9 @@ func (w *Worker) answer(part *shard.Partial) {
 func (w *Worker) publishUp(kind Kind, round uint64, shardID uint32, payload []byte) {
 	subj := UpSubject(w.job)
 	err := Chunks(kind, w.job, round, shardID, payload, int(w.nc.MaxPayload()), func(b []byte) error {
+		if m := w.cfg.Metrics; m != nil {
+			m.Bytes.WithLabelValues("up").Add(float64(len(b)))
+		}
 		return w.nc.Publish(subj, b)
 	})
 	if err != nil {
