@@ -3,6 +3,7 @@
 package logging
 
 import (
+	"io"
 	"os"
 
 	"go.uber.org/zap"
@@ -10,23 +11,37 @@ import (
 	"golang.org/x/term"
 )
 
-// New returns a logger writing to stderr at info level (error level when
-// quiet, debug level when verbose).
+// New returns a logger writing to stderr: info level (error level when
+// quiet; debug level with verbose or OSGM_LOG_LEVEL=debug), in the format
+// OSGM_LOG_FORMAT names ("console" or "json"), else console on a terminal
+// and JSON otherwise. Nothing is sampled away.
 func New(quiet, verbose bool) *zap.Logger {
 	level := zapcore.InfoLevel
 	switch {
 	case quiet:
 		level = zapcore.ErrorLevel
-	case verbose:
+	case verbose || os.Getenv("OSGM_LOG_LEVEL") == "debug":
 		level = zapcore.DebugLevel
 	}
+	format := os.Getenv("OSGM_LOG_FORMAT")
+	if format == "" {
+		format = "json"
+		if term.IsTerminal(int(os.Stderr.Fd())) {
+			format = "console"
+		}
+	}
+	return NewTo(os.Stderr, format, level)
+}
+
+// NewTo returns a logger writing format ("console" or "json") to w.
+func NewTo(w io.Writer, format string, level zapcore.Level) *zap.Logger {
 	var enc zapcore.Encoder
-	if term.IsTerminal(int(os.Stderr.Fd())) && os.Getenv("OSGM_LOG_FORMAT") != "json" || os.Getenv("OSGM_LOG_FORMAT") == "console" {
+	if format == "console" {
 		cfg := zap.NewDevelopmentEncoderConfig()
 		cfg.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
 		enc = zapcore.NewConsoleEncoder(cfg)
 	} else {
 		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), level))
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level))
 }

@@ -86,6 +86,8 @@ type loadResult struct {
 	shards []*shard.Shard
 	err    error
 	failed int
+	took   time.Duration
+	ranges []shard.Range
 }
 
 // NewWorker prepares a worker on an open connection.
@@ -219,8 +221,9 @@ func (w *Worker) assign(a Assign) {
 	}
 	w.log.Info("loading shards", zap.Int("count", len(todo)), zap.String("path", a.Source.Path), zap.String("bucket", a.Source.Bucket))
 	go func(job uint64, src Source) {
+		start := time.Now()
 		shards, failed, err := w.load(src, todo)
-		w.loaded <- loadResult{job: job, shards: shards, err: err, failed: failed}
+		w.loaded <- loadResult{job: job, shards: shards, err: err, failed: failed, took: time.Since(start), ranges: todo}
 	}(a.Job, a.Source)
 }
 
@@ -320,7 +323,17 @@ func (w *Worker) finishLoad(r loadResult) {
 	}
 	w.rebuildLocal()
 	w.publishState()
-	w.log.Info("loaded shards", zap.Int("count", len(fresh)), zap.Int("held", len(w.shards)))
+	rows, bytes := 0, int64(0)
+	for _, s := range fresh {
+		rows += s.Rows()
+	}
+	for _, rg := range r.ranges {
+		bytes += rg.End - rg.Start
+	}
+	secs := r.took.Seconds()
+	w.log.Info("loaded shards", zap.Int("count", len(fresh)), zap.Int("held", len(w.shards)), zap.Int("rows", rows),
+		zap.Int64("bytes", bytes), zap.Duration("took", r.took),
+		zap.Float64("rows_per_s", float64(rows)/secs), zap.Float64("mb_per_s", float64(bytes)/secs/1e6))
 	if w.point != nil && len(fresh) > 0 {
 		w.evaluate(fresh, false)
 	}

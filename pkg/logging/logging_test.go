@@ -1,0 +1,43 @@
+package logging
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func TestFormats(t *testing.T) {
+	var js, con bytes.Buffer
+	NewTo(&js, "json", zapcore.InfoLevel).Info("training", zap.Int("iter", 7), zap.Float64("f", 1.5))
+	var m map[string]any
+	if err := json.Unmarshal(js.Bytes(), &m); err != nil {
+		t.Fatalf("JSON line does not parse: %v: %s", err, js.String())
+	}
+	if m["msg"] != "training" || m["iter"] != 7.0 || m["level"] != "info" {
+		t.Fatalf("JSON fields: %v", m)
+	}
+	NewTo(&con, "console", zapcore.InfoLevel).Info("training", zap.Int("iter", 7))
+	line := con.String()
+	if !strings.Contains(line, "\tINFO\ttraining\t") || !strings.Contains(line, `{"iter": 7}`) {
+		t.Fatalf("console line: %q", line)
+	}
+}
+
+func TestLevels(t *testing.T) {
+	var b bytes.Buffer
+	log := NewTo(&b, "json", zapcore.InfoLevel)
+	log.Debug("every iteration")
+	log.Info("every few seconds")
+	if strings.Contains(b.String(), "every iteration") || !strings.Contains(b.String(), "every few seconds") {
+		t.Fatalf("info level: %s", b.String())
+	}
+	b.Reset()
+	NewTo(&b, "json", zapcore.DebugLevel).Debug("every iteration")
+	if !strings.Contains(b.String(), "every iteration") {
+		t.Fatal("debug level dropped a debug line")
+	}
+}
