@@ -1,0 +1,59 @@
+package transport
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// BenchmarkBroadcast measures what the scaling model needs: bytes per
+// second that one NATS server delivers on loopback when one publisher
+// sends a point in max_payload chunks to `subs` subscribers.
+func BenchmarkBroadcast(b *testing.B) {
+	for _, subs := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("subs=%d", subs), func(b *testing.B) {
+			srv, err := Embedded(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Shutdown()
+			connect := func() *nats.Conn {
+				nc, err := Connect(srv.ClientURL(), "bench", Auth{}, zap.NewNop())
+				if err != nil {
+					b.Fatal(err)
+				}
+				WaitConnected(nc, 5*time.Second)
+				return nc
+			}
+			pub := connect()
+			defer pub.Close()
+			var got atomic.Int64
+			for i := 0; i < subs; i++ {
+				nc := connect()
+				defer nc.Close()
+				sub, _ := nc.Subscribe("bench", func(m *nats.Msg) { got.Add(int64(len(m.Data))) })
+				sub.SetPendingLimits(-1, -1)
+				nc.Flush()
+			}
+			payload := make([]byte, 8<<20) // a 1 M-feature point
+			sent := int64(0)               // bytes on the wire, headers included
+			Chunks(KindPoint, 1, 0, 0, payload, int(pub.MaxPayload()), func(c []byte) error { sent += int64(len(c)); return nil })
+			b.SetBytes(sent * int64(subs))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				want := got.Load() + sent*int64(subs)
+				Chunks(KindPoint, 1, uint64(i), 0, payload, int(pub.MaxPayload()), func(c []byte) error {
+					return pub.Publish("bench", c)
+				})
+				pub.Flush()
+				for got.Load() < want {
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+		})
+	}
+}
