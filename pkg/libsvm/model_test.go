@@ -13,7 +13,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite golden files")
 
 func testModel() *Model {
 	return &Model{Solver: SolverL2LossSVC, Labels: []int{3, 1, 2}, NFeature: 3, Bias: 1,
-		W: [][]float64{{0.1, -2.5e-7, 0, 1.0 / 3}, {1e20, -0.0, 3, 4}, {math.Pi, math.E, -1, 0.30000000000000004}}}
+		W: [][]float64{{0.1, -2.5e-7, 0, 1.0 / 3}, {1e20, 0, 3, 4}, {math.Pi, math.E, -1, 0.30000000000000004}}}
 }
 
 // TestModelGolden pins the exact bytes LIBLINEAR's save_model would write.
