@@ -26,6 +26,7 @@ import (
 )
 
 func run(o *options) error {
+	shard.TuneGC()
 	log := logging.New(o.quiet, false)
 	defer log.Sync()
 	if o.cpuProfile != "" {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/metrics"
+	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport"
 )
 
@@ -55,6 +56,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "worker: unexpected argument %q (the coordinator says what to load)\n", fs.Arg(0))
 		os.Exit(2)
 	}
+	shard.TuneGC()
 	log := logging.New(*quiet, false)
 	defer log.Sync()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
