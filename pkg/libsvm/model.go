@@ -96,6 +96,9 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 		switch key {
 		case "solver_type":
 			m.Solver = args[0]
+			if m.Solver != SolverL2LossSVC {
+				return nil, fail("solver_type %q: only %s models are supported", m.Solver, SolverL2LossSVC)
+			}
 		case "nr_class":
 			n, err := strconv.Atoi(args[0])
 			if err != nil || n < 1 {
