@@ -121,12 +121,16 @@ func (o *Objective) Dim() int {
 }
 
 // Point views x as a kernel point.
-func (o *Objective) Point(x [][]float64) *Point {
-	p := &Point{W: x, Bias: o.Bias}
-	if o.Bias >= 0 {
+func (o *Objective) Point(x [][]float64) *Point { return NewPoint(x, o.Bias, o.Features) }
+
+// NewPoint views vectors laid out as features then (when bias >= 0) the
+// bias weight at index features, as the kernels take them.
+func NewPoint(x [][]float64, bias float64, features int) *Point {
+	p := &Point{W: x, Bias: bias}
+	if bias >= 0 {
 		p.WBias = make([]float64, len(x))
 		for k := range x {
-			p.WBias[k] = x[k][o.Features]
+			p.WBias[k] = x[k][features]
 		}
 	}
 	return p

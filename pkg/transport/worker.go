@@ -416,22 +416,23 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		return
 	}
 	p := w.point
-	pt := &shard.Point{W: p.X, Bias: p.Bias}
 	features := len(p.X[0])
 	if p.Bias >= 0 {
 		features--
-		pt.WBias = make([]float64, len(p.X))
-		for k := range p.X {
-			pt.WBias[k] = p.X[k][features]
-		}
 	}
+	pt := shard.NewPoint(p.X, p.Bias, features)
 	for _, s := range shards {
 		if int(s.MaxIndex) > features {
 			w.log.Error("point is shorter than the shard's features", zap.Int("shard", s.ID))
 			return
 		}
 	}
-	local := shard.NewLocal(shards, w.cfg.Parallel)
+	// The full set reuses the worker's backend and its scratch memory;
+	// only a resend or a late load evaluates a subset.
+	local := w.local
+	if len(shards) != len(w.local.Shards) {
+		local = shard.NewLocal(shards, w.cfg.Parallel)
+	}
 	if p.Op == opCorrect {
 		for _, s := range shards {
 			part := &shard.Partial{Shard: s.ID, Loss: []float64{float64(s.Predictions(pt))}, BiasGrad: []float64{0}}
@@ -441,13 +442,7 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 	}
 	var vp *shard.Point
 	if p.Op == shard.OpHessVec {
-		vp = &shard.Point{W: p.V, Bias: p.Bias}
-		if p.Bias >= 0 {
-			vp.WBias = make([]float64, len(p.V))
-			for k := range p.V {
-				vp.WBias[k] = p.V[k][features]
-			}
-		}
+		vp = shard.NewPoint(p.V, p.Bias, features)
 	}
 	sums := map[int]*shard.GroupSum{}
 	if m := w.cfg.Metrics; m != nil {
