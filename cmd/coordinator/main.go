@@ -11,12 +11,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
 )
 
@@ -51,10 +54,51 @@ type options struct {
 	plot         string
 	compare      []string
 	metricsAddr  string
+	folds        int
+	findC        bool
+	weights      []train.ClassWeight
+	set          map[string]bool // flags given on the command line
+}
+
+// classWeights takes LIBLINEAR's -wi weight pairs (-w1 2, -w-1 0.5) out of
+// the arguments before the flag package, which cannot name flags after
+// labels it does not know, sees the rest.
+func classWeights(args []string) (rest []string, ws []train.ClassWeight, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || len(a) < 3 || a[1] != 'w' {
+			rest = append(rest, a)
+			continue
+		}
+		labelText, value, hasValue := strings.Cut(a[2:], "=")
+		label, err := strconv.Atoi(labelText)
+		if err != nil {
+			rest = append(rest, a) // another flag, such as -workers
+			continue
+		}
+		if !hasValue {
+			if i+1 == len(args) {
+				return nil, nil, fmt.Errorf("%s needs a weight: %s 2 makes C of label %d twice as large", a, a, label)
+			}
+			i++
+			value = args[i]
+		}
+		w, err := strconv.ParseFloat(value, 64)
+		if err != nil || !(w > 0) || math.IsInf(w, 0) {
+			return nil, nil, fmt.Errorf("%s %s: the weight must be a positive number", a, value)
+		}
+		ws = append(ws, train.ClassWeight{Label: label, Weight: w})
+	}
+	return rest, ws, nil
 }
 
 func parse(args []string) (*options, error) {
 	o := &options{}
+	args, weights, err := classWeights(args)
+	if err != nil {
+		return nil, err
+	}
+	o.weights = weights
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	fs.Float64Var(&o.c, "c", 1, "cost C, as in LIBLINEAR (lambda = 1/(C m))")
 	fs.Float64Var(&o.lambda, "lambda", 0, "regularisation lambda, instead of -c")
@@ -90,10 +134,13 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.auth.CertFile, "tlscert", "", "TLS client certificate (mutual TLS)")
 	fs.StringVar(&o.auth.KeyFile, "tlskey", "", "TLS client key (mutual TLS)")
 	fs.BoolVar(&o.local, "local", false, "evaluate in-process without NATS (for comparison)")
+	fs.IntVar(&o.folds, "v", 0, "n-fold cross-validation: print the held-out accuracy (LIBLINEAR's folds); no model is written")
+	fs.BoolVar(&o.findC, "C", false, "search C by cross-validation (-v folds, default 5), from -c if given, doubling up to 1024, warm-started; no model is written")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: coordinator [options] training_file [model_file]\n\nOptions:\n")
 		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nExample: coordinator -c 1 -e 0.001 -t a9a.t a9a a9a.model\n")
+		fmt.Fprintf(fs.Output(), "  -wi weight\n    \tmultiply C by weight for the rows of label i (e.g. -w1 2 -w-1 0.5), as LIBLINEAR\n")
+		fmt.Fprintf(fs.Output(), "\nExamples:\n  coordinator -c 1 -e 0.001 -t a9a.t a9a a9a.model\n  coordinator -v 5 a9a\n  coordinator -C a9a\n")
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -109,6 +156,7 @@ func parse(args []string) (*options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.set = set
 	if set["c"] && set["lambda"] {
 		return nil, errors.New("give either -c or -lambda, not both")
 	}
@@ -140,6 +188,33 @@ func parse(args []string) (*options, error) {
 		}
 		if o.checkpoint != "" {
 			return nil, errors.New("-compare runs several methods; it does not take -checkpoint")
+		}
+	}
+	if set["v"] && o.folds < 2 {
+		return nil, errors.New("-v needs at least 2 folds")
+	}
+	if o.findC && o.folds == 0 {
+		o.folds = 5 // LIBLINEAR's default for -C
+	}
+	if o.folds > 0 {
+		what := "-v"
+		if o.findC {
+			what = "-C"
+			if set["lambda"] {
+				return nil, errors.New("-C searches C; give the starting value with -c, not -lambda")
+			}
+		}
+		switch {
+		case o.compare != nil:
+			return nil, fmt.Errorf("%s and -compare both run many trainings; run them separately", what)
+		case o.checkpoint != "":
+			return nil, fmt.Errorf("%s does not checkpoint; drop -checkpoint", what)
+		case o.initModel != "":
+			return nil, fmt.Errorf("%s trains every fold from zero (and -C warm-starts each fold itself); drop -i", what)
+		case o.test != "":
+			return nil, fmt.Errorf("%s writes no model to test; drop -t, or train without %s", what, what)
+		case o.plot != "":
+			return nil, fmt.Errorf("%s draws no curve; drop -plot", what)
 		}
 	}
 	if o.plot != "" && !strings.HasSuffix(o.plot, ".png") && !strings.HasSuffix(o.plot, ".svg") {

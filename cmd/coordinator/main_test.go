@@ -5,11 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/train"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -32,6 +34,17 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-local", "-nats", "nats://x:4222", "data"}, "drop -nats"},
 		{[]string{"-local", "-objstore", "data"}, "drop -local"},
 		{[]string{"-shards", "-2", "data"}, "-shards must be"},
+		{[]string{"-v", "5", "-w1", "2", "-w-1", "0.5", "data"}, ""},
+		{[]string{"-C", "-c", "0.01", "data"}, ""},
+		{[]string{"-v", "1", "data"}, "-v needs at least 2 folds"},
+		{[]string{"-C", "-lambda", "0.1", "data"}, "not -lambda"},
+		{[]string{"-v", "5", "-compare", "hdm,lbfgs", "data"}, "run them separately"},
+		{[]string{"-v", "5", "-checkpoint", "ck", "data"}, "drop -checkpoint"},
+		{[]string{"-C", "-i", "m", "data"}, "drop -i"},
+		{[]string{"-v", "3", "-t", "test", "data"}, "drop -t"},
+		{[]string{"-w1", "data"}, "the weight must be a positive number"},
+		{[]string{"-w1", "0", "data"}, "the weight must be a positive number"},
+		{[]string{"data", "-w1"}, "needs a weight"},
 	}
 	for _, tc := range tests {
 		o, err := parse(tc.args)
@@ -156,6 +169,86 @@ func TestRunReportsBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestClassWeightFlags: LIBLINEAR's -wi pairs, negative labels included,
+// come out of the arguments before the flag package sees them; -workers
+// and friends are left alone.
+func TestClassWeightFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		rest []string
+		ws   []train.ClassWeight
+	}{
+		{[]string{"-w1", "2", "data"}, []string{"data"}, []train.ClassWeight{{Label: 1, Weight: 2}}},
+		{[]string{"-w-1", "0.5", "-workers", "3", "data"}, []string{"-workers", "3", "data"}, []train.ClassWeight{{Label: -1, Weight: 0.5}}},
+		{[]string{"-w3=1.5", "-w3", "2", "data"}, []string{"data"}, []train.ClassWeight{{Label: 3, Weight: 1.5}, {Label: 3, Weight: 2}}},
+		{[]string{"-c", "1", "data"}, []string{"-c", "1", "data"}, nil},
+	}
+	for _, tc := range tests {
+		rest, ws, err := classWeights(tc.args)
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if !slices.Equal(rest, tc.rest) || !slices.Equal(ws, tc.ws) {
+			t.Errorf("%v: rest %v weights %v, want %v %v", tc.args, rest, ws, tc.rest, tc.ws)
+		}
+	}
+}
+
+// TestCrossValidationEverywhere: -v prints LIBLINEAR's line, and the
+// embedded NATS cluster (workers numbering their own folds) gives the
+// in-process accuracy to the last digit, with and without class weights;
+// -C prints its search and writes no model.
+func TestCrossValidationEverywhere(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "train")
+	var b strings.Builder
+	for i := 0; i < 500; i++ {
+		x := float64(i%23)/23 - 0.5
+		lab := "+1"
+		if x+0.2*float64(i%3)-0.2 < 0.05*float64(i%5) {
+			lab = "-1"
+		}
+		b.WriteString(lab + " 1:" + ftoa(x) + " 3:" + ftoa(float64(i%5)/5) + "\n")
+	}
+	os.WriteFile(data, []byte(b.String()), 0o644)
+	for _, weights := range [][]string{nil, {"-w-1", "3"}} {
+		outs := map[string]string{}
+		for _, mode := range []string{"embedded", "local"} {
+			args := append([]string{"-q", "-v", "4", "-e", "1e-6", "-shards", "5", "-workers", "2", "-local=" + strconv.FormatBool(mode == "local")}, weights...)
+			o, err := parse(append(args, data, filepath.Join(dir, "m")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs[mode] = captureStdout(t, func() {
+				if err := run(o); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+		if !strings.HasPrefix(outs["local"], "Cross Validation Accuracy = ") || outs["local"] != outs["embedded"] {
+			t.Fatalf("weights %v: in-process %q, embedded NATS %q", weights, outs["local"], outs["embedded"])
+		}
+		t.Logf("weights %v: %s", weights, strings.TrimSpace(outs["local"]))
+	}
+	o, err := parse([]string{"-q", "-C", "-v", "3", "-workers", "2", data, filepath.Join(dir, "m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := captureStdout(t, func() {
+		if err := run(o); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !strings.Contains(out, "Doing parameter search with 3-fold cross validation.") || !strings.Contains(out, "log2c=") ||
+		!strings.Contains(out, "Best C = ") {
+		t.Fatalf("-C output:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "m")); err == nil {
+		t.Fatal("-v/-C wrote a model, as LIBLINEAR does not")
 	}
 }
 

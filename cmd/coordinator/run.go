@@ -59,7 +59,7 @@ func run(o *options) error {
 		zap.Duration("took", loaded))
 
 	cfg := train.Config{MaxBytes: memTotal(), C: o.c, Lambda: o.lambda, Eps: o.eps, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
-		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}}
+		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}, Weights: o.weights}
 	if o.initModel != "" {
 		if cfg.Init, err = readModel(o.initModel); err != nil {
 			return err
@@ -113,6 +113,9 @@ func run(o *options) error {
 			log.Info("resuming", zap.String("checkpoint", o.checkpoint), zap.Int("passes", cfg.Resume.Opt.Evals))
 		}
 	}
+	if o.folds > 0 {
+		return crossValidate(o, backend, cfg, log, os.Stdout)
+	}
 	trainStart := time.Now()
 	var res *train.Result
 	if o.compare != nil {
@@ -149,8 +152,9 @@ func run(o *options) error {
 		zap.Float64s("objective", res.Primal), zap.Int("converged", conv), zap.Int("problems", len(res.Primal)),
 		zap.Duration("load", loaded), zap.Duration("train", trainTime),
 		zap.Duration("train_passes", res.PassTime), zap.Duration("train_method", trainTime-res.PassTime)}
-	if correct, err := backend.Correct(res.Obj.Point(res.Model.W)); err == nil {
-		fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(res.Obj.Rows)))
+	if t, err := backend.Tally(res.Obj.Point(res.Model.W)); err == nil {
+		rows, correct := t.Total()
+		fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(rows)))
 	}
 	log.Info("trained", append(fields, zap.String("model", o.model))...)
 	if conv < len(res.Primal) {

@@ -58,10 +58,11 @@ func run(dataPath, modelPath string, c float64) error {
 	for k := range f {
 		fmt.Printf("problem %d objective %s\n", k, strconv.FormatFloat(f[k]/obj.Lambda, 'g', 17, 64))
 	}
-	correct, err := obj.Backend.Correct(obj.Point(m.W))
+	t, err := obj.Backend.Tally(obj.Point(m.W))
 	if err != nil {
 		return err
 	}
-	fmt.Printf("training accuracy %d/%d\n", correct, obj.Rows)
+	rows, correct := t.Total()
+	fmt.Printf("training accuracy %d/%d\n", correct, rows)
 	return nil
 }

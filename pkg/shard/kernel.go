@@ -7,6 +7,15 @@ type Point struct {
 	W     [][]float64 // W[k][j], j a zero-based feature index
 	Bias  float64     // the bias feature's value; < 0 means no bias
 	WBias []float64   // W's bias weights, one per problem (when Bias >= 0)
+
+	// Weights, when set, scale each row's loss by its class's weight
+	// (LIBLINEAR's -wi): Weights[2k] for the rows positive in problem k,
+	// Weights[2k+1] for the others. Nil means every weight is 1.
+	Weights []float64
+	// Holdout, when positive, is a cross-validation fold: Eval and HessVec
+	// leave its rows out, and Tally counts only them. Shards must have
+	// their folds set (SetFolds).
+	Holdout int
 }
 
 // K is the number of problems.
@@ -80,15 +89,16 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 			wb = p.WBias[0]
 		}
 		var loss, gb float64
+		r := s.rowsFor(p, 0)
 		switch s.Values {
 		case Ones:
-			loss, gb = evalOnes(s.RowPtr, s.Idx, s.Class, wl, out.Grad, p.Bias, wb)
+			loss, gb = evalOnes(s.RowPtr, s.Idx, s.Class, &r, wl, out.Grad, p.Bias, wb)
 		case Float32:
-			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val32, 1, s.Class, wl, out.Grad, p.Bias, wb)
+			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val32, 1, s.Class, &r, wl, out.Grad, p.Bias, wb)
 		case Decimal:
-			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Mant, s.Scale, s.Class, wl, out.Grad, p.Bias, wb)
+			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Mant, s.Scale, s.Class, &r, wl, out.Grad, p.Bias, wb)
 		default:
-			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val64, 1, s.Class, wl, out.Grad, p.Bias, wb)
+			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val64, 1, s.Class, &r, wl, out.Grad, p.Bias, wb)
 		}
 		out.Loss[0], out.BiasGrad[0] = loss, gb
 		return
@@ -107,6 +117,29 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 	}
 }
 
+// rows says, for one problem, which rows a pass counts and how much each
+// one's loss weighs: rows of the held-out fold count nothing, the others
+// their side's weight (w[0] positive, w[1] negative).
+type rows struct {
+	fold []uint16 // nil: every row counts
+	hold uint16
+	w    [2]float64
+}
+
+// rowsFor is problem k's row selection at p.
+func (s *Shard) rowsFor(p *Point, k int) rows {
+	r := rows{w: [2]float64{1, 1}}
+	if len(p.Weights) > 0 {
+		r.w = [2]float64{p.Weights[2*k], p.Weights[2*k+1]}
+	}
+	if p.Holdout > 0 {
+		r.fold, r.hold = s.Fold, uint16(p.Holdout)
+	}
+	return r
+}
+
+func (r *rows) skip(i int) bool { return r.fold != nil && r.fold[i] == r.hold }
+
 // classSign is a row's label in the binary problem: class 0 is +1.
 func classSign(c int32) float64 {
 	if c == 0 {
@@ -115,10 +148,13 @@ func classSign(c int32) float64 {
 	return -1
 }
 
-func evalOnes(rowPtr, idx []uint32, class []int32, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+func evalOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	hasBias := bias >= 0
 	class = class[:len(rowPtr)-1]
 	for i := range class {
+		if r.skip(i) {
+			continue
+		}
 		row := idx[rowPtr[i]:rowPtr[i+1]]
 		z := dotOnes(wl, row)
 		if hasBias {
@@ -126,8 +162,9 @@ func evalOnes(rowPtr, idx []uint32, class []int32, wl, gl []float64, bias, wb fl
 		}
 		y := classSign(class[i])
 		if d := 1 - y*z; d > 0 {
-			loss += d * d
-			c := -2 * y * d
+			w := r.w[class[i]&1]
+			loss += w * d * d
+			c := -2 * w * y * d
 			addOnes(gl, row, c)
 			if hasBias {
 				gb += c * bias
@@ -140,10 +177,13 @@ func evalOnes(rowPtr, idx []uint32, class []int32, wl, gl []float64, bias, wb fl
 // evalBinary's values are val/scale: the scale (a power of ten for
 // decimal storage, else 1) is applied once to the row's sum and once to
 // its gradient coefficient.
-func evalBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scale float64, class []int32, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+func evalBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scale float64, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	hasBias := bias >= 0
 	class = class[:len(rowPtr)-1]
 	for i := range class {
+		if r.skip(i) {
+			continue
+		}
 		a, b := rowPtr[i], rowPtr[i+1]
 		row, v := idx[a:b], val[a:b]
 		z := dot(wl, row, v) / scale
@@ -152,8 +192,9 @@ func evalBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scal
 		}
 		y := classSign(class[i])
 		if d := 1 - y*z; d > 0 {
-			loss += d * d
-			c := -2 * y * d
+			w := r.w[class[i]&1]
+			loss += w * d * d
+			c := -2 * w * y * d
 			axpy(gl, row, v, c/scale)
 			if hasBias {
 				gb += c * bias
@@ -164,17 +205,24 @@ func evalBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scal
 }
 
 // margins finishes one row of a multi-class pass: loss terms and the
-// gradient coefficients -2 y_k (1 - z_k) of the active problems.
-func margins(class int32, z, coef, loss []float64) (active bool) {
+// gradient coefficients -2 c_k y_k (1 - z_k) of the active problems, c_k
+// the row's weight in problem k (nil weights: 1).
+func margins(class int32, z, coef, loss, weights []float64) (active bool) {
 	for k := range z {
-		y := -1.0
+		y, w := -1.0, 1.0
 		if int32(k) == class {
 			y = 1
 		}
+		if len(weights) > 0 {
+			w = weights[2*k]
+			if y < 0 {
+				w = weights[2*k+1]
+			}
+		}
 		d := 1 - y*z[k]
 		if d > 0 {
-			loss[k] += d * d
-			coef[k] = -2 * y * d
+			loss[k] += w * d * d
+			coef[k] = -2 * w * y * d
 			active = true
 		} else {
 			coef[k] = 0
@@ -186,7 +234,11 @@ func margins(class int32, z, coef, loss []float64) (active bool) {
 func evalMulti[V float32 | float64 | int32](s *Shard, val []V, scale float64, p *Point, wl []float64, sc *Scratch, out *Partial) {
 	K := p.K()
 	z, coef, gl := sc.z, sc.coef, out.Grad
+	r := s.rowsFor(p, 0)
 	for i := 0; i < s.Rows(); i++ {
+		if r.skip(i) {
+			continue
+		}
 		a, b := s.RowPtr[i], s.RowPtr[i+1]
 		row := s.Idx[a:b]
 		v := val[a:b]
@@ -203,7 +255,7 @@ func evalMulti[V float32 | float64 | int32](s *Shard, val []V, scale float64, p 
 			z[k] /= scale
 		}
 		addBias(p, z)
-		if !margins(s.Class[i], z, coef, out.Loss) {
+		if !margins(s.Class[i], z, coef, out.Loss, p.Weights) {
 			continue
 		}
 		addBiasGrad(p, coef, out.BiasGrad)
@@ -223,7 +275,11 @@ func evalMulti[V float32 | float64 | int32](s *Shard, val []V, scale float64, p 
 func evalMultiOnes(s *Shard, p *Point, wl []float64, sc *Scratch, out *Partial) {
 	K := p.K()
 	z, coef, gl := sc.z, sc.coef, out.Grad
+	r := s.rowsFor(p, 0)
 	for i := 0; i < s.Rows(); i++ {
+		if r.skip(i) {
+			continue
+		}
 		row := s.Idx[s.RowPtr[i]:s.RowPtr[i+1]]
 		clear(z)
 		for _, j := range row {
@@ -233,7 +289,7 @@ func evalMultiOnes(s *Shard, p *Point, wl []float64, sc *Scratch, out *Partial) 
 			}
 		}
 		addBias(p, z)
-		if !margins(s.Class[i], z, coef, out.Loss) {
+		if !margins(s.Class[i], z, coef, out.Loss, p.Weights) {
 			continue
 		}
 		for _, j := range row {
@@ -263,9 +319,9 @@ func addBiasGrad(p *Point, coef, gb []float64) {
 }
 
 // HessVec computes, for each problem k, the data part of the generalised
-// Hessian at p applied to v: sum over rows active at p of a (a·v_k). Rows are
-// active when 1 - y a·w_k > 0. The result is in out.Grad (local columns) and
-// out.BiasGrad; out.Loss is left at zero.
+// Hessian at p applied to v: sum over rows active at p of c a (a·v_k), c the
+// row's weight. Rows are active when 1 - y a·w_k > 0. The result is in
+// out.Grad (local columns) and out.BiasGrad; out.Loss is left at zero.
 func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(K, out)
@@ -274,24 +330,31 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	vl := s.gather(v, sc)
 	if K == 1 {
 		var gb float64
+		r := s.rowsFor(p, 0)
 		switch s.Values {
 		case Ones:
-			gb = hessVecOnes(s.RowPtr, s.Idx, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecOnes(s.RowPtr, s.Idx, s.Class, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		case Float32:
-			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val32, 1, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val32, 1, s.Class, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		case Decimal:
-			gb = hessVecBinary(s.RowPtr, s.Idx, s.Mant, s.Scale, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecBinary(s.RowPtr, s.Idx, s.Mant, s.Scale, s.Class, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		default:
-			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val64, 1, s.Class, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val64, 1, s.Class, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		}
 		out.BiasGrad[0] = gb
 		return
 	}
 	z := make([]float64, K)
 	t := make([]float64, K)
+	sel := make([]rows, K)
+	for k := range sel {
+		sel[k] = s.rowsFor(p, k)
+	}
 	for i := 0; i < s.Rows(); i++ {
+		if sel[0].skip(i) {
+			continue
+		}
 		a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
-		clear(z)
 		clear(z)
 		clear(t)
 		for q := a; q < b; q++ {
@@ -306,18 +369,19 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 				z[k] += p.Bias * p.WBias[k]
 				t[k] += p.Bias * v.WBias[k]
 			}
-			y := -1.0
-			if (K == 1 && s.Class[i] == 0) || (K > 1 && int(s.Class[i]) == k) {
-				y = 1
+			y, side := -1.0, 1
+			if int(s.Class[i]) == k {
+				y, side = 1, 0
 			}
 			if 1-y*z[k] <= 0 {
 				continue
 			}
+			c := t[k] * sel[k].w[side]
 			for q := a; q < b; q++ {
-				out.Grad[int(s.Idx[q])*K+k] += t[k] * s.rowValue(q)
+				out.Grad[int(s.Idx[q])*K+k] += c * s.rowValue(q)
 			}
 			if p.Bias >= 0 {
-				out.BiasGrad[k] += t[k] * p.Bias
+				out.BiasGrad[k] += c * p.Bias
 			}
 		}
 	}
@@ -331,15 +395,18 @@ func biasTerms(bias float64, wb, vb []float64) (float64, float64) {
 	return bias * wb[0], bias * vb[0]
 }
 
-func hessVecOnes(rowPtr, idx []uint32, class []int32, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+func hessVecOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
 	zb, tb := biasTerms(bias, wb, vb)
 	class = class[:len(rowPtr)-1]
 	for i := range class {
+		if r.skip(i) {
+			continue
+		}
 		row := idx[rowPtr[i]:rowPtr[i+1]]
 		if 1-classSign(class[i])*(dotOnes(wl, row)+zb) <= 0 {
 			continue
 		}
-		t := dotOnes(vl, row) + tb
+		t := (dotOnes(vl, row) + tb) * r.w[class[i]&1]
 		addOnes(hl, row, t)
 		if bias >= 0 {
 			hb += t * bias
@@ -348,16 +415,19 @@ func hessVecOnes(rowPtr, idx []uint32, class []int32, wl, vl, hl []float64, bias
 	return hb
 }
 
-func hessVecBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scale float64, class []int32, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+func hessVecBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scale float64, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
 	zb, tb := biasTerms(bias, wb, vb)
 	class = class[:len(rowPtr)-1]
 	for i := range class {
+		if r.skip(i) {
+			continue
+		}
 		a, b := rowPtr[i], rowPtr[i+1]
 		row, v := idx[a:b], val[a:b]
 		if 1-classSign(class[i])*(dot(wl, row, v)/scale+zb) <= 0 {
 			continue
 		}
-		t := dot(vl, row, v)/scale + tb
+		t := (dot(vl, row, v)/scale + tb) * r.w[class[i]&1]
 		axpy(hl, row, v, t/scale)
 		if bias >= 0 {
 			hb += t * bias
@@ -366,14 +436,46 @@ func hessVecBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, s
 	return hb
 }
 
-// Predictions counts the rows whose predicted class (LIBLINEAR's rule) is
-// their class.
-func (s *Shard) Predictions(p *Point) (correct int) {
-	K := p.K()
+// Tally counts, per class, the rows and the rows whose predicted class
+// (LIBLINEAR's rule) is their class. With p.Holdout set it counts only
+// that fold's rows: the held-out accuracy of cross-validation.
+type Tally struct {
+	Rows, Correct []int
+}
+
+// Add adds t's counts to a tally of the same classes.
+func (a *Tally) Add(t Tally) {
+	if a.Rows == nil {
+		a.Rows, a.Correct = make([]int, len(t.Rows)), make([]int, len(t.Rows))
+	}
+	for c := range t.Rows {
+		a.Rows[c] += t.Rows[c]
+		a.Correct[c] += t.Correct[c]
+	}
+}
+
+// Total is the number of rows counted and of those predicted correctly.
+func (a *Tally) Total() (rows, correct int) {
+	for c := range a.Rows {
+		rows += a.Rows[c]
+		correct += a.Correct[c]
+	}
+	return rows, correct
+}
+
+// Tally counts the shard's rows and correct predictions at p, by class
+// (SetClasses fixes the classes).
+func (s *Shard) Tally(p *Point) Tally {
+	K, classes := p.K(), s.classes
+	t := Tally{Rows: make([]int, classes), Correct: make([]int, classes)}
 	var sc Scratch
 	wl := s.gather(p, &sc)
 	z := make([]float64, K)
+	sel := s.rowsFor(p, 0)
 	for i := 0; i < s.Rows(); i++ {
+		if p.Holdout > 0 && !sel.skip(i) {
+			continue
+		}
 		clear(z)
 		for q := int(s.RowPtr[i]); q < int(s.RowPtr[i+1]); q++ {
 			j, x := int(s.Idx[q]), s.rowValue(q)
@@ -394,9 +496,14 @@ func (s *Shard) Predictions(p *Point) (correct int) {
 				}
 			}
 		}
-		if pred == s.Class[i] {
-			correct++
+		c := s.Class[i]
+		if c < 0 || int(c) >= classes {
+			continue // a label outside the order: counted nowhere
+		}
+		t.Rows[c]++
+		if pred == c {
+			t.Correct[c]++
 		}
 	}
-	return correct
+	return t
 }

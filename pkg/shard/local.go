@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -40,6 +41,9 @@ func (l *Local) SetClasses(order []float64) error {
 func (l *Local) Release(p *Partial) { l.free.Put(p) }
 
 func (l *Local) Eval(op Op, p, v *Point, add func(*Partial) error) error {
+	if err := CheckFolds(l.Shards, p); err != nil {
+		return err
+	}
 	if len(l.scratch) < l.Parallel {
 		l.scratch = make([]Scratch, l.Parallel)
 	}
@@ -79,8 +83,31 @@ func (l *Local) Eval(op Op, p, v *Point, add func(*Partial) error) error {
 	return err
 }
 
-func (l *Local) Correct(p *Point) (int, error) {
-	var total atomic.Int64
+// SetFolds numbers every row's fold over the shards in order, as if the
+// rows were one file.
+func (l *Local) SetFolds(n int) error {
+	m := 0
+	for _, s := range l.Shards {
+		m += s.Rows()
+	}
+	fold, err := Folds(m, n)
+	if err != nil {
+		return err
+	}
+	for _, s := range l.Shards {
+		if err := s.SetFolds(fold[:s.Rows():s.Rows()]); err != nil {
+			return err
+		}
+		fold = fold[s.Rows():]
+	}
+	return nil
+}
+
+func (l *Local) Tally(p *Point) (Tally, error) {
+	if err := CheckFolds(l.Shards, p); err != nil {
+		return Tally{}, err
+	}
+	tallies := make([]Tally, len(l.Shards))
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for w := 0; w < l.Parallel; w++ {
@@ -92,12 +119,30 @@ func (l *Local) Correct(p *Point) (int, error) {
 				if i >= len(l.Shards) {
 					return
 				}
-				total.Add(int64(l.Shards[i].Predictions(p)))
+				tallies[i] = l.Shards[i].Tally(p)
 			}
 		}()
 	}
 	wg.Wait()
-	return int(total.Load()), nil
+	var t Tally
+	for _, s := range tallies {
+		t.Add(s)
+	}
+	return t, nil
+}
+
+// CheckFolds refuses a point that holds out a fold when some shard has no
+// folds: evaluating it would silently count every row.
+func CheckFolds(shards []*Shard, p *Point) error {
+	if p.Holdout <= 0 {
+		return nil
+	}
+	for _, s := range shards {
+		if s.Fold == nil {
+			return fmt.Errorf("shard %d: fold %d held out but the shard has no folds", s.ID, p.Holdout)
+		}
+	}
+	return nil
 }
 
 // ColumnSquares sums the shards' column squares once, then frees the

@@ -18,6 +18,7 @@ type Meta struct {
 	Rows, NNZ  int
 	MaxIndex   uint32
 	NormSq     float64
+	MaxNormSq  float64
 	Labels     []float64
 	LabelCount []int
 	Cols       []uint32
@@ -26,7 +27,7 @@ type Meta struct {
 
 // MetaOf summarises a shard.
 func MetaOf(s *Shard) Meta {
-	return Meta{ID: s.ID, Rows: s.Rows(), NNZ: s.NNZ(), MaxIndex: s.MaxIndex, NormSq: s.NormSq,
+	return Meta{ID: s.ID, Rows: s.Rows(), NNZ: s.NNZ(), MaxIndex: s.MaxIndex, NormSq: s.NormSq, MaxNormSq: s.MaxNormSq,
 		Labels: s.Labels, LabelCount: s.LabelCount, Cols: s.Cols, ColSq: s.ColSq}
 }
 
@@ -38,9 +39,13 @@ type Backend interface {
 	Meta() []Meta
 	// SetClasses fixes the class of every row from the global label order.
 	SetClasses(order []float64) error
+	// SetFolds splits the rows into n cross-validation folds, numbered
+	// 1..n as Folds does; points then name a fold to hold out.
+	SetFolds(n int) error
 	Eval(op Op, p, v *Point, add func(*Partial) error) error
-	// Correct counts the rows whose predicted class is their class.
-	Correct(p *Point) (int, error)
+	// Tally counts rows and correct predictions by class (only the
+	// held-out fold's rows when p.Holdout is set).
+	Tally(p *Point) (Tally, error)
 }
 
 // Objective is the L2-regularised squared-hinge objective of K problems
@@ -52,10 +57,14 @@ type Backend interface {
 // then the bias weight. It satisfies osgm.Objective and osgm.HessVecer.
 type Objective struct {
 	Backend  Backend
-	Rows     int
+	Rows     int // m: the rows counted, which excludes a held-out fold
 	Features int
 	Lambda   float64
 	Bias     float64 // < 0: no bias feature
+	// Weights and Holdout go into every point (see Point): class weights
+	// scale rows' losses; a held-out fold's rows are left out.
+	Weights []float64
+	Holdout int
 
 	cols   [][]uint32
 	sum    Sum
@@ -121,7 +130,11 @@ func (o *Objective) Dim() int {
 }
 
 // Point views x as a kernel point.
-func (o *Objective) Point(x [][]float64) *Point { return NewPoint(x, o.Bias, o.Features) }
+func (o *Objective) Point(x [][]float64) *Point {
+	p := NewPoint(x, o.Bias, o.Features)
+	p.Weights, p.Holdout = o.Weights, o.Holdout
+	return p
+}
 
 // NewPoint views vectors laid out as features then (when bias >= 0) the
 // bias weight at index features, as the kernels take them.
@@ -206,7 +219,9 @@ func (o *Objective) HessVec(x, v, hv [][]float64) error {
 }
 
 // Diag is the diagonal of the Hessian at x = 0, where every row is active:
-// lambda + (2/m) sum_i a_ij^2. OSGM can start its scaling from it.
+// lambda + (2/m) sum_i a_ij^2. OSGM can start its scaling from it. It counts
+// every row with weight 1, also under class weights or a held-out fold: a
+// starting scale, not a value any result depends on.
 func (o *Objective) Diag() []float64 { return append([]float64(nil), o.diag...) }
 
 func (o *Objective) computeDiag() []float64 {

@@ -8,6 +8,7 @@
 package shard
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -55,12 +56,18 @@ type Shard struct {
 	LabelOf []int32
 	// Class holds each row's class (index into the global label order),
 	// set by SetClasses.
-	Class []int32
+	Class   []int32
+	classes int
 
 	LabelCount []int     // rows per entry of Labels
 	MaxIndex   uint32    // largest one-based feature index, 0 if none
 	NormSq     float64   // sum of squared row norms (without bias)
+	MaxNormSq  float64   // largest squared row norm (without bias)
 	ColSq      []float64 // per local column: sum of squared values
+
+	// Fold holds each row's cross-validation fold (1..n), set by SetFolds;
+	// nil until then.
+	Fold []uint16
 }
 
 // Rows is the number of rows.
@@ -72,7 +79,7 @@ func (s *Shard) NNZ() int { return len(s.Idx) }
 // Bytes is the memory held by the matrix, labels and column map.
 func (s *Shard) Bytes() int {
 	return 4*len(s.RowPtr) + 4*len(s.Idx) + 4*len(s.Val32) + 8*len(s.Val64) + 4*len(s.Mant) +
-		4*len(s.Cols) + 8*len(s.ColSq) + 4*len(s.LabelOf) + 4*len(s.Class)
+		4*len(s.Cols) + 8*len(s.ColSq) + 4*len(s.LabelOf) + 4*len(s.Class) + 2*len(s.Fold)
 }
 
 // builder collects rows with global indices, then compacts them.
@@ -177,6 +184,7 @@ func (b *builder) build() *Shard {
 			n += v * v
 		}
 		s.NormSq += n
+		s.MaxNormSq = max(s.MaxNormSq, n)
 	}
 	switch {
 	case ones:
@@ -223,6 +231,7 @@ func decimalForm(val []float64, decimals int) ([]int32, float64, bool) {
 // SetClasses maps each row's label to its class: the position of the label
 // in order (the global label order). Labels missing from order give -1.
 func (s *Shard) SetClasses(order []float64) {
+	s.classes = len(order)
 	m := make([]int32, len(s.Labels))
 	for i, l := range s.Labels {
 		m[i] = -1
@@ -238,6 +247,16 @@ func (s *Shard) SetClasses(order []float64) {
 	for i, p := range s.LabelOf {
 		s.Class[i] = m[p]
 	}
+}
+
+// SetFolds gives the shard's rows their cross-validation folds: fold[i]
+// for row i, as Folds numbers them.
+func (s *Shard) SetFolds(fold []uint16) error {
+	if len(fold) != s.Rows() {
+		return fmt.Errorf("shard %d: %d fold numbers for %d rows", s.ID, len(fold), s.Rows())
+	}
+	s.Fold = fold
+	return nil
 }
 
 // rowValue returns value q of the matrix whatever its storage.

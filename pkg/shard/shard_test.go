@@ -92,18 +92,35 @@ func objectiveFor(t testing.TB, path string, nShards, parallel int, lambda, bias
 	return NewObjective(b, int(sum.MaxIndex), lambda, bias)
 }
 
-// reference computes f and the gradient the straightforward dense way.
-func (d dataset) reference(order []float64, x [][]float64, features int, lambda, bias float64) ([]float64, [][]float64) {
+// reference computes f and the gradient the straightforward dense way,
+// with class weights (weights[2k] positive, weights[2k+1] negative; nil
+// for none) and without the rows whose fold is hold (fold nil: none).
+func (d dataset) reference(order []float64, x [][]float64, features int, lambda, bias float64,
+	weights []float64, fold []uint16, hold int) ([]float64, [][]float64) {
 	K := len(x)
-	m := float64(len(d.rows))
+	m := 0.0
+	for i := range d.rows {
+		if fold == nil || int(fold[i]) != hold {
+			m++
+		}
+	}
 	f := make([]float64, K)
 	g := make([][]float64, K)
 	for k := range x {
 		g[k] = make([]float64, len(x[k]))
 		for i, row := range d.rows {
-			y := -1.0
+			if fold != nil && int(fold[i]) == hold {
+				continue
+			}
+			y, c := -1.0, 1.0
 			if d.labels[i] == order[k] {
 				y = 1
+			}
+			if weights != nil {
+				c = weights[2*k]
+				if y < 0 {
+					c = weights[2*k+1]
+				}
 			}
 			a := make([]float64, len(x[k]))
 			copy(a, row[:min(len(row), features)])
@@ -115,9 +132,9 @@ func (d dataset) reference(order []float64, x [][]float64, features int, lambda,
 				z += a[j] * x[k][j]
 			}
 			if dd := 1 - y*z; dd > 0 {
-				f[k] += dd * dd / m
+				f[k] += c * dd * dd / m
 				for j := range a {
-					g[k][j] += -2 * y * dd * a[j] / m
+					g[k][j] += -2 * c * y * dd * a[j] / m
 				}
 			}
 		}
@@ -133,55 +150,79 @@ func TestKernelMatchesDenseReference(t *testing.T) {
 	for _, values := range []string{"ones", "f32", "dec", "f64"} {
 		for _, classes := range []int{2, 4} {
 			for _, bias := range []float64{-1, 1.5} {
-				name := fmt.Sprintf("%s/classes=%d/bias=%v", values, classes, bias)
-				t.Run(name, func(t *testing.T) {
-					rng := rand.New(rand.NewPCG(1, uint64(classes)))
-					d := randomData(rng, 300, 12, classes, values)
-					obj := objectiveFor(t, writeFile(t, d.text), 5, 3, 0.01, bias)
-					want := map[string]Values{"ones": Ones, "f32": Float32, "dec": Decimal, "f64": Float64}[values]
-					for _, s := range obj.Backend.(*Local).Shards {
-						if s.Rows() > 0 && s.Values != want {
-							t.Fatalf("shard %d stores %v, want %v", s.ID, s.Values, want)
-						}
-					}
-					var sum Summary
-					for _, m := range obj.Backend.Meta() {
-						sum.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
-					}
-					order := LabelOrder(sum.Labels)
-					K := len(order)
-					if K == 2 {
-						K = 1
-					}
-					x := make([][]float64, K)
-					for k := range x {
-						x[k] = make([]float64, obj.Dim())
-						for j := range x[k] {
-							x[k][j] = rng.NormFloat64() * 0.3
-						}
-					}
-					f := make([]float64, K)
-					g := make([][]float64, K)
-					for k := range g {
-						g[k] = make([]float64, obj.Dim())
-					}
-					if err := obj.Eval(x, f, g); err != nil {
-						t.Fatal(err)
-					}
-					wf, wg := d.reference(order, x, obj.Features, 0.01, bias)
-					for k := range f {
-						if !near(f[k], wf[k], 1e-12) {
-							t.Errorf("f[%d] = %v, want %v", k, f[k], wf[k])
-						}
-						for j := range g[k] {
-							if !near(g[k][j], wg[k][j], 1e-11) {
-								t.Errorf("g[%d][%d] = %v, want %v", k, j, g[k][j], wg[k][j])
+				for _, cv := range []bool{false, true} {
+					name := fmt.Sprintf("%s/classes=%d/bias=%v/weighted-cv=%v", values, classes, bias, cv)
+					t.Run(name, func(t *testing.T) {
+						rng := rand.New(rand.NewPCG(1, uint64(classes)))
+						d := randomData(rng, 300, 12, classes, values)
+						obj := objectiveFor(t, writeFile(t, d.text), 5, 3, 0.01, bias)
+						want := map[string]Values{"ones": Ones, "f32": Float32, "dec": Decimal, "f64": Float64}[values]
+						for _, s := range obj.Backend.(*Local).Shards {
+							if s.Rows() > 0 && s.Values != want {
+								t.Fatalf("shard %d stores %v, want %v", s.ID, s.Values, want)
 							}
 						}
-					}
-					checkFiniteDifferences(t, obj, x, g)
-					checkHessVec(t, obj, x, rng)
-				})
+						var sum Summary
+						for _, m := range obj.Backend.Meta() {
+							sum.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
+						}
+						order := LabelOrder(sum.Labels)
+						K := len(order)
+						if K == 2 {
+							K = 1
+						}
+						x := make([][]float64, K)
+						for k := range x {
+							x[k] = make([]float64, obj.Dim())
+							for j := range x[k] {
+								x[k][j] = rng.NormFloat64() * 0.3
+							}
+						}
+						// Class weights and a held-out fold: rows of fold 2 of 3
+						// leave the sums and m.
+						var weights []float64
+						var fold []uint16
+						if cv {
+							for k := 0; k < K; k++ {
+								weights = append(weights, 0.5+float64(k), 2.5)
+							}
+							var err error
+							if fold, err = Folds(len(d.rows), 3); err != nil {
+								t.Fatal(err)
+							}
+							if err := obj.Backend.SetFolds(3); err != nil {
+								t.Fatal(err)
+							}
+							obj.Weights, obj.Holdout = weights, 2
+							for _, fo := range fold {
+								if fo == 2 {
+									obj.Rows--
+								}
+							}
+						}
+						f := make([]float64, K)
+						g := make([][]float64, K)
+						for k := range g {
+							g[k] = make([]float64, obj.Dim())
+						}
+						if err := obj.Eval(x, f, g); err != nil {
+							t.Fatal(err)
+						}
+						wf, wg := d.reference(order, x, obj.Features, 0.01, bias, weights, fold, 2)
+						for k := range f {
+							if !near(f[k], wf[k], 1e-12) {
+								t.Errorf("f[%d] = %v, want %v", k, f[k], wf[k])
+							}
+							for j := range g[k] {
+								if !near(g[k][j], wg[k][j], 1e-11) {
+									t.Errorf("g[%d][%d] = %v, want %v", k, j, g[k][j], wg[k][j])
+								}
+							}
+						}
+						checkFiniteDifferences(t, obj, x, g)
+						checkHessVec(t, obj, x, rng)
+					})
+				}
 			}
 		}
 	}

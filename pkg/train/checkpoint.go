@@ -68,8 +68,8 @@ func DataFingerprint(metas []shard.Meta) string {
 // tolerance and the iteration limit only decide where to stop, so a run
 // may resume with other values of those.
 func FlagsFingerprint(cfg Config) string {
-	return fmt.Sprintf("c=%v lambda=%v bias=%v method=%s params=%+v init=%v",
-		cfg.C, cfg.Lambda, cfg.Bias, methodName(cfg.Method), cfg.Params, cfg.Init != nil)
+	return fmt.Sprintf("c=%v lambda=%v bias=%v method=%s params=%+v init=%v weights=%v holdout=%d",
+		cfg.C, cfg.Lambda, cfg.Bias, methodName(cfg.Method), cfg.Params, cfg.Init != nil, cfg.Weights, cfg.Holdout)
 }
 
 func methodName(m string) string {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
@@ -25,6 +26,12 @@ type Config struct {
 	MaxIter int
 	Params  osgm.Params
 	Trace   func(osgm.Record)
+	// Weights scale C per class, as LIBLINEAR's -wi: label -> weight.
+	Weights []ClassWeight
+	// Holdout, when positive, leaves that cross-validation fold out of
+	// training (the backend's folds must be set); m and the stopping test
+	// count the other rows only, as LIBLINEAR's cross-validation does.
+	Holdout int
 	// Init, when set, is the starting model (warm start).
 	Init *libsvm.Model
 	// MaxBytes, when positive, refuses problems whose vectors (the model
@@ -84,6 +91,42 @@ func Classes(sum shard.Summary) (order []float64, labels []int, err error) {
 	return order, labels, nil
 }
 
+// ClassWeight multiplies C for the rows of one label.
+type ClassWeight struct {
+	Label  int
+	Weight float64
+}
+
+// problemWeights lays out the weights as shard.Point wants them, following
+// LIBLINEAR: with two classes the positive side (first label) has C w_0 and
+// the negative C w_1; one-vs-rest problem k has C w_k on its class and C on
+// the rest. Weights of one label multiply; labels absent from the data are
+// reported. Nil when no weight is set.
+func problemWeights(ws []ClassWeight, labels []int) (out []float64, unknown []int) {
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	per := make([]float64, len(labels))
+	for i := range per {
+		per[i] = 1
+	}
+	for _, w := range ws {
+		i := slices.Index(labels, w.Label)
+		if i < 0 {
+			unknown = append(unknown, w.Label)
+			continue
+		}
+		per[i] *= w.Weight
+	}
+	if len(labels) == 2 {
+		return per, unknown
+	}
+	for _, p := range per {
+		out = append(out, p, 1)
+	}
+	return out, unknown
+}
+
 // Train fits the model on the backend's shards.
 func Train(b shard.Backend, cfg Config) (*Result, error) {
 	sum := Summarize(b.Meta())
@@ -98,12 +141,41 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	if K == 2 {
 		K = 1
 	}
+	// counts are the rows per class that training sees: all of them, or
+	// all but the held-out fold's.
+	counts := make([]int, len(order))
+	for c, l := range order {
+		counts[c] = countOf(sum, l)
+	}
+	rows := sum.Rows
+	if cfg.Holdout > 0 {
+		zero := make([][]float64, K)
+		for k := range zero {
+			zero[k] = make([]float64, sum.MaxIndex)
+		}
+		t, err := b.Tally(&shard.Point{W: zero, Bias: -1, Holdout: cfg.Holdout})
+		if err != nil {
+			return nil, err
+		}
+		for c := range counts {
+			counts[c] -= t.Rows[c]
+		}
+		held, _ := t.Total()
+		rows -= held
+		if rows == 0 {
+			return nil, fmt.Errorf("fold %d holds every row", cfg.Holdout)
+		}
+	}
+	weights, unknown := problemWeights(cfg.Weights, labels)
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("class weights given for labels %v, which the data does not have (labels %v)", unknown, labels)
+	}
 	lambda := cfg.Lambda
 	if lambda == 0 {
 		if !(cfg.C > 0) {
 			return nil, errors.New("the cost C must be positive")
 		}
-		lambda = 1 / (cfg.C * float64(sum.Rows))
+		lambda = 1 / (cfg.C * float64(rows))
 	}
 	features := int(sum.MaxIndex)
 	if cfg.Init != nil && cfg.Init.NFeature > features {
@@ -115,6 +187,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	}
 	dataFP, flagsFP := DataFingerprint(b.Meta()), FlagsFingerprint(cfg)
 	obj := shard.NewObjective(b, features, lambda, cfg.Bias)
+	obj.Rows, obj.Weights, obj.Holdout = rows, weights, cfg.Holdout
 	dim := obj.Dim()
 
 	zero := make([][]float64, K)
@@ -141,9 +214,9 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	// LIBLINEAR's test: ||g|| <= eps * max(min(#pos, #neg), 1) / m * ||g(0)||.
 	tol := make([]float64, K)
 	for k := range tol {
-		pos := countOf(sum, order[k])
-		neg := sum.Rows - pos
-		tol[k] = cfg.Eps * math.Max(float64(min(pos, neg)), 1) / float64(sum.Rows) * g0norm[k]
+		pos := counts[k]
+		neg := rows - pos
+		tol[k] = cfg.Eps * math.Max(float64(min(pos, neg)), 1) / float64(rows) * g0norm[k]
 	}
 	prob := osgm.Problem{Dim: dim, L: obj.LipschitzBound(), Mu: lambda, Diag: obj.Diag()}
 	probs := make([]osgm.Problem, K)

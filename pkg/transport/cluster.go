@@ -52,6 +52,9 @@ type Cluster struct {
 	metas    []shard.Meta
 	haveMet  []bool
 	order    []float64
+	folds    uint32   // cross-validation folds (0: none), see SetFolds
+	rows     uint64   // rows of the job
+	starts   []uint64 // first global row of each shard
 	round    uint64
 	colSq    []float64 // summed column squares, once the shards' are freed
 
@@ -453,7 +456,7 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 }
 
 func sameMeta(a, b *shard.Meta) bool {
-	return a.Rows == b.Rows && a.NNZ == b.NNZ && a.NormSq == b.NormSq && a.MaxIndex == b.MaxIndex &&
+	return a.Rows == b.Rows && a.NNZ == b.NNZ && a.NormSq == b.NormSq && a.MaxNormSq == b.MaxNormSq && a.MaxIndex == b.MaxIndex &&
 		slices.Equal(a.Cols, b.Cols) && slices.Equal(a.Labels, b.Labels)
 }
 
@@ -476,26 +479,72 @@ func (c *Cluster) SetClasses(order []float64) error {
 	return nil
 }
 
+// SetFolds makes every later point carry what workers need to number
+// their rows' folds themselves: the fold count, the rows and where each
+// shard's rows start.
+func (c *Cluster) SetFolds(n int) error {
+	if _, err := shard.Folds(2, n); err != nil { // the count's bounds
+		return err
+	}
+	c.folds = uint32(n)
+	c.starts = make([]uint64, len(c.metas))
+	c.rows = 0
+	for i, m := range c.metas {
+		c.starts[i] = c.rows
+		c.rows += uint64(m.Rows)
+	}
+	return nil
+}
+
+// point is the wire form of a request at p.
+func (c *Cluster) point(op shard.Op, p *shard.Point) *Point {
+	// The vectors already hold the bias weight last, as workers expect.
+	pt := &Point{Op: op, Bias: p.Bias, Labels: c.order, Weights: p.Weights, X: p.W}
+	if c.folds > 0 {
+		pt.Folds, pt.Rows, pt.Starts = c.folds, c.rows, c.starts
+	}
+	if p.Holdout > 0 {
+		if c.folds == 0 {
+			return nil
+		}
+		pt.Holdout = uint32(p.Holdout)
+	}
+	return pt
+}
+
+var errNoFolds = errors.New("a fold is held out but SetFolds was not called")
+
 // Eval runs one round: broadcast the point, gather every shard's partial.
 func (c *Cluster) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
-	// The vectors already hold the bias weight last, as workers expect.
-	pt := &Point{Op: op, Bias: p.Bias, Labels: c.order, X: p.W}
+	pt := c.point(op, p)
+	if pt == nil {
+		return errNoFolds
+	}
 	if op == shard.OpHessVec {
 		pt.V = v.W
 	}
 	return c.round1(pt, add)
 }
 
-// Correct counts correct predictions on the workers.
-func (c *Cluster) Correct(p *shard.Point) (int, error) {
-	total := 0
-	err := c.round1(&Point{Op: opCorrect, Bias: p.Bias, Labels: c.order, X: p.W}, func(part *shard.Partial) error {
-		if len(part.Loss) > 0 {
-			total += int(part.Loss[0])
+// Tally counts rows and correct predictions on the workers: each shard's
+// partial carries rows per class in Loss and correct ones in BiasGrad.
+func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
+	pt := c.point(opCorrect, p)
+	if pt == nil {
+		return shard.Tally{}, errNoFolds
+	}
+	t := shard.Tally{Rows: make([]int, len(c.order)), Correct: make([]int, len(c.order))}
+	err := c.round1(pt, func(part *shard.Partial) error {
+		if len(part.Loss) != len(c.order) {
+			return fmt.Errorf("shard %d: tally of %d classes, want %d", part.Shard, len(part.Loss), len(c.order))
+		}
+		for k := range part.Loss {
+			t.Rows[k] += int(part.Loss[k])
+			t.Correct[k] += int(part.BiasGrad[k])
 		}
 		return nil
 	})
-	return total, err
+	return t, err
 }
 
 func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -167,7 +168,7 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 		}
 	}
 	// Counting correct predictions is a round of its own kind.
-	correct, err := c.Correct(res.Obj.Point(res.Model.W))
+	tally, err := c.Tally(res.Obj.Point(res.Model.W))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +176,9 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 	shards, _ := shard.Load(path, shard.Layout(info.Size, 5), 1)
 	local := shard.NewLocal(shards, 1)
 	local.SetClasses(shard.LabelOrder(train.Summarize(local.Meta()).Labels))
-	if want, _ := local.Correct(res.Obj.Point(res.Model.W)); correct != want || correct == 0 {
-		t.Fatalf("cluster counts %d correct, in-process %d", correct, want)
+	if want, _ := local.Tally(res.Obj.Point(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
+		!slices.Equal(tally.Correct, want.Correct) || want.Correct[0] == 0 {
+		t.Fatalf("cluster tallies %+v, in-process %+v", tally, want)
 	}
 	dropped := c.Dropped()
 	for _, reason := range []string{ErrShort.Error(), ErrChecksum.Error(), ErrVersion.Error(), ErrChunk.Error(),

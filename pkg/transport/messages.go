@@ -25,11 +25,18 @@ func UpSubject(job uint64) string { return fmt.Sprintf("osgm.j.%016x.up", job) }
 // Hessian-vector product, the vector), with everything a worker needs to
 // evaluate its shards: the bias and the label order that defines classes.
 type Point struct {
-	Op     shard.Op
-	Bias   float64
-	Labels []float64   // class order; a row's class is its label's position
-	X      [][]float64 // K vectors of dim entries (features, then bias weight)
-	V      [][]float64 // OpHessVec only
+	Op      shard.Op
+	Bias    float64
+	Labels  []float64 // class order; a row's class is its label's position
+	Weights []float64 // class weights, as shard.Point.Weights (empty: none)
+	// Cross-validation: with Folds > 0 the Rows rows of the job are split
+	// into folds as shard.Folds does, shard s's rows starting at global row
+	// Starts[s]; Holdout (1..Folds, 0 none) is the fold left out.
+	Folds, Holdout uint32
+	Rows           uint64
+	Starts         []uint64
+	X              [][]float64 // K vectors of dim entries (features, then bias weight)
+	V              [][]float64 // OpHessVec only
 }
 
 // EncodePoint lays out a point as little-endian float64s.
@@ -43,10 +50,15 @@ func EncodePoint(p *Point) []byte {
 	if p.Op == shard.OpHessVec {
 		vecs *= 2
 	}
-	e := enc{b: make([]byte, 0, 32+8*len(p.Labels)+8*vecs*dim)}
+	e := enc{b: make([]byte, 0, 64+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+vecs*dim))}
 	e.u8(uint8(p.Op))
 	e.f64(p.Bias)
 	e.f64s(p.Labels)
+	e.f64s(p.Weights)
+	e.u32(p.Folds)
+	e.u32(p.Holdout)
+	e.u64(p.Rows)
+	e.u64s(p.Starts)
 	e.u32(uint32(K))
 	e.u32(uint32(dim))
 	for _, x := range p.X {
@@ -73,6 +85,10 @@ func DecodePoint(b []byte) (*Point, error) {
 	}
 	p.Bias = d.f64()
 	p.Labels = d.f64s()
+	p.Weights = d.f64s()
+	p.Folds, p.Holdout = d.u32(), d.u32()
+	p.Rows = d.u64()
+	p.Starts = d.u64s()
 	K, dim := int(d.u32()), int(d.u32())
 	vecs := K
 	if p.Op == shard.OpHessVec {
@@ -83,6 +99,12 @@ func DecodePoint(b []byte) (*Point, error) {
 	}
 	if K == 0 || dim == 0 || uint64(vecs)*uint64(dim)*8 != uint64(len(d.b)) {
 		return nil, fmt.Errorf("transport: point: %d x %d vectors do not match %d bytes", vecs, dim, len(d.b))
+	}
+	if len(p.Weights) != 0 && len(p.Weights) != 2*K {
+		return nil, fmt.Errorf("transport: point: %d class weights for %d problems", len(p.Weights), K)
+	}
+	if p.Holdout > p.Folds || (p.Folds > 0 && p.Folds > shard.MaxFolds) {
+		return nil, fmt.Errorf("transport: point: fold %d held out of %d", p.Holdout, p.Folds)
 	}
 	read := func() [][]float64 {
 		out := make([][]float64, K)
@@ -132,6 +154,7 @@ func EncodeMeta(worker string, m *shard.Meta) []byte {
 	e.u64(uint64(m.NNZ))
 	e.u32(m.MaxIndex)
 	e.f64(m.NormSq)
+	e.f64(m.MaxNormSq)
 	e.f64s(m.Labels)
 	counts := make([]uint32, len(m.LabelCount))
 	for i, c := range m.LabelCount {
@@ -147,7 +170,7 @@ func EncodeMeta(worker string, m *shard.Meta) []byte {
 func DecodeMeta(id int, b []byte) (string, *shard.Meta, error) {
 	d := dec{b: b}
 	worker := string(d.take(d.count(1)))
-	m := &shard.Meta{ID: id, Rows: int(d.u64()), NNZ: int(d.u64()), MaxIndex: d.u32(), NormSq: d.f64()}
+	m := &shard.Meta{ID: id, Rows: int(d.u64()), NNZ: int(d.u64()), MaxIndex: d.u32(), NormSq: d.f64(), MaxNormSq: d.f64()}
 	m.Labels = d.f64s()
 	for _, c := range d.u32s() {
 		m.LabelCount = append(m.LabelCount, int(c))

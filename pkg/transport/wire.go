@@ -24,7 +24,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 1
+const Version = 2
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40
@@ -248,6 +248,12 @@ func (e *enc) f64s(v []float64) {
 		e.f64(x)
 	}
 }
+func (e *enc) u64s(v []uint64) {
+	e.u32(uint32(len(v)))
+	for _, x := range v {
+		e.u64(x)
+	}
+}
 func (e *enc) u32s(v []uint32) {
 	e.u32(uint32(len(v)))
 	for _, x := range v {
@@ -306,6 +312,14 @@ func (d *dec) f64s() []float64 {
 	out := make([]float64, n)
 	for i := range out {
 		out[i] = d.f64()
+	}
+	return out
+}
+func (d *dec) u64s() []uint64 {
+	n := d.count(8)
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = d.u64()
 	}
 	return out
 }

@@ -88,7 +88,8 @@ func TestDecodeChunkRejects(t *testing.T) {
 }
 
 func TestMessagesRoundTrip(t *testing.T) {
-	p := &Point{Op: shard.OpHessVec, Bias: 1.5, Labels: []float64{3, 1, 2},
+	p := &Point{Op: shard.OpHessVec, Bias: 1.5, Labels: []float64{3, 1, 2}, Weights: []float64{2, 1, 0.5, 1, 1, 1},
+		Folds: 5, Holdout: 3, Rows: 1000, Starts: []uint64{0, 400, 700},
 		X: [][]float64{{1, -2, math.Pi}, {0, 1e-300, -0.5}, {4, 5, 6}},
 		V: [][]float64{{1, 1, 1}, {2, 2, 2}, {3, 3, 3}}}
 	got, err := DecodePoint(EncodePoint(p))
@@ -100,7 +101,8 @@ func TestMessagesRoundTrip(t *testing.T) {
 			t.Fatalf("point %d differs", k)
 		}
 	}
-	if got.Bias != p.Bias || !slices.Equal(got.Labels, p.Labels) || got.Op != p.Op {
+	if got.Bias != p.Bias || !slices.Equal(got.Labels, p.Labels) || got.Op != p.Op || !slices.Equal(got.Weights, p.Weights) ||
+		got.Folds != p.Folds || got.Holdout != p.Holdout || got.Rows != p.Rows || !slices.Equal(got.Starts, p.Starts) {
 		t.Fatalf("point header differs: %+v", got)
 	}
 
@@ -110,10 +112,10 @@ func TestMessagesRoundTrip(t *testing.T) {
 		t.Fatalf("partial: %v %+v", err, gp)
 	}
 
-	m := &shard.Meta{Rows: 10, NNZ: 30, MaxIndex: 99, NormSq: 2.5, Labels: []float64{1, -1}, LabelCount: []int{4, 6},
+	m := &shard.Meta{Rows: 10, NNZ: 30, MaxIndex: 99, NormSq: 2.5, MaxNormSq: 0.75, Labels: []float64{1, -1}, LabelCount: []int{4, 6},
 		Cols: []uint32{0, 5, 98}, ColSq: []float64{1, 2, 3}}
 	w, gm, err := DecodeMeta(2, EncodeMeta("w1", m))
-	if err != nil || w != "w1" || gm.Rows != 10 || !slices.Equal(gm.Cols, m.Cols) || !slices.Equal(gm.LabelCount, m.LabelCount) {
+	if err != nil || w != "w1" || gm.Rows != 10 || gm.MaxNormSq != 0.75 || !slices.Equal(gm.Cols, m.Cols) || !slices.Equal(gm.LabelCount, m.LabelCount) {
 		t.Fatalf("meta: %v %s %+v", err, w, gm)
 	}
 }
@@ -127,6 +129,14 @@ func TestDecodeRejectsLies(t *testing.T) {
 	bad[0] = 7
 	if _, err := DecodePoint(bad); err == nil {
 		t.Error("a point with an unknown op decoded")
+	}
+	for _, lie := range []*Point{
+		{Op: shard.OpEval, Labels: []float64{1, -1}, Weights: []float64{1, 2, 3}, X: [][]float64{{1, 2}}},
+		{Op: shard.OpEval, Labels: []float64{1, -1}, Folds: 3, Holdout: 4, X: [][]float64{{1, 2}}},
+	} {
+		if _, err := DecodePoint(EncodePoint(lie)); err == nil {
+			t.Errorf("a point with %d weights for 1 problem or fold %d of %d decoded", len(lie.Weights), lie.Holdout, lie.Folds)
+		}
 	}
 	// A length prefix claiming more items than the payload holds must be
 	// refused before anything is allocated.

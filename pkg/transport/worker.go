@@ -28,8 +28,9 @@ const (
 	upQueue                 = 4096
 )
 
-// opCorrect asks workers to count correct predictions instead of
-// evaluating; the count comes back as the partial's Loss[0].
+// opCorrect asks workers to tally rows and correct predictions per class
+// (shard.Tally) instead of evaluating: rows come back as the partial's
+// Loss, correct ones as its BiasGrad.
 const opCorrect shard.Op = 2
 
 // WorkerConfig configures a worker.
@@ -62,6 +63,8 @@ type Worker struct {
 	want     map[int]shard.Range
 	loading  map[int]bool
 	order    []float64
+	foldN    uint32   // the folds foldIDs numbers (0: none yet)
+	foldIDs  []uint16 // every row's fold, for the current point's folds
 	point    *Point
 	round    uint64
 	answered map[int][]byte // this round's encoded partials, for resends
@@ -335,8 +338,48 @@ func (w *Worker) finishLoad(r loadResult) {
 		zap.Int64("bytes", bytes), zap.Duration("took", r.took),
 		zap.Float64("rows_per_s", float64(rows)/secs), zap.Float64("mb_per_s", float64(bytes)/secs/1e6))
 	if w.point != nil && len(fresh) > 0 {
+		if err := w.setFolds(fresh); err != nil {
+			w.badMsg.add(err, KindPoint)
+			return
+		}
 		w.evaluate(fresh, false)
 	}
+}
+
+// setFolds numbers the rows' cross-validation folds as the current point
+// describes them. The numbering of all rows is computed once per (folds,
+// rows) and kept, for shards that arrive later.
+func (w *Worker) setFolds(shards []*shard.Shard) error {
+	p := w.point
+	if p.Folds == 0 {
+		return nil
+	}
+	if w.foldN != p.Folds || uint64(len(w.foldIDs)) != p.Rows {
+		if p.Rows > 1<<31-1 {
+			return fmt.Errorf("point: %d rows in folds", p.Rows)
+		}
+		ids, err := shard.Folds(int(p.Rows), int(p.Folds))
+		if err != nil {
+			return err
+		}
+		w.foldN, w.foldIDs = p.Folds, ids
+		for _, s := range w.shards {
+			s.Fold = nil // numbered for other folds
+		}
+	}
+	for _, s := range shards {
+		if s.Fold != nil {
+			continue
+		}
+		if s.ID >= len(p.Starts) || p.Starts[s.ID] > p.Rows || uint64(s.Rows()) > p.Rows-p.Starts[s.ID] {
+			return fmt.Errorf("point: shard %d's rows are not within the %d rows of the folds", s.ID, p.Rows)
+		}
+		start := p.Starts[s.ID]
+		if err := s.SetFolds(w.foldIDs[start : start+uint64(s.Rows())]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (w *Worker) rebuildLocal() {
@@ -405,6 +448,11 @@ func (w *Worker) onPoint(m roundMsg) {
 			s.SetClasses(w.order)
 		}
 	}
+	if err := w.setFolds(w.local.Shards); err != nil {
+		w.badMsg.add(err, KindPoint)
+		w.point = nil
+		return
+	}
 	w.evaluate(w.local.Shards, true)
 }
 
@@ -421,6 +469,10 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		features--
 	}
 	pt := shard.NewPoint(p.X, p.Bias, features)
+	pt.Holdout = int(p.Holdout)
+	if len(p.Weights) > 0 {
+		pt.Weights = p.Weights
+	}
 	for _, s := range shards {
 		if int(s.MaxIndex) > features {
 			w.log.Error("point is shorter than the shard's features", zap.Int("shard", s.ID))
@@ -435,7 +487,11 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 	}
 	if p.Op == opCorrect {
 		for _, s := range shards {
-			part := &shard.Partial{Shard: s.ID, Loss: []float64{float64(s.Predictions(pt))}, BiasGrad: []float64{0}}
+			t := s.Tally(pt)
+			part := &shard.Partial{Shard: s.ID, Loss: make([]float64, len(t.Rows)), BiasGrad: make([]float64, len(t.Rows))}
+			for k := range t.Rows {
+				part.Loss[k], part.BiasGrad[k] = float64(t.Rows[k]), float64(t.Correct[k])
+			}
 			w.answer(part)
 		}
 		return

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/train"
+)
+
+// maxSearchC is where LIBLINEAR's -C stops doubling.
+const maxSearchC = 1024
+
+// crossValidate runs -v (one C) or -C (a search over C) on the loaded
+// shards and prints LIBLINEAR's lines, so scripts that read its output
+// read ours.
+func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logger, out io.Writer) error {
+	start := time.Now()
+	if !o.findC {
+		cv, err := train.CrossValidate(b, cfg, o.folds, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.train, err)
+		}
+		rows, correct := cv.Tally.Total()
+		log.Info("cross-validated", zap.Int("folds", cv.Folds), zap.Float64("c", cfg.C), zap.Int("correct", correct),
+			zap.Int("rows", rows), zap.Int("passes", cv.Passes), zap.Duration("took", time.Since(start)))
+		fmt.Fprintf(out, "Cross Validation Accuracy = %.6g%%\n", 100*cv.Accuracy())
+		return nil
+	}
+	first := o.c
+	if !o.set["c"] {
+		first = train.StartC(b.Meta(), cfg.Bias)
+	}
+	fmt.Fprintf(out, "Doing parameter search with %d-fold cross validation.\n", o.folds)
+	best, err := train.SearchC(b, cfg, o.folds, first, maxSearchC, func(cv *train.CV) {
+		log.Info("cross-validated", zap.Float64("c", cv.C), zap.Float64("accuracy", cv.Accuracy()),
+			zap.Int("passes", cv.Passes), zap.Bool("unchanged", cv.Unchanged))
+		fmt.Fprintf(out, "log2c=%7.2f\trate=%.6g\n", math.Log2(cv.C), 100*cv.Accuracy())
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.train, err)
+	}
+	fmt.Fprintf(out, "Best C = %.6g  CV accuracy = %.6g%%\n", best.C, 100*best.Accuracy())
+	log.Info("search done", zap.Float64("best_c", best.C), zap.Duration("took", time.Since(start)))
+	return nil
+}

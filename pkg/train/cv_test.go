@@ -1,0 +1,218 @@
+package train
+
+import (
+	"math"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
+
+func localBackend(t *testing.T, path string) *shard.Local {
+	info, err := shard.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, err := shard.Load(path, shard.Layout(info.Size, 0), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shard.NewLocal(shards, 2)
+}
+
+func liblinearOut(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("liblinear-train", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("liblinear-train %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+var cvLine = regexp.MustCompile(`Cross Validation Accuracy = ([0-9.]+)%`)
+
+// TestCrossValidationMatchesLIBLINEAR: with the same folds (glibc's
+// shuffle) and both solvers run to -e 1e-6, our -v 5 accuracy is
+// LIBLINEAR's up to a few rows whose prediction sits on the margin.
+func TestCrossValidationMatchesLIBLINEAR(t *testing.T) {
+	dir := sharedData(t)
+	needLIBLINEAR(t)
+	for _, name := range []string{"heart_scale", "a9a", "svmguide1", "dna.scale", "glass.scale"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			plain := plainCopy(t, filepath.Join(dir, name+".bz2"))
+			m := cvLine.FindStringSubmatch(liblinearOut(t, "-s", "2", "-q", "-e", "1e-6", "-v", "5", plain))
+			if m == nil {
+				t.Fatal("no accuracy in LIBLINEAR's output")
+			}
+			want, _ := strconv.ParseFloat(m[1], 64)
+			b := localBackend(t, plain)
+			cv, err := CrossValidate(b, Config{C: 1, Eps: 1e-6, Bias: -1, MaxIter: 10000}, 5, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, _ := cv.Tally.Total()
+			if rows != Summarize(b.Meta()).Rows {
+				t.Fatalf("folds held out %d rows of %d", rows, Summarize(b.Meta()).Rows)
+			}
+			got := 100 * cv.Accuracy()
+			// Two rows, or 0.02% of them, may land on the other side.
+			tol := 100 * math.Max(2, 0.0002*float64(rows)) / float64(rows)
+			if math.Abs(got-want) > tol {
+				t.Fatalf("accuracy %.4f%%, LIBLINEAR %.4f%% (tolerance %.3f points)", got, want, tol)
+			}
+			t.Logf("accuracy %.4f%%, LIBLINEAR %.4f%%, %d passes", got, want, cv.Passes)
+		})
+	}
+}
+
+// TestClassWeightsMatchLIBLINEAR: with -wi weights, our optimum is
+// LIBLINEAR's (the weighted objective within 1e-6) for two classes and
+// for one-vs-rest, where only the class's own side is weighted.
+func TestClassWeightsMatchLIBLINEAR(t *testing.T) {
+	dir := sharedData(t)
+	needLIBLINEAR(t)
+	for _, s := range []struct {
+		name    string
+		weights []ClassWeight
+	}{
+		{"a9a", []ClassWeight{{1, 3}, {-1, 0.5}}},
+		{"dna.scale", []ClassWeight{{1, 2}, {3, 0.25}}},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			plain := plainCopy(t, filepath.Join(dir, s.name+".bz2"))
+			ref := filepath.Join(t.TempDir(), "ref.model")
+			args := []string{"-s", "2", "-q", "-e", "1e-10"}
+			for _, w := range s.weights {
+				args = append(args, "-w"+strconv.Itoa(w.Label), strconv.FormatFloat(w.Weight, 'g', -1, 64))
+			}
+			liblinearOut(t, append(args, plain, ref)...)
+			theirs := readModelFile(t, ref)
+
+			res, err := Train(localBackend(t, plain), Config{C: 1, Eps: 1e-6, Bias: -1, MaxIter: 10000, Weights: s.weights})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// LIBLINEAR's model evaluated on our weighted objective.
+			obj := res.Obj
+			f := make([]float64, len(theirs.W))
+			g := make([][]float64, len(theirs.W))
+			for k := range g {
+				g[k] = make([]float64, obj.Dim())
+			}
+			if err := obj.Eval(theirs.W, f, g); err != nil {
+				t.Fatal(err)
+			}
+			unweighted := primal(t, plain, theirs, 1)
+			changed := 0
+			for k := range f {
+				fstar := f[k] / obj.Lambda
+				if gap := (res.Primal[k] - fstar) / fstar; gap > 1e-6 || gap < -1e-6 {
+					t.Errorf("problem %d: F = %.12g, LIBLINEAR's weighted optimum %.12g: gap %.2e", k, res.Primal[k], fstar, gap)
+				}
+				if math.Abs(unweighted[k]-fstar) > 1e-3*fstar {
+					changed++
+				}
+			}
+			// One-vs-rest weights only the weighted classes' own problems.
+			if changed != len(s.weights) && changed != len(f) {
+				t.Errorf("weights change %d of %d problems' objectives: the test would not see them", changed, len(f))
+			}
+		})
+	}
+}
+
+func TestClassWeightsForUnknownLabelsAreRefused(t *testing.T) {
+	dir := sharedData(t)
+	_, err := Train(localBackend(t, plainCopy(t, filepath.Join(dir, "heart_scale.bz2"))),
+		Config{C: 1, Eps: 0.01, Bias: -1, MaxIter: 100, Weights: []ClassWeight{{7, 2}}})
+	if err == nil {
+		t.Fatal("a weight for label 7 of a +1/-1 data set was accepted")
+	}
+}
+
+var searchLine = regexp.MustCompile(`log2c=\s*(-?[0-9.]+)\s+rate=([0-9.]+)`)
+
+// TestSearchCFollowsLIBLINEAR: -C starts at LIBLINEAR's C, doubles, and
+// at each C the accuracy is LIBLINEAR's within a few rows; both pick a
+// best accuracy within that tolerance. Warm starts make the later Cs
+// cheap: the search ends in well under the passes of cold runs.
+func TestSearchCFollowsLIBLINEAR(t *testing.T) {
+	dir := sharedData(t)
+	needLIBLINEAR(t)
+	plain := plainCopy(t, filepath.Join(dir, "heart_scale.bz2"))
+	want := map[float64]float64{}
+	first := math.Inf(1)
+	for _, m := range searchLine.FindAllStringSubmatch(liblinearOut(t, "-s", "2", "-C", "-e", "1e-6", plain), -1) {
+		c, _ := strconv.ParseFloat(m[1], 64)
+		r, _ := strconv.ParseFloat(m[2], 64)
+		want[c] = r
+		first = math.Min(first, c)
+	}
+	b := localBackend(t, plain)
+	start := StartC(b.Meta(), -1)
+	if math.Log2(start) != first {
+		t.Fatalf("first C 2^%g, LIBLINEAR's 2^%g", math.Log2(start), first)
+	}
+	cfg := Config{Eps: 1e-6, Bias: -1, MaxIter: 10000}
+	var steps []*CV
+	best, err := SearchC(b, cfg, 5, start, 1024, func(cv *CV) { steps = append(steps, cv) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := Summarize(b.Meta()).Rows
+	tol := 100 * 2.0 / float64(rows)
+	compared := 0
+	for _, cv := range steps {
+		r, ok := want[math.Log2(cv.C)]
+		if !ok {
+			continue
+		}
+		compared++
+		if got := 100 * cv.Accuracy(); math.Abs(got-r) > tol {
+			t.Errorf("C = 2^%g: accuracy %.4f%%, LIBLINEAR %.4f%%", math.Log2(cv.C), got, r)
+		}
+	}
+	if compared < 5 {
+		t.Fatalf("only %d C values in common with LIBLINEAR's search", compared)
+	}
+	bestWant := 0.0
+	for _, r := range want {
+		bestWant = math.Max(bestWant, r)
+	}
+	if math.Abs(100*best.Accuracy()-bestWant) > tol {
+		t.Errorf("best accuracy %.4f%% at C = %g, LIBLINEAR's best %.4f%%", 100*best.Accuracy(), best.C, bestWant)
+	}
+	// Warm starts: the last C costs far fewer passes than training it cold.
+	last := steps[len(steps)-1]
+	cold, err := CrossValidate(b, Config{C: last.C, Eps: 1e-6, Bias: -1, MaxIter: 10000}, 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Passes*2 > cold.Passes {
+		t.Errorf("warm-started folds at C = %g took %d passes, cold %d", last.C, last.Passes, cold.Passes)
+	}
+	t.Logf("%d Cs, best C = %g (%.4f%%); last C warm %d passes, cold %d", len(steps), best.C, 100*best.Accuracy(), last.Passes, cold.Passes)
+}
+
+// A model that already meets the tolerance is returned unchanged: that is
+// what stops the search once C no longer matters.
+func TestWarmStartAtTheOptimumIsUnchanged(t *testing.T) {
+	dir := sharedData(t)
+	b := localBackend(t, plainCopy(t, filepath.Join(dir, "heart_scale.bz2")))
+	first, err := CrossValidate(b, Config{C: 1, Eps: 0.01, Bias: -1, MaxIter: 1000}, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := CrossValidate(b, Config{C: 1, Eps: 0.01, Bias: -1, MaxIter: 1000}, 3, first.Models)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Unchanged || again.Accuracy() != first.Accuracy() {
+		t.Fatalf("restarting at the folds' own models: unchanged %v, accuracy %v vs %v", again.Unchanged, again.Accuracy(), first.Accuracy())
+	}
+}
