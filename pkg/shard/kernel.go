@@ -29,6 +29,10 @@ type Partial struct {
 	Loss     []float64 // per problem: sum of max(0, 1 - y a·w)^2
 	Grad     []float64 // local column l, problem k at l*K+k: sum of -2 y (1 - z) a
 	BiasGrad []float64 // per problem, the bias feature's gradient sum
+	// Seconds is how long the worker that sent it had been computing the
+	// round when it did: the coordinator splits round time into compute
+	// and communication with it. Zero in-process.
+	Seconds float64
 }
 
 // Scratch is per-goroutine working memory for evaluations.

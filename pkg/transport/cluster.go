@@ -67,7 +67,10 @@ type Cluster struct {
 
 // Stats count what crossed the bus.
 type Stats struct {
-	Rounds        int
+	Rounds int
+	// Compute sums, over rounds, the longest time a worker reported
+	// computing in the round; the rest of the rounds' time is the bus.
+	Compute       time.Duration
 	BytesDown     int64 // point broadcasts
 	BytesUp       int64 // results received
 	Resends       int
@@ -553,7 +556,9 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	payload := EncodePoint(pt)
 	got := make([]bool, len(c.owner))
 	left := len(got)
+	compute := 0.0
 	accept := func(part *shard.Partial) error {
+		compute = max(compute, part.Seconds)
 		first, end := part.Shard, part.Shard+1
 		if part.Group {
 			first, end = shard.GroupShards(part.Shard, len(got))
@@ -623,6 +628,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	}
 	c.mu.Lock()
 	c.stats.Rounds++
+	c.stats.Compute += time.Duration(compute * float64(time.Second))
 	c.mu.Unlock()
 	return nil
 }

@@ -129,18 +129,22 @@ func EncodePartial(p *shard.Partial) []byte {
 	e.f64s(p.Loss)
 	e.f64s(p.BiasGrad)
 	e.f64s(p.Grad)
+	e.f64(p.Seconds)
 	return e.b
 }
 
 // DecodePartial reads a partial for shard id.
 func DecodePartial(id int, b []byte) (*shard.Partial, error) {
 	d := dec{b: b}
-	p := &shard.Partial{Shard: id, Loss: d.f64s(), BiasGrad: d.f64s(), Grad: d.f64s()}
+	p := &shard.Partial{Shard: id, Loss: d.f64s(), BiasGrad: d.f64s(), Grad: d.f64s(), Seconds: d.f64()}
 	if err := d.done(); err != nil {
 		return nil, err
 	}
 	if len(p.Loss) != len(p.BiasGrad) {
 		return nil, errors.New("transport: partial: sizes differ")
+	}
+	if !(p.Seconds >= 0 && p.Seconds < 1e9) {
+		return nil, errors.New("transport: partial: compute time out of range")
 	}
 	return p, nil
 }

@@ -485,6 +485,7 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 	if len(shards) != len(w.local.Shards) {
 		local = shard.NewLocal(shards, w.cfg.Parallel)
 	}
+	start := time.Now()
 	if p.Op == opCorrect {
 		for _, s := range shards {
 			t := s.Tally(pt)
@@ -492,6 +493,7 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 			for k := range t.Rows {
 				part.Loss[k], part.BiasGrad[k] = float64(t.Rows[k]), float64(t.Correct[k])
 			}
+			part.Seconds = time.Since(start).Seconds()
 			w.answer(part)
 		}
 		return
@@ -508,6 +510,7 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		g := shard.GroupOf(part.Shard)
 		gr := w.groups[g]
 		if !grouped || gr == nil {
+			part.Seconds = time.Since(start).Seconds()
 			w.answer(part)
 			local.Release(part)
 			return nil
@@ -521,7 +524,9 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 			return err
 		}
 		if gs.Complete() {
-			b := EncodePartial(gs.Sum())
+			sum := gs.Sum()
+			sum.Seconds = time.Since(start).Seconds()
+			b := EncodePartial(sum)
 			w.sums[g] = b
 			w.publishUp(KindGroup, w.round, uint32(g), b)
 		}
