@@ -74,6 +74,11 @@ func main() {
 	coordinator := flag.String("coordinator", "coordinator", "our coordinator binary")
 	liblinear := flag.String("liblinear", "liblinear-train", "LIBLINEAR's train binary")
 	method := flag.String("method", "", "our method (default: the trainer's default)")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "Usage: osgmbench [options] file...\n\nTimes our coordinator and liblinear-train on each file in one run and prints the ratios.\n\nOptions:\n")
+		flag.PrintDefaults()
+		fmt.Fprintf(os.Stderr, "\nExample: osgmbench -coordinator ./coordinator -method newton gen100k.svm\n")
+	}
 	flag.Parse()
 	fmt.Printf("| file | nnz | load LIBLINEAR | load ours | ratio | RSS B/nnz LIBLINEAR | ours | ratio | to %.0e: LIBLINEAR | ours | ratio |\n", *gap)
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")

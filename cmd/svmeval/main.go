@@ -19,8 +19,9 @@ import (
 func main() {
 	c := flag.Float64("c", 1, "cost C the model was trained with")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "Usage: svmeval [-c C] data_file model_file\n")
+		fmt.Fprintf(os.Stderr, "Usage: svmeval [-c C] data_file model_file\n\nPrints LIBLINEAR's objective F of each problem of a model on a data set, and its training accuracy.\n\nOptions:\n")
 		flag.PrintDefaults()
+		fmt.Fprintf(os.Stderr, "\nExample: svmeval -c 1 a9a a9a.model\n")
 	}
 	flag.Parse()
 	if flag.NArg() != 2 {

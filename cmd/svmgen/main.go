@@ -40,6 +40,11 @@ func main() {
 	flag.Uint64Var(&p.seed, "seed", 1, "random seed")
 	flag.StringVar(&size, "size", "", "write rows until the file has this size (e.g. 1G, 500M), instead of -rows")
 	flag.StringVar(&out, "o", "-", "output file (- for standard output)")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "Usage: svmgen [options]\n\nWrites a synthetic LIBSVM file with text-like (power-law) features.\n\nOptions:\n")
+		flag.PrintDefaults()
+		fmt.Fprintf(os.Stderr, "\nExample: svmgen -rows 100000 -features 100000 -nnz 60 -o gen100k.svm\n         svmgen -size 1G -features 1000000 -o gen1g.svm\n")
+	}
 	flag.Parse()
 	if size != "" {
 		n, err := parseSize(size)
