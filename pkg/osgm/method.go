@@ -27,6 +27,15 @@ type HessVecer interface {
 	HessVec(x, v, hv [][]float64) error
 }
 
+// Subsetter is an Objective whose passes cost in proportion to the
+// problems they carry (one-vs-rest data, where every problem reads every
+// row). Minimize then evaluates only the problems that asked: ks lists
+// them, and x, f, g (or x, v, hv) hold those problems in that order.
+type Subsetter interface {
+	EvalSome(ks []int, x [][]float64, f []float64, g [][]float64) error
+	HessVecSome(ks []int, x, v, hv [][]float64) error
+}
+
 // Op is the kind of evaluation a method asks for.
 type Op uint8
 

@@ -150,8 +150,6 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	}
 	lastSnap := res.Evals
 
-	// Problems that are done still ride along in the shared pass at their
-	// best point: the pass costs the same, and their results are ignored.
 	xs := make([][]float64, K)
 	vs := make([][]float64, K)
 	outs := make([][]float64, K)
@@ -160,6 +158,46 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	}
 	reqs := make([]Request, K)
 	steps := make([]Step, K)
+	some, _ := obj.(Subsetter)
+	var ks []int
+	var sx, sv, sout [][]float64
+	var sf []float64
+	// pass evaluates op for the problems that asked for it. An objective
+	// that can, evaluates those only; otherwise the others ride along at
+	// their best point and their results are ignored.
+	pass := func(op Op) error {
+		if some != nil && K > 1 {
+			ks, sx, sv, sout, sf = ks[:0], sx[:0], sv[:0], sout[:0], sf[:0]
+			for k := range ms {
+				if !done(k) && reqs[k].Op == op {
+					ks = append(ks, k)
+					sx, sv, sout, sf = append(sx, reqs[k].X), append(sv, reqs[k].V), append(sout, outs[k]), append(sf, 0)
+				}
+			}
+			var err error
+			if op == OpEval {
+				err = some.EvalSome(ks, sx, sf, sout)
+			} else {
+				err = some.HessVecSome(ks, sx, sv, sout)
+			}
+			for i, k := range ks {
+				f[k] = sf[i]
+			}
+			return err
+		}
+		for k := range ms {
+			if !done(k) && reqs[k].Op == op {
+				xs[k], vs[k] = reqs[k].X, reqs[k].V
+			} else {
+				xs[k], _, _ = ms[k].Best()
+				vs[k] = xs[k]
+			}
+		}
+		if op == OpEval {
+			return obj.Eval(xs, f, outs)
+		}
+		return hv.HessVec(xs, vs, outs)
+	}
 	for active > 0 {
 		interrupted := s.Interrupt != nil && s.Interrupt()
 		if s.Checkpoint != nil && (interrupted || (s.CheckpointEvery > 0 && res.Evals-lastSnap >= s.CheckpointEvery)) {
@@ -186,21 +224,7 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 			if !need[op] {
 				continue
 			}
-			for k := range ms {
-				if !done(k) && reqs[k].Op == op {
-					xs[k], vs[k] = reqs[k].X, reqs[k].V
-				} else {
-					xs[k], _, _ = ms[k].Best()
-					vs[k] = xs[k]
-				}
-			}
-			var err error
-			if op == OpEval {
-				err = obj.Eval(xs, f, outs)
-			} else {
-				err = hv.HessVec(xs, vs, outs)
-			}
-			if err != nil {
+			if err := pass(op); err != nil {
 				return nil, err
 			}
 			res.Evals++

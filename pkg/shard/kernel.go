@@ -16,6 +16,19 @@ type Point struct {
 	// leave its rows out, and Tally counts only them. Shards must have
 	// their folds set (SetFolds).
 	Holdout int
+	// Classes, when set, is the class each problem separates from the
+	// rest, so a pass can carry some of the one-vs-rest problems only (a
+	// pass costs in proportion to its problems). Nil: problem k is class k
+	// (class 0 for a single binary problem). Tally needs it nil.
+	Classes []int32
+}
+
+// class is the class problem k separates from the rest.
+func (p *Point) class(k int) int32 {
+	if p.Classes != nil {
+		return p.Classes[k]
+	}
+	return int32(k)
 }
 
 // K is the number of problems.
@@ -127,12 +140,13 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 type rows struct {
 	fold []uint16 // nil: every row counts
 	hold uint16
+	pos  int32 // the class that is positive
 	w    [2]float64
 }
 
 // rowsFor is problem k's row selection at p.
 func (s *Shard) rowsFor(p *Point, k int) rows {
-	r := rows{w: [2]float64{1, 1}}
+	r := rows{w: [2]float64{1, 1}, pos: p.class(k)}
 	if len(p.Weights) > 0 {
 		r.w = [2]float64{p.Weights[2*k], p.Weights[2*k+1]}
 	}
@@ -144,13 +158,16 @@ func (s *Shard) rowsFor(p *Point, k int) rows {
 
 func (r *rows) skip(i int) bool { return r.fold != nil && r.fold[i] == r.hold }
 
-// classSign is a row's label in the binary problem: class 0 is +1.
-func classSign(c int32) float64 {
-	if c == 0 {
-		return 1
+// side is 0 for a row of the positive class, 1 for the others: the index
+// of its label in signs and of its weight in w.
+func (r *rows) side(c int32) int {
+	if c == r.pos {
+		return 0
 	}
-	return -1
+	return 1
 }
+
+var signs = [2]float64{1, -1}
 
 func evalOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	hasBias := bias >= 0
@@ -164,9 +181,10 @@ func evalOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, gl []float64, bi
 		if hasBias {
 			z += bias * wb
 		}
-		y := classSign(class[i])
+		sd := r.side(class[i]) & 1
+		y := signs[sd]
 		if d := 1 - y*z; d > 0 {
-			w := r.w[class[i]&1]
+			w := r.w[sd]
 			loss += w * d * d
 			c := -2 * w * y * d
 			addOnes(gl, row, c)
@@ -194,9 +212,10 @@ func evalBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scal
 		if hasBias {
 			z += bias * wb
 		}
-		y := classSign(class[i])
+		sd := r.side(class[i]) & 1
+		y := signs[sd]
 		if d := 1 - y*z; d > 0 {
-			w := r.w[class[i]&1]
+			w := r.w[sd]
 			loss += w * d * d
 			c := -2 * w * y * d
 			axpy(gl, row, v, c/scale)
@@ -211,10 +230,11 @@ func evalBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scal
 // margins finishes one row of a multi-class pass: loss terms and the
 // gradient coefficients -2 c_k y_k (1 - z_k) of the active problems, c_k
 // the row's weight in problem k (nil weights: 1).
-func margins(class int32, z, coef, loss, weights []float64) (active bool) {
+func margins(p *Point, class int32, z, coef, loss []float64) (active bool) {
+	weights := p.Weights
 	for k := range z {
 		y, w := -1.0, 1.0
-		if int32(k) == class {
+		if p.class(k) == class {
 			y = 1
 		}
 		if len(weights) > 0 {
@@ -259,7 +279,7 @@ func evalMulti[V float32 | float64 | int32](s *Shard, val []V, scale float64, p 
 			z[k] /= scale
 		}
 		addBias(p, z)
-		if !margins(s.Class[i], z, coef, out.Loss, p.Weights) {
+		if !margins(p, s.Class[i], z, coef, out.Loss) {
 			continue
 		}
 		addBiasGrad(p, coef, out.BiasGrad)
@@ -293,7 +313,7 @@ func evalMultiOnes(s *Shard, p *Point, wl []float64, sc *Scratch, out *Partial) 
 			}
 		}
 		addBias(p, z)
-		if !margins(s.Class[i], z, coef, out.Loss, p.Weights) {
+		if !margins(p, s.Class[i], z, coef, out.Loss) {
 			continue
 		}
 		for _, j := range row {
@@ -374,7 +394,7 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 				t[k] += p.Bias * v.WBias[k]
 			}
 			y, side := -1.0, 1
-			if int(s.Class[i]) == k {
+			if s.Class[i] == p.class(k) {
 				y, side = 1, 0
 			}
 			if 1-y*z[k] <= 0 {
@@ -407,10 +427,11 @@ func hessVecOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, vl, hl []floa
 			continue
 		}
 		row := idx[rowPtr[i]:rowPtr[i+1]]
-		if 1-classSign(class[i])*(dotOnes(wl, row)+zb) <= 0 {
+		sd := r.side(class[i]) & 1
+		if 1-signs[sd]*(dotOnes(wl, row)+zb) <= 0 {
 			continue
 		}
-		t := (dotOnes(vl, row) + tb) * r.w[class[i]&1]
+		t := (dotOnes(vl, row) + tb) * r.w[sd]
 		addOnes(hl, row, t)
 		if bias >= 0 {
 			hb += t * bias
@@ -428,10 +449,11 @@ func hessVecBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, s
 		}
 		a, b := rowPtr[i], rowPtr[i+1]
 		row, v := idx[a:b], val[a:b]
-		if 1-classSign(class[i])*(dot(wl, row, v)/scale+zb) <= 0 {
+		sd := r.side(class[i]) & 1
+		if 1-signs[sd]*(dot(wl, row, v)/scale+zb) <= 0 {
 			continue
 		}
-		t := (dot(vl, row, v)/scale + tb) * r.w[class[i]&1]
+		t := (dot(vl, row, v)/scale + tb) * r.w[sd]
 		axpy(hl, row, v, t/scale)
 		if bias >= 0 {
 			hb += t * bias

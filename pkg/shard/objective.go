@@ -149,8 +149,28 @@ func NewPoint(x [][]float64, bias float64, features int) *Point {
 	return p
 }
 
-// pass runs one reduction of op into out (the data sums, unscaled).
-func (o *Objective) pass(op Op, x, v [][]float64, out [][]float64) ([]float64, error) {
+// pointFor is the kernel point of problems ks (nil: all) at x.
+func (o *Objective) pointFor(ks []int, x [][]float64) *Point {
+	p := o.Point(x)
+	if ks == nil {
+		return p
+	}
+	p.Classes = make([]int32, len(ks))
+	for i, k := range ks {
+		p.Classes[i] = int32(k)
+	}
+	if o.Weights != nil {
+		p.Weights = make([]float64, 0, 2*len(ks))
+		for _, k := range ks {
+			p.Weights = append(p.Weights, o.Weights[2*k], o.Weights[2*k+1])
+		}
+	}
+	return p
+}
+
+// pass runs one reduction of op for problems ks (nil: all) into out (the
+// data sums, unscaled).
+func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]float64, error) {
 	K := len(x)
 	o.sum.Loss = grow(o.sum.Loss, K)
 	o.sum.BiasGrad = grow(o.sum.BiasGrad, K)
@@ -162,9 +182,9 @@ func (o *Objective) pass(op Op, x, v [][]float64, out [][]float64) ([]float64, e
 	red.Reset(&o.sum)
 	var vp *Point
 	if v != nil {
-		vp = o.Point(v)
+		vp = o.pointFor(ks, v)
 	}
-	if err := o.Backend.Eval(op, o.Point(x), vp, func(p *Partial) error {
+	if err := o.Backend.Eval(op, o.pointFor(ks, x), vp, func(p *Partial) error {
 		if p.Group {
 			_, err := red.AddGroup(p)
 			return err
@@ -187,7 +207,13 @@ func (o *Objective) pass(op Op, x, v [][]float64, out [][]float64) ([]float64, e
 
 // Eval computes every problem's value and gradient in one pass.
 func (o *Objective) Eval(x [][]float64, f []float64, g [][]float64) error {
-	loss, err := o.pass(OpEval, x, nil, g)
+	return o.EvalSome(nil, x, f, g)
+}
+
+// EvalSome is Eval for the problems ks only (nil: all), held in x, f and g
+// in the order of ks: the pass costs in proportion to len(ks).
+func (o *Objective) EvalSome(ks []int, x [][]float64, f []float64, g [][]float64) error {
+	loss, err := o.pass(OpEval, ks, x, nil, g)
 	if err != nil {
 		return err
 	}
@@ -206,7 +232,12 @@ func (o *Objective) Eval(x [][]float64, f []float64, g [][]float64) error {
 // HessVec computes hv[k] = (lambda I + (2/m) A_I^T A_I) v[k], I the rows
 // active at x[k].
 func (o *Objective) HessVec(x, v, hv [][]float64) error {
-	if _, err := o.pass(OpHessVec, x, v, hv); err != nil {
+	return o.HessVecSome(nil, x, v, hv)
+}
+
+// HessVecSome is HessVec for the problems ks only, as EvalSome.
+func (o *Objective) HessVecSome(ks []int, x, v, hv [][]float64) error {
+	if _, err := o.pass(OpHessVec, ks, x, v, hv); err != nil {
 		return err
 	}
 	m := float64(o.Rows)

@@ -260,6 +260,38 @@ func checkFiniteDifferences(t *testing.T, obj *Objective, x, g [][]float64) {
 	}
 }
 
+// checkSubsets evaluates problems alone and in pairs: each must get what
+// the full pass gave it (the kernels differ: one problem takes the binary
+// path, so equal to rounding).
+func checkSubsets(t *testing.T, obj *Objective, x [][]float64, f []float64, g [][]float64) {
+	t.Helper()
+	K := len(x)
+	for _, ks := range [][]int{{K - 1}, {0}, {K - 1, 0}} {
+		if K == 1 && len(ks) > 1 {
+			continue
+		}
+		sx := make([][]float64, len(ks))
+		sg := make([][]float64, len(ks))
+		for i, k := range ks {
+			sx[i], sg[i] = x[k], make([]float64, obj.Dim())
+		}
+		sf := make([]float64, len(ks))
+		if err := obj.EvalSome(ks, sx, sf, sg); err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range ks {
+			if !near(sf[i], f[k], 1e-13) {
+				t.Errorf("problems %v: f[%d] = %v alone, %v in the full pass", ks, k, sf[i], f[k])
+			}
+			for j := range sg[i] {
+				if !near(sg[i][j], g[k][j], 1e-12) {
+					t.Errorf("problems %v: g[%d][%d] = %v alone, %v in the full pass", ks, k, j, sg[i][j], g[k][j])
+				}
+			}
+		}
+	}
+}
+
 // checkHessVec compares H v with the difference of gradients along v
 // (exact for a piecewise quadratic when no row changes activity).
 func checkHessVec(t *testing.T, obj *Objective, x [][]float64, rng *rand.Rand) {

@@ -285,6 +285,18 @@ func (t *timedObjective) HessVec(x, v, hv [][]float64) error {
 	return t.Objective.HessVec(x, v, hv)
 }
 
+func (t *timedObjective) EvalSome(ks []int, x [][]float64, f []float64, g [][]float64) error {
+	start := time.Now()
+	defer func() { t.spent += time.Since(start) }()
+	return t.Objective.EvalSome(ks, x, f, g)
+}
+
+func (t *timedObjective) HessVecSome(ks []int, x, v, hv [][]float64) error {
+	start := time.Now()
+	defer func() { t.spent += time.Since(start) }()
+	return t.Objective.HessVecSome(ks, x, v, hv)
+}
+
 func countOf(sum shard.Summary, label float64) int {
 	for i, l := range sum.Labels {
 		if l == label {

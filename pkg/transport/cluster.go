@@ -503,6 +503,9 @@ func (c *Cluster) SetFolds(n int) error {
 func (c *Cluster) point(op shard.Op, p *shard.Point) *Point {
 	// The vectors already hold the bias weight last, as workers expect.
 	pt := &Point{Op: op, Bias: p.Bias, Labels: c.order, Weights: p.Weights, X: p.W}
+	for _, k := range p.Classes {
+		pt.Classes = append(pt.Classes, uint32(k))
+	}
 	if c.folds > 0 {
 		pt.Folds, pt.Rows, pt.Starts = c.folds, c.rows, c.starts
 	}

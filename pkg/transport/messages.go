@@ -29,6 +29,7 @@ type Point struct {
 	Bias    float64
 	Labels  []float64 // class order; a row's class is its label's position
 	Weights []float64 // class weights, as shard.Point.Weights (empty: none)
+	Classes []uint32  // each problem's class, as shard.Point.Classes (empty: problem k is class k)
 	// Cross-validation: with Folds > 0 the Rows rows of the job are split
 	// into folds as shard.Folds does, shard s's rows starting at global row
 	// Starts[s]; Holdout (1..Folds, 0 none) is the fold left out.
@@ -50,11 +51,12 @@ func EncodePoint(p *Point) []byte {
 	if p.Op == shard.OpHessVec {
 		vecs *= 2
 	}
-	e := enc{b: make([]byte, 0, 64+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+vecs*dim))}
+	e := enc{b: make([]byte, 0, 64+4*len(p.Classes)+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+vecs*dim))}
 	e.u8(uint8(p.Op))
 	e.f64(p.Bias)
 	e.f64s(p.Labels)
 	e.f64s(p.Weights)
+	e.u32s(p.Classes)
 	e.u32(p.Folds)
 	e.u32(p.Holdout)
 	e.u64(p.Rows)
@@ -86,6 +88,7 @@ func DecodePoint(b []byte) (*Point, error) {
 	p.Bias = d.f64()
 	p.Labels = d.f64s()
 	p.Weights = d.f64s()
+	p.Classes = d.u32s()
 	p.Folds, p.Holdout = d.u32(), d.u32()
 	p.Rows = d.u64()
 	p.Starts = d.u64s()
@@ -99,6 +102,14 @@ func DecodePoint(b []byte) (*Point, error) {
 	}
 	if K == 0 || dim == 0 || uint64(vecs)*uint64(dim)*8 != uint64(len(d.b)) {
 		return nil, fmt.Errorf("transport: point: %d x %d vectors do not match %d bytes", vecs, dim, len(d.b))
+	}
+	if len(p.Classes) != 0 && len(p.Classes) != K {
+		return nil, fmt.Errorf("transport: point: %d classes for %d problems", len(p.Classes), K)
+	}
+	for _, c := range p.Classes {
+		if int(c) >= max(len(p.Labels), 2) {
+			return nil, fmt.Errorf("transport: point: class %d of %d labels", c, len(p.Labels))
+		}
 	}
 	if len(p.Weights) != 0 && len(p.Weights) != 2*K {
 		return nil, fmt.Errorf("transport: point: %d class weights for %d problems", len(p.Weights), K)

@@ -473,6 +473,12 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 	if len(p.Weights) > 0 {
 		pt.Weights = p.Weights
 	}
+	if len(p.Classes) > 0 {
+		pt.Classes = make([]int32, len(p.Classes))
+		for k, c := range p.Classes {
+			pt.Classes[k] = int32(c)
+		}
+	}
 	for _, s := range shards {
 		if int(s.MaxIndex) > features {
 			w.log.Error("point is shorter than the shard's features", zap.Int("shard", s.ID))
