@@ -14,6 +14,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 )
@@ -94,8 +95,90 @@ func parseSize(s string) (int64, error) {
 	return int64(v * float64(mult)), nil
 }
 
+// blockRows is how many rows one random stream makes. Blocks are made in
+// parallel and written in order; each has its own stream seeded by (seed,
+// block), so the file depends on the flags only, not on the cores.
+const blockRows = 2048
+
+// block is one block's text and where each of its rows ends.
+type block struct {
+	text []byte
+	ends []int
+}
+
 func generate(out io.Writer, p params) error {
-	rng := rand.New(rand.NewPCG(p.seed, p.seed^0x9e3779b97f4a7c15))
+	workers := runtime.GOMAXPROCS(0)
+	type job struct {
+		id  int
+		out chan block
+	}
+	jobs := make(chan job, 2*workers)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(jobs)
+		for b := 0; ; b++ {
+			j := job{id: b, out: make(chan block, 1)}
+			select {
+			case jobs <- j:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	order := make(chan job, 2*workers)
+	// The feeder hands jobs to the makers and, in the same order, to the
+	// writer below, which waits on each block in turn.
+	makers := make(chan job, 2*workers)
+	go func() {
+		defer close(order)
+		defer close(makers)
+		for j := range jobs {
+			select {
+			case order <- j:
+			case <-stop:
+				return
+			}
+			select {
+			case makers <- j:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	for w := 0; w < workers; w++ {
+		go func() {
+			for j := range makers {
+				j.out <- makeBlock(p, j.id)
+			}
+		}()
+	}
+	bw := bufio.NewWriterSize(out, 1<<20)
+	var written int64
+	rows := 0
+	for j := range order {
+		b := <-j.out
+		start := 0
+		for _, end := range b.ends {
+			if rows >= p.rows || (p.bytes > 0 && written >= p.bytes) {
+				return bw.Flush()
+			}
+			if _, err := bw.Write(b.text[start:end]); err != nil {
+				return err
+			}
+			written += int64(end - start)
+			start = end
+			rows++
+		}
+	}
+	return bw.Flush()
+}
+
+// makeBlock writes rows [id*blockRows, (id+1)*blockRows) from the block's
+// own random stream.
+func makeBlock(p params, id int) block {
+	seed := p.seed*0x9e3779b97f4a7c15 + uint64(id)
+	rng := rand.New(rand.NewPCG(seed, seed^0xbf58476d1ce4e5b9))
 	zipf := rand.NewZipf(rng, p.zipf, 1, uint64(p.features-1))
 	// Hidden models: one per class; feature j's weight is deterministic in
 	// (seed, class, j), so no n x K table is held.
@@ -106,13 +189,12 @@ func generate(out io.Writer, p params) error {
 		h ^= h >> 29
 		return float64(int64(h>>11))/float64(1<<52) - 1 // in [-1, 1)
 	}
-	bw := bufio.NewWriterSize(out, 1<<20)
-	var written int64
 	idx := make([]int, 0, 4*p.nnz)
 	val := make([]float64, 0, 4*p.nnz)
-	line := make([]byte, 0, 1<<12)
+	line := make([]byte, 0, blockRows*p.nnz*12)
+	ends := make([]int, 0, blockRows)
 	scores := make([]float64, p.classes)
-	for i := 0; i < p.rows && (p.bytes == 0 || written < p.bytes); i++ {
+	for i := 0; i < blockRows; i++ {
 		n := p.nnz/2 + rng.IntN(p.nnz+1)
 		idx = idx[:0]
 		for len(idx) < n {
@@ -161,7 +243,6 @@ func generate(out io.Writer, p params) error {
 		if rng.Float64() < p.noise {
 			label = rng.IntN(p.classes)
 		}
-		line = line[:0]
 		if p.classes == 2 {
 			if label == 1 {
 				line = append(line, "+1"...)
@@ -182,10 +263,7 @@ func generate(out io.Writer, p params) error {
 			}
 		}
 		line = append(line, '\n')
-		if _, err := bw.Write(line); err != nil {
-			return err
-		}
-		written += int64(len(line))
+		ends = append(ends, len(line))
 	}
-	return bw.Flush()
+	return block{text: line, ends: ends}
 }
