@@ -37,8 +37,9 @@ func (p *Point) K() int { return len(p.W) }
 // Partial is one shard's contribution to the data term, in the shard's
 // local columns. The coordinator adds partials in shard order.
 type Partial struct {
-	Shard    int       // the shard, or the group when Group is set
-	Group    bool      // a group's sum (see Reducer), over the group's columns
+	Shard    int       // the shard, or the node's index when Group is set
+	Group    bool      // a node's sum (see Reducer), over the node's columns
+	Level    int       // with Group: the node's level (0: a group)
 	Loss     []float64 // per problem: sum of max(0, 1 - y a·w)^2
 	Grad     []float64 // local column l, problem k at l*K+k: sum of -2 y (1 - z) a
 	BiasGrad []float64 // per problem, the bias feature's gradient sum

@@ -186,7 +186,7 @@ func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]
 	}
 	if err := o.Backend.Eval(op, o.pointFor(ks, x), vp, func(p *Partial) error {
 		if p.Group {
-			_, err := red.AddGroup(p)
+			_, err := red.AddNode(NodeID{p.Level, p.Shard}, p)
 			return err
 		}
 		_, err := red.Add(p)

@@ -148,25 +148,38 @@ func (gs *GroupSum) Missing() []int {
 
 // Reducer adds partials into a Sum along the fixed tree, whatever order
 // they arrive in: shard partials go into their group's sum in shard order,
-// complete groups join the total in group order. Whole group sums (from
-// workers that hold a group) are taken as they are.
+// complete groups and nodes go up the tree (see Combiner). Sums of whole
+// nodes (from workers that hold every shard under one) are taken as they
+// are.
 type Reducer struct {
 	// Release, when set, gets every shard partial back once it is added.
 	Release func(*Partial)
 
-	groups    []*Group
-	n         int
-	sum       *Sum
-	nextGroup int
-	open      map[int]*GroupSum
-	done      map[int]*Partial // complete groups waiting for their turn
-	spare     []*Partial       // group sum buffers for the next pass
+	groups []*Group
+	n      int
+	sum    *Sum
+	comb   *Combiner
+	root   *Node
+	open   map[int]*GroupSum
+	spare  []*Partial // group sum buffers, reused pass after pass
+	done   bool
 }
 
 // NewReducer prepares reductions of n shards along groups.
 func NewReducer(n int, groups []*Group) *Reducer {
-	return &Reducer{groups: groups, n: n, open: map[int]*GroupSum{}, done: map[int]*Partial{},
-		spare: make([]*Partial, len(groups))}
+	byID := map[int]*Group{}
+	for g, gr := range groups {
+		byID[g] = gr
+	}
+	r := &Reducer{groups: groups, n: n, open: map[int]*GroupSum{}, spare: make([]*Partial, len(groups))}
+	nodes := BuildNodes(n, byID)
+	r.root = nodes[Root(n)]
+	r.comb = NewCombiner(n, nodes, func(id NodeID, p *Partial) error {
+		r.apply(r.root.Cols, p)
+		r.done = true
+		return nil
+	})
+	return r
 }
 
 // Reset starts a new reduction into sum, which it zeroes.
@@ -176,9 +189,9 @@ func (r *Reducer) Reset(sum *Sum) {
 	for _, g := range sum.Grad {
 		clear(g)
 	}
-	r.sum, r.nextGroup = sum, 0
+	r.sum, r.done = sum, false
+	r.comb.Reset()
 	clear(r.open)
-	clear(r.done)
 }
 
 // Add hands over a shard's partial; it reports false for a duplicate.
@@ -187,13 +200,13 @@ func (r *Reducer) Add(p *Partial) (bool, error) {
 		return false, fmt.Errorf("shard %d out of range (%d shards)", p.Shard, r.n)
 	}
 	g := GroupOf(p.Shard)
-	if g < r.nextGroup || r.done[g] != nil {
+	if r.comb.Covered(NodeID{0, g}) {
 		return false, nil
 	}
 	gs := r.open[g]
 	if gs == nil {
 		gs = NewGroupSum(r.groups[g], r.n, len(r.sum.Loss), r.Release, r.spare[g])
-		r.spare[g] = nil
+		r.spare[g] = gs.Sum()
 		r.open[g] = gs
 	}
 	took, err := gs.Add(p)
@@ -202,50 +215,38 @@ func (r *Reducer) Add(p *Partial) (bool, error) {
 	}
 	if gs.Complete() {
 		delete(r.open, g)
-		r.finish(g, gs.Sum())
+		return r.comb.Add(NodeID{0, g}, gs.Sum())
 	}
 	return true, nil
 }
 
-// AddGroup hands over a whole group's sum; it reports false for a
-// duplicate.
-func (r *Reducer) AddGroup(p *Partial) (bool, error) {
-	g := p.Shard
-	if g < 0 || g >= len(r.groups) {
-		return false, fmt.Errorf("group %d out of range (%d groups)", g, len(r.groups))
+// AddNode hands over a whole node's sum (a group's at level 0); it reports
+// false for a duplicate.
+func (r *Reducer) AddNode(id NodeID, p *Partial) (bool, error) {
+	if id.Level < 0 || id.Level > TreeHeight(r.n) || id.Index < 0 || id.Index<<id.Level >= len(r.groups) {
+		return false, fmt.Errorf("node %d/%d out of range (%d groups)", id.Level, id.Index, len(r.groups))
 	}
-	if g < r.nextGroup || r.done[g] != nil {
-		return false, nil
+	if len(p.Loss) != len(r.sum.Loss) {
+		return false, fmt.Errorf("node %d/%d: sum of %d problems, want %d", id.Level, id.Index, len(p.Loss), len(r.sum.Loss))
 	}
-	K := len(r.sum.Loss)
-	if len(p.Loss) != K || len(p.BiasGrad) != K || len(p.Grad) != len(r.groups[g].Cols)*K {
-		return false, fmt.Errorf("group %d: sum has the wrong size", g)
-	}
-	delete(r.open, g) // shard partials of it, if any, are no longer needed
-	r.finish(g, p)
-	return true, nil
-}
-
-func (r *Reducer) finish(g int, p *Partial) {
-	r.done[g] = p
-	for q := r.done[r.nextGroup]; q != nil; q = r.done[r.nextGroup] {
-		delete(r.done, r.nextGroup)
-		r.apply(r.groups[r.nextGroup].Cols, q)
-		if q.Group && r.spare[r.nextGroup] == nil {
-			r.spare[r.nextGroup] = q
+	took, err := r.comb.Add(id, p)
+	if took {
+		first, end := id.Groups(len(r.groups))
+		for g := first; g < end; g++ {
+			delete(r.open, g) // shard partials under it are no longer needed
 		}
-		r.nextGroup++
 	}
+	return took, err
 }
 
 // Done reports whether every shard has been added.
-func (r *Reducer) Done() bool { return r.nextGroup == len(r.groups) }
+func (r *Reducer) Done() bool { return r.done }
 
 // Missing lists the shards not yet added.
 func (r *Reducer) Missing() []int {
 	var out []int
-	for g := r.nextGroup; g < len(r.groups); g++ {
-		if r.done[g] != nil {
+	for g := range r.groups {
+		if r.comb.Covered(NodeID{0, g}) {
 			continue
 		}
 		if gs := r.open[g]; gs != nil {

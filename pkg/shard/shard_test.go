@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"slices"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -457,7 +458,7 @@ func TestLoadCheckedNoticesAChangedFile(t *testing.T) {
 func TestReductionTreeIsFixed(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	d := randomData(rng, 3000, 30, 3, "f64")
-	obj := objectiveFor(t, writeFile(t, d.text), 21, 2, 1e-3, -1)
+	obj := objectiveFor(t, writeFile(t, d.text), 45, 2, 1e-3, -1) // 6 groups, a tree of height 3
 	shards := obj.Backend.(*Local).Shards
 	K := 3
 	x := make([][]float64, K)
@@ -484,6 +485,20 @@ func TestReductionTreeIsFixed(t *testing.T) {
 		}
 		r := NewReducer(len(shards), groups)
 		r.Reset(sum)
+		// A "worker" holding the groups in preSummed sends the sums of
+		// the highest nodes it holds whole, as a worker does.
+		held := map[int]*Group{}
+		for g := range preSummed {
+			held[g] = groups[g]
+		}
+		var sent []NodeID
+		comb := NewCombiner(len(shards), BuildNodes(len(shards), held), func(id NodeID, p *Partial) error {
+			sent = append(sent, id)
+			q := *p
+			q.Grad = slices.Clone(p.Grad)
+			_, err := r.AddNode(id, &q)
+			return err
+		})
 		for g := range preSummed {
 			gs := NewGroupSum(groups[g], len(shards), K, nil, nil)
 			first, end := GroupShards(g, len(shards))
@@ -493,7 +508,12 @@ func TestReductionTreeIsFixed(t *testing.T) {
 			if !gs.Complete() {
 				t.Fatal("group sum incomplete")
 			}
-			r.AddGroup(gs.Sum())
+			if _, err := comb.Add(NodeID{0, g}, gs.Sum()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(preSummed) == len(groups) && (len(sent) != 1 || sent[0] != Root(len(shards))) {
+			t.Fatalf("a worker holding every group sent %v, not the root", sent)
 		}
 		for _, s := range order {
 			r.Add(parts[s])
@@ -508,14 +528,18 @@ func TestReductionTreeIsFixed(t *testing.T) {
 		inOrder[i] = i
 	}
 	want := reduce(inOrder, nil)
-	for trial := 0; trial < 5; trial++ {
+	for trial := 0; trial < 20; trial++ {
 		order := append([]int(nil), inOrder...)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		// A contiguous block of groups, as workers are given (trial 0:
+		// all of them).
 		pre := map[int]bool{}
-		for g := range groups {
-			if rng.IntN(2) == 0 {
-				pre[g] = true
-			}
+		a, b := rng.IntN(len(groups)), rng.IntN(len(groups))
+		if trial == 0 {
+			a, b = 0, len(groups)-1
+		}
+		for g := min(a, b); g <= max(a, b); g++ {
+			pre[g] = true
 		}
 		got := reduce(order, pre)
 		for k := range want.Grad {

@@ -127,9 +127,15 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		case h.Kind != KindPartial && h.Kind != KindMeta && h.Kind != KindError && h.Kind != KindGroup:
 			c.bad.add(nil, h.Kind)
 			return
-		case int(h.Shard) >= n || h.Kind == KindGroup && int(h.Shard) >= shard.NumGroups(n):
+		case h.Kind != KindGroup && int(h.Shard) >= n:
 			c.bad.add(errors.New("shard id out of range"), h.Kind)
 			return
+		}
+		if h.Kind == KindGroup {
+			if _, err := shard.NodeFromWire(h.Shard, n); err != nil {
+				c.bad.add(errors.New("shard id out of range"), h.Kind)
+				return
+			}
 		}
 		c.mu.Lock()
 		c.stats.BytesUp += int64(len(m.Data))
@@ -447,12 +453,18 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 			}
 			return nil
 		}
-		p, err := DecodePartial(m.shard, m.payload)
+		id := m.shard
+		var node shard.NodeID
+		if m.kind == KindGroup {
+			node, _ = shard.NodeFromWire(uint32(m.shard), len(c.owner)) // checked on arrival
+			id = node.Index
+		}
+		p, err := DecodePartial(id, m.payload)
 		if err != nil {
 			c.bad.add(err, m.kind)
 			return nil
 		}
-		p.Group = m.kind == KindGroup
+		p.Group, p.Level = m.kind == KindGroup, node.Level
 		return add(p)
 	}
 	return nil
@@ -564,7 +576,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 		compute = max(compute, part.Seconds)
 		first, end := part.Shard, part.Shard+1
 		if part.Group {
-			first, end = shard.GroupShards(part.Shard, len(got))
+			first, end = shard.NodeID{Level: part.Level, Index: part.Shard}.Shards(len(got))
 		}
 		fresh := false
 		for s := first; s < end; s++ {

@@ -68,9 +68,11 @@ type Worker struct {
 	point    *Point
 	round    uint64
 	answered map[int][]byte // this round's encoded partials, for resends
-	sums     map[int][]byte // this round's encoded group sums, for resends
-	total    int            // shards in the job
+	sums     map[shard.NodeID][]byte // this round's encoded node sums, for resends
+	total    int                     // shards in the job
 	groups   map[int]*shard.Group
+	comb     *shard.Combiner // sums the tree's nodes this worker holds whole
+	started  time.Time       // when this round's evaluation began
 	local    *shard.Local
 
 	mu     sync.Mutex // guards hb, read by the heartbeat goroutine
@@ -413,6 +415,31 @@ func (w *Worker) rebuildLocal() {
 			w.groups[g] = shard.NewGroup(g, cols)
 		}
 	}
+	// Above the groups, the highest nodes held whole go up as one sum
+	// each: with shards given out in contiguous blocks that is a few
+	// messages per worker, whatever the number of shards.
+	w.comb = nil
+	if w.total > 0 {
+		w.comb = shard.NewCombiner(w.total, shard.BuildNodes(w.total, w.groups), w.sendNode)
+	}
+}
+
+func (w *Worker) sendNode(id shard.NodeID, sum *shard.Partial) error {
+	sum.Seconds = time.Since(w.started).Seconds()
+	b := EncodePartial(sum)
+	w.sums[id] = b
+	w.publishUp(KindGroup, w.round, id.Wire(), b)
+	return nil
+}
+
+// sent reports whether a node sum sent this round covers shard s.
+func (w *Worker) sent(s int) bool {
+	for id := range w.sums {
+		if first, end := id.Shards(w.total); s >= first && s < end {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *Worker) onPoint(m roundMsg) {
@@ -422,14 +449,14 @@ func (w *Worker) onPoint(m roundMsg) {
 	if m.round == w.round && w.point != nil {
 		// The coordinator is missing results of this round: send again
 		// what was computed, compute what was not.
-		for g, b := range w.sums {
-			w.publishUp(KindGroup, w.round, uint32(g), b)
+		for id, b := range w.sums {
+			w.publishUp(KindGroup, w.round, id.Wire(), b)
 		}
 		var todo []*shard.Shard
 		for _, s := range w.local.Shards {
 			if b, ok := w.answered[s.ID]; ok {
 				w.publishUp(KindPartial, w.round, uint32(s.ID), b)
-			} else if w.sums[shard.GroupOf(s.ID)] == nil {
+			} else if !w.sent(s.ID) {
 				todo = append(todo, s)
 			}
 		}
@@ -441,7 +468,7 @@ func (w *Worker) onPoint(m roundMsg) {
 		w.badMsg.add(err, KindPoint)
 		return
 	}
-	w.round, w.point, w.answered, w.sums = m.round, p, map[int][]byte{}, map[int][]byte{}
+	w.round, w.point, w.answered, w.sums = m.round, p, map[int][]byte{}, map[shard.NodeID][]byte{}
 	if !slices.Equal(p.Labels, w.order) {
 		w.order = p.Labels
 		for _, s := range w.shards {
@@ -509,6 +536,10 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		vp = shard.NewPoint(p.V, p.Bias, features)
 	}
 	sums := map[int]*shard.GroupSum{}
+	w.started = start
+	if grouped && w.comb != nil {
+		w.comb.Reset()
+	}
 	if m := w.cfg.Metrics; m != nil {
 		defer func(start time.Time) { m.Eval.Observe(time.Since(start).Seconds()) }(time.Now())
 	}
@@ -530,11 +561,8 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 			return err
 		}
 		if gs.Complete() {
-			sum := gs.Sum()
-			sum.Seconds = time.Since(start).Seconds()
-			b := EncodePartial(sum)
-			w.sums[g] = b
-			w.publishUp(KindGroup, w.round, uint32(g), b)
+			_, err := w.comb.Add(shard.NodeID{Level: 0, Index: g}, gs.Sum())
+			return err
 		}
 		return nil
 	})

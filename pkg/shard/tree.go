@@ -1,0 +1,219 @@
+package shard
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+)
+
+// Above the groups the reduction tree is binary: node (l, i) covers
+// groups [i·2^l, (i+1)·2^l), level 0 being the groups themselves, and its
+// sum is its left child's plus its right child's, in that order (a node
+// with one child is that child). The tree depends on the number of shards
+// only, so a worker that holds every group under a node can send that
+// node's sum, one message, and the coordinator gets the same bits as if
+// it had added the groups itself.
+
+// NodeID names a node of the tree.
+type NodeID struct{ Level, Index int }
+
+// Parent is the node above.
+func (id NodeID) Parent() NodeID { return NodeID{id.Level + 1, id.Index >> 1} }
+
+// Groups is the range [first, end) of groups under id, of g groups.
+func (id NodeID) Groups(g int) (first, end int) {
+	return id.Index << id.Level, min((id.Index+1)<<id.Level, g)
+}
+
+// Shards is the range [first, end) of shards under id, of n shards.
+func (id NodeID) Shards(n int) (first, end int) {
+	fg, eg := id.Groups(NumGroups(n))
+	return fg * GroupSize, min(eg*GroupSize, n)
+}
+
+// Wire packs a node into the 32-bit shard field of a message.
+func (id NodeID) Wire() uint32 { return uint32(id.Level)<<24 | uint32(id.Index) }
+
+// NodeFromWire unpacks Wire's form, checking it names a node of a tree
+// over n shards.
+func NodeFromWire(v uint32, n int) (NodeID, error) {
+	id := NodeID{int(v >> 24), int(v & (1<<24 - 1))}
+	if id.Level > TreeHeight(n) || id.Index<<id.Level >= NumGroups(n) {
+		return id, fmt.Errorf("node %d/%d is not in the tree of %d shards", id.Level, id.Index, n)
+	}
+	return id, nil
+}
+
+// TreeHeight is the root's level for n shards.
+func TreeHeight(n int) int {
+	g := NumGroups(n)
+	if g <= 1 {
+		return 0
+	}
+	return bits.Len(uint(g - 1))
+}
+
+// Root is the node above every group.
+func Root(n int) NodeID { return NodeID{Level: TreeHeight(n)} }
+
+// Node is one node's columns: the union of its children's, and where each
+// child's columns sit in it.
+type Node struct {
+	ID    NodeID
+	Cols  []uint32
+	Pos   [2][]uint32 // Pos[1] is nil when the node has one child
+	Group *Group      // level 0 only
+}
+
+// BuildNodes builds every node whose groups are all in groups (keyed by
+// group id), for a tree over n shards.
+func BuildNodes(n int, groups map[int]*Group) map[NodeID]*Node {
+	G := NumGroups(n)
+	out := map[NodeID]*Node{}
+	for g, gr := range groups {
+		out[NodeID{0, g}] = &Node{ID: NodeID{0, g}, Cols: gr.Cols, Group: gr}
+	}
+	for l := 1; l <= TreeHeight(n); l++ {
+		for i := 0; i<<l < G; i++ {
+			left, ok := out[NodeID{l - 1, 2 * i}]
+			if !ok {
+				continue
+			}
+			id := NodeID{l, i}
+			if (2*i+1)<<(l-1) >= G { // no right child
+				out[id] = &Node{ID: id, Cols: left.Cols}
+				continue
+			}
+			right, ok := out[NodeID{l - 1, 2*i + 1}]
+			if !ok {
+				continue
+			}
+			out[id] = merge(id, left.Cols, right.Cols)
+		}
+	}
+	return out
+}
+
+func merge(id NodeID, a, b []uint32) *Node {
+	nd := &Node{ID: id, Cols: slices.Concat(a, b)}
+	slices.Sort(nd.Cols)
+	nd.Cols = slices.Compact(nd.Cols)
+	for c, cols := range [2][]uint32{a, b} {
+		pos := make([]uint32, len(cols))
+		i := 0
+		for l, j := range cols { // both increasing: one merge pass
+			for nd.Cols[i] != j {
+				i++
+			}
+			pos[l] = uint32(i)
+		}
+		nd.Pos[c] = pos
+	}
+	return nd
+}
+
+// Combiner adds node sums up the tree as they complete, over the nodes it
+// was built with. A node whose parent it cannot build (the root, or on a
+// worker the highest nodes it holds whole) goes to Emit. It reuses the
+// buffers of its sums from pass to pass.
+type Combiner struct {
+	N     int // shards
+	Nodes map[NodeID]*Node
+	Emit  func(NodeID, *Partial) error
+
+	sums  map[NodeID]*Partial
+	spare map[NodeID]*Partial
+}
+
+// NewCombiner combines the given nodes of a tree over n shards.
+func NewCombiner(n int, nodes map[NodeID]*Node, emit func(NodeID, *Partial) error) *Combiner {
+	return &Combiner{N: n, Nodes: nodes, Emit: emit, sums: map[NodeID]*Partial{}, spare: map[NodeID]*Partial{}}
+}
+
+// Reset forgets the sums of the last pass.
+func (c *Combiner) Reset() { clear(c.sums) }
+
+// Covered reports whether id, or a node above it, is complete.
+func (c *Combiner) Covered(id NodeID) bool {
+	for l := id.Level; l <= TreeHeight(c.N); l++ {
+		if c.sums[id] != nil {
+			return true
+		}
+		id = id.Parent()
+	}
+	return false
+}
+
+// Add takes the complete sum of node id; it reports false when the node
+// is already covered. The sums below it are dropped.
+func (c *Combiner) Add(id NodeID, p *Partial) (bool, error) {
+	nd := c.Nodes[id]
+	if nd == nil {
+		return false, fmt.Errorf("node %d/%d is not in this tree", id.Level, id.Index)
+	}
+	if c.Covered(id) {
+		return false, nil
+	}
+	K := len(p.Loss)
+	if len(p.BiasGrad) != K || len(p.Grad) != len(nd.Cols)*K {
+		return false, fmt.Errorf("node %d/%d: sum has the wrong size", id.Level, id.Index)
+	}
+	for below := range c.sums {
+		if below.Level < id.Level && below.Index>>(id.Level-below.Level) == id.Index {
+			delete(c.sums, below)
+		}
+	}
+	for {
+		c.sums[id] = p
+		parent := c.Nodes[id.Parent()]
+		if id.Level == TreeHeight(c.N) || parent == nil {
+			return true, c.Emit(id, p)
+		}
+		if parent.Pos[1] == nil { // a single child: the parent's sum is its own
+			id = parent.ID
+			continue
+		}
+		left, right := c.sums[NodeID{id.Level, id.Index &^ 1}], c.sums[NodeID{id.Level, id.Index | 1}]
+		if left == nil || right == nil {
+			return true, nil
+		}
+		p = parent.add(left, right, c.spare[parent.ID])
+		c.spare[parent.ID] = p
+		delete(c.sums, NodeID{id.Level, id.Index &^ 1})
+		delete(c.sums, NodeID{id.Level, id.Index | 1})
+		id = parent.ID
+	}
+}
+
+// add writes left + right, in that order, over the node's columns into
+// buf (allocated when nil).
+func (nd *Node) add(left, right, buf *Partial) *Partial {
+	K := len(left.Loss)
+	if buf == nil {
+		buf = new(Partial)
+	}
+	buf.Shard, buf.Group = nd.ID.Index, true
+	buf.Loss, buf.BiasGrad, buf.Grad = grow(buf.Loss, K), grow(buf.BiasGrad, K), grow(buf.Grad, len(nd.Cols)*K)
+	buf.Seconds = max(left.Seconds, right.Seconds)
+	for k := range K {
+		buf.Loss[k] = left.Loss[k] + right.Loss[k]
+		buf.BiasGrad[k] = left.BiasGrad[k] + right.BiasGrad[k]
+	}
+	clear(buf.Grad)
+	for c, p := range [2]*Partial{left, right} {
+		pos, dst := nd.Pos[c], buf.Grad
+		if K == 1 {
+			for l, i := range pos {
+				dst[i] += p.Grad[l]
+			}
+			continue
+		}
+		for l, i := range pos {
+			d, s := dst[int(i)*K:int(i)*K+K], p.Grad[l*K:l*K+K]
+			for k := range d {
+				d[k] += s[k]
+			}
+		}
+	}
+	return buf
+}
