@@ -37,6 +37,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	}
 	url := o.natsURL
 	minWorkers := o.minWorkers
+	var inProcess []nats.Option
 	if url == "" {
 		dir, err := os.MkdirTemp("", "osgm-nats-*")
 		if err != nil {
@@ -50,10 +51,13 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		}
 		cleanup = append(cleanup, srv.Shutdown)
 		url = srv.ClientURL()
+		// Clients in this process talk to the server through memory, not
+		// the loopback device.
+		inProcess = append(inProcess, nats.InProcessServer(srv))
 		minWorkers = o.workers
 		log.Info("embedded NATS server", zap.String("url", url), zap.Int("workers", o.workers))
 	}
-	nc, err := transport.Connect(url, "coordinator", o.auth.FromEnv(), log)
+	nc, err := transport.Connect(url, "coordinator", o.auth.FromEnv(), log, inProcess...)
 	if err != nil {
 		closeAll()
 		return nil, nil, nil, err
@@ -78,7 +82,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	if o.natsURL == "" {
 		// In-process workers speak the same protocol over the embedded
 		// server: one code path for a laptop and a cluster.
-		stopWorkers, err := startWorkers(ctx, url, o.workers)
+		stopWorkers, err := startWorkers(ctx, url, o.workers, inProcess)
 		if err != nil {
 			closeAll()
 			return nil, nil, nil, err
@@ -111,7 +115,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	}, nil
 }
 
-func startWorkers(ctx context.Context, url string, n int) (stop func(), err error) {
+func startWorkers(ctx context.Context, url string, n int, opts []nats.Option) (stop func(), err error) {
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{}, n)
 	started := 0
@@ -122,7 +126,7 @@ func startWorkers(ctx context.Context, url string, n int) (stop func(), err erro
 		}
 	}
 	for i := 0; i < n; i++ {
-		nc, err := transport.Connect(url, fmt.Sprintf("worker-%d", i), transport.Auth{}, zap.NewNop())
+		nc, err := transport.Connect(url, fmt.Sprintf("worker-%d", i), transport.Auth{}, zap.NewNop(), opts...)
 		if err != nil {
 			stop()
 			return nil, err

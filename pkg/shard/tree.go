@@ -199,8 +199,20 @@ func (nd *Node) add(left, right, buf *Partial) *Partial {
 		buf.Loss[k] = left.Loss[k] + right.Loss[k]
 		buf.BiasGrad[k] = left.BiasGrad[k] + right.BiasGrad[k]
 	}
-	clear(buf.Grad)
+	first := 0
+	if len(nd.Pos[0]) == len(nd.Cols) {
+		// The left child has every column (its positions are 0, 1, ...):
+		// copy it rather than add it to zeros, which differs at most in the
+		// sign of a zero.
+		copy(buf.Grad, left.Grad)
+		first = 1
+	} else {
+		clear(buf.Grad)
+	}
 	for c, p := range [2]*Partial{left, right} {
+		if c < first {
+			continue
+		}
 		pos, dst := nd.Pos[c], buf.Grad
 		if K == 1 {
 			for l, i := range pos {

@@ -70,11 +70,12 @@ func (a Auth) options() ([]nats.Option, error) {
 
 // Connect opens a connection that keeps reconnecting through server
 // restarts and says so in the log.
-func Connect(url, name string, auth Auth, log *zap.Logger) (*nats.Conn, error) {
+func Connect(url, name string, auth Auth, log *zap.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	opts, err := auth.options()
 	if err != nil {
 		return nil, err
 	}
+	opts = append(opts, extra...)
 	opts = append(opts,
 		nats.Name(name),
 		nats.MaxReconnects(-1),

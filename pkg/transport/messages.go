@@ -64,15 +64,11 @@ func EncodePoint(p *Point) []byte {
 	e.u32(uint32(K))
 	e.u32(uint32(dim))
 	for _, x := range p.X {
-		for _, v := range x {
-			e.f64(v)
-		}
+		e.rawF64s(x)
 	}
 	if p.Op == shard.OpHessVec {
 		for _, x := range p.V {
-			for _, v := range x {
-				e.f64(v)
-			}
+			e.rawF64s(x)
 		}
 	}
 	return e.b
@@ -121,9 +117,7 @@ func DecodePoint(b []byte) (*Point, error) {
 		out := make([][]float64, K)
 		for k := range out {
 			out[k] = make([]float64, dim)
-			for j := range out[k] {
-				out[k][j] = d.f64()
-			}
+			d.rawF64s(out[k])
 		}
 		return out
 	}

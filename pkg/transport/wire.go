@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"unsafe"
 )
 
 // Version is the wire format's version byte; a peer speaking another is
@@ -244,6 +245,19 @@ func (e *enc) f64(v float64) {
 }
 func (e *enc) f64s(v []float64) {
 	e.u32(uint32(len(v)))
+	e.rawF64s(v)
+}
+
+// littleEndian is whether float64s in memory already have the wire's
+// byte order, so vectors move with one copy instead of value by value.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// rawF64s appends v without a length.
+func (e *enc) rawF64s(v []float64) {
+	if littleEndian && len(v) > 0 {
+		e.b = append(e.b, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 8*len(v))...)
+		return
+	}
 	for _, x := range v {
 		e.f64(x)
 	}
@@ -310,10 +324,21 @@ func (d *dec) count(size int) int {
 func (d *dec) f64s() []float64 {
 	n := d.count(8)
 	out := make([]float64, n)
+	d.rawF64s(out)
+	return out
+}
+
+// rawF64s fills out from the payload.
+func (d *dec) rawF64s(out []float64) {
+	if littleEndian && len(out) > 0 {
+		if b := d.take(8 * len(out)); b != nil {
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 8*len(out)), b)
+		}
+		return
+	}
 	for i := range out {
 		out[i] = d.f64()
 	}
-	return out
 }
 func (d *dec) u64s() []uint64 {
 	n := d.count(8)

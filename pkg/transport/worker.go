@@ -67,7 +67,7 @@ type Worker struct {
 	foldIDs  []uint16 // every row's fold, for the current point's folds
 	point    *Point
 	round    uint64
-	answered map[int][]byte // this round's encoded partials, for resends
+	answered map[int][]byte          // this round's encoded partials, for resends
 	sums     map[shard.NodeID][]byte // this round's encoded node sums, for resends
 	total    int                     // shards in the job
 	groups   map[int]*shard.Group
