@@ -73,6 +73,7 @@ type Stats struct {
 	Compute       time.Duration
 	BytesDown     int64 // point broadcasts
 	BytesUp       int64 // results received
+	ResultsUp     int   // result messages (shard partials and node sums) taken
 	Resends       int
 	Reassignments int
 }
@@ -338,9 +339,17 @@ func (c *Cluster) balance(moves bool) {
 	}
 	changed := map[string]bool{}
 	if !slices.ContainsFunc(c.owner, func(o string) bool { return o != "" }) {
-		n := len(c.owner)
+		// Contiguous blocks, of whole groups when there are enough of
+		// them: a worker holding a block of groups sends a few node sums
+		// up (see shard.Combiner), not a partial per shard of a split
+		// group.
+		n, G, W := len(c.owner), shard.NumGroups(len(c.owner)), len(live)
 		for s := range c.owner {
-			c.owner[s] = live[s*len(live)/n]
+			if G >= 2*W {
+				c.owner[s] = live[shard.GroupOf(s)*W/G]
+			} else {
+				c.owner[s] = live[s*W/n]
+			}
 		}
 		for _, id := range live {
 			changed[id] = true
@@ -465,6 +474,9 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 			return nil
 		}
 		p.Group, p.Level = m.kind == KindGroup, node.Level
+		c.mu.Lock()
+		c.stats.ResultsUp++
+		c.mu.Unlock()
 		return add(p)
 	}
 	return nil

@@ -40,7 +40,7 @@ func testData(t *testing.T) string {
 
 // cluster starts an embedded server, n in-process workers and a Cluster
 // backend over the file's shards.
-func cluster(t *testing.T, path string, n int) (*Cluster, *nats.Conn) {
+func cluster(t *testing.T, path string, n, shards int) (*Cluster, *nats.Conn) {
 	srv, err := Embedded(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func cluster(t *testing.T, path string, n int) (*Cluster, *nats.Conn) {
 		t.Fatal(err)
 	}
 	id, _ := shard.Identify(path)
-	c, err := NewCluster(connect("coordinator"), ClusterConfig{Ranges: shard.Layout(info.Size, 5), MinWorkers: n,
+	c, err := NewCluster(connect("coordinator"), ClusterConfig{Ranges: shard.Layout(info.Size, shards), MinWorkers: n,
 		Source: Source{Path: path, File: id}, HeartbeatTimeout: 2 * time.Second, ResendAfter: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +104,40 @@ func flatten(w [][]float64) []float64 {
 	return out
 }
 
+// TestWorkersSendNodeSums: 64 shards make 8 groups and a tree of height
+// 3; two workers given four whole groups each send one node sum per round
+// each, and the model is the in-process one to the bit.
+func TestWorkersSendNodeSums(t *testing.T) {
+	path := testData(t)
+	info, _ := shard.Stat(path)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	shards, err := shard.Load(path, shard.Layout(info.Size, 64), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := train.Train(shard.NewLocal(shards, 2), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := flatten(res.Model.W)
+	c, _ := cluster(t, path, 2, 64)
+	before := c.Stats()
+	got, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.Stats()
+	rounds, results := st.Rounds-before.Rounds, st.ResultsUp-before.ResultsUp
+	if rounds == 0 || results != 2*rounds {
+		t.Fatalf("%d result messages in %d rounds, want 2 per round", results, rounds)
+	}
+	for j, v := range flatten(got.Model.W) {
+		if math.Float64bits(v) != math.Float64bits(want[j]) {
+			t.Fatalf("weight %d differs from the model trained without a bus", j)
+		}
+	}
+}
+
 // TestForgedMessagesAreDropped trains while an intruder floods the job's
 // subjects with every kind of bad message. Each is dropped and counted,
 // none crashes anything, and the model is the one trained without a bus.
@@ -111,7 +145,7 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 	path := testData(t)
 	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
 	want := localModel(t, path, cfg)
-	c, intruder := cluster(t, path, 2)
+	c, intruder := cluster(t, path, 2, 5)
 
 	job := c.Job()
 	valid := func(kind Kind, jobID, round uint64, id uint32, payload []byte) []byte {
