@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"slices"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
