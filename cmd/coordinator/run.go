@@ -158,7 +158,7 @@ func run(o *options) error {
 		compute = min(c.Stats().Compute-busBefore.Compute, res.PassTime)
 		comm = res.PassTime - compute
 	}
-	fields := []zap.Field{zap.String("method", o.method), zap.Float64("lambda", res.Lambda),
+	fields := []zap.Field{zap.String("method", res.Method), zap.Float64("lambda", res.Lambda),
 		zap.Int("iterations", maxInt(res.Opt.Iters)), zap.Int("passes", res.Opt.Evals),
 		zap.Float64s("objective", res.Primal), zap.Int("converged", conv), zap.Int("problems", len(res.Primal)),
 		zap.Duration("load", loaded), zap.Duration("train", trainTime),

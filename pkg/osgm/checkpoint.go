@@ -57,6 +57,9 @@ func loadMethod(m Method, b []byte) error {
 
 // Checkpointable reports whether the named method can be checkpointed.
 func Checkpointable(name string) bool {
+	if name == "" || name == Auto {
+		return Checkpointable(Choose(name, 1)) && Checkpointable(Choose(name, 2))
+	}
 	m, err := New(name, Problem{}, Params{})
 	if err != nil {
 		return false

@@ -80,6 +80,7 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 		now = time.Now
 	}
 	start := now()
+	s.Method = Choose(s.Method, K)
 	hv, _ := obj.(HessVecer)
 	if NeedsHessVec(s.Method) && hv == nil {
 		return nil, fmt.Errorf("osgm: %s needs Hessian-vector products, which this objective lacks", s.Method)

@@ -199,9 +199,11 @@ func evalOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, gl []float64, bi
 
 // evalBinary's values are val/scale: the scale (a power of ten for
 // decimal storage, else 1) is applied once to the row's sum and once to
-// its gradient coefficient.
+// its gradient coefficient, as a product with its inverse: on short rows
+// a division per row costs as much as the row's arithmetic.
 func evalBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scale float64, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	hasBias := bias >= 0
+	inv := 1 / scale
 	class = class[:len(rowPtr)-1]
 	for i := range class {
 		if r.skip(i) {
@@ -209,7 +211,7 @@ func evalBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scal
 		}
 		a, b := rowPtr[i], rowPtr[i+1]
 		row, v := idx[a:b], val[a:b]
-		z := dot(wl, row, v) / scale
+		z := dot(wl, row, v) * inv
 		if hasBias {
 			z += bias * wb
 		}
@@ -219,7 +221,7 @@ func evalBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scal
 			w := r.w[sd]
 			loss += w * d * d
 			c := -2 * w * y * d
-			axpy(gl, row, v, c/scale)
+			axpy(gl, row, v, c*inv)
 			if hasBias {
 				gb += c * bias
 			}
@@ -443,6 +445,7 @@ func hessVecOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, vl, hl []floa
 
 func hessVecBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scale float64, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
 	zb, tb := biasTerms(bias, wb, vb)
+	inv := 1 / scale
 	class = class[:len(rowPtr)-1]
 	for i := range class {
 		if r.skip(i) {
@@ -451,11 +454,11 @@ func hessVecBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, s
 		a, b := rowPtr[i], rowPtr[i+1]
 		row, v := idx[a:b], val[a:b]
 		sd := r.side(class[i]) & 1
-		if 1-signs[sd]*(dot(wl, row, v)/scale+zb) <= 0 {
+		if 1-signs[sd]*(dot(wl, row, v)*inv+zb) <= 0 {
 			continue
 		}
-		t := (dot(vl, row, v)/scale + tb) * r.w[sd]
-		axpy(hl, row, v, t/scale)
+		t := (dot(vl, row, v)*inv + tb) * r.w[sd]
+		axpy(hl, row, v, t*inv)
 		if bias >= 0 {
 			hb += t * bias
 		}

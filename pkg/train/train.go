@@ -49,6 +49,7 @@ type Config struct {
 
 // Result is a trained model and how it was reached.
 type Result struct {
+	Method  string // the method that ran (Auto resolved)
 	Model   *libsvm.Model
 	Opt     *osgm.Result
 	Summary shard.Summary
@@ -263,7 +264,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	for k := range primal {
 		primal[k] = res.F[k] / lambda
 	}
-	return &Result{Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent}, nil
+	return &Result{Method: osgm.Choose(cfg.Method, K), Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent}, nil
 }
 
 // timedObjective measures the time spent in passes over the data (on
