@@ -371,23 +371,34 @@ func (c *Cluster) balance(moves bool) {
 			c.stats.Reassignments++
 		}
 	}
+	// Moves go in whole groups when there are enough groups (a split
+	// group costs a partial per shard on the bus), in shards otherwise,
+	// and only while a move narrows the gap.
+	byGroup := shard.NumGroups(len(c.owner)) >= 2*len(live)
 	for moves {
 		hi, lo := c.mostLoaded(live), c.leastLoaded(live)
-		if c.load(hi)-c.load(lo) < 2 {
-			break
-		}
-		for s := len(c.owner) - 1; s >= 0; s-- { // hi's last shard
-			if c.target(s) == hi {
-				if c.owner[s] == lo {
-					delete(c.incoming, s)
-				} else {
-					c.incoming[s] = lo
-				}
+		var batch []int // hi's last shard, or the shards of its last group it has
+		for s := len(c.owner) - 1; s >= 0; s-- {
+			if c.target(s) != hi {
+				continue
+			}
+			if len(batch) > 0 && (!byGroup || shard.GroupOf(s) != shard.GroupOf(batch[0])) {
 				break
 			}
+			batch = append(batch, s)
+		}
+		if len(batch) == 0 || c.load(hi)-c.load(lo) <= len(batch) {
+			break
+		}
+		for _, s := range batch {
+			if c.owner[s] == lo {
+				delete(c.incoming, s)
+			} else {
+				c.incoming[s] = lo
+			}
+			c.stats.Reassignments++
 		}
 		changed[lo] = true
-		c.stats.Reassignments++
 	}
 	for _, id := range live {
 		if changed[id] {
