@@ -136,6 +136,7 @@ func run(o *options) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.train, err)
 	}
+	trainTime := time.Since(trainStart)
 	if err := writeModel(o.model, res.Model); err != nil {
 		return err
 	}
@@ -150,7 +151,6 @@ func run(o *options) error {
 			conv++
 		}
 	}
-	trainTime := time.Since(trainStart)
 	// Time in passes is the workers' compute plus the bus; the rest of
 	// training is the method's own arithmetic on the coordinator.
 	compute, comm := res.PassTime, time.Duration(0)

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"fmt"
-	"slices"
 )
 
 // Sum is the data term of all shards: loss and gradient sums per problem
@@ -43,10 +42,8 @@ type Group struct {
 func NewGroup(g int, shardCols [][]uint32) *Group {
 	gr := &Group{ID: g, First: g * GroupSize}
 	for _, c := range shardCols {
-		gr.Cols = append(gr.Cols, c...)
+		gr.Cols = union(gr.Cols, c)
 	}
-	slices.Sort(gr.Cols)
-	gr.Cols = slices.Compact(gr.Cols)
 	for _, c := range shardCols {
 		pos := make([]uint32, len(c))
 		i := 0
@@ -59,6 +56,29 @@ func NewGroup(g int, shardCols [][]uint32) *Group {
 		gr.Pos = append(gr.Pos, pos)
 	}
 	return gr
+}
+
+// union merges two increasing lists into one without repeats, in linear
+// time (column maps run to millions of entries).
+func union(a, b []uint32) []uint32 {
+	out := make([]uint32, 0, max(len(a), len(b)))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			out = append(out, a[i])
+			i++
+		case a[i] > b[j]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
 }
 
 // GroupSum adds a group's shard partials in shard order. Workers and the

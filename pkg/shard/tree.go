@@ -3,7 +3,6 @@ package shard
 import (
 	"fmt"
 	"math/bits"
-	"slices"
 )
 
 // Above the groups the reduction tree is binary: node (l, i) covers
@@ -95,9 +94,7 @@ func BuildNodes(n int, groups map[int]*Group) map[NodeID]*Node {
 }
 
 func merge(id NodeID, a, b []uint32) *Node {
-	nd := &Node{ID: id, Cols: slices.Concat(a, b)}
-	slices.Sort(nd.Cols)
-	nd.Cols = slices.Compact(nd.Cols)
+	nd := &Node{ID: id, Cols: union(a, b)}
 	for c, cols := range [2][]uint32{a, b} {
 		pos := make([]uint32, len(cols))
 		i := 0

@@ -189,6 +189,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	dataFP, flagsFP := DataFingerprint(b.Meta()), FlagsFingerprint(cfg)
 	obj := shard.NewObjective(b, features, lambda, cfg.Bias)
 	obj.Rows, obj.Weights, obj.Holdout = rows, weights, cfg.Holdout
+	timed := &timedObjective{Objective: obj}
 	dim := obj.Dim()
 
 	zero := make([][]float64, K)
@@ -205,7 +206,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		}
 		copy(g0norm, cfg.Resume.G0Norm)
 	} else {
-		if err := obj.Eval(zero, f0, g0); err != nil {
+		if err := timed.Eval(zero, f0, g0); err != nil {
 			return nil, err
 		}
 		for k := range g0norm {
@@ -250,7 +251,6 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	default:
 		settings.F0, settings.G0 = f0, g0
 	}
-	timed := &timedObjective{Objective: obj}
 	res, err := osgm.Minimize(timed, x0, probs, settings)
 	if err != nil {
 		return nil, err
