@@ -21,6 +21,11 @@ type Point struct {
 	// pass costs in proportion to its problems). Nil: problem k is class k
 	// (class 0 for a single binary problem). Tally needs it nil.
 	Classes []int32
+	// Stamp, when not zero, names W: Hessian-vector passes at the same
+	// stamp (Newton's CG steps) reuse the rows' activity the first one
+	// found instead of recomputing every margin. Stamps must not repeat
+	// for different points.
+	Stamp uint64
 }
 
 // class is the class problem k separates from the rest.
@@ -143,6 +148,12 @@ type rows struct {
 	hold uint16
 	pos  int32 // the class that is positive
 	w    [2]float64
+
+	// Hessian-vector passes: act holds a bit per row, set when the row
+	// is active at the point; known says the bits are those of this
+	// point already (nil act: no caching).
+	act   []uint64
+	known bool
 }
 
 // rowsFor is problem k's row selection at p.
@@ -358,6 +369,7 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	if K == 1 {
 		var gb float64
 		r := s.rowsFor(p, 0)
+		s.activity(p, &r)
 		switch s.Values {
 		case Ones:
 			gb = hessVecOnes(s.RowPtr, s.Idx, s.Class, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
@@ -414,6 +426,41 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	}
 }
 
+// activity hands r the shard's cache of which rows are active at p, when
+// p has a stamp: valid if it was filled at the same stamp, class and fold.
+func (s *Shard) activity(p *Point, r *rows) {
+	if p.Stamp == 0 {
+		return
+	}
+	c := &s.act
+	words := (s.Rows() + 63) / 64
+	if c.stamp == p.Stamp && c.pos == r.pos && c.hold == p.Holdout && len(c.bits) == words {
+		r.act, r.known = c.bits, true
+		return
+	}
+	if cap(c.bits) < words {
+		c.bits = make([]uint64, words)
+	}
+	c.bits = c.bits[:words]
+	clear(c.bits)
+	c.stamp, c.pos, c.hold = p.Stamp, r.pos, p.Holdout
+	r.act = c.bits
+}
+
+// isActive reports whether row i is active: from the cache when it is
+// known, else from the margin 1 - y z > 0, recorded in the cache.
+func (r *rows) isActive(i int, y, z float64) bool {
+	if 1-y*z <= 0 {
+		return false
+	}
+	if r.act != nil {
+		r.act[i>>6] |= 1 << (uint(i) & 63)
+	}
+	return true
+}
+
+func (r *rows) knownInactive(i int) bool { return r.act[i>>6]&(1<<(uint(i)&63)) == 0 }
+
 // biasTerms returns the bias contributions to a row's margin and to a·v.
 func biasTerms(bias float64, wb, vb []float64) (float64, float64) {
 	if bias < 0 {
@@ -431,7 +478,11 @@ func hessVecOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, vl, hl []floa
 		}
 		row := idx[rowPtr[i]:rowPtr[i+1]]
 		sd := r.side(class[i]) & 1
-		if 1-signs[sd]*(dotOnes(wl, row)+zb) <= 0 {
+		if r.known {
+			if r.knownInactive(i) {
+				continue
+			}
+		} else if !r.isActive(i, signs[sd], dotOnes(wl, row)+zb) {
 			continue
 		}
 		t := (dotOnes(vl, row) + tb) * r.w[sd]
@@ -454,7 +505,11 @@ func hessVecBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, s
 		a, b := rowPtr[i], rowPtr[i+1]
 		row, v := idx[a:b], val[a:b]
 		sd := r.side(class[i]) & 1
-		if 1-signs[sd]*(dot(wl, row, v)*inv+zb) <= 0 {
+		if r.known {
+			if r.knownInactive(i) {
+				continue
+			}
+		} else if !r.isActive(i, signs[sd], dot(wl, row, v)*inv+zb) {
 			continue
 		}
 		t := (dot(vl, row, v)*inv + tb) * r.w[sd]

@@ -2,6 +2,8 @@ package shard
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 )
 
 // Op is the kind of pass a backend makes over its shards.
@@ -68,6 +70,10 @@ type Objective struct {
 
 	cols   [][]uint32
 	sum    Sum
+	// The last Hessian-vector point and its stamp (see Point.Stamp).
+	hvKs    []int
+	hvX     [][]float64
+	hvStamp uint64
 	red    *Reducer
 	diag   []float64
 	normSq float64
@@ -168,6 +174,25 @@ func (o *Objective) pointFor(ks []int, x [][]float64) *Point {
 	return p
 }
 
+// stamp gives the Hessian-vector point a stamp: the last one when ks and
+// x are the last pass's to the bit (Newton's CG steps share their point),
+// a fresh random one otherwise, so workers can keep which rows are active.
+func (o *Objective) stamp(ks []int, x [][]float64) {
+	same := o.hvStamp != 0 && slices.Equal(ks, o.hvKs) && len(x) == len(o.hvX)
+	for k := 0; same && k < len(x); k++ {
+		same = slices.Equal(x[k], o.hvX[k])
+	}
+	if same {
+		return
+	}
+	o.hvKs = append(o.hvKs[:0], ks...)
+	o.hvX = o.hvX[:0]
+	for _, xk := range x {
+		o.hvX = append(o.hvX, slices.Clone(xk))
+	}
+	o.hvStamp = rand.Uint64() | 1
+}
+
 // pass runs one reduction of op for problems ks (nil: all) into out (the
 // data sums, unscaled).
 func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]float64, error) {
@@ -184,7 +209,11 @@ func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]
 	if v != nil {
 		vp = o.pointFor(ks, v)
 	}
-	if err := o.Backend.Eval(op, o.pointFor(ks, x), vp, func(p *Partial) error {
+	pt := o.pointFor(ks, x)
+	if op == OpHessVec {
+		pt.Stamp = o.hvStamp
+	}
+	if err := o.Backend.Eval(op, pt, vp, func(p *Partial) error {
 		if p.Group {
 			_, err := red.AddNode(NodeID{p.Level, p.Shard}, p)
 			return err
@@ -237,6 +266,7 @@ func (o *Objective) HessVec(x, v, hv [][]float64) error {
 
 // HessVecSome is HessVec for the problems ks only, as EvalSome.
 func (o *Objective) HessVecSome(ks []int, x, v, hv [][]float64) error {
+	o.stamp(ks, x)
 	if _, err := o.pass(OpHessVec, ks, x, v, hv); err != nil {
 		return err
 	}

@@ -68,6 +68,17 @@ type Shard struct {
 	// Fold holds each row's cross-validation fold (1..n), set by SetFolds;
 	// nil until then.
 	Fold []uint16
+
+	act activityCache
+}
+
+// activityCache remembers which rows were active at the last stamped
+// Hessian-vector point (see Point.Stamp).
+type activityCache struct {
+	stamp uint64
+	pos   int32
+	hold  int
+	bits  []uint64
 }
 
 // Rows is the number of rows.

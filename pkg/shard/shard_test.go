@@ -293,6 +293,49 @@ func checkSubsets(t *testing.T, obj *Objective, x [][]float64, f []float64, g []
 	}
 }
 
+// checkActivityCache: Hessian-vector passes at one point reuse the rows'
+// activity; each must equal, to the bit, a pass that finds it afresh.
+func checkActivityCache(t *testing.T, obj *Objective, x [][]float64, rng *rand.Rand) {
+	t.Helper()
+	K := len(x)
+	newVecs := func(fill bool) [][]float64 {
+		out := make([][]float64, K)
+		for k := range out {
+			out[k] = make([]float64, obj.Dim())
+			for j := range out[k] {
+				if fill {
+					out[k][j] = rng.NormFloat64()
+				}
+			}
+		}
+		return out
+	}
+	for step := 0; step < 3; step++ {
+		v, cached, fresh := newVecs(true), newVecs(false), newVecs(false)
+		if err := obj.HessVec(x, v, cached); err != nil {
+			t.Fatal(err)
+		}
+		if step > 0 && obj.hvStamp == 0 {
+			t.Fatal("no stamp")
+		}
+		stamp := obj.hvStamp
+		obj.hvStamp = 0 // the next pass gets a new stamp: activity found afresh
+		if err := obj.HessVec(x, v, fresh); err != nil {
+			t.Fatal(err)
+		}
+		if obj.hvStamp == stamp {
+			t.Fatal("stamp reused after reset")
+		}
+		for k := range cached {
+			for j := range cached[k] {
+				if math.Float64bits(cached[k][j]) != math.Float64bits(fresh[k][j]) {
+					t.Fatalf("step %d: Hv[%d][%d] = %v with the cache, %v without", step, k, j, cached[k][j], fresh[k][j])
+				}
+			}
+		}
+	}
+}
+
 // checkHessVec compares H v with the difference of gradients along v
 // (exact for a piecewise quadratic when no row changes activity).
 func checkHessVec(t *testing.T, obj *Objective, x [][]float64, rng *rand.Rand) {

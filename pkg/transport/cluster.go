@@ -537,7 +537,7 @@ func (c *Cluster) SetFolds(n int) error {
 // point is the wire form of a request at p.
 func (c *Cluster) point(op shard.Op, p *shard.Point) *Point {
 	// The vectors already hold the bias weight last, as workers expect.
-	pt := &Point{Op: op, Bias: p.Bias, Labels: c.order, Weights: p.Weights, X: p.W}
+	pt := &Point{Op: op, Bias: p.Bias, Labels: c.order, Weights: p.Weights, Stamp: p.Stamp, X: p.W}
 	for _, k := range p.Classes {
 		pt.Classes = append(pt.Classes, uint32(k))
 	}

@@ -30,6 +30,7 @@ type Point struct {
 	Labels  []float64 // class order; a row's class is its label's position
 	Weights []float64 // class weights, as shard.Point.Weights (empty: none)
 	Classes []uint32  // each problem's class, as shard.Point.Classes (empty: problem k is class k)
+	Stamp   uint64    // names X for Hessian-vector passes, as shard.Point.Stamp
 	// Cross-validation: with Folds > 0 the Rows rows of the job are split
 	// into folds as shard.Folds does, shard s's rows starting at global row
 	// Starts[s]; Holdout (1..Folds, 0 none) is the fold left out.
@@ -57,6 +58,7 @@ func EncodePoint(p *Point) []byte {
 	e.f64s(p.Labels)
 	e.f64s(p.Weights)
 	e.u32s(p.Classes)
+	e.u64(p.Stamp)
 	e.u32(p.Folds)
 	e.u32(p.Holdout)
 	e.u64(p.Rows)
@@ -85,6 +87,7 @@ func DecodePoint(b []byte) (*Point, error) {
 	p.Labels = d.f64s()
 	p.Weights = d.f64s()
 	p.Classes = d.u32s()
+	p.Stamp = d.u64()
 	p.Folds, p.Holdout = d.u32(), d.u32()
 	p.Rows = d.u64()
 	p.Starts = d.u64s()

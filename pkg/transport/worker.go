@@ -496,7 +496,7 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		features--
 	}
 	pt := shard.NewPoint(p.X, p.Bias, features)
-	pt.Holdout = int(p.Holdout)
+	pt.Holdout, pt.Stamp = int(p.Holdout), p.Stamp
 	if len(p.Weights) > 0 {
 		pt.Weights = p.Weights
 	}
