@@ -68,15 +68,15 @@ type Objective struct {
 	Weights []float64
 	Holdout int
 
-	cols   [][]uint32
-	sum    Sum
+	cols [][]uint32
+	sum  Sum
 	// The last Hessian-vector point and its stamp (see Point.Stamp).
 	hvKs    []int
 	hvX     [][]float64
 	hvStamp uint64
-	red    *Reducer
-	diag   []float64
-	normSq float64
+	red     *Reducer
+	diag    []float64
+	normSq  float64
 }
 
 // NewObjective binds a backend to the problem's constants.
