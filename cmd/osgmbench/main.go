@@ -20,14 +20,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/osgm-svm/osgm/pkg/libsvm"
-	"github.com/osgm-svm/osgm/pkg/train"
 )
 
 type run struct {
@@ -74,23 +70,30 @@ func main() {
 	coordinator := flag.String("coordinator", "coordinator", "our coordinator binary")
 	liblinear := flag.String("liblinear", "liblinear-train", "LIBLINEAR's train binary")
 	method := flag.String("method", "", "our method (default: the trainer's default)")
+	svmeval := flag.String("svmeval", "", "our svmeval binary (default: beside -coordinator)")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: osgmbench [options] file...\n\nTimes our coordinator and liblinear-train on each file in one run and prints the ratios.\n\nOptions:\n")
 		flag.PrintDefaults()
 		fmt.Fprintf(os.Stderr, "\nExample: osgmbench -coordinator ./coordinator -method newton gen100k.svm\n")
 	}
 	flag.Parse()
+	if *svmeval == "" {
+		*svmeval = filepath.Join(filepath.Dir(*coordinator), "svmeval")
+		if !strings.Contains(*coordinator, "/") {
+			*svmeval = "svmeval"
+		}
+	}
 	fmt.Printf("| file | nnz | load LIBLINEAR | load ours | ratio | RSS B/nnz LIBLINEAR | ours | ratio | to %.0e: LIBLINEAR | ours | ratio |\n", *gap)
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, file := range flag.Args() {
-		if err := bench(file, *c, *gap, *workers, *coordinator, *liblinear, *method); err != nil {
+		if err := bench(file, *c, *gap, *workers, *coordinator, *liblinear, *svmeval, *method); err != nil {
 			fmt.Fprintln(os.Stderr, "osgmbench:", err)
 			os.Exit(1)
 		}
 	}
 }
 
-func bench(file string, c, gap float64, workers int, coordinator, liblinear, method string) error {
+func bench(file string, c, gap float64, workers int, coordinator, liblinear, svmeval, method string) error {
 	dir, err := os.MkdirTemp("", "osgmbench-*")
 	if err != nil {
 		return err
@@ -118,32 +121,26 @@ func bench(file string, c, gap float64, workers int, coordinator, liblinear, met
 	}
 	nnz := logField(ourLoad.log, "loaded", "nnz")
 
-	// Objectives of both sides' models, computed here the same way.
+	// Objectives of both sides' models, computed the same way by svmeval
+	// in a process of its own: loading data here would raise this
+	// process's resident size, which Linux carries into the peak RSS it
+	// reports for every later child.
 	objective := func(model string) (float64, error) {
-		f, err := os.Open(model)
+		out, err := exec.Command(svmeval, "-c", cs, file, model).CombinedOutput()
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("%s: %v\n%s", svmeval, err, out)
 		}
-		m, err := libsvm.ReadModel(f, model)
-		f.Close()
-		if err != nil {
-			return 0, err
+		total, n := 0.0, 0
+		for _, line := range strings.Split(string(out), "\n") {
+			var k int
+			var f float64
+			if _, err := fmt.Sscanf(line, "problem %d objective %g", &k, &f); err == nil {
+				total += f
+				n++
+			}
 		}
-		obj, err := train.ObjectiveFor(file, m, c, runtime.NumCPU())
-		if err != nil {
-			return 0, err
-		}
-		fs := make([]float64, len(m.W))
-		g := make([][]float64, len(m.W))
-		for k := range g {
-			g[k] = make([]float64, obj.Dim())
-		}
-		if err := obj.Eval(m.W, fs, g); err != nil {
-			return 0, err
-		}
-		total := 0.0
-		for _, v := range fs {
-			total += v / obj.Lambda
+		if n == 0 {
+			return 0, fmt.Errorf("%s printed no objective:\n%s", svmeval, out)
 		}
 		return total, nil
 	}
