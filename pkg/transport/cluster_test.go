@@ -16,9 +16,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 )
+
 
 // testData writes a random 3-class data set.
 func testData(t *testing.T) string {
@@ -41,6 +43,13 @@ func testData(t *testing.T) string {
 // cluster starts an embedded server, n in-process workers and a Cluster
 // backend over the file's shards.
 func cluster(t *testing.T, path string, n, shards int) (*Cluster, *nats.Conn) {
+	c, intruder, _ := clusterWithStops(t, path, n, shards)
+	return c, intruder
+}
+
+// clusterWithStops is cluster that also returns a function per worker
+// that stops it (its connection closes, as when a process dies).
+func clusterWithStops(t *testing.T, path string, n, shards int) (*Cluster, *nats.Conn, []func()) {
 	srv, err := Embedded(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -70,17 +79,63 @@ func cluster(t *testing.T, path string, n, shards int) (*Cluster, *nats.Conn) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait(); c.Close() })
+	var stops []func()
 	for i := 0; i < n; i++ {
-		w := NewWorker(connect("worker"), WorkerConfig{Name: fmt.Sprint("t", i), Parallel: 1})
+		nc := connect("worker")
+		w := NewWorker(nc, WorkerConfig{Name: fmt.Sprint("t", i), Parallel: 1})
+		wctx, wcancel := context.WithCancel(ctx)
 		wg.Add(1)
-		go func() { defer wg.Done(); w.Run(ctx) }()
+		go func() { defer wg.Done(); w.Run(wctx); nc.Close() }()
+		stops = append(stops, wcancel)
 	}
 	lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer lcancel()
 	if err := c.Load(lctx); err != nil {
 		t.Fatal(err)
 	}
-	return c, connect("intruder")
+	return c, connect("intruder"), stops
+}
+
+// TestCrossValidationSurvivesAWorkerLoss: a worker dies in the middle of
+// -v 3; its shards move to the other, which numbers their rows' folds from
+// the point message, and the held-out counts are the in-process ones.
+func TestCrossValidationSurvivesAWorkerLoss(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-4, Bias: 1, MaxIter: 300, Weights: []train.ClassWeight{{Label: 2, Weight: 3}}}
+	info, _ := shard.Stat(path)
+	shards, err := shard.Load(path, shard.Layout(info.Size, 16), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := train.CrossValidate(shard.NewLocal(shards, 2), cfg, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, stops := clusterWithStops(t, path, 2, 16)
+	killed, records := false, 0
+	cfg.Trace = func(osgm.Record) {
+		if records++; !killed && records == 10 { // in the first fold
+			killed = true
+			stops[1]()
+		}
+	}
+	got, err := train.CrossValidate(c, cfg, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !killed || c.Stats().Reassignments == 0 {
+		t.Fatalf("no worker was lost (killed %v, reassignments %d)", killed, c.Stats().Reassignments)
+	}
+	if !slices.Equal(got.Tally.Rows, want.Tally.Rows) || !slices.Equal(got.Tally.Correct, want.Tally.Correct) {
+		t.Fatalf("cluster tally %+v, in-process %+v", got.Tally, want.Tally)
+	}
+	for f := range want.Models {
+		for k := range want.Models[f].W {
+			if !slices.Equal(got.Models[f].W[k], want.Models[f].W[k]) {
+				t.Fatalf("fold %d: model differs from the in-process one", f+1)
+			}
+		}
+	}
 }
 
 func localModel(t *testing.T, path string, cfg train.Config) []float64 {
