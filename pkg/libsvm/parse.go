@@ -37,6 +37,65 @@ const NotDecimal = 1 << 10
 // It reports ok=false for lines with no data (blank or comment only).
 // Errors describe the problem only; callers add the file and line.
 func ParseLine(line []byte, row *Row) (ok bool, err error) {
+	if ok, handled := parseFast(line, row); handled {
+		return ok, nil
+	}
+	return parseCareful(line, row)
+}
+
+// parseFast parses the common line, label then idx:value pairs of short
+// numbers separated by blanks, in one pass over the bytes. Anything else
+// (a comment, an error, a number strconv must read) makes it report
+// handled=false, and parseCareful parses the line again, the slow way
+// that explains errors. FuzzParseLine checks the two agree.
+func parseFast(line []byte, row *Row) (ok, handled bool) {
+	row.Index = row.Index[:0]
+	row.Value = row.Value[:0]
+	row.Decimals = -NotDecimal
+	p := skipSpace(line, 0)
+	if p == len(line) {
+		return false, true
+	}
+	lab, _, n, good := fastFloatPrefix(line[p:])
+	p += n
+	if !good || (p < len(line) && !isSpace(line[p])) {
+		return false, false
+	}
+	row.Label = lab
+	prev := uint64(0)
+	for {
+		p = skipSpace(line, p)
+		if p == len(line) {
+			return true, true
+		}
+		q := p
+		var idx uint64
+		for ; q < len(line) && q-p < 10; q++ {
+			d := line[q] - '0'
+			if d > 9 {
+				break
+			}
+			idx = idx*10 + uint64(d)
+		}
+		if q == p || q == len(line) || line[q] != ':' || idx <= prev || idx > MaxIndex {
+			return false, false
+		}
+		prev = idx
+		v, dec, n, good := fastFloatPrefix(line[q+1:])
+		q += 1 + n
+		if !good || (q < len(line) && !isSpace(line[q])) {
+			return false, false
+		}
+		row.Decimals = max(row.Decimals, dec)
+		row.Index = append(row.Index, uint32(idx))
+		row.Value = append(row.Value, v)
+		p = q
+	}
+}
+
+// parseCareful is ParseLine token by token, with an error for each way a
+// line can be wrong.
+func parseCareful(line []byte, row *Row) (ok bool, err error) {
 	row.Index = row.Index[:0]
 	row.Value = row.Value[:0]
 	row.Decimals = -NotDecimal
@@ -176,6 +235,18 @@ func parseNumber(b []byte) (float64, int, error) {
 }
 
 func fastFloat(b []byte) (float64, int, bool) {
+	v, dec, n, ok := fastFloatPrefix(b)
+	if !ok || n != len(b) {
+		return 0, 0, false
+	}
+	return v, dec, true
+}
+
+// fastFloatPrefix reads the number at the start of b when it has at most
+// 15 significant digits and a power of ten a float64 holds exactly (then
+// one multiplication or division is correctly rounded), and says how many
+// bytes it took.
+func fastFloatPrefix(b []byte) (v float64, dec, n int, ok bool) {
 	i, neg := 0, false
 	if i < len(b) && (b[i] == '+' || b[i] == '-') {
 		neg = b[i] == '-'
@@ -204,7 +275,7 @@ func fastFloat(b []byte) (float64, int, bool) {
 		}
 	}
 	if !any || digits > 15 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	exp := -frac
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
@@ -214,22 +285,20 @@ func fastFloat(b []byte) (float64, int, bool) {
 			eneg = b[i] == '-'
 			i++
 		}
-		if i == len(b) {
-			return 0, 0, false
-		}
-		e := 0
+		e, edigits := 0, 0
 		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			edigits++
 			if e < 10000 {
 				e = e*10 + int(b[i]-'0')
 			}
+		}
+		if edigits == 0 {
+			return 0, 0, 0, false
 		}
 		if eneg {
 			e = -e
 		}
 		exp += e
-	}
-	if i != len(b) {
-		return 0, 0, false
 	}
 	f := float64(mant)
 	switch {
@@ -239,10 +308,10 @@ func fastFloat(b []byte) (float64, int, bool) {
 	case exp < 0 && exp >= -22:
 		f /= pow10[-exp]
 	default:
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	if neg {
 		f = -f
 	}
-	return f, -exp, true
+	return f, -exp, i, true
 }

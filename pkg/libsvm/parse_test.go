@@ -238,12 +238,22 @@ func TestOpenErrors(t *testing.T) {
 
 func FuzzParseLine(f *testing.F) {
 	for _, s := range []string{"+1 1:0.5 3:1", "-1 2:-2.5e-1 3:0 # c", "1 0:1", "1 7:1 5:2", "1 qid:1",
-		"2", "", "1 4294967296:1", "1 1:nan", "1e5 3:0x1p3"} {
+		"2", "", "1 4294967296:1", "1 1:nan", "1e5 3:0x1p3", "1 4294967295:1e-3", "1 2:1e 3:1", "1 2:3#c",
+		"-1\t1:0.25\t10:-0.0", "1 01:5", "+1 1:1.2345678901234567"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		var row Row
+		var row, careful Row
 		ok, err := ParseLine(line, &row)
+		// The one-pass parser must agree with the careful one exactly.
+		cok, cerr := parseCareful(line, &careful)
+		if ok != cok || (err == nil) != (cerr == nil) {
+			t.Fatalf("%q: ParseLine (%v, %v), parseCareful (%v, %v)", line, ok, err, cok, cerr)
+		}
+		if err == nil && ok && (math.Float64bits(row.Label) != math.Float64bits(careful.Label) || row.Decimals != careful.Decimals ||
+			!slices.Equal(row.Index, careful.Index) || !slices.Equal(row.Value, careful.Value)) {
+			t.Fatalf("%q: ParseLine %+v, parseCareful %+v", line, row, careful)
+		}
 		if err != nil || !ok {
 			return
 		}
