@@ -21,7 +21,6 @@ import (
 	"github.com/osgm-svm/osgm/pkg/train"
 )
 
-
 // testData writes a random 3-class data set.
 func testData(t *testing.T) string {
 	rng := rand.New(rand.NewPCG(5, 6))
