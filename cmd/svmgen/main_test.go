@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/osgm-svm/osgm/pkg/libsvm"
+)
+
+// TestSameBytesWhateverTheCores: blocks are made in parallel and written
+// in order from per-block streams, so the file depends on the flags only.
+func TestSameBytesWhateverTheCores(t *testing.T) {
+	p := params{rows: 5000, features: 3000, nnz: 20, classes: 3, noise: 0.05, zipf: 1.1, seed: 9}
+	var outs []string
+	for _, procs := range []int{1, 4} {
+		old := runtime.GOMAXPROCS(procs)
+		var b bytes.Buffer
+		err := generate(&b, p)
+		runtime.GOMAXPROCS(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, b.String())
+	}
+	if outs[0] != outs[1] {
+		t.Fatal("the output depends on the number of cores")
+	}
+	lines := strings.Split(strings.TrimSuffix(outs[0], "\n"), "\n")
+	if len(lines) != p.rows {
+		t.Fatalf("%d rows, want %d", len(lines), p.rows)
+	}
+	// Every line is valid LIBSVM with labels 1..3.
+	var row libsvm.Row
+	for i, l := range lines {
+		ok, err := libsvm.ParseLine([]byte(l), &row)
+		if err != nil || !ok || row.Label < 1 || row.Label > 3 || len(row.Index) == 0 {
+			t.Fatalf("line %d %q: ok %v, err %v", i+1, l, ok, err)
+		}
+	}
+}
+
+// TestSizeStopsAtTheFirstRowPastIt: -size writes whole rows until the file
+// reaches the size.
+func TestSizeStopsAtTheFirstRowPastIt(t *testing.T) {
+	p := params{rows: 1 << 40, features: 1000, nnz: 10, classes: 2, zipf: 1.1, seed: 1, bytes: 100000}
+	var b bytes.Buffer
+	if err := generate(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	last := strings.LastIndex(strings.TrimSuffix(text, "\n"), "\n")
+	if len(text) < 100000 || last+1 >= 100000 || !strings.HasSuffix(text, "\n") {
+		t.Fatalf("%d bytes, last row starts at %d: want the first row that reaches 100000 to be the last", len(text), last+1)
+	}
+}
