@@ -113,30 +113,48 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 		}
 		var loss, gb float64
 		r := s.rowsFor(p, 0)
-		switch s.Values {
-		case Ones:
-			loss, gb = evalOnes(s.RowPtr, s.Idx, s.Class, &r, wl, out.Grad, p.Bias, wb)
-		case Float32:
-			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val32, 1, s.Class, &r, wl, out.Grad, p.Bias, wb)
-		case Decimal:
-			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Mant, s.Scale, s.Class, &r, wl, out.Grad, p.Bias, wb)
-		default:
-			loss, gb = evalBinary(s.RowPtr, s.Idx, s.Val64, 1, s.Class, &r, wl, out.Grad, p.Bias, wb)
+		if s.Idx16 != nil {
+			loss, gb = evalOne(s, s.Idx16, &r, wl, out.Grad, p.Bias, wb)
+		} else {
+			loss, gb = evalOne(s, s.Idx, &r, wl, out.Grad, p.Bias, wb)
 		}
 		out.Loss[0], out.BiasGrad[0] = loss, gb
 		return
 	}
 	sc.z = grow(sc.z, K)
 	sc.coef = grow(sc.coef, K)
+	if s.Idx16 != nil {
+		evalMany(s, s.Idx16, p, wl, sc, out)
+	} else {
+		evalMany(s, s.Idx, p, wl, sc, out)
+	}
+}
+
+// evalOne and evalMany pick the kernel for the shard's value storage, with
+// its column ids of either width.
+func evalOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	switch s.Values {
 	case Ones:
-		evalMultiOnes(s, p, wl, sc, out)
+		return evalOnes(s.RowPtr, idx, s.Class, r, wl, gl, bias, wb)
 	case Float32:
-		evalMulti(s, s.Val32, 1, p, wl, sc, out)
+		return evalBinary(s.RowPtr, idx, s.Val32, 1, s.Class, r, wl, gl, bias, wb)
 	case Decimal:
-		evalMulti(s, s.Mant, s.Scale, p, wl, sc, out)
+		return evalBinary(s.RowPtr, idx, s.Mant, s.Scale, s.Class, r, wl, gl, bias, wb)
 	default:
-		evalMulti(s, s.Val64, 1, p, wl, sc, out)
+		return evalBinary(s.RowPtr, idx, s.Val64, 1, s.Class, r, wl, gl, bias, wb)
+	}
+}
+
+func evalMany[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scratch, out *Partial) {
+	switch s.Values {
+	case Ones:
+		evalMultiOnes(s, idx, p, wl, sc, out)
+	case Float32:
+		evalMulti(s, idx, s.Val32, 1, p, wl, sc, out)
+	case Decimal:
+		evalMulti(s, idx, s.Mant, s.Scale, p, wl, sc, out)
+	default:
+		evalMulti(s, idx, s.Val64, 1, p, wl, sc, out)
 	}
 }
 
@@ -181,7 +199,7 @@ func (r *rows) side(c int32) int {
 
 var signs = [2]float64{1, -1}
 
-func evalOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	hasBias := bias >= 0
 	class = class[:len(rowPtr)-1]
 	for i := range class {
@@ -212,7 +230,7 @@ func evalOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, gl []float64, bi
 // decimal storage, else 1) is applied once to the row's sum and once to
 // its gradient coefficient, as a product with its inverse: on short rows
 // a division per row costs as much as the row's arithmetic.
-func evalBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scale float64, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+func evalBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []I, val []V, scale float64, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	hasBias := bias >= 0
 	inv := 1 / scale
 	class = class[:len(rowPtr)-1]
@@ -269,7 +287,7 @@ func margins(p *Point, class int32, z, coef, loss []float64) (active bool) {
 	return active
 }
 
-func evalMulti[V float32 | float64 | int32](s *Shard, val []V, scale float64, p *Point, wl []float64, sc *Scratch, out *Partial) {
+func evalMulti[V float32 | float64 | int32, I colID](s *Shard, idx []I, val []V, scale float64, p *Point, wl []float64, sc *Scratch, out *Partial) {
 	K := p.K()
 	z, coef, gl := sc.z, sc.coef, out.Grad
 	r := s.rowsFor(p, 0)
@@ -278,7 +296,7 @@ func evalMulti[V float32 | float64 | int32](s *Shard, val []V, scale float64, p 
 			continue
 		}
 		a, b := s.RowPtr[i], s.RowPtr[i+1]
-		row := s.Idx[a:b]
+		row := idx[a:b]
 		v := val[a:b]
 		v = v[:len(row)]
 		clear(z)
@@ -310,7 +328,7 @@ func evalMulti[V float32 | float64 | int32](s *Shard, val []V, scale float64, p 
 	}
 }
 
-func evalMultiOnes(s *Shard, p *Point, wl []float64, sc *Scratch, out *Partial) {
+func evalMultiOnes[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scratch, out *Partial) {
 	K := p.K()
 	z, coef, gl := sc.z, sc.coef, out.Grad
 	r := s.rowsFor(p, 0)
@@ -318,7 +336,7 @@ func evalMultiOnes(s *Shard, p *Point, wl []float64, sc *Scratch, out *Partial) 
 		if r.skip(i) {
 			continue
 		}
-		row := s.Idx[s.RowPtr[i]:s.RowPtr[i+1]]
+		row := idx[s.RowPtr[i]:s.RowPtr[i+1]]
 		clear(z)
 		for _, j := range row {
 			w := wl[int(j)*K : int(j)*K+K]
@@ -370,15 +388,10 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		var gb float64
 		r := s.rowsFor(p, 0)
 		s.activity(p, &r)
-		switch s.Values {
-		case Ones:
-			gb = hessVecOnes(s.RowPtr, s.Idx, s.Class, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
-		case Float32:
-			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val32, 1, s.Class, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
-		case Decimal:
-			gb = hessVecBinary(s.RowPtr, s.Idx, s.Mant, s.Scale, s.Class, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
-		default:
-			gb = hessVecBinary(s.RowPtr, s.Idx, s.Val64, 1, s.Class, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+		if s.Idx16 != nil {
+			gb = hessVecOne(s, s.Idx16, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+		} else {
+			gb = hessVecOne(s, s.Idx, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		}
 		out.BiasGrad[0] = gb
 		return
@@ -397,7 +410,7 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		clear(z)
 		clear(t)
 		for q := a; q < b; q++ {
-			j, x := int(s.Idx[q]), s.rowValue(q)
+			j, x := s.col(q), s.rowValue(q)
 			for k := 0; k < K; k++ {
 				z[k] += x * wl[j*K+k]
 				t[k] += x * vl[j*K+k]
@@ -417,7 +430,7 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 			}
 			c := t[k] * sel[k].w[side]
 			for q := a; q < b; q++ {
-				out.Grad[int(s.Idx[q])*K+k] += c * s.rowValue(q)
+				out.Grad[s.col(q)*K+k] += c * s.rowValue(q)
 			}
 			if p.Bias >= 0 {
 				out.BiasGrad[k] += c * p.Bias
@@ -461,6 +474,19 @@ func (r *rows) isActive(i int, y, z float64) bool {
 
 func (r *rows) knownInactive(i int) bool { return r.act[i>>6]&(1<<(uint(i)&63)) == 0 }
 
+func hessVecOne[I colID](s *Shard, idx []I, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) float64 {
+	switch s.Values {
+	case Ones:
+		return hessVecOnes(s.RowPtr, idx, s.Class, r, wl, vl, hl, bias, wb, vb)
+	case Float32:
+		return hessVecBinary(s.RowPtr, idx, s.Val32, 1, s.Class, r, wl, vl, hl, bias, wb, vb)
+	case Decimal:
+		return hessVecBinary(s.RowPtr, idx, s.Mant, s.Scale, s.Class, r, wl, vl, hl, bias, wb, vb)
+	default:
+		return hessVecBinary(s.RowPtr, idx, s.Val64, 1, s.Class, r, wl, vl, hl, bias, wb, vb)
+	}
+}
+
 // biasTerms returns the bias contributions to a row's margin and to a·v.
 func biasTerms(bias float64, wb, vb []float64) (float64, float64) {
 	if bias < 0 {
@@ -469,7 +495,7 @@ func biasTerms(bias float64, wb, vb []float64) (float64, float64) {
 	return bias * wb[0], bias * vb[0]
 }
 
-func hessVecOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
 	zb, tb := biasTerms(bias, wb, vb)
 	class = class[:len(rowPtr)-1]
 	for i := range class {
@@ -494,7 +520,7 @@ func hessVecOnes(rowPtr, idx []uint32, class []int32, r *rows, wl, vl, hl []floa
 	return hb
 }
 
-func hessVecBinary[V float32 | float64 | int32](rowPtr, idx []uint32, val []V, scale float64, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+func hessVecBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []I, val []V, scale float64, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
 	zb, tb := biasTerms(bias, wb, vb)
 	inv := 1 / scale
 	class = class[:len(rowPtr)-1]
@@ -563,7 +589,7 @@ func (s *Shard) Tally(p *Point) Tally {
 		}
 		clear(z)
 		for q := int(s.RowPtr[i]); q < int(s.RowPtr[i+1]); q++ {
-			j, x := int(s.Idx[q]), s.rowValue(q)
+			j, x := s.col(q), s.rowValue(q)
 			for k := 0; k < K; k++ {
 				z[k] += x * wl[j*K+k]
 			}

@@ -38,9 +38,13 @@ var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 type Shard struct {
 	ID     int
 	RowPtr []uint32 // len Rows+1
-	Idx    []uint32 // local column ids
-	Val32  []float32
-	Val64  []float64
+	// The local column id of each nonzero: Idx16 when the shard has at
+	// most 65,536 columns (most shards of data with fewer features), Idx
+	// otherwise; the other is nil.
+	Idx   []uint32
+	Idx16 []uint16
+	Val32 []float32
+	Val64 []float64
 	// Mant and Scale hold decimal values exactly: value q is Mant[q]/Scale,
 	// Scale a power of ten. LIBSVM files write values as short decimals
 	// (0.102121), which float32 cannot hold and float64 holds at twice the
@@ -85,11 +89,23 @@ type activityCache struct {
 func (s *Shard) Rows() int { return len(s.RowPtr) - 1 }
 
 // NNZ is the number of stored nonzeros.
-func (s *Shard) NNZ() int { return len(s.Idx) }
+func (s *Shard) NNZ() int { return len(s.Idx) + len(s.Idx16) }
+
+// col is nonzero q's local column id, whichever width holds it.
+func (s *Shard) col(q int) int {
+	if s.Idx16 != nil {
+		return int(s.Idx16[q])
+	}
+	return int(s.Idx[q])
+}
+
+// narrowColumns is the most columns a shard may have to keep 16-bit ids;
+// tests lower it to exercise the 32-bit kernels.
+var narrowColumns = 1 << 16
 
 // Bytes is the memory held by the matrix, labels and column map.
 func (s *Shard) Bytes() int {
-	return 4*len(s.RowPtr) + 4*len(s.Idx) + 4*len(s.Val32) + 8*len(s.Val64) + 4*len(s.Mant) +
+	return 4*len(s.RowPtr) + 4*len(s.Idx) + 2*len(s.Idx16) + 4*len(s.Val32) + 8*len(s.Val64) + 4*len(s.Mant) +
 		4*len(s.Cols) + 8*len(s.ColSq) + 4*len(s.LabelOf) + 4*len(s.Class) + 2*len(s.Fold)
 }
 
@@ -213,6 +229,13 @@ func (b *builder) build() *Shard {
 		}
 		s.Values = Float64
 		s.Val64 = slices.Clone(b.val)
+	}
+	if len(s.Cols) <= narrowColumns && len(s.Idx) > 0 {
+		s.Idx16 = make([]uint16, len(s.Idx))
+		for q, j := range s.Idx {
+			s.Idx16[q] = uint16(j)
+		}
+		s.Idx = nil
 	}
 	return s
 }

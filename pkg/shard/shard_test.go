@@ -229,6 +229,65 @@ func TestKernelMatchesDenseReference(t *testing.T) {
 	}
 }
 
+// TestColumnWidthsGiveTheSameBits: shards with 16-bit and 32-bit column
+// ids evaluate value, gradient and H·v to the same bits (only the width of
+// an index differs), for every value storage and one or several problems.
+func TestColumnWidthsGiveTheSameBits(t *testing.T) {
+	for _, values := range []string{"ones", "f32", "dec", "f64"} {
+		for _, classes := range []int{2, 3} {
+			rng := rand.New(rand.NewPCG(3, uint64(classes)))
+			d := randomData(rng, 400, 20, classes, values)
+			path := writeFile(t, d.text)
+			narrow := objectiveFor(t, path, 4, 2, 0.01, 1)
+			old := narrowColumns
+			narrowColumns = 0
+			wide := objectiveFor(t, path, 4, 2, 0.01, 1)
+			narrowColumns = old
+			for i, s := range narrow.Backend.(*Local).Shards {
+				w := wide.Backend.(*Local).Shards[i]
+				if s.Idx16 == nil || s.Idx != nil || w.Idx16 != nil || w.Idx == nil {
+					t.Fatalf("shard %d: 16-bit ids %v/%v, 32-bit %v/%v", i, s.Idx16 != nil, w.Idx16 != nil, s.Idx != nil, w.Idx != nil)
+				}
+			}
+			K := classes
+			if K == 2 {
+				K = 1
+			}
+			x, v := make([][]float64, K), make([][]float64, K)
+			for k := range x {
+				x[k], v[k] = make([]float64, narrow.Dim()), make([]float64, narrow.Dim())
+				for j := range x[k] {
+					x[k][j], v[k][j] = rng.NormFloat64()*0.3, rng.NormFloat64()
+				}
+			}
+			results := func(o *Objective) []float64 {
+				f := make([]float64, K)
+				g, hv := make([][]float64, K), make([][]float64, K)
+				for k := range g {
+					g[k], hv[k] = make([]float64, o.Dim()), make([]float64, o.Dim())
+				}
+				if err := o.Eval(x, f, g); err != nil {
+					t.Fatal(err)
+				}
+				if err := o.HessVec(x, v, hv); err != nil {
+					t.Fatal(err)
+				}
+				out := append([]float64(nil), f...)
+				for k := range g {
+					out = append(append(out, g[k]...), hv[k]...)
+				}
+				return out
+			}
+			a, b := results(narrow), results(wide)
+			for i := range a {
+				if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+					t.Fatalf("%s, %d classes: result %d is %v with 16-bit ids, %v with 32-bit", values, classes, i, a[i], b[i])
+				}
+			}
+		}
+	}
+}
+
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math.Abs(b)) }
 
 // checkFiniteDifferences compares the gradient with central differences.
@@ -444,7 +503,7 @@ func TestRangesCoverEveryLineOnce(t *testing.T) {
 			rows += s.Rows()
 			for i := 0; i < s.Rows(); i++ {
 				for q := s.RowPtr[i]; q < s.RowPtr[i+1]; q++ {
-					cols = append(cols, s.Cols[s.Idx[q]])
+					cols = append(cols, s.Cols[s.col(int(q))])
 				}
 			}
 		}

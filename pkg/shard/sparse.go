@@ -9,28 +9,32 @@ import "unsafe"
 // the sum. This is the hot path: it makes the Go kernel match the C
 // reference (BENCHMARKS.md).
 
-func at(p unsafe.Pointer, j uint32) *float64 { return (*float64)(unsafe.Add(p, uintptr(j)*8)) }
+func at(p unsafe.Pointer, j uintptr) *float64 { return (*float64)(unsafe.Add(p, j*8)) }
+
+// colID is a shard's local column id: 16 bits when the shard has at most
+// 65,536 columns (2 bytes per nonzero instead of 4), else 32.
+type colID interface{ uint16 | uint32 }
 
 // dotOnes is sum_q w[idx[q]].
-func dotOnes(w []float64, idx []uint32) float64 {
+func dotOnes[I colID](w []float64, idx []I) float64 {
 	p := unsafe.Pointer(unsafe.SliceData(w))
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= len(idx); i += 4 {
 		q := idx[i : i+4 : i+4]
-		s0 += *at(p, q[0])
-		s1 += *at(p, q[1])
-		s2 += *at(p, q[2])
-		s3 += *at(p, q[3])
+		s0 += *at(p, uintptr(q[0]))
+		s1 += *at(p, uintptr(q[1]))
+		s2 += *at(p, uintptr(q[2]))
+		s3 += *at(p, uintptr(q[3]))
 	}
 	for ; i < len(idx); i++ {
-		s0 += *at(p, idx[i])
+		s0 += *at(p, uintptr(idx[i]))
 	}
 	return (s0 + s1) + (s2 + s3)
 }
 
 // dot is sum_q val[q] w[idx[q]]; len(val) == len(idx).
-func dot[V float32 | float64 | int32](w []float64, idx []uint32, val []V) float64 {
+func dot[V float32 | float64 | int32, I colID](w []float64, idx []I, val []V) float64 {
 	p := unsafe.Pointer(unsafe.SliceData(w))
 	val = val[:len(idx)]
 	var s0, s1, s2, s3 float64
@@ -38,30 +42,30 @@ func dot[V float32 | float64 | int32](w []float64, idx []uint32, val []V) float6
 	for ; i+4 <= len(idx); i += 4 {
 		q := idx[i : i+4 : i+4]
 		v := val[i : i+4 : i+4]
-		s0 += float64(v[0]) * *at(p, q[0])
-		s1 += float64(v[1]) * *at(p, q[1])
-		s2 += float64(v[2]) * *at(p, q[2])
-		s3 += float64(v[3]) * *at(p, q[3])
+		s0 += float64(v[0]) * *at(p, uintptr(q[0]))
+		s1 += float64(v[1]) * *at(p, uintptr(q[1]))
+		s2 += float64(v[2]) * *at(p, uintptr(q[2]))
+		s3 += float64(v[3]) * *at(p, uintptr(q[3]))
 	}
 	for ; i < len(idx); i++ {
-		s0 += float64(val[i]) * *at(p, idx[i])
+		s0 += float64(val[i]) * *at(p, uintptr(idx[i]))
 	}
 	return (s0 + s1) + (s2 + s3)
 }
 
 // addOnes is g[idx[q]] += c.
-func addOnes(g []float64, idx []uint32, c float64) {
+func addOnes[I colID](g []float64, idx []I, c float64) {
 	p := unsafe.Pointer(unsafe.SliceData(g))
 	for _, j := range idx {
-		*at(p, j) += c
+		*at(p, uintptr(j)) += c
 	}
 }
 
 // axpy is g[idx[q]] += c val[q].
-func axpy[V float32 | float64 | int32](g []float64, idx []uint32, val []V, c float64) {
+func axpy[V float32 | float64 | int32, I colID](g []float64, idx []I, val []V, c float64) {
 	p := unsafe.Pointer(unsafe.SliceData(g))
 	val = val[:len(idx)]
 	for q, j := range idx {
-		*at(p, j) += c * float64(val[q])
+		*at(p, uintptr(j)) += c * float64(val[q])
 	}
 }
