@@ -67,15 +67,7 @@ func TestTallyCountsTheHeldOutFold(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, uint64(classes)))
 		d := randomData(rng, 200, 8, classes, "f64")
 		obj := objectiveFor(t, writeFile(t, d.text), 4, 2, 0.01, 1)
-		var sum Summary
-		for _, m := range obj.Backend.Meta() {
-			sum.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
-		}
-		order := LabelOrder(sum.Labels)
-		K := len(order)
-		if K == 2 {
-			K = 1
-		}
+		order, K := problems(obj)
 		x := make([][]float64, K)
 		for k := range x {
 			x[k] = make([]float64, obj.Dim())

@@ -15,6 +15,7 @@ type Local struct {
 	scratch []Scratch
 	free    sync.Pool
 	colSq   []float64
+	folds   int // the fold count the shards are numbered for (0: none)
 }
 
 // NewLocal evaluates shards with parallel goroutines.
@@ -86,6 +87,9 @@ func (l *Local) Eval(op Op, p, v *Point, add func(*Partial) error) error {
 // SetFolds numbers every row's fold over the shards in order, as if the
 // rows were one file.
 func (l *Local) SetFolds(n int) error {
+	if n == l.folds {
+		return nil // numbered already (a C search sets them once per C)
+	}
 	m := 0
 	for _, s := range l.Shards {
 		m += s.Rows()
@@ -100,6 +104,7 @@ func (l *Local) SetFolds(n int) error {
 		}
 		fold = fold[s.Rows():]
 	}
+	l.folds = n
 	return nil
 }
 

@@ -186,9 +186,10 @@ func (o *Objective) stamp(ks []int, x [][]float64) {
 		return
 	}
 	o.hvKs = append(o.hvKs[:0], ks...)
-	o.hvX = o.hvX[:0]
-	for _, xk := range x {
-		o.hvX = append(o.hvX, slices.Clone(xk))
+	// The copies keep their memory from point to point.
+	o.hvX = slices.Grow(o.hvX[:0], len(x))[:len(x)]
+	for k, xk := range x {
+		o.hvX[k] = append(o.hvX[k][:0], xk...)
 	}
 	o.hvStamp = rand.Uint64() | 1
 }

@@ -134,15 +134,20 @@ func (gs *GroupSum) accumulate(p *Partial) {
 		gs.sum.Loss[k] += p.Loss[k]
 		gs.sum.BiasGrad[k] += p.BiasGrad[k]
 	}
-	pos, dst := gs.group.Pos[p.Shard-gs.group.First], gs.sum.Grad
+	scatterAdd(gs.sum.Grad, p.Grad, gs.group.Pos[p.Shard-gs.group.First], K)
+}
+
+// scatterAdd adds src, K problems interleaved over a child's columns, into
+// dst over its parent's columns: child column l sits at pos[l].
+func scatterAdd(dst, src []float64, pos []uint32, K int) {
 	if K == 1 {
 		for l, i := range pos {
-			dst[i] += p.Grad[l]
+			dst[i] += src[l]
 		}
 		return
 	}
 	for l, i := range pos {
-		d, s := dst[int(i)*K:int(i)*K+K], p.Grad[l*K:l*K+K]
+		d, s := dst[int(i)*K:int(i)*K+K], src[l*K:l*K+K]
 		for k := range d {
 			d[k] += s[k]
 		}

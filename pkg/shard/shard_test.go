@@ -93,6 +93,20 @@ func objectiveFor(t testing.TB, path string, nShards, parallel int, lambda, bias
 	return NewObjective(b, int(sum.MaxIndex), lambda, bias)
 }
 
+// problems is the data's label order and the number of problems it
+// makes (one for two classes, one per class otherwise).
+func problems(obj *Objective) (order []float64, K int) {
+	var sum Summary
+	for _, m := range obj.Backend.Meta() {
+		sum.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
+	}
+	order = LabelOrder(sum.Labels)
+	if K = len(order); K == 2 {
+		K = 1
+	}
+	return order, K
+}
+
 // reference computes f and the gradient the straightforward dense way,
 // with class weights (weights[2k] positive, weights[2k+1] negative; nil
 // for none) and without the rows whose fold is hold (fold nil: none).
@@ -163,15 +177,7 @@ func TestKernelMatchesDenseReference(t *testing.T) {
 								t.Fatalf("shard %d stores %v, want %v", s.ID, s.Values, want)
 							}
 						}
-						var sum Summary
-						for _, m := range obj.Backend.Meta() {
-							sum.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
-						}
-						order := LabelOrder(sum.Labels)
-						K := len(order)
-						if K == 2 {
-							K = 1
-						}
+						order, K := problems(obj)
 						x := make([][]float64, K)
 						for k := range x {
 							x[k] = make([]float64, obj.Dim())

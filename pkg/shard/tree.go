@@ -207,21 +207,8 @@ func (nd *Node) add(left, right, buf *Partial) *Partial {
 		clear(buf.Grad)
 	}
 	for c, p := range [2]*Partial{left, right} {
-		if c < first {
-			continue
-		}
-		pos, dst := nd.Pos[c], buf.Grad
-		if K == 1 {
-			for l, i := range pos {
-				dst[i] += p.Grad[l]
-			}
-			continue
-		}
-		for l, i := range pos {
-			d, s := dst[int(i)*K:int(i)*K+K], p.Grad[l*K:l*K+K]
-			for k := range d {
-				d[k] += s[k]
-			}
+		if c >= first {
+			scatterAdd(buf.Grad, p.Grad, nd.Pos[c], K)
 		}
 	}
 	return buf

@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
-	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
 // sharedData is the read-only data directory beside the repository.
@@ -103,15 +102,7 @@ func primal(t *testing.T, data string, m *libsvm.Model, c float64) []float64 {
 }
 
 func trainFile(t *testing.T, path string, cfg Config) *Result {
-	info, err := shard.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shards, err := shard.Load(path, shard.Layout(info.Size, 0), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Train(shard.NewLocal(shards, 2), cfg)
+	res, err := Train(localBackend(t, path), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

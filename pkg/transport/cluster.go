@@ -535,31 +535,26 @@ func (c *Cluster) SetFolds(n int) error {
 }
 
 // point is the wire form of a request at p.
-func (c *Cluster) point(op shard.Op, p *shard.Point) *Point {
+func (c *Cluster) point(op shard.Op, p *shard.Point) (*Point, error) {
+	if p.Holdout > 0 && c.folds == 0 {
+		return nil, errors.New("a fold is held out but SetFolds was not called")
+	}
 	// The vectors already hold the bias weight last, as workers expect.
-	pt := &Point{Op: op, Bias: p.Bias, Labels: c.order, Weights: p.Weights, Stamp: p.Stamp, X: p.W}
+	pt := &Point{Op: op, Bias: p.Bias, Labels: c.order, Weights: p.Weights, Stamp: p.Stamp, X: p.W, Holdout: uint32(p.Holdout)}
 	for _, k := range p.Classes {
 		pt.Classes = append(pt.Classes, uint32(k))
 	}
 	if c.folds > 0 {
 		pt.Folds, pt.Rows, pt.Starts = c.folds, c.rows, c.starts
 	}
-	if p.Holdout > 0 {
-		if c.folds == 0 {
-			return nil
-		}
-		pt.Holdout = uint32(p.Holdout)
-	}
-	return pt
+	return pt, nil
 }
-
-var errNoFolds = errors.New("a fold is held out but SetFolds was not called")
 
 // Eval runs one round: broadcast the point, gather every shard's partial.
 func (c *Cluster) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
-	pt := c.point(op, p)
-	if pt == nil {
-		return errNoFolds
+	pt, err := c.point(op, p)
+	if err != nil {
+		return err
 	}
 	if op == shard.OpHessVec {
 		pt.V = v.W
@@ -570,12 +565,12 @@ func (c *Cluster) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) 
 // Tally counts rows and correct predictions on the workers: each shard's
 // partial carries rows per class in Loss and correct ones in BiasGrad.
 func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
-	pt := c.point(opCorrect, p)
-	if pt == nil {
-		return shard.Tally{}, errNoFolds
+	pt, err := c.point(opCorrect, p)
+	if err != nil {
+		return shard.Tally{}, err
 	}
 	t := shard.Tally{Rows: make([]int, len(c.order)), Correct: make([]int, len(c.order))}
-	err := c.round1(pt, func(part *shard.Partial) error {
+	err = c.round1(pt, func(part *shard.Partial) error {
 		if len(part.Loss) != len(c.order) {
 			return fmt.Errorf("shard %d: tally of %d classes, want %d", part.Shard, len(part.Loss), len(c.order))
 		}
