@@ -102,10 +102,14 @@ func Open(name string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	out := &File{Name: name, Size: st.Size(), f: f, Compression: Detect(head[:n])}
+	if out.Compression == Plain {
+		// NewReader buffers it; a caller that only wanted to know the
+		// compression allocates nothing.
+		out.Reader = f
+		return out, nil
+	}
 	br := bufio.NewReaderSize(f, 1<<20)
 	switch out.Compression {
-	case Plain:
-		out.Reader = br
 	case Gzip:
 		zr, err := gzip.NewReader(br)
 		if err != nil {

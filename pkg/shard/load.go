@@ -100,8 +100,9 @@ func Load(path string, ranges []Range, parallel int) ([]*Shard, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ld := newLoader()
 			for i := range next {
-				out[i], errs[i] = loadPlainRange(path, ranges[i])
+				out[i], errs[i] = ld.plainRange(path, ranges[i])
 			}
 		}()
 	}
@@ -118,43 +119,51 @@ func Load(path string, ranges []Range, parallel int) ([]*Shard, error) {
 	return out, nil
 }
 
-// loadPlainRange seeks to the range and reads the lines that start in it.
-func loadPlainRange(path string, r Range) (*Shard, error) {
+// loader is one loading goroutine's reusable read buffer and builder.
+type loader struct {
+	br  *bufio.Reader
+	b   *builder
+	row libsvm.Row
+}
+
+func newLoader() *loader {
+	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0)}
+}
+
+// plainRange seeks to the range and reads the lines that start in it.
+func (ld *loader) plainRange(path string, r Range) (*Shard, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	ld.b.reset(r.ID)
 	start := r.Start
 	if start > 0 {
-		// A line starts at Start only if the byte before it ends a line.
-		if _, err := f.Seek(start-1, io.SeekStart); err != nil {
-			return nil, err
-		}
-		br := bufio.NewReaderSize(f, 1<<16)
-		prev, err := br.ReadByte()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w (file shrank while reading?)", path, err)
-		}
-		if prev != '\n' {
-			skipped, err := br.ReadSlice('\n')
-			for err == bufio.ErrBufferFull {
-				start += int64(len(skipped))
-				skipped, err = br.ReadSlice('\n')
-			}
+		start-- // a line starts at Start only if the byte before it ends a line
+	}
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return nil, err
+	}
+	br := ld.br
+	br.Reset(f)
+	defer br.Reset(nil) // hold no file
+	if r.Start > 0 {
+		skipped, err := br.ReadSlice('\n')
+		for err == bufio.ErrBufferFull {
 			start += int64(len(skipped))
-			if err == io.EOF {
-				return newBuilder(r.ID).build(), nil
-			}
+			skipped, err = br.ReadSlice('\n')
 		}
-		if _, err := f.Seek(start, io.SeekStart); err != nil {
-			return nil, err
+		start += int64(len(skipped))
+		if err == io.EOF {
+			return ld.b.build(), nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	rd := libsvm.NewReader(f, path)
+	rd := libsvm.NewReader(br, path)
 	rd.Start(0, start) // line numbers are found on error only
-	b := newBuilder(r.ID)
-	var row libsvm.Row
 	for rd.Offset() < r.End {
 		line, at, err := rd.ReadLine()
 		if err == io.EOF {
@@ -163,15 +172,15 @@ func loadPlainRange(path string, r Range) (*Shard, error) {
 		if err != nil {
 			return nil, err
 		}
-		ok, err := libsvm.ParseLine(line, &row)
+		ok, err := libsvm.ParseLine(line, &ld.row)
 		if err != nil {
 			return nil, &libsvm.ParseError{File: path, Line: lineAt(path, at), Err: err}
 		}
 		if ok {
-			b.add(row.Label, row.Index, row.Value, row.Decimals)
+			ld.b.add(ld.row.Label, ld.row.Index, ld.row.Value, ld.row.Decimals)
 		}
 	}
-	return b.build(), nil
+	return ld.b.build(), nil
 }
 
 // lineAt counts the lines before offset: the error path of a reader that
@@ -200,8 +209,9 @@ func loadStream(r io.Reader, path string, ranges []Range) ([]*Shard, error) {
 	out := make([]*Shard, len(ranges))
 	rd := libsvm.NewReader(r, path)
 	var row libsvm.Row
+	b := newBuilder(0)
 	for i, rg := range ranges {
-		b := newBuilder(rg.ID)
+		b.reset(rg.ID)
 		for {
 			if rd.Offset() >= rg.End {
 				break

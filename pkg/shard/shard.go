@@ -109,11 +109,15 @@ func (s *Shard) Bytes() int {
 		4*len(s.Cols) + 8*len(s.ColSq) + 4*len(s.LabelOf) + 4*len(s.Class) + 2*len(s.Fold)
 }
 
-// builder collects rows with global indices, then compacts them.
+// builder collects rows with global indices, then compacts them. One
+// builder serves many shards in turn (reset): its slices are scratch that
+// keeps its capacity, so loading makes no garbage beyond the shards
+// themselves. That matters for small files, where growing and dropping
+// these slices cost more than parsing (GC and first-touch page faults).
 type builder struct {
 	id      int
 	rowPtr  []uint32
-	idx     []uint32 // global, zero-based
+	idx     []uint32 // global, zero-based; local after remap
 	val     []float64
 	labels  []float64
 	labelOf []int32
@@ -123,10 +127,23 @@ type builder struct {
 	// decimals is the most digits after the point of any value so far
 	// (libsvm.NotDecimal when some value is not a short decimal).
 	decimals int
+	// local maps a global column to its local id plus one while remapping;
+	// all zero between shards.
+	local []uint32
 }
 
 func newBuilder(id int) *builder {
-	return &builder{id: id, rowPtr: []uint32{0}, lastPos: -1, decimals: -libsvm.NotDecimal}
+	b := &builder{}
+	b.reset(id)
+	return b
+}
+
+// reset starts shard id, keeping the scratch's capacity.
+func (b *builder) reset(id int) {
+	b.id, b.lastPos, b.lastLab, b.decimals = id, -1, 0, -libsvm.NotDecimal
+	b.rowPtr = append(b.rowPtr[:0], 0)
+	b.idx, b.val, b.labelOf = b.idx[:0], b.val[:0], b.labelOf[:0]
+	b.labels, b.counts = b.labels[:0], b.counts[:0]
 }
 
 func (b *builder) add(label float64, index []uint32, value []float64, decimals int) {
@@ -156,48 +173,68 @@ func (b *builder) add(label float64, index []uint32, value []float64, decimals i
 	b.rowPtr = append(b.rowPtr, uint32(len(b.idx)))
 }
 
-// build compacts the collected rows into a Shard.
+// remap lists the columns in use in increasing order and rewrites b.idx to
+// local ids: with a dense table when the index range is moderate (linear
+// time), by sorting otherwise.
+func (b *builder) remap(maxIndex uint32) (cols []uint32) {
+	if maxIndex > 1<<24 {
+		cols = slices.Clone(b.idx)
+		slices.Sort(cols)
+		cols = slices.Clip(slices.Compact(cols))
+		for q, g := range b.idx {
+			b.idx[q] = uint32(sort.Search(len(cols), func(i int) bool { return cols[i] >= g }))
+		}
+		return cols
+	}
+	if len(b.local) < int(maxIndex) {
+		b.local = make([]uint32, maxIndex)
+	}
+	local := b.local[:maxIndex]
+	n := 0
+	for _, g := range b.idx {
+		if local[g] == 0 {
+			local[g] = 1
+			n++
+		}
+	}
+	cols = make([]uint32, 0, n)
+	for g, used := range local {
+		if used != 0 {
+			cols = append(cols, uint32(g))
+			local[g] = uint32(len(cols)) // local id plus one
+		}
+	}
+	for q, g := range b.idx {
+		b.idx[q] = local[g] - 1
+	}
+	for _, g := range cols {
+		local[g] = 0
+	}
+	return cols
+}
+
+// build compacts the collected rows into a Shard whose slices are exact-size
+// copies (a shard lives for the whole job) that share nothing with b.
 func (b *builder) build() *Shard {
-	s := &Shard{ID: b.id, RowPtr: b.rowPtr, Labels: b.labels, LabelOf: b.labelOf, LabelCount: b.counts}
+	s := &Shard{ID: b.id, RowPtr: slices.Clone(b.rowPtr), Labels: slices.Clone(b.labels),
+		LabelOf: slices.Clone(b.labelOf), LabelCount: slices.Clone(b.counts)}
 	if len(b.idx) > 0 {
 		s.MaxIndex = slices.Max(b.idx) + 1
 	}
-	// The columns in use, in increasing order, and global indices remapped
-	// to local ones: with a dense table when the index range is moderate
-	// (linear time), by sorting otherwise.
-	if s.MaxIndex <= 1<<24 {
-		local := make([]uint32, s.MaxIndex) // nonzero: used
-		for _, g := range b.idx {
-			local[g] = 1
-		}
-		for g, used := range local {
-			if used != 0 {
-				local[g] = uint32(len(s.Cols))
-				s.Cols = append(s.Cols, uint32(g))
-			}
-		}
-		for q, g := range b.idx {
-			b.idx[q] = local[g]
+	s.Cols = b.remap(s.MaxIndex)
+	if len(s.Cols) <= narrowColumns && len(b.idx) > 0 {
+		s.Idx16 = make([]uint16, len(b.idx))
+		for q, j := range b.idx {
+			s.Idx16[q] = uint16(j)
 		}
 	} else {
-		s.Cols = slices.Clone(b.idx)
-		slices.Sort(s.Cols)
-		s.Cols = slices.Compact(s.Cols)
-		s.Cols = slices.Clip(s.Cols)
-		for q, g := range b.idx {
-			b.idx[q] = uint32(sort.Search(len(s.Cols), func(i int) bool { return s.Cols[i] >= g }))
-		}
+		s.Idx = slices.Clone(b.idx)
 	}
-	// Exact-size copies: the builder's slices grew by doubling, and a
-	// shard lives for the whole job.
-	s.Idx = slices.Clone(b.idx)
-	s.RowPtr = slices.Clone(b.rowPtr)
-	s.LabelOf = slices.Clone(b.labelOf)
 
 	s.ColSq = make([]float64, len(s.Cols))
 	ones, f32 := true, true
 	for q, v := range b.val {
-		s.ColSq[s.Idx[q]] += v * v
+		s.ColSq[b.idx[q]] += v * v
 		if v != 1 {
 			ones = false
 		}
@@ -229,13 +266,6 @@ func (b *builder) build() *Shard {
 		}
 		s.Values = Float64
 		s.Val64 = slices.Clone(b.val)
-	}
-	if len(s.Cols) <= narrowColumns && len(s.Idx) > 0 {
-		s.Idx16 = make([]uint16, len(s.Idx))
-		for q, j := range s.Idx {
-			s.Idx16[q] = uint16(j)
-		}
-		s.Idx = nil
 	}
 	return s
 }

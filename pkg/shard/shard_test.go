@@ -519,6 +519,48 @@ func TestRangesCoverEveryLineOnce(t *testing.T) {
 	}
 }
 
+// TestReusedLoaderMatchesFresh loads shards of unlike kinds (labels,
+// value storage, column ranges) one after another through one loader and
+// checks each equals the shard a fresh loader builds from its range alone:
+// the scratch a loader keeps must not leak from one shard into the next.
+func TestReusedLoaderMatchesFresh(t *testing.T) {
+	text := "3 1:1 7:1\n3 2:1\n" + // ones
+		"-1 40000:0.3 70000:1.5\n2 5:-3.125\n" + // decimals, wide
+		"1 2:0.1 3:1e-30\n1 1:2\n" + // float64
+		"5 20000000:1\n-1 1:1 16777300:2\n" + // past the dense remap table
+		"\n# nothing\n" + // no rows
+		"1 3:0.5\n"
+	path := writeFile(t, text)
+	var ranges []Range
+	for i, start := 0, 0; start < len(text); i++ {
+		end := start
+		for n := 0; n < 2 && end < len(text); end++ {
+			if text[end] == '\n' {
+				n++
+			}
+		}
+		ranges = append(ranges, Range{ID: i, Start: int64(start), End: int64(end)})
+		start = end
+	}
+	reused, err := Load(path, ranges, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range ranges {
+		fresh, err := Load(path, []Range{r}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Printed, so that an empty slice and nil compare equal.
+		if got, want := fmt.Sprintf("%+v", *reused[i]), fmt.Sprintf("%+v", *fresh[0]); got != want {
+			t.Errorf("shard %d: reused loader built\n%s\nfresh one\n%s", i, got, want)
+		}
+	}
+	if reused[1].Values != Decimal || reused[2].Values != Float64 || reused[0].Values != Ones {
+		t.Errorf("value storage %v %v %v: the fixture no longer covers the kinds", reused[0].Values, reused[1].Values, reused[2].Values)
+	}
+}
+
 func TestLoadErrorNamesLine(t *testing.T) {
 	text := strings.Repeat("1 1:1 2:0.5\n", 5000) + "-1 3:oops\n" + strings.Repeat("1 1:1\n", 100)
 	path := writeFile(t, text)

@@ -174,6 +174,13 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		return nil, err
 	}
 	c.subs = []*nats.Subscription{up, hb}
+	// Workers started right after this (the embedded ones) announce
+	// themselves at once; a heartbeat that reached the server before our
+	// subscription would leave us waiting a whole heartbeat period.
+	if err := nc.Flush(); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 

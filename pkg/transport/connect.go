@@ -139,9 +139,14 @@ func Embedded(dir string) (*server.Server, error) {
 		return nil, err
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		return nil, errors.New("embedded NATS server did not start")
+	// ReadyForConnections sleeps 25 ms between checks when given longer
+	// than that, which would be most of a small job's start-up; short
+	// calls check without sleeping.
+	for deadline := time.Now().Add(10 * time.Second); !s.ReadyForConnections(time.Millisecond); {
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			return nil, errors.New("embedded NATS server did not start")
+		}
 	}
 	return s, nil
 }
