@@ -40,22 +40,59 @@ type Group struct {
 
 // NewGroup builds group g from its shards' column maps, in shard order.
 func NewGroup(g int, shardCols [][]uint32) *Group {
-	gr := &Group{ID: g, First: g * GroupSize}
+	width := uint32(0)
 	for _, c := range shardCols {
-		gr.Cols = union(gr.Cols, c)
-	}
-	for _, c := range shardCols {
-		pos := make([]uint32, len(c))
-		i := 0
-		for l, j := range c { // both increasing: one merge pass
-			for gr.Cols[i] != j {
-				i++
-			}
-			pos[l] = uint32(i)
+		if len(c) > 0 {
+			width = max(width, c[len(c)-1]+1)
 		}
-		gr.Pos = append(gr.Pos, pos)
+	}
+	gr := &Group{ID: g, First: g * GroupSize}
+	if width > maxColSet {
+		gr.Cols, gr.Pos = mergeColumns(shardCols)
+	} else {
+		gr.Cols, gr.Pos = setColumns(shardCols, width)
 	}
 	return gr
+}
+
+// setColumns finds the union of increasing column lists below width, and
+// each list's positions in it, through a colSet.
+func setColumns(lists [][]uint32, width uint32) (all []uint32, pos [][]uint32) {
+	var set colSet
+	set.reset(width)
+	for _, c := range lists {
+		for _, j := range c {
+			set.add(j)
+		}
+	}
+	all = set.members()
+	for _, c := range lists {
+		p := make([]uint32, len(c))
+		for l, j := range c {
+			p[l] = set.pos(j)
+		}
+		pos = append(pos, p)
+	}
+	return all, pos
+}
+
+// mergeColumns is setColumns by merging, for any width.
+func mergeColumns(lists [][]uint32) (all []uint32, pos [][]uint32) {
+	for _, c := range lists {
+		all = union(all, c)
+	}
+	for _, c := range lists {
+		p := make([]uint32, len(c))
+		i := 0
+		for l, j := range c { // both increasing: one merge pass
+			for all[i] != j {
+				i++
+			}
+			p[l] = uint32(i)
+		}
+		pos = append(pos, p)
+	}
+	return all, pos
 }
 
 // union merges two increasing lists into one without repeats, in linear

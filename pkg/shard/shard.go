@@ -127,9 +127,11 @@ type builder struct {
 	// decimals is the most digits after the point of any value so far
 	// (libsvm.NotDecimal when some value is not a short decimal).
 	decimals int
-	// local maps a global column to its local id plus one while remapping;
-	// all zero between shards.
-	local []uint32
+	cols colSet // scratch for remap
+
+	// Found while adding, when the values are in cache.
+	normSq, maxNormSq float64
+	ones, f32         bool // every value is 1; every value is a float32
 }
 
 func newBuilder(id int) *builder {
@@ -144,6 +146,7 @@ func (b *builder) reset(id int) {
 	b.rowPtr = append(b.rowPtr[:0], 0)
 	b.idx, b.val, b.labelOf = b.idx[:0], b.val[:0], b.labelOf[:0]
 	b.labels, b.counts = b.labels[:0], b.counts[:0]
+	b.normSq, b.maxNormSq, b.ones, b.f32 = 0, 0, true, true
 }
 
 func (b *builder) add(label float64, index []uint32, value []float64, decimals int) {
@@ -171,13 +174,21 @@ func (b *builder) add(label float64, index []uint32, value []float64, decimals i
 	}
 	b.val = append(b.val, value...)
 	b.rowPtr = append(b.rowPtr, uint32(len(b.idx)))
+	n := 0.0
+	for _, v := range value {
+		n += v * v
+		b.ones = b.ones && v == 1
+		b.f32 = b.f32 && float64(float32(v)) == v
+	}
+	b.normSq += n
+	b.maxNormSq = max(b.maxNormSq, n)
 }
 
 // remap lists the columns in use in increasing order and rewrites b.idx to
-// local ids: with a dense table when the index range is moderate (linear
-// time), by sorting otherwise.
+// local ids: through a colSet when the index range allows (linear time),
+// by sorting otherwise.
 func (b *builder) remap(maxIndex uint32) (cols []uint32) {
-	if maxIndex > 1<<24 {
+	if maxIndex > maxColSet {
 		cols = slices.Clone(b.idx)
 		slices.Sort(cols)
 		cols = slices.Clip(slices.Compact(cols))
@@ -186,29 +197,14 @@ func (b *builder) remap(maxIndex uint32) (cols []uint32) {
 		}
 		return cols
 	}
-	if len(b.local) < int(maxIndex) {
-		b.local = make([]uint32, maxIndex)
-	}
-	local := b.local[:maxIndex]
-	n := 0
+	set := &b.cols
+	set.reset(maxIndex)
 	for _, g := range b.idx {
-		if local[g] == 0 {
-			local[g] = 1
-			n++
-		}
+		set.add(g)
 	}
-	cols = make([]uint32, 0, n)
-	for g, used := range local {
-		if used != 0 {
-			cols = append(cols, uint32(g))
-			local[g] = uint32(len(cols)) // local id plus one
-		}
-	}
+	cols = set.members()
 	for q, g := range b.idx {
-		b.idx[q] = local[g] - 1
-	}
-	for _, g := range cols {
-		local[g] = 0
+		b.idx[q] = set.pos(g)
 	}
 	return cols
 }
@@ -232,28 +228,14 @@ func (b *builder) build() *Shard {
 	}
 
 	s.ColSq = make([]float64, len(s.Cols))
-	ones, f32 := true, true
 	for q, v := range b.val {
 		s.ColSq[b.idx[q]] += v * v
-		if v != 1 {
-			ones = false
-		}
-		if float64(float32(v)) != v {
-			f32 = false
-		}
 	}
-	for i := 0; i < s.Rows(); i++ {
-		n := 0.0
-		for _, v := range b.val[s.RowPtr[i]:s.RowPtr[i+1]] {
-			n += v * v
-		}
-		s.NormSq += n
-		s.MaxNormSq = max(s.MaxNormSq, n)
-	}
+	s.NormSq, s.MaxNormSq = b.normSq, b.maxNormSq
 	switch {
-	case ones:
+	case b.ones:
 		s.Values = Ones
-	case f32:
+	case b.f32:
 		s.Values = Float32
 		s.Val32 = make([]float32, len(b.val))
 		for q, v := range b.val {

@@ -1,0 +1,59 @@
+package shard
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestColumnSetsAgreeWithMerging checks the bitmap union (used below
+// maxColSet) against plain merging on random increasing lists, including
+// empty lists, shared and word-boundary columns.
+func TestColumnSetsAgreeWithMerging(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for trial := 0; trial < 200; trial++ {
+		width := uint32(1 + rng.IntN(1000))
+		lists := make([][]uint32, 1+rng.IntN(GroupSize))
+		for i := range lists {
+			density := rng.Float64()
+			for j := uint32(0); j < width; j++ {
+				if rng.Float64() < density*density {
+					lists[i] = append(lists[i], j)
+				}
+			}
+		}
+		all, pos := setColumns(lists, width)
+		wantAll, wantPos := mergeColumns(lists)
+		if !slices.Equal(all, wantAll) || fmt.Sprint(pos) != fmt.Sprint(wantPos) {
+			t.Fatalf("trial %d, lists %v:\nset   %v %v\nmerge %v %v", trial, lists, all, pos, wantAll, wantPos)
+		}
+	}
+}
+
+// TestRemapAgreesWithSorting checks the builder's two ways of numbering
+// local columns: a colSet below maxColSet, sorting above.
+func TestRemapAgreesWithSorting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	b := newBuilder(0)
+	for trial := 0; trial < 100; trial++ {
+		width := uint32(1 + rng.IntN(5000))
+		b.idx = b.idx[:0]
+		for n := rng.IntN(300); n > 0; n-- {
+			b.idx = append(b.idx, uint32(rng.IntN(int(width))))
+		}
+		global := slices.Clone(b.idx)
+		cols := b.remap(width) // colSet
+		viaSet := slices.Clone(b.idx)
+		b.idx = slices.Clone(global)
+		wantCols := b.remap(maxColSet + 1) // sorting
+		if !slices.Equal(cols, wantCols) || !slices.Equal(viaSet, b.idx) {
+			t.Fatalf("trial %d: set gave %v %v, sorting %v %v", trial, cols, viaSet, wantCols, b.idx)
+		}
+		for q, l := range viaSet {
+			if cols[l] != global[q] {
+				t.Fatalf("trial %d: entry %d maps to column %d, was %d", trial, q, cols[l], global[q])
+			}
+		}
+	}
+}
