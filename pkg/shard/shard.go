@@ -127,7 +127,7 @@ type builder struct {
 	// decimals is the most digits after the point of any value so far
 	// (libsvm.NotDecimal when some value is not a short decimal).
 	decimals int
-	cols colSet // scratch for remap
+	cols     colSet // scratch for remap
 
 	// Found while adding, when the values are in cache.
 	normSq, maxNormSq float64
