@@ -36,12 +36,21 @@ type Subsetter interface {
 	HessVecSome(ks []int, x, v, hv [][]float64) error
 }
 
+// EvalDiager is an Objective that can also compute, in the pass of an
+// evaluation, its (generalised) Hessian's diagonal d[k] = diag H_k(x[k]),
+// for the problems ks (nil: all) held in x, f, g and d in the order of ks.
+type EvalDiager interface {
+	EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error
+}
+
 // Op is the kind of evaluation a method asks for.
 type Op uint8
 
 const (
-	OpEval    Op = iota // value and gradient at X
-	OpHessVec           // Hessian at X applied to V
+	OpEval     Op = iota // value and gradient at X
+	OpHessVec            // Hessian at X applied to V
+	OpEvalDiag           // value, gradient and the Hessian's diagonal at X
+	numOps
 )
 
 // Request is the evaluation a method needs next. X and V belong to the
@@ -52,10 +61,10 @@ type Request struct {
 }
 
 // Reply is the evaluation of a Request: F and G for OpEval, HV for
-// OpHessVec. The method copies what it keeps.
+// OpHessVec, F, G and D for OpEvalDiag. The method copies what it keeps.
 type Reply struct {
-	F     float64
-	G, HV []float64
+	F        float64
+	G, HV, D []float64
 }
 
 // Step tells the driver what a Tell completed.
@@ -84,6 +93,9 @@ type Problem struct {
 	// Diag is the diagonal of the Hessian at the start, when known; OSGM
 	// may start its scaling from it.
 	Diag []float64
+	// EvalDiag says the objective computes the Hessian's diagonal with an
+	// evaluation (OpEvalDiag); Minimize sets it.
+	EvalDiag bool
 }
 
 // Params are the experts' knobs; zero values mean the defaults.

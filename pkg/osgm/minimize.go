@@ -86,9 +86,12 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 		return nil, fmt.Errorf("osgm: %s needs Hessian-vector products, which this objective lacks", s.Method)
 	}
 
+	ed, _ := obj.(EvalDiager)
 	ms := make([]Method, K)
 	for k := range ms {
-		m, err := New(s.Method, probs[k], s.Params)
+		prob := probs[k]
+		prob.EvalDiag = ed != nil
+		m, err := New(s.Method, prob, s.Params)
 		if err != nil {
 			return nil, err
 		}
@@ -154,32 +157,40 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	xs := make([][]float64, K)
 	vs := make([][]float64, K)
 	outs := make([][]float64, K)
+	diags := make([][]float64, K) // OpEvalDiag's second output
 	for k := range outs {
 		outs[k] = make([]float64, len(x0[k]))
+		if ed != nil {
+			diags[k] = make([]float64, len(x0[k]))
+		}
 	}
 	reqs := make([]Request, K)
 	steps := make([]Step, K)
 	some, _ := obj.(Subsetter)
 	var ks []int
-	var sx, sv, sout [][]float64
+	var sx, sv, sout, sd [][]float64
 	var sf []float64
 	// pass evaluates op for the problems that asked for it. An objective
 	// that can, evaluates those only; otherwise the others ride along at
 	// their best point and their results are ignored.
 	pass := func(op Op) error {
 		if some != nil && K > 1 {
-			ks, sx, sv, sout, sf = ks[:0], sx[:0], sv[:0], sout[:0], sf[:0]
+			ks, sx, sv, sout, sd, sf = ks[:0], sx[:0], sv[:0], sout[:0], sd[:0], sf[:0]
 			for k := range ms {
 				if !done(k) && reqs[k].Op == op {
 					ks = append(ks, k)
 					sx, sv, sout, sf = append(sx, reqs[k].X), append(sv, reqs[k].V), append(sout, outs[k]), append(sf, 0)
+					sd = append(sd, diags[k])
 				}
 			}
 			var err error
-			if op == OpEval {
+			switch op {
+			case OpEval:
 				err = some.EvalSome(ks, sx, sf, sout)
-			} else {
+			case OpHessVec:
 				err = some.HessVecSome(ks, sx, sv, sout)
+			case OpEvalDiag:
+				err = ed.EvalDiagSome(ks, sx, sf, sout, sd)
 			}
 			for i, k := range ks {
 				f[k] = sf[i]
@@ -194,10 +205,14 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 				vs[k] = xs[k]
 			}
 		}
-		if op == OpEval {
+		switch op {
+		case OpEval:
 			return obj.Eval(xs, f, outs)
+		case OpHessVec:
+			return hv.HessVec(xs, vs, outs)
+		default:
+			return ed.EvalDiagSome(nil, xs, f, outs, diags)
 		}
-		return hv.HessVec(xs, vs, outs)
 	}
 	for active > 0 {
 		interrupted := s.Interrupt != nil && s.Interrupt()
@@ -210,7 +225,7 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 		if interrupted {
 			return nil, ErrInterrupted
 		}
-		var need [2]bool
+		var need [numOps]bool
 		each(K, func(k int) {
 			if !done(k) {
 				reqs[k] = ms[k].Next()
@@ -221,7 +236,7 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 				need[reqs[k].Op] = true
 			}
 		}
-		for op := OpEval; op <= OpHessVec; op++ {
+		for op := range numOps {
 			if !need[op] {
 				continue
 			}
@@ -234,10 +249,13 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 				if done(k) || reqs[k].Op != op {
 					return
 				}
-				if op == OpEval {
+				switch op {
+				case OpEval:
 					steps[k] = ms[k].Tell(Reply{F: f[k], G: outs[k]})
-				} else {
+				case OpHessVec:
 					steps[k] = ms[k].Tell(Reply{HV: outs[k]})
+				case OpEvalDiag:
+					steps[k] = ms[k].Tell(Reply{F: f[k], G: outs[k], D: diags[k]})
 				}
 			})
 			for k, m := range ms {

@@ -2,6 +2,7 @@ package osgm
 
 import (
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/floats"
 )
@@ -14,7 +15,8 @@ import (
 // single-threaded one end to end.
 type newton struct {
 	mu float64   // lambda: the objective is lambda times LIBLINEAR's F
-	m  []float64 // the diagonal preconditioner, in F's scale
+	m0 []float64 // the preconditioner from the Hessian's diagonal at 0
+	hd bool      // the objective gives the Hessian's diagonal with an evaluation
 	S  newtonState
 }
 
@@ -23,6 +25,13 @@ type newtonState struct {
 	F     float64
 	Delta float64 // trust-region radius
 	Iter  int
+
+	// M is the diagonal preconditioner, in F's scale: (1 - pcgMix) +
+	// pcgMix diag(H) at the iterate (LIBLINEAR 2.30's PCG), or at 0 when
+	// the objective cannot give the diagonal elsewhere. NeedDiag: the
+	// diagonal at the start point is the first request.
+	M        []float64
+	NeedDiag bool
 
 	// The preconditioned CG solve of H s = -g within ||s||_M <= Delta.
 	InCG     bool
@@ -45,29 +54,37 @@ const (
 
 // newNewton works in LIBLINEAR's scale where it matters: the trust region
 // radius and the preconditioner are invariant to f = lambda F, so the same
-// number of iterations follows whatever lambda is. The preconditioner uses
-// the Hessian's diagonal at 0 (every row active), known from the data.
+// number of iterations follows whatever lambda is. Like LIBLINEAR, it
+// builds the preconditioner from the Hessian's diagonal at each iterate,
+// one pass over the data per accepted step, when the objective can give
+// it; otherwise from the diagonal at 0 (every row active), known from the
+// data. The diagonal comes with the evaluation of each trial point, in
+// the same pass; at the start point it costs one pass.
 func newNewton(p Problem, _ Params) Method {
-	m := &newton{mu: p.Mu}
+	m := &newton{mu: p.Mu, hd: p.EvalDiag}
 	if m.mu <= 0 {
 		m.mu = 1
 	}
-	m.m = make([]float64, p.Dim)
-	for j := range m.m {
+	m.m0 = make([]float64, p.Dim)
+	for j := range m.m0 {
 		d := 1.0
 		if len(p.Diag) == p.Dim {
-			d = p.Diag[j] / m.mu
+			d = p.Diag[j]
 		}
-		m.m[j] = (1 - pcgMix) + pcgMix*d
+		m.m0[j] = m.precond(d)
 	}
 	return m
 }
+
+// precond is the preconditioner's entry for a Hessian diagonal entry d of
+// f = lambda F.
+func (m *newton) precond(d float64) float64 { return (1 - pcgMix) + pcgMix*d/m.mu }
 
 // mnorm is ||v||_M in F's scale.
 func (m *newton) mnorm(v []float64) float64 {
 	s := 0.0
 	for j, x := range v {
-		s += x * x * m.m[j]
+		s += x * x * m.S.M[j]
 	}
 	return math.Sqrt(s)
 }
@@ -78,48 +95,76 @@ func (m *newton) Init(x []float64, f float64, g []float64) {
 	n := len(x)
 	s := &m.S
 	s.X, s.G, s.F = clone(x), clone(g), f
-	if len(m.m) != n { // no problem description: plain CG
-		m.m = make([]float64, n)
-		for j := range m.m {
-			m.m[j] = 1
+	if len(m.m0) != n { // no problem description: plain CG
+		m.m0 = make([]float64, n)
+		for j := range m.m0 {
+			m.m0[j] = 1
 		}
 	}
+	s.M = clone(m.m0)
 	s.Step, s.R, s.D, s.HD, s.XT = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	s.Z = make([]float64, n)
+	// At 0 every row is active and the data's diagonal is the Hessian's
+	// (LIBLINEAR's too, but for class weights, which it counts and we
+	// do not, in this first iteration only). Elsewhere (a warm start) the
+	// first solve waits for the diagonal at x.
+	if m.hd && slices.ContainsFunc(x, func(v float64) bool { return v != 0 }) {
+		s.NeedDiag = true
+		return
+	}
 	m.startCG()
-	s.Delta = math.Sqrt(s.RZ) / m.mu // ||g||_{M^-1} in F's scale
 }
 
+// startCG starts an iteration's CG solve. The first also sizes the trust
+// region: ||g||_{M^-1} in F's scale.
 func (m *newton) startCG() {
 	s := &m.S
+	if len(s.M) != len(s.X) { // a checkpoint from before M was kept
+		s.M = clone(m.m0)
+	}
 	clear(s.Step)
 	for j, gj := range s.G {
 		s.R[j] = -gj
-		s.Z[j] = s.R[j] / m.m[j]
+		s.Z[j] = s.R[j] / s.M[j]
 	}
 	copy(s.D, s.Z)
 	s.RZ = floats.Dot(s.R, s.Z)
 	s.CGTol = cgRelTol * math.Sqrt(s.RZ)
 	s.Boundary, s.InCG = false, true
+	if s.Iter == 0 {
+		s.Delta = math.Sqrt(s.RZ) / m.mu
+	}
 }
 
 func (m *newton) Next() Request {
 	s := &m.S
+	if s.NeedDiag {
+		return Request{Op: OpEvalDiag, X: s.X}
+	}
 	if s.InCG && math.Sqrt(s.RZ) > s.CGTol {
 		return Request{Op: OpHessVec, X: s.X, V: s.D}
 	}
 	s.InCG = false
 	floats.AddTo(s.XT, s.X, s.Step)
+	if m.hd {
+		return Request{Op: OpEvalDiag, X: s.XT}
+	}
 	return Request{Op: OpEval, X: s.XT}
 }
 
 func (m *newton) Tell(r Reply) Step {
 	s := &m.S
+	if s.NeedDiag {
+		m.setPrecond(r.D)
+		s.NeedDiag = false
+		m.startCG()
+		return Step{}
+	}
 	if s.InCG {
 		m.cgStep(r.HV)
 		return Step{}
 	}
-	return m.trial(r.F, r.G)
+	return m.trial(r.F, r.G, r.D)
 }
 
 // cgStep advances the CG solve by one Hessian-vector product, stopping at
@@ -138,7 +183,7 @@ func (m *newton) cgStep(hd []float64) {
 		// Back up and go to the boundary along d instead (in the M norm).
 		floats.AddScaled(s.Step, -alpha, s.D)
 		var std, sts, dtd float64
-		for j, mj := range m.m {
+		for j, mj := range s.M {
 			std += s.Step[j] * mj * s.D[j]
 			sts += s.Step[j] * mj * s.Step[j]
 			dtd += s.D[j] * mj * s.D[j]
@@ -157,7 +202,7 @@ func (m *newton) cgStep(hd []float64) {
 	}
 	floats.AddScaled(s.R, -alpha, s.HD)
 	for j, r := range s.R {
-		s.Z[j] = r / m.m[j]
+		s.Z[j] = r / s.M[j]
 	}
 	rz := floats.Dot(s.R, s.Z)
 	beta := rz / s.RZ
@@ -167,9 +212,17 @@ func (m *newton) cgStep(hd []float64) {
 	s.RZ = rz
 }
 
+// setPrecond builds M from the Hessian's diagonal d at the iterate.
+func (m *newton) setPrecond(d []float64) {
+	for j, dj := range d {
+		m.S.M[j] = m.precond(dj)
+	}
+}
+
 // trial judges the trial point by the ratio of actual to predicted
-// reduction and resizes the trust region as TRON does.
-func (m *newton) trial(fnew float64, gnew []float64) Step {
+// reduction and resizes the trust region as TRON does; dnew, when the
+// objective gave it, is the Hessian's diagonal at the trial point.
+func (m *newton) trial(fnew float64, gnew, dnew []float64) Step {
 	s := &m.S
 	s.Iter++
 	gs := floats.Dot(s.G, s.Step)
@@ -200,6 +253,9 @@ func (m *newton) trial(fnew float64, gnew []float64) Step {
 		s.X, s.XT = s.XT, s.X
 		copy(s.G, gnew)
 		s.F = fnew
+		if len(dnew) == len(s.M) {
+			m.setPrecond(dnew)
+		}
 	}
 	// Nothing left to gain at this precision: stop rather than spin.
 	stalled := !accepted && (prered <= 0 || s.Delta <= 1e-300 || snorm == 0)

@@ -1,6 +1,7 @@
 package osgm
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -76,6 +77,27 @@ func (q *quadratic) HessVec(x, v, hv [][]float64) error {
 	for k := range v {
 		for i := range hv[k] {
 			hv[k][i] = floats.Dot(q.A[i], v[k])
+		}
+	}
+	return nil
+}
+
+// diagQuadratic also gives a diagonal with each evaluation. A quadratic's
+// Hessian is constant, so it makes one up that varies with x, positive
+// and near A's diagonal: what a preconditioner needs to be, and enough
+// for the methods' paths and checkpoints to depend on it.
+type diagQuadratic struct{ *quadratic }
+
+func (q diagQuadratic) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
+	if ks != nil {
+		return errors.New("diagQuadratic: no subsets")
+	}
+	if err := q.Eval(x, f, g); err != nil {
+		return err
+	}
+	for k := range x {
+		for i := range d[k] {
+			d[k][i] = q.A[i][i] * (1 + math.Abs(math.Sin(x[k][i])))
 		}
 	}
 	return nil

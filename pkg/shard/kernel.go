@@ -547,6 +547,162 @@ func hessVecBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []
 	return hb
 }
 
+// EvalDiag is Eval that also sums, in the same pass, the data part of the
+// generalised Hessian's diagonal at p: over the rows active at p, c a_j^2,
+// c the row's weight. Newton asks for it at its trial points, to build its
+// preconditioner at the iterate as LIBLINEAR does, without a pass of its
+// own. The partial carries 2K problems: problem k's loss and gradient at
+// k (as Eval's), its diagonal at K+k (with a zero loss).
+func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
+	K := p.K()
+	s.newPartial(2*K, out)
+	wl := s.gather(p, sc)
+	if K == 1 {
+		r := s.rowsFor(p, 0)
+		wb := 0.0
+		if p.Bias >= 0 {
+			wb = p.WBias[0]
+		}
+		var sums [3]float64
+		if s.Idx16 != nil {
+			sums = evalDiagOne(s, s.Idx16, &r, wl, out.Grad, p.Bias, wb)
+		} else {
+			sums = evalDiagOne(s, s.Idx, &r, wl, out.Grad, p.Bias, wb)
+		}
+		out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
+		return
+	}
+	z := make([]float64, K)
+	sel := make([]rows, K)
+	for k := range sel {
+		sel[k] = s.rowsFor(p, k)
+	}
+	K2 := 2 * K
+	for i := 0; i < s.Rows(); i++ {
+		if sel[0].skip(i) {
+			continue
+		}
+		a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
+		clear(z)
+		for q := a; q < b; q++ {
+			j, x := s.col(q), s.rowValue(q)
+			for k := range z {
+				z[k] += x * wl[j*K+k]
+			}
+		}
+		for k := range z {
+			if p.Bias >= 0 {
+				z[k] += p.Bias * p.WBias[k]
+			}
+			y, side := -1.0, 1
+			if s.Class[i] == p.class(k) {
+				y, side = 1, 0
+			}
+			d := 1 - y*z[k]
+			if d <= 0 {
+				continue
+			}
+			w := sel[k].w[side]
+			out.Loss[k] += w * d * d
+			c := -2 * w * y * d
+			for q := a; q < b; q++ {
+				j, x := s.col(q), s.rowValue(q)
+				out.Grad[j*K2+k] += c * x
+				out.Grad[j*K2+K+k] += w * x * x
+			}
+			if p.Bias >= 0 {
+				out.BiasGrad[k] += c * p.Bias
+				out.BiasGrad[K+k] += w * p.Bias * p.Bias
+			}
+		}
+	}
+}
+
+// evalDiagOne returns the loss, the bias gradient and the bias diagonal;
+// gl holds column j's gradient at 2j and its diagonal at 2j+1.
+func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64) [3]float64 {
+	switch s.Values {
+	case Ones:
+		return evalDiagOnes(s.RowPtr, idx, s.Class, r, wl, gl, bias, wb)
+	case Float32:
+		return evalDiagBinary(s.RowPtr, idx, s.Val32, 1, s.Class, r, wl, gl, bias, wb)
+	case Decimal:
+		return evalDiagBinary(s.RowPtr, idx, s.Mant, s.Scale, s.Class, r, wl, gl, bias, wb)
+	default:
+		return evalDiagBinary(s.RowPtr, idx, s.Val64, 1, s.Class, r, wl, gl, bias, wb)
+	}
+}
+
+// evalDiagOnes and evalDiagBinary are evalOnes and evalBinary with the
+// diagonal: the same margins and gradient arithmetic, the gradient and
+// diagonal interleaved.
+func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl []float64, bias, wb float64) (sums [3]float64) {
+	class = class[:len(rowPtr)-1]
+	for i := range class {
+		if r.skip(i) {
+			continue
+		}
+		row := idx[rowPtr[i]:rowPtr[i+1]]
+		z := dotOnes(wl, row)
+		if bias >= 0 {
+			z += bias * wb
+		}
+		sd := r.side(class[i]) & 1
+		y := signs[sd]
+		if d := 1 - y*z; d > 0 {
+			w := r.w[sd]
+			sums[0] += w * d * d
+			c := -2 * w * y * d
+			for _, j := range row {
+				g := gl[2*int(j) : 2*int(j)+2 : 2*int(j)+2]
+				g[0] += c
+				g[1] += w
+			}
+			if bias >= 0 {
+				sums[1] += c * bias
+				sums[2] += w * bias * bias
+			}
+		}
+	}
+	return sums
+}
+
+func evalDiagBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []I, val []V, scale float64, class []int32, r *rows, wl, gl []float64, bias, wb float64) (sums [3]float64) {
+	inv := 1 / scale
+	class = class[:len(rowPtr)-1]
+	for i := range class {
+		if r.skip(i) {
+			continue
+		}
+		a, b := rowPtr[i], rowPtr[i+1]
+		row, v := idx[a:b], val[a:b]
+		z := dot(wl, row, v) * inv
+		if bias >= 0 {
+			z += bias * wb
+		}
+		sd := r.side(class[i]) & 1
+		y := signs[sd]
+		if d := 1 - y*z; d > 0 {
+			w := r.w[sd]
+			sums[0] += w * d * d
+			c := -2 * w * y * d
+			ci, wi := c*inv, w*inv*inv
+			v = v[:len(row)]
+			for q, j := range row {
+				x := float64(v[q])
+				g := gl[2*int(j) : 2*int(j)+2 : 2*int(j)+2]
+				g[0] += ci * x
+				g[1] += wi * x * x
+			}
+			if bias >= 0 {
+				sums[1] += c * bias
+				sums[2] += w * bias * bias
+			}
+		}
+	}
+	return sums
+}
+
 // Tally counts, per class, the rows and the rows whose predicted class
 // (LIBLINEAR's rule) is their class. With p.Holdout set it counts only
 // that fold's rows: the held-out accuracy of cross-validation.

@@ -67,10 +67,15 @@ func (l *Local) Eval(op Op, p, v *Point, add func(*Partial) error) error {
 				if part == nil {
 					part = new(Partial)
 				}
-				if op == OpEval {
+				switch op {
+				case OpEval:
 					l.Shards[i].Eval(p, sc, part)
-				} else {
+				case OpHessVec:
 					l.Shards[i].HessVec(p, v, sc, part)
+				case OpEvalDiag:
+					l.Shards[i].EvalDiag(p, sc, part)
+				default:
+					panic(fmt.Sprintf("shard: unknown op %d", op))
 				}
 				mu.Lock()
 				if err == nil {

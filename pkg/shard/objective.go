@@ -10,8 +10,9 @@ import (
 type Op uint8
 
 const (
-	OpEval    Op = iota // loss and gradient sums at a point
-	OpHessVec           // generalised Hessian at a point times a vector
+	OpEval     Op = iota // loss and gradient sums at a point
+	OpHessVec            // generalised Hessian at a point times a vector
+	OpEvalDiag           // OpEval and the generalised Hessian's diagonal
 )
 
 // Meta describes one loaded shard to the coordinator.
@@ -195,9 +196,9 @@ func (o *Objective) stamp(ks []int, x [][]float64) {
 }
 
 // pass runs one reduction of op for problems ks (nil: all) into out (the
-// data sums, unscaled).
+// data sums, unscaled): a vector per problem, two for OpEvalDiag.
 func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]float64, error) {
-	K := len(x)
+	K := len(out)
 	o.sum.Loss = grow(o.sum.Loss, K)
 	o.sum.BiasGrad = grow(o.sum.BiasGrad, K)
 	o.sum.Grad = o.sum.Grad[:0]
@@ -247,6 +248,13 @@ func (o *Objective) EvalSome(ks []int, x [][]float64, f []float64, g [][]float64
 	if err != nil {
 		return err
 	}
+	o.finishEval(x, loss, f, g)
+	return nil
+}
+
+// finishEval turns a pass's data sums into f and g: the 1/m scaling and
+// the regulariser.
+func (o *Objective) finishEval(x [][]float64, loss, f []float64, g [][]float64) {
 	m := float64(o.Rows)
 	for k := range x {
 		sq := 0.0
@@ -256,7 +264,6 @@ func (o *Objective) EvalSome(ks []int, x [][]float64, f []float64, g [][]float64
 		}
 		f[k] = loss[k]/m + o.Lambda/2*sq
 	}
-	return nil
 }
 
 // HessVec computes hv[k] = (lambda I + (2/m) A_I^T A_I) v[k], I the rows
@@ -275,6 +282,26 @@ func (o *Objective) HessVecSome(ks []int, x, v, hv [][]float64) error {
 	for k := range x {
 		for j := range hv[k] {
 			hv[k][j] = 2*hv[k][j]/m + o.Lambda*v[k][j]
+		}
+	}
+	return nil
+}
+
+// EvalDiagSome is EvalSome that also computes, in the same pass, d[k]: the
+// diagonal of the generalised Hessian at x[k], lambda + (2/m) sum over the
+// rows active at x[k] of c a_j^2, c the row's weight (its class weight; 0
+// in a held-out fold). Newton's preconditioner is built from it at every
+// iterate, as LIBLINEAR's is.
+func (o *Objective) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
+	loss, err := o.pass(OpEvalDiag, ks, x, nil, append(slices.Clip(g), d...))
+	if err != nil {
+		return err
+	}
+	o.finishEval(x, loss, f, g)
+	m := float64(o.Rows)
+	for k := range d {
+		for j := range d[k] {
+			d[k][j] = o.Lambda + 2*d[k][j]/m
 		}
 	}
 	return nil

@@ -228,6 +228,8 @@ func TestKernelMatchesDenseReference(t *testing.T) {
 						}
 						checkFiniteDifferences(t, obj, x, g)
 						checkHessVec(t, obj, x, rng)
+						checkActivityCache(t, obj, x, rng)
+						checkEvalDiag(t, obj, x)
 					})
 				}
 			}
@@ -438,6 +440,63 @@ func checkHessVec(t *testing.T, obj *Objective, x [][]float64, rng *rand.Rand) {
 			fd := (g1[k][j] - g0[k][j]) / h
 			if math.Abs(fd-hv[k][j]) > 1e-4*math.Max(1, math.Abs(hv[k][j])) {
 				t.Errorf("Hv[%d][%d] = %v, gradient difference %v", k, j, hv[k][j], fd)
+			}
+		}
+	}
+}
+
+// checkEvalDiag: EvalDiagSome gives Eval's value and gradient, and the
+// Hessian's diagonal, compared with H e_j's entry j (one Hessian-vector
+// product per coordinate, another kernel), at x and at 0, where every row
+// is active and, for unweighted rows, Diag knows the answer.
+func checkEvalDiag(t *testing.T, obj *Objective, x [][]float64) {
+	t.Helper()
+	K, n := len(x), obj.Dim()
+	alloc := func() [][]float64 {
+		out := make([][]float64, K)
+		for k := range out {
+			out[k] = make([]float64, n)
+		}
+		return out
+	}
+	zero := alloc()
+	for _, at := range [][][]float64{x, zero} {
+		f, g, d := make([]float64, K), alloc(), alloc()
+		wf, wg := make([]float64, K), alloc()
+		if err := obj.EvalDiagSome(nil, at, f, g, d); err != nil {
+			t.Fatal(err)
+		}
+		if err := obj.Eval(at, wf, wg); err != nil {
+			t.Fatal(err)
+		}
+		e, hv := alloc(), alloc()
+		for j := 0; j < n; j++ {
+			for k := range e {
+				clear(e[k])
+				e[k][j] = 1
+			}
+			if err := obj.HessVec(at, e, hv); err != nil {
+				t.Fatal(err)
+			}
+			for k := range d {
+				if !near(d[k][j], hv[k][j], 1e-12) {
+					t.Errorf("diag[%d][%d] = %v, (H e_j)_j = %v", k, j, d[k][j], hv[k][j])
+				}
+				if !near(g[k][j], wg[k][j], 1e-12) {
+					t.Errorf("with the diagonal g[%d][%d] = %v, Eval's %v", k, j, g[k][j], wg[k][j])
+				}
+			}
+		}
+		for k := range f {
+			if !near(f[k], wf[k], 1e-13) {
+				t.Errorf("with the diagonal f[%d] = %v, Eval's %v", k, f[k], wf[k])
+			}
+		}
+		if &at[0] == &zero[0] && obj.Weights == nil && obj.Holdout == 0 {
+			for j, want := range obj.Diag() {
+				if !near(d[0][j], want, 1e-12) {
+					t.Errorf("diag at 0 [%d] = %v, Diag() = %v", j, d[0][j], want)
+				}
 			}
 		}
 	}

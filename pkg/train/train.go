@@ -298,6 +298,12 @@ func (t *timedObjective) HessVecSome(ks []int, x, v, hv [][]float64) error {
 	return t.Objective.HessVecSome(ks, x, v, hv)
 }
 
+func (t *timedObjective) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
+	start := time.Now()
+	defer func() { t.spent += time.Since(start) }()
+	return t.Objective.EvalDiagSome(ks, x, f, g, d)
+}
+
 func countOf(sum shard.Summary, label float64) int {
 	for i, l := range sum.Labels {
 		if l == label {

@@ -160,35 +160,41 @@ func flatten(w [][]float64) []float64 {
 
 // TestWorkersSendNodeSums: 64 shards make 8 groups and a tree of height
 // 3; two workers given four whole groups each send one node sum per round
-// each, and the model is the in-process one to the bit.
+// each, and the model is the in-process one to the bit. Newton adds
+// Hessian-vector rounds and evaluations that carry the Hessian's diagonal
+// (partials of twice the problems).
 func TestWorkersSendNodeSums(t *testing.T) {
 	path := testData(t)
 	info, _ := shard.Stat(path)
-	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
-	shards, err := shard.Load(path, shard.Layout(info.Size, 64), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := train.Train(shard.NewLocal(shards, 2), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := flatten(res.Model.W)
-	c, _ := cluster(t, path, 2, 64)
-	before := c.Stats()
-	got, err := train.Train(c, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := c.Stats()
-	rounds, results := st.Rounds-before.Rounds, st.ResultsUp-before.ResultsUp
-	if rounds == 0 || results != 2*rounds {
-		t.Fatalf("%d result messages in %d rounds, want 2 per round", results, rounds)
-	}
-	for j, v := range flatten(got.Model.W) {
-		if math.Float64bits(v) != math.Float64bits(want[j]) {
-			t.Fatalf("weight %d differs from the model trained without a bus", j)
-		}
+	for _, method := range []string{"lbfgs", "newton"} {
+		t.Run(method, func(t *testing.T) {
+			cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: method, MaxIter: 300}
+			shards, err := shard.Load(path, shard.Layout(info.Size, 64), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := train.Train(shard.NewLocal(shards, 2), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := flatten(res.Model.W)
+			c, _ := cluster(t, path, 2, 64)
+			before := c.Stats()
+			got, err := train.Train(c, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := c.Stats()
+			rounds, results := st.Rounds-before.Rounds, st.ResultsUp-before.ResultsUp
+			if rounds == 0 || results != 2*rounds {
+				t.Fatalf("%d result messages in %d rounds, want 2 per round", results, rounds)
+			}
+			for j, v := range flatten(got.Model.W) {
+				if math.Float64bits(v) != math.Float64bits(want[j]) {
+					t.Fatalf("weight %d differs from the model trained without a bus", j)
+				}
+			}
+		})
 	}
 }
 

@@ -80,7 +80,7 @@ func EncodePoint(p *Point) []byte {
 func DecodePoint(b []byte) (*Point, error) {
 	d := dec{b: b}
 	p := &Point{Op: shard.Op(d.u8())}
-	if d.err == nil && p.Op != shard.OpEval && p.Op != shard.OpHessVec && p.Op != opCorrect {
+	if d.err == nil && p.Op != shard.OpEval && p.Op != shard.OpHessVec && p.Op != shard.OpEvalDiag && p.Op != opCorrect {
 		return nil, fmt.Errorf("transport: point: unknown op %d", p.Op)
 	}
 	p.Bias = d.f64()

@@ -25,7 +25,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 2
+const Version = 3
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40
