@@ -55,11 +55,10 @@ const (
 // newNewton works in LIBLINEAR's scale where it matters: the trust region
 // radius and the preconditioner are invariant to f = lambda F, so the same
 // number of iterations follows whatever lambda is. Like LIBLINEAR, it
-// builds the preconditioner from the Hessian's diagonal at each iterate,
-// one pass over the data per accepted step, when the objective can give
-// it; otherwise from the diagonal at 0 (every row active), known from the
-// data. The diagonal comes with the evaluation of each trial point, in
-// the same pass; at the start point it costs one pass.
+// builds the preconditioner from the Hessian's diagonal at each iterate
+// when the objective can give it with an evaluation (then every trial
+// point's evaluation brings it, in the same pass); otherwise from the
+// diagonal at 0 (every row active), known from the data.
 func newNewton(p Problem, _ Params) Method {
 	m := &newton{mu: p.Mu, hd: p.EvalDiag}
 	if m.mu <= 0 {
@@ -119,9 +118,6 @@ func (m *newton) Init(x []float64, f float64, g []float64) {
 // region: ||g||_{M^-1} in F's scale.
 func (m *newton) startCG() {
 	s := &m.S
-	if len(s.M) != len(s.X) { // a checkpoint from before M was kept
-		s.M = clone(m.m0)
-	}
 	clear(s.Step)
 	for j, gj := range s.G {
 		s.R[j] = -gj

@@ -15,8 +15,9 @@ import (
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
-// checkpointVersion changes when the checkpoint layout does.
-const checkpointVersion = 1
+// checkpointVersion changes when the checkpoint layout does (2: Newton
+// keeps its preconditioner, taken at the iterate).
+const checkpointVersion = 2
 
 // Checkpoint is what a coordinator needs to continue a run after a crash,
 // on this host or another: the optimiser's complete state, and

@@ -31,7 +31,7 @@ const (
 // opCorrect asks workers to tally rows and correct predictions per class
 // (shard.Tally) instead of evaluating: rows come back as the partial's
 // Loss, correct ones as its BiasGrad.
-const opCorrect shard.Op = 3
+const opCorrect = shard.OpEvalDiag + 1
 
 // WorkerConfig configures a worker.
 type WorkerConfig struct {
