@@ -19,6 +19,19 @@ func benchFiles(b *testing.B) []string {
 // second, at w = 0 (every row active, like fused_kernel.c's first phase)
 // and on a single goroutine, so it compares with the C reference.
 func BenchmarkEval(b *testing.B) {
+	benchKernel(b, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.Eval(p, sc, part) })
+}
+
+// BenchmarkHessVec measures one Hessian-vector pass as Newton's CG steps
+// make them: at a point whose rows' activity the first pass cached.
+func BenchmarkHessVec(b *testing.B) {
+	benchKernel(b, func(s *Shard, p *Point, sc *Scratch, part *Partial) {
+		v := *p
+		s.HessVec(p, &v, sc, part)
+	})
+}
+
+func benchKernel(b *testing.B, pass func(*Shard, *Point, *Scratch, *Partial)) {
 	files := benchFiles(b)
 	if files == nil {
 		files = []string{generated(b)}
@@ -37,20 +50,16 @@ func BenchmarkEval(b *testing.B) {
 			for _, s := range shards {
 				s.SetClasses(order)
 			}
-			K := len(order)
-			if K == 2 {
-				K = 1
-			}
-			p := &Point{W: make([][]float64, K), Bias: -1}
-			for k := range p.W {
-				p.W[k] = make([]float64, sum.MaxIndex)
-			}
+			// One binary problem, the first row's label against the
+			// rest, as fused_kernel.c does on multi-class files.
+			p := &Point{W: [][]float64{make([]float64, sum.MaxIndex)}, Bias: -1,
+				Classes: []int32{shards[0].Class[0]}, Stamp: 1}
 			var sc Scratch
 			var part Partial
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				for _, s := range shards {
-					s.Eval(p, &sc, &part)
+					pass(s, p, &sc, &part)
 				}
 			}
 			b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")

@@ -763,3 +763,97 @@ func TestReductionTreeIsFixed(t *testing.T) {
 		}
 	}
 }
+
+// TestInlineLoopsMatchCalls: the binary kernels write a row's margin and
+// gradient terms inline instead of calling dot and axpy; they must give,
+// to the bit, what the calls give (the same margins in every kernel), on
+// rows long enough to use every branch of the unrolled loop.
+func TestInlineLoopsMatchCalls(t *testing.T) {
+	for _, values := range []string{"f32", "dec", "f64"} {
+		for _, bias := range []float64{-1, 1.5} {
+			t.Run(fmt.Sprintf("%s/bias=%v", values, bias), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(7, 1))
+				d := randomData(rng, 200, 40, 2, values)
+				obj := objectiveFor(t, writeFile(t, d.text), 3, 2, 0.01, bias)
+				p, v := &Point{Bias: bias, Weights: []float64{0.7, 1.9}}, &Point{Bias: bias}
+				for _, pt := range []*Point{p, v} {
+					pt.W = [][]float64{make([]float64, obj.Dim())}
+					for j := range pt.W[0] {
+						pt.W[0][j] = rng.NormFloat64() * 0.2
+					}
+					pt.WBias = []float64{rng.NormFloat64()}
+				}
+				var sc Scratch
+				var ev, hv Partial
+				for _, s := range obj.Backend.(*Local).Shards {
+					s.Eval(p, &sc, &ev)
+					s.HessVec(p, v, &sc, &hv)
+					wl := slices.Clone(s.gather(p, &sc))
+					vl := slices.Clone(s.gather(v, &sc))
+					r := s.rowsFor(p, 0)
+					g, h := make([]float64, len(wl)), make([]float64, len(wl))
+					var want [3]float64
+					if s.Idx16 != nil {
+						want = viaCalls(s, s.Idx16, &r, wl, vl, g, h, bias, p.WBias[0], v.WBias[0])
+					} else {
+						want = viaCalls(s, s.Idx, &r, wl, vl, g, h, bias, p.WBias[0], v.WBias[0])
+					}
+					got := []float64{ev.Loss[0], ev.BiasGrad[0], hv.BiasGrad[0]}
+					got = append(append(got, ev.Grad...), hv.Grad...)
+					exp := append(append(want[:], g...), h...)
+					for i := range exp {
+						if math.Float64bits(got[i]) != math.Float64bits(exp[i]) {
+							t.Fatalf("shard %d (%v): result %d is %v inline, %v through dot and axpy", s.ID, s.Values, i, got[i], exp[i])
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// viaCalls is the loss, bias gradient and bias Hessian-vector term, with
+// the gradient in g and H v in h, found one row at a time through dot
+// and axpy.
+func viaCalls[I colID](s *Shard, idx []I, r *rows, wl, vl, g, h []float64, bias, wb, vb float64) [3]float64 {
+	switch s.Values {
+	case Float32:
+		return rowsViaCalls(s, idx, s.Val32, 1, r, wl, vl, g, h, bias, wb, vb)
+	case Decimal:
+		return rowsViaCalls(s, idx, s.Mant, s.Scale, r, wl, vl, g, h, bias, wb, vb)
+	default:
+		return rowsViaCalls(s, idx, s.Val64, 1, r, wl, vl, g, h, bias, wb, vb)
+	}
+}
+
+func rowsViaCalls[V float32 | float64 | int32, I colID](s *Shard, idx []I, val []V, scale float64, r *rows, wl, vl, g, h []float64, bias, wb, vb float64) (out [3]float64) {
+	inv := 1 / scale
+	for i := 0; i < s.Rows(); i++ {
+		a, b := s.RowPtr[i], s.RowPtr[i+1]
+		row, x := idx[a:b], val[a:b]
+		z := dot(wl, row, x) * inv
+		if bias >= 0 {
+			z += bias * wb
+		}
+		sd := r.side(s.Class[i]) & 1
+		y, w := signs[sd], r.w[sd]
+		d := 1 - y*z
+		if d <= 0 {
+			continue
+		}
+		out[0] += w * d * d
+		c := -2 * w * y * d
+		axpy(g, row, x, c*inv)
+		tv := dot(vl, row, x) * inv
+		if bias >= 0 {
+			tv += bias * vb
+		}
+		tv *= w
+		axpy(h, row, x, tv*inv)
+		if bias >= 0 {
+			out[1] += c * bias
+			out[2] += tv * bias
+		}
+	}
+	return out
+}

@@ -69,3 +69,29 @@ func axpy[V float32 | float64 | int32, I colID](g []float64, idx []I, val []V, c
 		*at(p, uintptr(j)) += c * float64(val[q])
 	}
 }
+
+// rowView reads a shard's column ids and values through raw pointers.
+// The binary kernels write their hottest loops (a row's margin and its
+// gradient terms) inline with it instead of calling dot and axpy: on
+// short rows (ijcnn1's 13 values) a call per row, with the registers it
+// spills, cost as much as the row's arithmetic. rowPtr's offsets are
+// within idx and val by construction; newRowView checks the last one.
+type rowView[V float32 | float64 | int32, I colID] struct {
+	ip, vp unsafe.Pointer
+}
+
+func newRowView[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []I, val []V) rowView[V, I] {
+	if n := int(rowPtr[len(rowPtr)-1]); n > len(idx) || n > len(val) {
+		panic("shard: row offsets beyond the matrix")
+	}
+	return rowView[V, I]{unsafe.Pointer(unsafe.SliceData(idx)), unsafe.Pointer(unsafe.SliceData(val))}
+}
+
+// col and val are nonzero q's local column and value.
+func (m rowView[V, I]) col(q uintptr) uintptr {
+	return uintptr(*(*I)(unsafe.Add(m.ip, q*unsafe.Sizeof(I(0)))))
+}
+
+func (m rowView[V, I]) val(q uintptr) float64 {
+	return float64(*(*V)(unsafe.Add(m.vp, q*unsafe.Sizeof(V(0)))))
+}
