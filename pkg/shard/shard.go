@@ -305,6 +305,19 @@ func (s *Shard) SetFolds(fold []uint16) error {
 	return nil
 }
 
+// ColumnSquares computes ColSq again from the stored values, to the bit
+// (every storage holds the parsed values exactly, and the sums run in the
+// same order), for a worker that let ColSq go and must describe the shard
+// again.
+func (s *Shard) ColumnSquares() []float64 {
+	sq := make([]float64, len(s.Cols))
+	for q := 0; q < s.NNZ(); q++ {
+		v := s.rowValue(q)
+		sq[s.col(q)] += v * v
+	}
+	return sq
+}
+
 // rowValue returns value q of the matrix whatever its storage.
 func (s *Shard) rowValue(q int) float64 {
 	switch s.Values {

@@ -857,3 +857,37 @@ func rowsViaCalls[V float32 | float64 | int32, I colID](s *Shard, idx []I, val [
 	}
 	return out
 }
+
+// TestColumnSquaresRecomputed: a worker that let a shard's column squares
+// go computes them again from the stored values; they must be the bits
+// the loader found, for every value storage.
+func TestColumnSquaresRecomputed(t *testing.T) {
+	for _, values := range []string{"ones", "f32", "dec", "f64"} {
+		rng := rand.New(rand.NewPCG(3, 4))
+		d := randomData(rng, 200, 30, 2, values)
+		path := writeFile(t, d.text)
+		info, err := Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards, err := Load(path, Layout(info.Size, 3), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range shards {
+			want := MetaOf(s).ColSq
+			if want == nil {
+				t.Fatal("the loader kept no column squares")
+			}
+			got := s.ColumnSquares()
+			if len(got) != len(want) {
+				t.Fatalf("%s: %d column squares, want %d", values, len(got), len(want))
+			}
+			for j := range got {
+				if math.Float64bits(got[j]) != math.Float64bits(want[j]) {
+					t.Fatalf("%s, shard %d: column %d squares to %v, loader found %v", values, s.ID, j, got[j], want[j])
+				}
+			}
+		}
+	}
+}

@@ -60,6 +60,17 @@ type Cluster struct {
 
 	bad counter
 
+	// Memory kept from round to round: the point's encoding and chunks,
+	// and the partials decoded in the last round, free again once the
+	// next round starts (its reduction was over when the round ended).
+	heldSince map[int]time.Time // Load: since when a shard held is undescribed
+
+	asm      Assembler // results; onUp recycles their payloads
+	pointBuf []byte
+	chunks   chunker
+	decoded  []*shard.Partial
+	reuse    []*shard.Partial
+
 	// Stats for the caller.
 	mu    sync.Mutex
 	stats Stats
@@ -114,7 +125,7 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, nc: nc, log: cfg.Log, ups: make(chan upMsg, upQueue), hbs: make(chan Heartbeat, 256),
 		workers: map[string]*peer{}, owner: make([]string, n), incoming: map[int]string{}, metas: make([]shard.Meta, n), haveMet: make([]bool, n)}
 	c.bad.log = c.log
-	var asm Assembler
+	asm := &c.asm
 	asm.MaxPending = 4 * max(n, 16)
 	up, err := nc.Subscribe(UpSubject(cfg.Job), func(m *nats.Msg) {
 		h, payload, err := DecodeChunk(m.Data)
@@ -238,9 +249,42 @@ func (c *Cluster) Load(ctx context.Context) error {
 			}
 		case <-tick.C:
 			c.checkWorkers(false)
+			c.askAgain()
 		}
 	}
 	return nil
+}
+
+// askAgain asks workers for the descriptions of shards they hold but
+// whose descriptions have not come for ResendAfter. Descriptions are sent
+// once, and a server that cuts off a slow consumer (all of a large job's
+// column maps arriving at once) drops what it had queued: Load would wait
+// for ever.
+func (c *Cluster) askAgain() {
+	if c.heldSince == nil {
+		c.heldSince = map[int]time.Time{}
+	}
+	now := time.Now()
+	ask := map[string][]int{}
+	for s, ok := range c.haveMet {
+		id := c.target(s)
+		p := c.workers[id]
+		if ok || p == nil || p.dead || !slices.Contains(p.held, s) {
+			continue
+		}
+		if since, seen := c.heldSince[s]; !seen || now.Sub(since) < c.cfg.ResendAfter {
+			if !seen {
+				c.heldSince[s] = now
+			}
+			continue
+		}
+		c.heldSince[s] = now // again after another ResendAfter
+		ask[id] = append(ask[id], s)
+	}
+	for id, shards := range ask {
+		c.log.Warn("shard descriptions missing; asking again", zap.String("worker", id), zap.Ints("shards", shards))
+		c.sendAssign(id, shards...)
+	}
 }
 
 func (c *Cluster) live() []string {
@@ -434,8 +478,10 @@ func (c *Cluster) mostLoaded(live []string) string {
 	return best
 }
 
-func (c *Cluster) sendAssign(id string) {
-	a := Assign{Job: c.cfg.Job, Source: c.cfg.Source, Shards: []shard.Range{}, Total: len(c.owner)}
+// sendAssign tells worker id its shards, and to describe again those of
+// them listed in describe.
+func (c *Cluster) sendAssign(id string, describe ...int) {
+	a := Assign{Job: c.cfg.Job, Source: c.cfg.Source, Shards: []shard.Range{}, Total: len(c.owner), Describe: describe}
 	for _, s := range c.assigned(id) {
 		a.Shards = append(a.Shards, c.cfg.Ranges[s])
 	}
@@ -450,6 +496,7 @@ func (c *Cluster) sendAssign(id string) {
 
 // onUp handles one result; add receives partials of the current round.
 func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
+	defer c.asm.Recycle(m.payload) // every kind is decoded into memory of its own
 	switch m.kind {
 	case KindError:
 		var le LoadError
@@ -486,7 +533,12 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 			node, _ = shard.NodeFromWire(uint32(m.shard), len(c.owner)) // checked on arrival
 			id = node.Index
 		}
-		p, err := DecodePartial(id, m.payload)
+		into := new(shard.Partial)
+		if n := len(c.reuse); n > 0 {
+			into, c.reuse = c.reuse[n-1], c.reuse[:n-1]
+		}
+		c.decoded = append(c.decoded, into)
+		p, err := DecodePartialInto(id, m.payload, into)
 		if err != nil {
 			c.bad.add(err, m.kind)
 			return nil
@@ -593,7 +645,9 @@ func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
 func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	c.checkWorkers(true)
 	c.round++
-	payload := EncodePoint(pt)
+	c.reuse, c.decoded = append(c.reuse, c.decoded...), c.decoded[:0]
+	c.pointBuf = AppendPoint(c.pointBuf[:0], pt)
+	payload := c.pointBuf
 	got := make([]bool, len(c.owner))
 	left := len(got)
 	compute := 0.0
@@ -676,7 +730,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 func (c *Cluster) broadcast(payload []byte) error {
 	subj := DownSubject(c.cfg.Job)
 	var sent int64
-	err := Chunks(KindPoint, c.cfg.Job, c.round, 0, payload, int(c.nc.MaxPayload()), func(b []byte) error {
+	err := c.chunks.send(KindPoint, c.cfg.Job, c.round, 0, payload, int(c.nc.MaxPayload()), func(b []byte) error {
 		sent += int64(len(b))
 		return c.nc.Publish(subj, b)
 	})

@@ -48,7 +48,7 @@ func cluster(t *testing.T, path string, n, shards int) (*Cluster, *nats.Conn) {
 
 // clusterWithStops is cluster that also returns a function per worker
 // that stops it (its connection closes, as when a process dies).
-func clusterWithStops(t *testing.T, path string, n, shards int) (*Cluster, *nats.Conn, []func()) {
+func clusterWithStops(t *testing.T, path string, n, shards int, setup ...func(*Worker)) (*Cluster, *nats.Conn, []func()) {
 	srv, err := Embedded(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +82,9 @@ func clusterWithStops(t *testing.T, path string, n, shards int) (*Cluster, *nats
 	for i := 0; i < n; i++ {
 		nc := connect("worker")
 		w := NewWorker(nc, WorkerConfig{Name: fmt.Sprint("t", i), Parallel: 1})
+		for _, f := range setup {
+			f(w)
+		}
 		wctx, wcancel := context.WithCancel(ctx)
 		wg.Add(1)
 		go func() { defer wg.Done(); w.Run(wctx); nc.Close() }()
@@ -282,4 +285,29 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 		}
 	}
 	t.Logf("dropped: %v", dropped)
+}
+
+// TestLostDescriptionsAreAskedAgain: shard descriptions lost on the way
+// (a server cuts off a coordinator that reads too slowly, dropping what
+// it had queued) are asked for again, instead of Load waiting for ever,
+// and the descriptions sent again are the ones the shards would have
+// given the first time.
+func TestLostDescriptionsAreAskedAgain(t *testing.T) {
+	path := testData(t)
+	c, _, _ := clusterWithStops(t, path, 2, 8, func(w *Worker) { w.loseDescriptions = 3 })
+	info, err := shard.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := shard.Load(path, shard.Layout(info.Size, 8), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Meta()
+	for i, s := range local {
+		want := shard.MetaOf(s)
+		if !sameMeta(&got[i], &want) || !slices.Equal(got[i].ColSq, want.ColSq) {
+			t.Errorf("shard %d: description %+v, want %+v", i, got[i], want)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -42,7 +43,11 @@ type Point struct {
 }
 
 // EncodePoint lays out a point as little-endian float64s.
-func EncodePoint(p *Point) []byte {
+func EncodePoint(p *Point) []byte { return AppendPoint(nil, p) }
+
+// AppendPoint is EncodePoint appending to dst: the coordinator lays out
+// every round's point in the same memory.
+func AppendPoint(dst []byte, p *Point) []byte {
 	K := len(p.X)
 	dim := 0
 	if K > 0 {
@@ -52,7 +57,7 @@ func EncodePoint(p *Point) []byte {
 	if p.Op == shard.OpHessVec {
 		vecs *= 2
 	}
-	e := enc{b: make([]byte, 0, 64+4*len(p.Classes)+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+vecs*dim))}
+	e := enc{b: slices.Grow(dst, 64+4*len(p.Classes)+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+vecs*dim))}
 	e.u8(uint8(p.Op))
 	e.f64(p.Bias)
 	e.f64s(p.Labels)
@@ -77,7 +82,12 @@ func EncodePoint(p *Point) []byte {
 }
 
 // DecodePoint reads a point, checking every size against the payload.
-func DecodePoint(b []byte) (*Point, error) {
+func DecodePoint(b []byte) (*Point, error) { return DecodePointInto(b, nil) }
+
+// DecodePointInto is DecodePoint that puts the vectors in the memory of
+// old's when they are large enough (old may be nil): a worker decodes
+// each round's point into the last one's.
+func DecodePointInto(b []byte, old *Point) (*Point, error) {
 	d := dec{b: b}
 	p := &Point{Op: shard.Op(d.u8())}
 	if d.err == nil && p.Op != shard.OpEval && p.Op != shard.OpHessVec && p.Op != shard.OpEvalDiag && p.Op != opCorrect {
@@ -116,24 +126,37 @@ func DecodePoint(b []byte) (*Point, error) {
 	if p.Holdout > p.Folds || (p.Folds > 0 && p.Folds > shard.MaxFolds) {
 		return nil, fmt.Errorf("transport: point: fold %d held out of %d", p.Holdout, p.Folds)
 	}
-	read := func() [][]float64 {
+	var oldX, oldV [][]float64
+	if old != nil {
+		oldX, oldV = old.X, old.V
+	}
+	read := func(old [][]float64) [][]float64 {
 		out := make([][]float64, K)
 		for k := range out {
-			out[k] = make([]float64, dim)
-			d.rawF64s(out[k])
+			var buf []float64
+			if k < len(old) && cap(old[k]) >= dim {
+				buf = old[k][:dim]
+			} else {
+				buf = make([]float64, dim)
+			}
+			d.rawF64s(buf)
+			out[k] = buf
 		}
 		return out
 	}
-	p.X = read()
+	p.X = read(oldX)
 	if p.Op == shard.OpHessVec {
-		p.V = read()
+		p.V = read(oldV)
 	}
 	return p, d.done()
 }
 
 // EncodePartial lays out one shard's partial sums.
-func EncodePartial(p *shard.Partial) []byte {
-	e := enc{b: make([]byte, 0, 16+8*(2*len(p.Loss)+len(p.Grad)))}
+func EncodePartial(p *shard.Partial) []byte { return AppendPartial(nil, p) }
+
+// AppendPartial is EncodePartial appending to dst.
+func AppendPartial(dst []byte, p *shard.Partial) []byte {
+	e := enc{b: slices.Grow(dst, 3*4+8+8*(2*len(p.Loss)+len(p.Grad)))}
 	e.f64s(p.Loss)
 	e.f64s(p.BiasGrad)
 	e.f64s(p.Grad)
@@ -142,9 +165,17 @@ func EncodePartial(p *shard.Partial) []byte {
 }
 
 // DecodePartial reads a partial for shard id.
-func DecodePartial(id int, b []byte) (*shard.Partial, error) {
+func DecodePartial(id int, b []byte) (*shard.Partial, error) { return DecodePartialInto(id, b, nil) }
+
+// DecodePartialInto is DecodePartial into p's memory (p may be nil): the
+// coordinator decodes each round's partials into the last round's.
+func DecodePartialInto(id int, b []byte, p *shard.Partial) (*shard.Partial, error) {
+	if p == nil {
+		p = new(shard.Partial)
+	}
 	d := dec{b: b}
-	p := &shard.Partial{Shard: id, Loss: d.f64s(), BiasGrad: d.f64s(), Grad: d.f64s(), Seconds: d.f64()}
+	*p = shard.Partial{Shard: id, Loss: d.f64sInto(p.Loss), BiasGrad: d.f64sInto(p.BiasGrad), Grad: d.f64sInto(p.Grad)}
+	p.Seconds = d.f64()
 	if err := d.done(); err != nil {
 		return nil, err
 	}
@@ -159,7 +190,7 @@ func DecodePartial(id int, b []byte) (*shard.Partial, error) {
 
 // EncodeMeta lays out a shard's description, tagged with the worker.
 func EncodeMeta(worker string, m *shard.Meta) []byte {
-	e := enc{}
+	e := enc{b: make([]byte, 0, 64+len(worker)+12*len(m.Cols)+8*len(m.Labels)+4*len(m.LabelCount))}
 	e.u32(uint32(len(worker)))
 	e.b = append(e.b, worker...)
 	e.u64(uint64(m.Rows))
@@ -220,6 +251,9 @@ type Assign struct {
 	Source Source        `json:"source"`
 	Shards []shard.Range `json:"shards"`
 	Total  int           `json:"total"` // shards in the job, which fixes the groups
+	// Describe lists held shards whose descriptions the coordinator did
+	// not get (lost on the way): the worker sends them again.
+	Describe []int `json:"describe,omitempty"`
 }
 
 // Heartbeat is a worker's periodic announcement.

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"sync"
 	"unsafe"
 )
 
@@ -119,6 +120,25 @@ func DecodeChunk(b []byte) (Header, []byte, error) {
 // Chunks splits a logical message into chunks of at most maxChunk bytes
 // (header included) and calls emit for each; emit must not keep the slice.
 func Chunks(kind Kind, job, round uint64, shardID uint32, payload []byte, maxChunk int, emit func([]byte) error) error {
+	var buf []byte
+	return chunksIn(&buf, kind, job, round, shardID, payload, maxChunk, emit)
+}
+
+// chunker is Chunks with a buffer kept from message to message, so that
+// a round's vectors, the bulk of the traffic, allocate nothing; it is
+// safe for concurrent use.
+type chunker struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (c *chunker) send(kind Kind, job, round uint64, shardID uint32, payload []byte, maxChunk int, emit func([]byte) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return chunksIn(&c.buf, kind, job, round, shardID, payload, maxChunk, emit)
+}
+
+func chunksIn(buf *[]byte, kind Kind, job, round uint64, shardID uint32, payload []byte, maxChunk int, emit func([]byte) error) error {
 	per := maxChunk - HeaderSize
 	if per < 1 {
 		return fmt.Errorf("transport: max payload %d too small", maxChunk)
@@ -127,11 +147,13 @@ func Chunks(kind Kind, job, round uint64, shardID uint32, payload []byte, maxChu
 	if total > MaxChunks {
 		return fmt.Errorf("transport: %d-byte message needs %d chunks (max %d)", len(payload), total, MaxChunks)
 	}
-	buf := make([]byte, HeaderSize+min(per, len(payload)))
+	if n := HeaderSize + min(per, len(payload)); cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
 	le := binary.LittleEndian
 	for seq := 0; seq < total; seq++ {
 		part := payload[min(seq*per, len(payload)):min((seq+1)*per, len(payload))]
-		b := buf[:HeaderSize+len(part)]
+		b := (*buf)[:HeaderSize+len(part)]
 		clear(b[:HeaderSize])
 		b[0] = Version
 		b[1] = byte(kind)
@@ -167,17 +189,52 @@ type pending struct {
 }
 
 // Assembler puts chunked messages back together. It is not safe for
-// concurrent use.
+// concurrent use, but Recycle is.
 type Assembler struct {
 	MaxPending int // logical messages held at once; the oldest round goes first
 	pend       map[key]*pending
+
+	mu   sync.Mutex
+	free [][]byte // whole messages handed back, to put the next ones in
+}
+
+// maxFree is how many recycled buffers an Assembler keeps: enough for
+// the large messages of a round in flight at once (one per worker or so),
+// few enough that what it holds stays small beside the point.
+const maxFree = 2
+
+// Recycle hands back a whole message returned by Add once the caller is
+// done with it: the next multi-chunk message is put together in its
+// memory instead of fresh memory.
+func (a *Assembler) Recycle(b []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.free) < maxFree {
+		a.free = append(a.free, b)
+	}
+}
+
+// buffer is a recycled buffer of at least n bytes, or a new one.
+func (a *Assembler) buffer(n int) []byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, b := range a.free {
+		if cap(b) >= n {
+			a.free[i] = a.free[len(a.free)-1]
+			a.free = a.free[:len(a.free)-1]
+			return b[:0]
+		}
+	}
+	return make([]byte, 0, n)
 }
 
 // Add takes one decoded chunk; it returns the whole payload when the last
-// missing chunk of a message arrives.
+// missing chunk of a message arrives. It keeps payload, and may return it
+// as the whole message: the caller must not reuse it (NATS hands each
+// message its own memory).
 func (a *Assembler) Add(h Header, payload []byte) ([]byte, bool) {
 	if h.Total == 1 {
-		return append([]byte(nil), payload...), true
+		return payload, true
 	}
 	if a.pend == nil {
 		a.pend = map[key]*pending{}
@@ -198,14 +255,14 @@ func (a *Assembler) Add(h Header, payload []byte) ([]byte, bool) {
 		delete(a.pend, k)
 		return nil, false
 	}
-	p.parts[h.Seq] = append([]byte(nil), payload...)
+	p.parts[h.Seq] = payload
 	p.have++
 	p.size += len(payload)
 	if p.have < len(p.parts) {
 		return nil, false
 	}
 	delete(a.pend, k)
-	out := make([]byte, 0, p.size)
+	out := a.buffer(p.size)
 	for _, part := range p.parts {
 		out = append(out, part...)
 	}
@@ -321,9 +378,15 @@ func (d *dec) count(size int) int {
 	}
 	return n
 }
-func (d *dec) f64s() []float64 {
+func (d *dec) f64s() []float64 { return d.f64sInto(nil) }
+
+// f64sInto is f64s in buf's memory when it is large enough.
+func (d *dec) f64sInto(buf []float64) []float64 {
 	n := d.count(8)
-	out := make([]float64, n)
+	if cap(buf) < n {
+		buf = make([]float64, n)
+	}
+	out := buf[:n]
 	d.rawF64s(out)
 	return out
 }

@@ -25,7 +25,8 @@ func chunksOf(t testing.TB, kind Kind, round uint64, id uint32, payload []byte, 
 
 func TestChunksReassembleInAnyOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	for _, size := range []int{0, 1, 59, 60, 61, 1000, 12345} {
+	var a Assembler // one for all: each message may be put together in the last one's memory
+	for _, size := range []int{0, 1, 59, 60, 61, 1000, 12345, 999, 12345} {
 		payload := make([]byte, size)
 		for i := range payload {
 			payload[i] = byte(rng.IntN(256))
@@ -38,7 +39,6 @@ func TestChunksReassembleInAnyOrder(t *testing.T) {
 		if len(chunks) > 1 {
 			chunks = append(chunks, chunks[0]) // a duplicate must not confuse it
 		}
-		var a Assembler
 		var got []byte
 		done := 0
 		for _, c := range chunks {
@@ -53,6 +53,57 @@ func TestChunksReassembleInAnyOrder(t *testing.T) {
 		}
 		if done != 1 || !bytes.Equal(got, payload) {
 			t.Fatalf("size %d: reassembled %d times, equal=%v", size, done, bytes.Equal(got, payload))
+		}
+		a.Recycle(got)
+	}
+}
+
+// TestDecodingIntoOldMemory: rounds decode into the last round's vectors
+// and lay out into the last round's bytes; what comes out must be what
+// fresh memory gives, in the old memory when it is large enough.
+func TestDecodingIntoOldMemory(t *testing.T) {
+	mk := func(x float64, dim int) *Point {
+		p := &Point{Op: shard.OpHessVec, Labels: []float64{1, -1}, X: [][]float64{make([]float64, dim)}, V: [][]float64{make([]float64, dim)}}
+		for j := range dim {
+			p.X[0][j], p.V[0][j] = x+float64(j), x-float64(j)
+		}
+		return p
+	}
+	old, err := DecodePoint(EncodePoint(mk(1, 5)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := EncodePoint(mk(1, 5))
+	for _, dim := range []int{5, 3, 8} {
+		want := mk(float64(dim)*10, dim)
+		buf = AppendPoint(buf[:0], want)
+		if !bytes.Equal(buf, EncodePoint(want)) {
+			t.Fatalf("dim %d: AppendPoint into old bytes differs from EncodePoint", dim)
+		}
+		oldX := &old.X[0][:1][0]
+		got, err := DecodePointInto(buf, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.X[0], want.X[0]) || !slices.Equal(got.V[0], want.V[0]) {
+			t.Fatalf("dim %d: decoded %v %v, want %v %v", dim, got.X[0], got.V[0], want.X[0], want.V[0])
+		}
+		if reused := &got.X[0][0] == oldX; reused != (dim <= cap(old.X[0])) {
+			t.Fatalf("dim %d: reused old memory %v with capacity %d", dim, reused, cap(old.X[0]))
+		}
+		old = got
+	}
+
+	var into shard.Partial
+	for _, n := range []int{4, 2, 6} {
+		want := &shard.Partial{Shard: 3, Loss: []float64{float64(n)}, BiasGrad: []float64{-1}, Grad: make([]float64, n), Seconds: 0.25}
+		for j := range want.Grad {
+			want.Grad[j] = float64(n * j)
+		}
+		got, err := DecodePartialInto(3, AppendPartial(nil, want), &into)
+		if err != nil || got != &into || !slices.Equal(got.Grad, want.Grad) || !slices.Equal(got.Loss, want.Loss) ||
+			!slices.Equal(got.BiasGrad, want.BiasGrad) || got.Seconds != want.Seconds || got.Shard != 3 || got.Group {
+			t.Fatalf("partial of %d: %v %+v", n, err, got)
 		}
 	}
 }

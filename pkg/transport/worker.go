@@ -75,6 +75,18 @@ type Worker struct {
 	started  time.Time       // when this round's evaluation began
 	local    *shard.Local
 
+	// Memory kept from round to round for the vectors that cross the
+	// bus: the last point (the next one is decoded into it), the encoded
+	// node sums, the chunks. Group sums are not kept: a worker holds
+	// several, and garbage costs less peak memory than buffers kept.
+	spare   *Point
+	encoded map[shard.NodeID][]byte
+	chunks  chunker
+
+	// loseDescriptions, set by tests, drops that many shard descriptions
+	// as a lost connection does.
+	loseDescriptions int
+
 	mu     sync.Mutex // guards hb, read by the heartbeat goroutine
 	hb     Heartbeat
 	badMsg counter
@@ -84,6 +96,7 @@ type roundMsg struct {
 	round   uint64
 	job     uint64
 	payload []byte
+	done    func([]byte) // takes payload back once it is decoded
 }
 
 type loadResult struct {
@@ -155,6 +168,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.finishLoad(r)
 		case p := <-w.points:
 			w.onPoint(p)
+			p.done(p.payload)
 		}
 	}
 }
@@ -221,6 +235,11 @@ func (w *Worker) assign(a Assign) {
 	}
 	w.rebuildLocal()
 	w.publishState()
+	for _, id := range a.Describe {
+		if s := w.shards[id]; s != nil {
+			w.describe(s)
+		}
+	}
 	if len(todo) == 0 {
 		return
 	}
@@ -249,7 +268,7 @@ func (w *Worker) switchJob(job uint64) {
 		}
 		if whole, ok := asm.Add(h, payload); ok {
 			asm.Forget(h.Round)
-			w.points <- roundMsg{round: h.Round, job: h.Job, payload: whole}
+			w.points <- roundMsg{round: h.Round, job: h.Job, payload: whole, done: asm.Recycle}
 		}
 	})
 	if err != nil {
@@ -322,8 +341,7 @@ func (w *Worker) finishLoad(r loadResult) {
 		}
 		w.shards[s.ID] = s
 		fresh = append(fresh, s)
-		meta := shard.MetaOf(s)
-		w.publishUp(KindMeta, 0, uint32(s.ID), EncodeMeta(w.ID, &meta))
+		w.describe(s)
 		s.ColSq = nil // sent; only the coordinator's diagonal needs it
 	}
 	w.rebuildLocal()
@@ -384,6 +402,19 @@ func (w *Worker) setFolds(shards []*shard.Shard) error {
 	return nil
 }
 
+// describe sends a shard's description to the coordinator.
+func (w *Worker) describe(s *shard.Shard) {
+	if w.loseDescriptions > 0 {
+		w.loseDescriptions--
+		return
+	}
+	meta := shard.MetaOf(s)
+	if meta.ColSq == nil {
+		meta.ColSq = s.ColumnSquares()
+	}
+	w.publishUp(KindMeta, 0, uint32(s.ID), EncodeMeta(w.ID, &meta))
+}
+
 func (w *Worker) rebuildLocal() {
 	ids := make([]int, 0, len(w.shards))
 	for id := range w.shards {
@@ -426,7 +457,11 @@ func (w *Worker) rebuildLocal() {
 
 func (w *Worker) sendNode(id shard.NodeID, sum *shard.Partial) error {
 	sum.Seconds = time.Since(w.started).Seconds()
-	b := EncodePartial(sum)
+	if w.encoded == nil {
+		w.encoded = map[shard.NodeID][]byte{}
+	}
+	b := AppendPartial(w.encoded[id][:0], sum) // last round's, no longer needed
+	w.encoded[id] = b
 	w.sums[id] = b
 	w.publishUp(KindGroup, w.round, id.Wire(), b)
 	return nil
@@ -463,11 +498,14 @@ func (w *Worker) onPoint(m roundMsg) {
 		w.evaluate(todo, false)
 		return
 	}
-	p, err := DecodePoint(m.payload)
+	p, err := DecodePointInto(m.payload, w.spare)
 	if err != nil {
 		w.badMsg.add(err, KindPoint)
 		return
 	}
+	// The old point is free now (the new one never shares its memory):
+	// the next round decodes into it.
+	w.spare = w.point
 	w.round, w.point, w.answered, w.sums = m.round, p, map[int][]byte{}, map[shard.NodeID][]byte{}
 	if !slices.Equal(p.Labels, w.order) {
 		w.order = p.Labels
@@ -576,7 +614,7 @@ func (w *Worker) answer(part *shard.Partial) {
 
 func (w *Worker) publishUp(kind Kind, round uint64, shardID uint32, payload []byte) {
 	subj := UpSubject(w.job)
-	err := Chunks(kind, w.job, round, shardID, payload, int(w.nc.MaxPayload()), func(b []byte) error {
+	err := w.chunks.send(kind, w.job, round, shardID, payload, int(w.nc.MaxPayload()), func(b []byte) error {
 		if m := w.cfg.Metrics; m != nil {
 			m.Bytes.WithLabelValues("up").Add(float64(len(b)))
 		}
