@@ -26,12 +26,12 @@ func chunksOf(t testing.TB, kind Kind, round uint64, id uint32, payload []byte, 
 func TestChunksReassembleInAnyOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	var a Assembler // one for all: each message may be put together in the last one's memory
-	for _, size := range []int{0, 1, 59, 60, 61, 1000, 12345, 999, 12345} {
+	for round, size := range []int{0, 1, 59, 60, 61, 1000, 12345, 999, 12345} {
 		payload := make([]byte, size)
 		for i := range payload {
 			payload[i] = byte(rng.IntN(256))
 		}
-		chunks := chunksOf(t, KindPartial, 3, 9, payload, HeaderSize+20)
+		chunks := chunksOf(t, KindPartial, uint64(round), 9, payload, HeaderSize+20)
 		if want := max((size+19)/20, 1); len(chunks) != want {
 			t.Fatalf("size %d: %d chunks, want %d", size, len(chunks), want)
 		}
