@@ -22,7 +22,7 @@ for i in $(seq "$n"); do
 	timeout 90 "$bin/coordinator" -nats "nats://127.0.0.1:$port" -min-workers 2 "$@" "$f" "$logs/model" >"$logs/$i.coordinator" 2>&1
 	rc=$?
 	hwm=""
-	for p in $pids; do hwm="$hwm $(awk '/VmHWM/{print $2/1024 " MB"}' /proc/"$p"/status)"; done
+	for p in $pids; do hwm="$hwm $(awk '/VmHWM|RssAnon|RssFile/{printf "%s %d MB ", $1, $2/1024}' /proc/"$p"/status)"; done
 	[ $rc != 0 ] && for p in $pids; do kill -QUIT "$p"; done && sleep 0.5
 	echo "run $i: exit $rc, $(grep -o '"objective":\[[^]]*\]' "$logs/$i.coordinator"), worker peaks$hwm"
 	for p in $pids; do kill "$p" 2>/dev/null; done

@@ -67,7 +67,6 @@ type Shard struct {
 	MaxIndex   uint32    // largest one-based feature index, 0 if none
 	NormSq     float64   // sum of squared row norms (without bias)
 	MaxNormSq  float64   // largest squared row norm (without bias)
-	ColSq      []float64 // per local column: sum of squared values
 
 	// Fold holds each row's cross-validation fold (1..n), set by SetFolds;
 	// nil until then.
@@ -106,7 +105,7 @@ var narrowColumns = 1 << 16
 // Bytes is the memory held by the matrix, labels and column map.
 func (s *Shard) Bytes() int {
 	return 4*len(s.RowPtr) + 4*len(s.Idx) + 2*len(s.Idx16) + 4*len(s.Val32) + 8*len(s.Val64) + 4*len(s.Mant) +
-		4*len(s.Cols) + 8*len(s.ColSq) + 4*len(s.LabelOf) + 4*len(s.Class) + 2*len(s.Fold)
+		4*len(s.Cols) + 4*len(s.LabelOf) + 4*len(s.Class) + 2*len(s.Fold)
 }
 
 // builder collects rows with global indices, then compacts them. One
@@ -227,10 +226,6 @@ func (b *builder) build() *Shard {
 		s.Idx = slices.Clone(b.idx)
 	}
 
-	s.ColSq = make([]float64, len(s.Cols))
-	for q, v := range b.val {
-		s.ColSq[b.idx[q]] += v * v
-	}
 	s.NormSq, s.MaxNormSq = b.normSq, b.maxNormSq
 	switch {
 	case b.ones:
@@ -305,10 +300,12 @@ func (s *Shard) SetFolds(fold []uint16) error {
 	return nil
 }
 
-// ColumnSquares computes ColSq again from the stored values, to the bit
-// (every storage holds the parsed values exactly, and the sums run in the
-// same order), for a worker that let ColSq go and must describe the shard
-// again.
+// ColumnSquares is the sum of squared values of each local column, for
+// the Hessian's diagonal at 0. Shards do not keep it: it is as large as
+// the column map and needed once (wide data held 8 bytes per column of
+// every shard from load until the first pass), so it is computed from
+// the stored values when asked for; every storage holds the parsed
+// values exactly.
 func (s *Shard) ColumnSquares() []float64 {
 	sq := make([]float64, len(s.Cols))
 	for q := 0; q < s.NNZ(); q++ {

@@ -858,10 +858,11 @@ func rowsViaCalls[V float32 | float64 | int32, I colID](s *Shard, idx []I, val [
 	return out
 }
 
-// TestColumnSquaresRecomputed: a worker that let a shard's column squares
-// go computes them again from the stored values; they must be the bits
-// the loader found, for every value storage.
-func TestColumnSquaresRecomputed(t *testing.T) {
+// TestColumnSquares: shards compute their column squares from the stored
+// values when asked; they must be, to the bit, the sums of the parsed
+// values' squares row after row, for every value storage, and the
+// backend's total their sum in shard order (parallel or not).
+func TestColumnSquares(t *testing.T) {
 	for _, values := range []string{"ones", "f32", "dec", "f64"} {
 		rng := rand.New(rand.NewPCG(3, 4))
 		d := randomData(rng, 200, 30, 2, values)
@@ -870,22 +871,35 @@ func TestColumnSquaresRecomputed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		shards, err := Load(path, Layout(info.Size, 3), 1)
+		shards, err := Load(path, Layout(info.Size, 5), 2)
 		if err != nil {
 			t.Fatal(err)
 		}
+		total := make([]float64, d.n)
+		row := 0
 		for _, s := range shards {
-			want := MetaOf(s).ColSq
-			if want == nil {
-				t.Fatal("the loader kept no column squares")
+			want := make([]float64, d.n)
+			for _, r := range d.rows[row : row+s.Rows()] {
+				for j, v := range r {
+					if v != 0 {
+						want[j] += v * v
+					}
+				}
 			}
+			row += s.Rows()
 			got := s.ColumnSquares()
-			if len(got) != len(want) {
-				t.Fatalf("%s: %d column squares, want %d", values, len(got), len(want))
+			for l, j := range s.Cols {
+				if math.Float64bits(got[l]) != math.Float64bits(want[j]) {
+					t.Fatalf("%s, shard %d: column %d squares to %v, want %v", values, s.ID, j, got[l], want[j])
+				}
+				total[j] += want[j]
 			}
-			for j := range got {
-				if math.Float64bits(got[j]) != math.Float64bits(want[j]) {
-					t.Fatalf("%s, shard %d: column %d squares to %v, loader found %v", values, s.ID, j, got[j], want[j])
+		}
+		for _, parallel := range []int{1, 3} {
+			sum := NewLocal(shards, parallel).ColumnSquares()
+			for j := range sum {
+				if math.Float64bits(sum[j]) != math.Float64bits(total[j]) {
+					t.Fatalf("%s, %d goroutines: column %d totals %v, want %v", values, parallel, j, sum[j], total[j])
 				}
 			}
 		}

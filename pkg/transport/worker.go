@@ -342,7 +342,6 @@ func (w *Worker) finishLoad(r loadResult) {
 		w.shards[s.ID] = s
 		fresh = append(fresh, s)
 		w.describe(s)
-		s.ColSq = nil // sent; only the coordinator's diagonal needs it
 	}
 	w.rebuildLocal()
 	w.publishState()
@@ -409,9 +408,7 @@ func (w *Worker) describe(s *shard.Shard) {
 		return
 	}
 	meta := shard.MetaOf(s)
-	if meta.ColSq == nil {
-		meta.ColSq = s.ColumnSquares()
-	}
+	meta.ColSq = s.ColumnSquares() // only the coordinator's diagonal needs it
 	w.publishUp(KindMeta, 0, uint32(s.ID), EncodeMeta(w.ID, &meta))
 }
 
