@@ -63,10 +63,10 @@ type Shard struct {
 	Class   []int32
 	classes int
 
-	LabelCount []int     // rows per entry of Labels
-	MaxIndex   uint32    // largest one-based feature index, 0 if none
-	NormSq     float64   // sum of squared row norms (without bias)
-	MaxNormSq  float64   // largest squared row norm (without bias)
+	LabelCount []int   // rows per entry of Labels
+	MaxIndex   uint32  // largest one-based feature index, 0 if none
+	NormSq     float64 // sum of squared row norms (without bias)
+	MaxNormSq  float64 // largest squared row norm (without bias)
 
 	// Fold holds each row's cross-validation fold (1..n), set by SetFolds;
 	// nil until then.
