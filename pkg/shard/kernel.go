@@ -204,12 +204,28 @@ var signs = [2]float64{1, -1}
 func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	hasBias := bias >= 0
 	class = class[:len(rowPtr)-1]
+	m := newColView(rowPtr, idx)
+	wp, gp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(gl))
+	a := uintptr(rowPtr[0])
 	for i := range class {
+		b := uintptr(rowPtr[i+1])
 		if r.skip(i) {
+			a = b
 			continue
 		}
-		row := idx[rowPtr[i]:rowPtr[i+1]]
-		z := dotOnes(wl, row)
+		// dotOnes inline, in its order (see evalBinary).
+		var s0, s1, s2, s3 float64
+		q := a
+		for ; q+4 <= b; q += 4 {
+			s0 += *at(wp, m.col(q))
+			s1 += *at(wp, m.col(q+1))
+			s2 += *at(wp, m.col(q+2))
+			s3 += *at(wp, m.col(q+3))
+		}
+		for ; q < b; q++ {
+			s0 += *at(wp, m.col(q))
+		}
+		z := (s0 + s1) + (s2 + s3)
 		if hasBias {
 			z += bias * wb
 		}
@@ -219,11 +235,14 @@ func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl 
 			w := r.w[sd]
 			loss += w * d * d
 			c := -2 * w * y * d
-			addOnes(gl, row, c)
+			for q := a; q < b; q++ {
+				*at(gp, m.col(q)) += c
+			}
 			if hasBias {
 				gb += c * bias
 			}
 		}
+		a = b
 	}
 	return loss, gb
 }
@@ -520,24 +539,45 @@ func biasTerms(bias float64, wb, vb []float64) (float64, float64) {
 func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
 	zb, tb := biasTerms(bias, wb, vb)
 	class = class[:len(rowPtr)-1]
+	m := newColView(rowPtr, idx)
+	vp, hp := unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
+	a := uintptr(rowPtr[0])
 	for i := range class {
+		b := uintptr(rowPtr[i+1])
 		if r.skip(i) {
+			a = b
 			continue
 		}
-		row := idx[rowPtr[i]:rowPtr[i+1]]
 		sd := r.side(class[i]) & 1
 		if r.known {
 			if r.knownInactive(i) {
+				a = b
 				continue
 			}
-		} else if !r.isActive(i, signs[sd], dotOnes(wl, row)+zb) {
+		} else if !r.isActive(i, signs[sd], dotOnes(wl, idx[a:b])+zb) {
+			a = b
 			continue
 		}
-		t := (dotOnes(vl, row) + tb) * r.w[sd]
-		addOnes(hl, row, t)
+		// a·v inline, in dotOnes's order (see evalBinary).
+		var s0, s1, s2, s3 float64
+		q := a
+		for ; q+4 <= b; q += 4 {
+			s0 += *at(vp, m.col(q))
+			s1 += *at(vp, m.col(q+1))
+			s2 += *at(vp, m.col(q+2))
+			s3 += *at(vp, m.col(q+3))
+		}
+		for ; q < b; q++ {
+			s0 += *at(vp, m.col(q))
+		}
+		t := ((s0 + s1) + (s2 + s3) + tb) * r.w[sd]
+		for q := a; q < b; q++ {
+			*at(hp, m.col(q)) += t
+		}
 		if bias >= 0 {
 			hb += t * bias
 		}
+		a = b
 	}
 	return hb
 }

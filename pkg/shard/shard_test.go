@@ -782,7 +782,7 @@ func TestReductionTreeIsFixed(t *testing.T) {
 // to the bit, what the calls give (the same margins in every kernel), on
 // rows long enough to use every branch of the unrolled loop.
 func TestInlineLoopsMatchCalls(t *testing.T) {
-	for _, values := range []string{"f32", "dec", "f64"} {
+	for _, values := range []string{"ones", "f32", "dec", "f64"} {
 		for _, bias := range []float64{-1, 1.5} {
 			t.Run(fmt.Sprintf("%s/bias=%v", values, bias), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(7, 1))
@@ -830,6 +830,8 @@ func TestInlineLoopsMatchCalls(t *testing.T) {
 // and axpy.
 func viaCalls[I colID](s *Shard, idx []I, r *rows, wl, vl, g, h []float64, bias, wb, vb float64) [3]float64 {
 	switch s.Values {
+	case Ones:
+		return onesViaCalls(s, idx, r, wl, vl, g, h, bias, wb, vb)
 	case Float32:
 		return rowsViaCalls(s, idx, s.Val32, 1, r, wl, vl, g, h, bias, wb, vb)
 	case Decimal:
@@ -917,4 +919,34 @@ func TestColumnSquares(t *testing.T) {
 			}
 		}
 	}
+}
+
+func onesViaCalls[I colID](s *Shard, idx []I, r *rows, wl, vl, g, h []float64, bias, wb, vb float64) (out [3]float64) {
+	for i := 0; i < s.Rows(); i++ {
+		row := idx[s.RowPtr[i]:s.RowPtr[i+1]]
+		z := dotOnes(wl, row)
+		if bias >= 0 {
+			z += bias * wb
+		}
+		sd := r.side(s.Class[i]) & 1
+		y, w := signs[sd], r.w[sd]
+		d := 1 - y*z
+		if d <= 0 {
+			continue
+		}
+		out[0] += w * d * d
+		c := -2 * w * y * d
+		addOnes(g, row, c)
+		tv := dotOnes(vl, row)
+		if bias >= 0 {
+			tv += bias * vb
+		}
+		tv *= w
+		addOnes(h, row, tv)
+		if bias >= 0 {
+			out[1] += c * bias
+			out[2] += tv * bias
+		}
+	}
+	return out
 }

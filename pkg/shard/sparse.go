@@ -71,24 +71,35 @@ func axpy[V float32 | float64 | int32, I colID](g []float64, idx []I, val []V, c
 }
 
 // rowView reads a shard's column ids and values through raw pointers.
-// The binary kernels write their hottest loops (a row's margin and its
-// gradient terms) inline with it instead of calling dot and axpy: on
-// short rows (ijcnn1's 13 values) a call per row, with the registers it
-// spills, cost as much as the row's arithmetic. rowPtr's offsets are
+// The kernels write their hottest loops (a row's margin and its gradient
+// terms) inline with it instead of calling dot and axpy: on short rows
+// (ijcnn1's 13 values, a9a's 14 ones) a call per row, with the registers
+// it spills, cost as much as the row's arithmetic. rowPtr's offsets are
 // within idx and val by construction; newRowView checks the last one.
 type rowView[V float32 | float64 | int32, I colID] struct {
-	ip, vp unsafe.Pointer
+	colView[I]
+	vp unsafe.Pointer
+}
+
+// colView is rowView for a matrix of ones: column ids only.
+type colView[I colID] struct{ ip unsafe.Pointer }
+
+func newColView[I colID](rowPtr []uint32, idx []I) colView[I] {
+	if int(rowPtr[len(rowPtr)-1]) > len(idx) {
+		panic("shard: row offsets beyond the matrix")
+	}
+	return colView[I]{unsafe.Pointer(unsafe.SliceData(idx))}
 }
 
 func newRowView[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []I, val []V) rowView[V, I] {
-	if n := int(rowPtr[len(rowPtr)-1]); n > len(idx) || n > len(val) {
-		panic("shard: row offsets beyond the matrix")
+	if int(rowPtr[len(rowPtr)-1]) > len(val) {
+		panic("shard: row offsets beyond the values")
 	}
-	return rowView[V, I]{unsafe.Pointer(unsafe.SliceData(idx)), unsafe.Pointer(unsafe.SliceData(val))}
+	return rowView[V, I]{newColView(rowPtr, idx), unsafe.Pointer(unsafe.SliceData(val))}
 }
 
 // col and val are nonzero q's local column and value.
-func (m rowView[V, I]) col(q uintptr) uintptr {
+func (m colView[I]) col(q uintptr) uintptr {
 	return uintptr(*(*I)(unsafe.Add(m.ip, q*unsafe.Sizeof(I(0)))))
 }
 
