@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -131,7 +132,12 @@ func startWorkers(ctx context.Context, url string, n int, opts []nats.Option) (s
 			stop()
 			return nil, err
 		}
-		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: 1})
+		// Each gets every core: they share one Go runtime, whose scheduler
+		// then evens out the static split of the shards (a worker done
+		// early lends its cores), as the in-process backend's goroutines
+		// do. With one goroutine each, the slower worker set the pace:
+		// NATS rounds took 1.23x the in-process ones instead of 1.14x.
+		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: runtime.NumCPU()})
 		started++
 		go func() {
 			w.Run(wctx)
