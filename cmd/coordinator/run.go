@@ -161,7 +161,7 @@ func run(o *options) error {
 	fields := []zap.Field{zap.String("method", res.Method), zap.Float64("lambda", res.Lambda),
 		zap.Int("iterations", maxInt(res.Opt.Iters)), zap.Int("passes", res.Opt.Evals),
 		zap.Float64s("objective", res.Primal), zap.Int("converged", conv), zap.Int("problems", len(res.Primal)),
-		zap.Duration("load", loaded), zap.Duration("train", trainTime),
+		zap.Duration("load", loaded), zap.Duration("first_gradient", trainStart.Sub(start)+res.FirstGradient), zap.Duration("train", trainTime),
 		zap.Duration("compute", compute), zap.Duration("communication", comm), zap.Duration("method_time", trainTime-res.PassTime)}
 	if t, err := backend.Tally(res.Obj.Point(res.Model.W)); err == nil {
 		rows, correct := t.Total()

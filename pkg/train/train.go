@@ -61,6 +61,10 @@ type Result struct {
 	// PassTime is the time spent in passes over the data; the rest of the
 	// training time is the method's own arithmetic on the coordinator.
 	PassTime time.Duration
+	// FirstGradient is how long Train took to have the gradient at the
+	// start point: the objective built (the reduction tree) and its first
+	// pass. With Resume there is no such pass: the objective alone.
+	FirstGradient time.Duration
 }
 
 // Summarize merges the shards' descriptions in shard order.
@@ -130,6 +134,7 @@ func problemWeights(ws []ClassWeight, labels []int) (out []float64, unknown []in
 
 // Train fits the model on the backend's shards.
 func Train(b shard.Backend, cfg Config) (*Result, error) {
+	start := time.Now()
 	sum := Summarize(b.Meta())
 	order, labels, err := Classes(sum)
 	if err != nil {
@@ -213,6 +218,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 			g0norm[k] = floats.Norm(g0[k], 2)
 		}
 	}
+	firstGradient := time.Since(start)
 	// LIBLINEAR's test: ||g|| <= eps * max(min(#pos, #neg), 1) / m * ||g(0)||.
 	tol := make([]float64, K)
 	for k := range tol {
@@ -264,7 +270,8 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	for k := range primal {
 		primal[k] = res.F[k] / lambda
 	}
-	return &Result{Method: osgm.Choose(cfg.Method, K), Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent}, nil
+	return &Result{Method: osgm.Choose(cfg.Method, K), Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent,
+		FirstGradient: firstGradient}, nil
 }
 
 // timedObjective measures the time spent in passes over the data (on
