@@ -60,11 +60,11 @@ type Cluster struct {
 
 	bad counter
 
+	heldSince map[int]time.Time // Load: since when a shard held is undescribed
+
 	// Memory kept from round to round: the point's encoding and chunks,
 	// and the partials decoded in the last round, free again once the
 	// next round starts (its reduction was over when the round ended).
-	heldSince map[int]time.Time // Load: since when a shard held is undescribed
-
 	asm      Assembler // results; onUp recycles their payloads
 	pointBuf []byte
 	chunks   chunker
@@ -533,9 +533,11 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 			node, _ = shard.NodeFromWire(uint32(m.shard), len(c.owner)) // checked on arrival
 			id = node.Index
 		}
-		into := new(shard.Partial)
+		var into *shard.Partial
 		if n := len(c.reuse); n > 0 {
 			into, c.reuse = c.reuse[n-1], c.reuse[:n-1]
+		} else {
+			into = new(shard.Partial)
 		}
 		c.decoded = append(c.decoded, into)
 		p, err := DecodePartialInto(id, m.payload, into)
