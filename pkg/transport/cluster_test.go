@@ -252,6 +252,15 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 			}
 		}
 	}()
+	// Train only once the flood reaches the coordinator: a stale round
+	// is counted only while a round runs, and training this small data
+	// takes a few milliseconds.
+	for deadline := time.Now().Add(5 * time.Second); c.Dropped()["wrong job id"] == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no forged message reached the coordinator")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	res, err := train.Train(c, cfg)
 	close(stop)
 	<-done
