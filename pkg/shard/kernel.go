@@ -235,7 +235,14 @@ func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl 
 			w := r.w[sd]
 			loss += w * d * d
 			c := -2 * w * y * d
-			for q := a; q < b; q++ {
+			q := a
+			for ; q+4 <= b; q += 4 {
+				*at(gp, m.col(q)) += c
+				*at(gp, m.col(q+1)) += c
+				*at(gp, m.col(q+2)) += c
+				*at(gp, m.col(q+3)) += c
+			}
+			for ; q < b; q++ {
 				*at(gp, m.col(q)) += c
 			}
 			if hasBias {
@@ -288,7 +295,14 @@ func evalBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []I, 
 			loss += w * d * d
 			c := -2 * w * y * d
 			ci := c * inv
-			for q := a; q < b; q++ {
+			q := a
+			for ; q+4 <= b; q += 4 {
+				*at(gp, m.col(q)) += ci * m.val(q)
+				*at(gp, m.col(q+1)) += ci * m.val(q+1)
+				*at(gp, m.col(q+2)) += ci * m.val(q+2)
+				*at(gp, m.col(q+3)) += ci * m.val(q+3)
+			}
+			for ; q < b; q++ {
 				*at(gp, m.col(q)) += ci * m.val(q)
 			}
 			if hasBias {
@@ -571,7 +585,13 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 			s0 += *at(vp, m.col(q))
 		}
 		t := ((s0 + s1) + (s2 + s3) + tb) * r.w[sd]
-		for q := a; q < b; q++ {
+		for q = a; q+4 <= b; q += 4 {
+			*at(hp, m.col(q)) += t
+			*at(hp, m.col(q+1)) += t
+			*at(hp, m.col(q+2)) += t
+			*at(hp, m.col(q+3)) += t
+		}
+		for ; q < b; q++ {
 			*at(hp, m.col(q)) += t
 		}
 		if bias >= 0 {
@@ -619,7 +639,13 @@ func hessVecBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []
 		}
 		t := (((s0+s1)+(s2+s3))*inv + tb) * r.w[sd]
 		ti := t * inv
-		for q := a; q < b; q++ {
+		for q = a; q+4 <= b; q += 4 {
+			*at(hp, m.col(q)) += ti * m.val(q)
+			*at(hp, m.col(q+1)) += ti * m.val(q+1)
+			*at(hp, m.col(q+2)) += ti * m.val(q+2)
+			*at(hp, m.col(q+3)) += ti * m.val(q+3)
+		}
+		for ; q < b; q++ {
 			*at(hp, m.col(q)) += ti * m.val(q)
 		}
 		if bias >= 0 {
