@@ -687,10 +687,7 @@ func TestReductionTreeIsFixed(t *testing.T) {
 		cols[i] = s.Cols
 	}
 	groups := Groups(cols)
-	// Odd trials' workers take their sum buffers from one pool, reused
-	// from trial to trial with the last trial's numbers in them.
-	var pool SumPool
-	reduce := func(order []int, preSummed map[int]bool, pooled bool) *Sum {
+	reduce := func(order []int, preSummed map[int]bool) *Sum {
 		sum := &Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K)}
 		for k := range sum.Grad {
 			sum.Grad[k] = make([]float64, obj.Features)
@@ -706,18 +703,13 @@ func TestReductionTreeIsFixed(t *testing.T) {
 		var sent []NodeID
 		comb := NewCombiner(len(shards), BuildNodes(len(shards), held), func(id NodeID, p *Partial) error {
 			sent = append(sent, id)
-			q := *p // Emit must not keep p: with a pool, it is lent again
-			q.Loss, q.BiasGrad, q.Grad = slices.Clone(p.Loss), slices.Clone(p.BiasGrad), slices.Clone(p.Grad)
+			q := *p
+			q.Grad = slices.Clone(p.Grad)
 			_, err := r.AddNode(id, &q)
 			return err
 		})
-		var buf func(g int) *Partial = func(int) *Partial { return nil }
-		if pooled {
-			comb.Pool = &pool
-			buf = func(g int) *Partial { return pool.Get(len(groups[g].Cols) * K) }
-		}
 		for g := range preSummed {
-			gs := NewGroupSum(groups[g], len(shards), K, nil, buf(g))
+			gs := NewGroupSum(groups[g], len(shards), K, nil, nil)
 			first, end := GroupShards(g, len(shards))
 			for s := end - 1; s >= first; s-- { // out of order on purpose
 				gs.Add(parts[s])
@@ -744,7 +736,7 @@ func TestReductionTreeIsFixed(t *testing.T) {
 	for i := range inOrder {
 		inOrder[i] = i
 	}
-	want := reduce(inOrder, nil, false)
+	want := reduce(inOrder, nil)
 	for trial := 0; trial < 20; trial++ {
 		order := append([]int(nil), inOrder...)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
@@ -758,12 +750,7 @@ func TestReductionTreeIsFixed(t *testing.T) {
 		for g := min(a, b); g <= max(a, b); g++ {
 			pre[g] = true
 		}
-		got := reduce(order, pre, trial%2 == 1)
-		// Every buffer lent comes back, and trials reuse them: the pool
-		// never holds more than one per node of the tree.
-		if trial%2 == 1 && pool.Len() > 2*len(groups) {
-			t.Fatalf("trial %d: the pool holds %d buffers for a tree of %d groups", trial, pool.Len(), len(groups))
-		}
+		got := reduce(order, pre)
 		for k := range want.Grad {
 			if math.Float64bits(got.Loss[k]) != math.Float64bits(want.Loss[k]) {
 				t.Fatalf("trial %d: loss %d differs", trial, k)

@@ -118,47 +118,9 @@ type Combiner struct {
 	Nodes map[NodeID]*Node
 	Emit  func(NodeID, *Partial) error
 
-	// Pool, when set, lends the sums' buffers and takes back each sum as
-	// soon as it is consumed: children once their parent is made, an
-	// emitted sum once Emit returns (Emit must not keep it). Sums handed
-	// to Add then belong to the pool too. A worker's sums are as wide as
-	// the features: without a pool the combiner keeps one per node, and
-	// the group sums are made afresh each pass.
-	Pool *SumPool
-
 	sums  map[NodeID]*Partial
 	spare map[NodeID]*Partial
 }
-
-// SumPool is a free list of sum buffers. It is not safe for concurrent
-// use.
-type SumPool struct {
-	free []*Partial
-}
-
-// Get lends a buffer, one whose gradient holds n values when there is
-// one (it grows otherwise).
-func (sp *SumPool) Get(n int) *Partial {
-	for i, p := range sp.free {
-		if cap(p.Grad) >= n {
-			sp.free[i] = sp.free[len(sp.free)-1]
-			sp.free = sp.free[:len(sp.free)-1]
-			return p
-		}
-	}
-	if k := len(sp.free); k > 0 {
-		p := sp.free[k-1]
-		sp.free = sp.free[:k-1]
-		return p
-	}
-	return new(Partial)
-}
-
-// Put takes a buffer back.
-func (sp *SumPool) Put(p *Partial) { sp.free = append(sp.free, p) }
-
-// Len is how many buffers the pool holds.
-func (sp *SumPool) Len() int { return len(sp.free) }
 
 // NewCombiner combines the given nodes of a tree over n shards.
 func NewCombiner(n int, nodes map[NodeID]*Node, emit func(NodeID, *Partial) error) *Combiner {
@@ -202,11 +164,7 @@ func (c *Combiner) Add(id NodeID, p *Partial) (bool, error) {
 		c.sums[id] = p
 		parent := c.Nodes[id.Parent()]
 		if id.Level == TreeHeight(c.N) || parent == nil {
-			err := c.Emit(id, p)
-			if c.Pool != nil {
-				c.Pool.Put(p) // sums[id] still marks the node covered
-			}
-			return true, err
+			return true, c.Emit(id, p)
 		}
 		if parent.Pos[1] == nil { // a single child: the parent's sum is its own
 			id = parent.ID
@@ -216,14 +174,8 @@ func (c *Combiner) Add(id NodeID, p *Partial) (bool, error) {
 		if left == nil || right == nil {
 			return true, nil
 		}
-		if c.Pool != nil {
-			p = parent.add(left, right, c.Pool.Get(len(parent.Cols)*K))
-			c.Pool.Put(left)
-			c.Pool.Put(right)
-		} else {
-			p = parent.add(left, right, c.spare[parent.ID])
-			c.spare[parent.ID] = p
-		}
+		p = parent.add(left, right, c.spare[parent.ID])
+		c.spare[parent.ID] = p
 		delete(c.sums, NodeID{id.Level, id.Index &^ 1})
 		delete(c.sums, NodeID{id.Level, id.Index | 1})
 		id = parent.ID

@@ -75,13 +75,11 @@ type Worker struct {
 	started  time.Time       // when this round's evaluation began
 	local    *shard.Local
 
-	// Memory kept from round to round for the vectors a round handles:
-	// the last point (the next one is decoded into it), the group and
-	// node sums (lent by sumPool and handed back as soon as a parent or
-	// the bus has taken them, so a few are alive at once), the encoded
-	// node sums, the chunks.
+	// Memory kept from round to round for the vectors that cross the
+	// bus: the last point (the next one is decoded into it), the encoded
+	// node sums, the chunks. Group sums are not kept: a worker holds
+	// several, and garbage costs less peak memory than buffers kept.
 	spare   *Point
-	sumPool shard.SumPool
 	encoded map[shard.NodeID][]byte
 	chunks  chunker
 
@@ -451,7 +449,6 @@ func (w *Worker) rebuildLocal() {
 	w.comb = nil
 	if w.total > 0 {
 		w.comb = shard.NewCombiner(w.total, shard.BuildNodes(w.total, w.groups), w.sendNode)
-		w.comb.Pool = &w.sumPool
 	}
 }
 
@@ -592,8 +589,7 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		}
 		gs := sums[g]
 		if gs == nil {
-			K := len(part.Loss)
-			gs = shard.NewGroupSum(gr, w.total, K, local.Release, w.sumPool.Get(len(gr.Cols)*K))
+			gs = shard.NewGroupSum(gr, w.total, len(part.Loss), local.Release, nil)
 			sums[g] = gs
 		}
 		if _, err := gs.Add(part); err != nil {
