@@ -25,7 +25,9 @@ type Meta struct {
 	Labels     []float64
 	LabelCount []int
 	Cols       []uint32
-	ColSq      []float64
+	// ColSq is the shard's ColumnSquares, in the descriptions workers
+	// send (MetaOf leaves it nil: shards compute it when asked).
+	ColSq []float64
 }
 
 // MetaOf summarises a shard.
@@ -49,6 +51,9 @@ type Backend interface {
 	// Tally counts rows and correct predictions by class (only the
 	// held-out fold's rows when p.Holdout is set).
 	Tally(p *Point) (Tally, error)
+	// ColumnSquares sums every shard's ColumnSquares in shard order into
+	// one vector over the features (the Hessian's diagonal at 0).
+	ColumnSquares() []float64
 }
 
 // Objective is the L2-regularised squared-hinge objective of K problems
@@ -98,8 +103,8 @@ func NewObjective(b Backend, features int, lambda, bias float64) *Objective {
 	return o
 }
 
-// ColumnSquares sums the shards' per-column sums of squares, in shard
-// order, into one vector over the features.
+// ColumnSquares sums the ColSq of shard descriptions, in shard order,
+// into one vector over the features.
 func ColumnSquares(metas []Meta) []float64 {
 	n := 0
 	for _, m := range metas {
@@ -113,10 +118,6 @@ func ColumnSquares(metas []Meta) []float64 {
 	}
 	return out
 }
-
-// columnSquares is a backend that keeps the summed column squares (and
-// frees the per-shard ones, as much memory as the column maps).
-type columnSquares interface{ ColumnSquares() []float64 }
 
 // Groups builds the reduction tree of shards with the given column maps.
 func Groups(cols [][]uint32) []*Group {
@@ -315,13 +316,7 @@ func (o *Objective) Diag() []float64 { return append([]float64(nil), o.diag...) 
 
 func (o *Objective) computeDiag() []float64 {
 	d := make([]float64, o.Dim())
-	var sq []float64
-	if c, ok := o.Backend.(columnSquares); ok {
-		sq = c.ColumnSquares()
-	} else {
-		sq = ColumnSquares(o.Backend.Meta())
-	}
-	copy(d[:o.Features], sq)
+	copy(d[:o.Features], o.Backend.ColumnSquares())
 	rows := float64(o.Rows)
 	for j := range d {
 		d[j] = o.Lambda + 2*d[j]/rows
