@@ -817,8 +817,12 @@ func TestInlineLoopsMatchCalls(t *testing.T) {
 // and axpy.
 func viaCalls[I colID](s *Shard, idx []I, r *rows, wl, vl, g, h []float64, bias, wb, vb float64) [3]float64 {
 	switch s.Values {
-	case Ones:
-		return onesViaCalls(s, idx, r, wl, vl, g, h, bias, wb, vb)
+	case Ones: // dot and axpy over values of 1 are dotOnes and addOnes, bit for bit
+		ones := make([]float64, len(idx))
+		for q := range ones {
+			ones[q] = 1
+		}
+		return rowsViaCalls(s, idx, ones, 1, r, wl, vl, g, h, bias, wb, vb)
 	case Float32:
 		return rowsViaCalls(s, idx, s.Val32, 1, r, wl, vl, g, h, bias, wb, vb)
 	case Decimal:
@@ -868,15 +872,7 @@ func TestColumnSquares(t *testing.T) {
 	for _, values := range []string{"ones", "f32", "dec", "f64"} {
 		rng := rand.New(rand.NewPCG(3, 4))
 		d := randomData(rng, 200, 30, 2, values)
-		path := writeFile(t, d.text)
-		info, err := Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		shards, err := Load(path, Layout(info.Size, 5), 2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		shards := objectiveFor(t, writeFile(t, d.text), 5, 2, 0.01, -1).Backend.(*Local).Shards
 		total := make([]float64, d.n)
 		row := 0
 		for _, s := range shards {
@@ -906,34 +902,4 @@ func TestColumnSquares(t *testing.T) {
 			}
 		}
 	}
-}
-
-func onesViaCalls[I colID](s *Shard, idx []I, r *rows, wl, vl, g, h []float64, bias, wb, vb float64) (out [3]float64) {
-	for i := 0; i < s.Rows(); i++ {
-		row := idx[s.RowPtr[i]:s.RowPtr[i+1]]
-		z := dotOnes(wl, row)
-		if bias >= 0 {
-			z += bias * wb
-		}
-		sd := r.side(s.Class[i]) & 1
-		y, w := signs[sd], r.w[sd]
-		d := 1 - y*z
-		if d <= 0 {
-			continue
-		}
-		out[0] += w * d * d
-		c := -2 * w * y * d
-		addOnes(g, row, c)
-		tv := dotOnes(vl, row)
-		if bias >= 0 {
-			tv += bias * vb
-		}
-		tv *= w
-		addOnes(h, row, tv)
-		if bias >= 0 {
-			out[1] += c * bias
-			out[2] += tv * bias
-		}
-	}
-	return out
 }
