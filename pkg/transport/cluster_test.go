@@ -104,12 +104,7 @@ func clusterWithStops(t *testing.T, path string, n, shards int, setup ...func(*W
 func TestCrossValidationSurvivesAWorkerLoss(t *testing.T) {
 	path := testData(t)
 	cfg := train.Config{C: 1, Eps: 1e-4, Bias: 1, MaxIter: 300, Weights: []train.ClassWeight{{Label: 2, Weight: 3}}}
-	info, _ := shard.Stat(path)
-	shards, err := shard.Load(path, shard.Layout(info.Size, 16), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := train.CrossValidate(shard.NewLocal(shards, 2), cfg, 3, nil)
+	want, err := train.CrossValidate(shard.NewLocal(loadShards(t, path, 16), 2), cfg, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,13 +135,24 @@ func TestCrossValidationSurvivesAWorkerLoss(t *testing.T) {
 	}
 }
 
-func localModel(t *testing.T, path string, cfg train.Config) []float64 {
-	info, _ := shard.Stat(path)
-	shards, err := shard.Load(path, shard.Layout(info.Size, 5), 2)
+// loadShards loads path into n shards in this process.
+func loadShards(t *testing.T, path string, n int) []*shard.Shard {
+	t.Helper()
+	info, err := shard.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := train.Train(shard.NewLocal(shards, 2), cfg)
+	shards, err := shard.Load(path, shard.Layout(info.Size, n), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shards
+}
+
+// localModel trains in process, without a bus, over n shards.
+func localModel(t *testing.T, path string, n int, cfg train.Config) []float64 {
+	t.Helper()
+	res, err := train.Train(shard.NewLocal(loadShards(t, path, n), 2), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,19 +174,10 @@ func flatten(w [][]float64) []float64 {
 // (partials of twice the problems).
 func TestWorkersSendNodeSums(t *testing.T) {
 	path := testData(t)
-	info, _ := shard.Stat(path)
 	for _, method := range []string{"lbfgs", "newton"} {
 		t.Run(method, func(t *testing.T) {
 			cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: method, MaxIter: 300}
-			shards, err := shard.Load(path, shard.Layout(info.Size, 64), 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := train.Train(shard.NewLocal(shards, 2), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := flatten(res.Model.W)
+			want := localModel(t, path, 64, cfg)
 			c, _ := cluster(t, path, 2, 64)
 			before := c.Stats()
 			got, err := train.Train(c, cfg)
@@ -207,7 +204,7 @@ func TestWorkersSendNodeSums(t *testing.T) {
 func TestForgedMessagesAreDropped(t *testing.T) {
 	path := testData(t)
 	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
-	want := localModel(t, path, cfg)
+	want := localModel(t, path, 5, cfg)
 	c, intruder := cluster(t, path, 2, 5)
 
 	job := c.Job()
@@ -278,9 +275,7 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, _ := shard.Stat(path)
-	shards, _ := shard.Load(path, shard.Layout(info.Size, 5), 1)
-	local := shard.NewLocal(shards, 1)
+	local := shard.NewLocal(loadShards(t, path, 5), 1)
 	local.SetClasses(shard.LabelOrder(train.Summarize(local.Meta()).Labels))
 	if want, _ := local.Tally(res.Obj.Point(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
 		!slices.Equal(tally.Correct, want.Correct) || want.Correct[0] == 0 {
@@ -304,14 +299,7 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 func TestLostDescriptionsAreAskedAgain(t *testing.T) {
 	path := testData(t)
 	c, _, _ := clusterWithStops(t, path, 2, 8, func(w *Worker) { w.loseDescriptions = 3 })
-	info, err := shard.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	local, err := shard.Load(path, shard.Layout(info.Size, 8), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := loadShards(t, path, 8)
 	got := c.Meta()
 	for i, s := range local {
 		want := shard.MetaOf(s)
