@@ -90,8 +90,9 @@ type Problem struct {
 	Dim int
 	L   float64 // an upper bound on the Lipschitz constant of the gradient
 	Mu  float64 // strong convexity (lambda here)
-	// Diag is the diagonal of the Hessian at the start, when known; OSGM
-	// may start its scaling from it.
+	// Diag is the diagonal of the Hessian at the start, when known (see
+	// UsesStartDiag): OSGM starts its scaling from it, Newton its first
+	// preconditioner.
 	Diag []float64
 	// EvalDiag says the objective computes the Hessian's diagonal with an
 	// evaluation (OpEvalDiag); Minimize sets it.
@@ -181,6 +182,20 @@ func New(name string, p Problem, q Params) (Method, error) {
 		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownMethod, name, Methods())
 	}
 	return c(p, q), nil
+}
+
+// UsesStartDiag reports whether the named method reads Problem.Diag, so a
+// caller computes the diagonal (a pass over the data) only for those that
+// do: the OSGM family unless NoDiag, and Newton, whose first solve at 0
+// is preconditioned with it.
+func UsesStartDiag(name string, q Params) bool {
+	switch name {
+	case "osgm-h", "osgm-r", "osgm-g", "hdm":
+		return !q.NoDiag
+	case "newton":
+		return true
+	}
+	return false
 }
 
 // NeedsHessVec reports whether the named method asks for OpHessVec.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"gonum.org/v1/gonum/floats"
@@ -269,5 +270,34 @@ func TestUnknownMethod(t *testing.T) {
 	_, err := New("simplex", Problem{}, Params{})
 	if err == nil || fmt.Sprint(err) == "" {
 		t.Fatal("no error for an unknown method")
+	}
+}
+
+// TestUsesStartDiag: callers compute the Hessian's diagonal at the start
+// (a pass over the data) only when UsesStartDiag says the method reads
+// it, so every method whose first request depends on Problem.Diag must
+// say so, and no other; NoDiag turns it off for OSGM.
+func TestUsesStartDiag(t *testing.T) {
+	x, g := []float64{0, 0, 0}, []float64{1, -2, 3}
+	first := func(name string, diag []float64, q Params) Request {
+		m, err := New(name, Problem{Dim: 3, L: 10, Mu: 0.1, Diag: diag, EvalDiag: true}, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Init(x, 1, g)
+		r := m.Next()
+		return Request{Op: r.Op, X: slices.Clone(r.X), V: slices.Clone(r.V)}
+	}
+	for _, name := range Methods() {
+		if name == Auto {
+			continue
+		}
+		for _, q := range []Params{{}, {NoDiag: true}} {
+			a, b := first(name, nil, q), first(name, []float64{0.5, 4, 40}, q)
+			reads := a.Op != b.Op || !slices.Equal(a.X, b.X) || !slices.Equal(a.V, b.V)
+			if reads != UsesStartDiag(name, q) {
+				t.Errorf("%s (NoDiag %v): first request depends on Diag: %v; UsesStartDiag says %v", name, q.NoDiag, reads, UsesStartDiag(name, q))
+			}
+		}
 	}
 }

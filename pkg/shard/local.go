@@ -14,7 +14,6 @@ type Local struct {
 
 	scratch []Scratch
 	free    sync.Pool
-	colSq   []float64
 	folds   int // the fold count the shards are numbered for (0: none)
 }
 
@@ -153,34 +152,4 @@ func CheckFolds(shards []*Shard, p *Point) error {
 		}
 	}
 	return nil
-}
-
-// ColumnSquares sums the shards' column squares in shard order, once.
-// Shards compute theirs in parallel, a window of them at a time, so only
-// a few per-shard vectors exist at once.
-func (l *Local) ColumnSquares() []float64 {
-	if l.colSq != nil {
-		return l.colSq
-	}
-	n := 0
-	for _, s := range l.Shards {
-		n = max(n, int(s.MaxIndex))
-	}
-	l.colSq = make([]float64, n)
-	window := make([][]float64, l.Parallel)
-	for first := 0; first < len(l.Shards); first += l.Parallel {
-		shards := l.Shards[first:min(first+l.Parallel, len(l.Shards))]
-		var wg sync.WaitGroup
-		for i, s := range shards {
-			wg.Add(1)
-			go func() { defer wg.Done(); window[i] = s.ColumnSquares() }()
-		}
-		wg.Wait()
-		for i, s := range shards {
-			for c, j := range s.Cols {
-				l.colSq[j] += window[i][c]
-			}
-		}
-	}
-	return l.colSq
 }

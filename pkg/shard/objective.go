@@ -25,9 +25,6 @@ type Meta struct {
 	Labels     []float64
 	LabelCount []int
 	Cols       []uint32
-	// ColSq is the shard's ColumnSquares, in the descriptions workers
-	// send (MetaOf leaves it nil: shards compute it when asked).
-	ColSq []float64
 }
 
 // MetaOf summarises a shard.
@@ -51,9 +48,6 @@ type Backend interface {
 	// Tally counts rows and correct predictions by class (only the
 	// held-out fold's rows when p.Holdout is set).
 	Tally(p *Point) (Tally, error)
-	// ColumnSquares sums every shard's ColumnSquares in shard order into
-	// one vector over the features (the Hessian's diagonal at 0).
-	ColumnSquares() []float64
 }
 
 // Objective is the L2-regularised squared-hinge objective of K problems
@@ -81,7 +75,6 @@ type Objective struct {
 	hvX     [][]float64
 	hvStamp uint64
 	red     *Reducer
-	diag    []float64
 	normSq  float64
 }
 
@@ -96,27 +89,10 @@ func NewObjective(b Backend, features int, lambda, bias float64) *Objective {
 	if r, ok := b.(interface{ Release(*Partial) }); ok {
 		o.red.Release = r.Release
 	}
-	o.diag = o.computeDiag()
 	for _, m := range b.Meta() {
 		o.normSq += m.NormSq
 	}
 	return o
-}
-
-// ColumnSquares sums the ColSq of shard descriptions, in shard order,
-// into one vector over the features.
-func ColumnSquares(metas []Meta) []float64 {
-	n := 0
-	for _, m := range metas {
-		n = max(n, int(m.MaxIndex))
-	}
-	out := make([]float64, n)
-	for _, m := range metas {
-		for l, j := range m.Cols {
-			out[j] += m.ColSq[l]
-		}
-	}
-	return out
 }
 
 // Groups builds the reduction tree of shards with the given column maps.
@@ -306,25 +282,6 @@ func (o *Objective) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]
 		}
 	}
 	return nil
-}
-
-// Diag is the diagonal of the Hessian at x = 0, where every row is active:
-// lambda + (2/m) sum_i a_ij^2. OSGM can start its scaling from it. It counts
-// every row with weight 1, also under class weights or a held-out fold: a
-// starting scale, not a value any result depends on.
-func (o *Objective) Diag() []float64 { return append([]float64(nil), o.diag...) }
-
-func (o *Objective) computeDiag() []float64 {
-	d := make([]float64, o.Dim())
-	copy(d[:o.Features], o.Backend.ColumnSquares())
-	rows := float64(o.Rows)
-	for j := range d {
-		d[j] = o.Lambda + 2*d[j]/rows
-	}
-	if o.Bias >= 0 {
-		d[o.Features] = o.Lambda + 2*o.Bias*o.Bias
-	}
-	return d
 }
 
 // LipschitzBound is (2/m) sum_i ||a_i||^2 + lambda, the trace of the Hessian

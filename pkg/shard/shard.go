@@ -300,21 +300,6 @@ func (s *Shard) SetFolds(fold []uint16) error {
 	return nil
 }
 
-// ColumnSquares is the sum of squared values of each local column, for
-// the Hessian's diagonal at 0. Shards do not keep it: it is as large as
-// the column map and needed once (wide data held 8 bytes per column of
-// every shard from load until the first pass), so it is computed from
-// the stored values when asked for; every storage holds the parsed
-// values exactly.
-func (s *Shard) ColumnSquares() []float64 {
-	sq := make([]float64, len(s.Cols))
-	for q := 0; q < s.NNZ(); q++ {
-		v := s.rowValue(q)
-		sq[s.col(q)] += v * v
-	}
-	return sq
-}
-
 // rowValue returns value q of the matrix whatever its storage.
 func (s *Shard) rowValue(q int) float64 {
 	switch s.Values {

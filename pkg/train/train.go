@@ -205,13 +205,29 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		g0[k] = make([]float64, dim)
 	}
 	g0norm := make([]float64, K)
+	method := osgm.Choose(cfg.Method, K)
+	var d0 [][]float64 // the Hessian's diagonal at 0, for methods that start from it
 	if cfg.Resume != nil {
 		if err := cfg.Resume.check(dataFP, flagsFP); err != nil {
 			return nil, err
 		}
 		copy(g0norm, cfg.Resume.G0Norm)
 	} else {
-		if err := timed.Eval(zero, f0, g0); err != nil {
+		// The pass at 0 that the tolerance needs brings the diagonal too:
+		// every row is active there, so it is the data's column squares
+		// (with class weights), reduced as gradients are, the same bits
+		// on any backend.
+		var err error
+		if osgm.UsesStartDiag(method, cfg.Params) {
+			d0 = make([][]float64, K)
+			for k := range d0 {
+				d0[k] = make([]float64, dim)
+			}
+			err = timed.EvalDiagSome(nil, zero, f0, g0, d0)
+		} else {
+			err = timed.Eval(zero, f0, g0)
+		}
+		if err != nil {
 			return nil, err
 		}
 		for k := range g0norm {
@@ -226,10 +242,12 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		neg := rows - pos
 		tol[k] = cfg.Eps * math.Max(float64(min(pos, neg)), 1) / float64(rows) * g0norm[k]
 	}
-	prob := osgm.Problem{Dim: dim, L: obj.LipschitzBound(), Mu: lambda, Diag: obj.Diag()}
 	probs := make([]osgm.Problem, K)
 	for k := range probs {
-		probs[k] = prob
+		probs[k] = osgm.Problem{Dim: dim, L: obj.LipschitzBound(), Mu: lambda}
+		if d0 != nil {
+			probs[k].Diag = d0[k]
+		}
 	}
 	settings := osgm.Settings{Method: cfg.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol,
 		CheckpointEvery: cfg.CheckpointEvery, Interrupt: cfg.Interrupt}
@@ -270,7 +288,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	for k := range primal {
 		primal[k] = res.F[k] / lambda
 	}
-	return &Result{Method: osgm.Choose(cfg.Method, K), Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent,
+	return &Result{Method: method, Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent,
 		FirstGradient: firstGradient}, nil
 }
 

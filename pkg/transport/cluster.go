@@ -56,7 +56,6 @@ type Cluster struct {
 	rows     uint64   // rows of the job
 	starts   []uint64 // first global row of each shard
 	round    uint64
-	colSq    []float64 // summed column squares, once the shards' are freed
 
 	bad counter
 
@@ -560,18 +559,6 @@ func sameMeta(a, b *shard.Meta) bool {
 }
 
 func (c *Cluster) Meta() []shard.Meta { return c.metas }
-
-// ColumnSquares sums the shards' column squares once, then frees the
-// per-shard copies.
-func (c *Cluster) ColumnSquares() []float64 {
-	if c.colSq == nil {
-		c.colSq = shard.ColumnSquares(c.metas)
-		for i := range c.metas {
-			c.metas[i].ColSq = nil
-		}
-	}
-	return c.colSq
-}
 
 func (c *Cluster) SetClasses(order []float64) error {
 	c.order = slices.Clone(order)

@@ -190,7 +190,7 @@ func DecodePartialInto(id int, b []byte, p *shard.Partial) (*shard.Partial, erro
 
 // EncodeMeta lays out a shard's description, tagged with the worker.
 func EncodeMeta(worker string, m *shard.Meta) []byte {
-	e := enc{b: make([]byte, 0, 64+len(worker)+12*len(m.Cols)+8*len(m.Labels)+4*len(m.LabelCount))}
+	e := enc{b: make([]byte, 0, 64+len(worker)+2*len(m.Cols)+8*len(m.Labels)+4*len(m.LabelCount))}
 	e.u32(uint32(len(worker)))
 	e.b = append(e.b, worker...)
 	e.u64(uint64(m.Rows))
@@ -204,8 +204,7 @@ func EncodeMeta(worker string, m *shard.Meta) []byte {
 		counts[i] = uint32(c)
 	}
 	e.u32s(counts)
-	e.u32s(m.Cols)
-	e.f64s(m.ColSq)
+	e.increasing(m.Cols)
 	return e.b
 }
 
@@ -218,12 +217,11 @@ func DecodeMeta(id int, b []byte) (string, *shard.Meta, error) {
 	for _, c := range d.u32s() {
 		m.LabelCount = append(m.LabelCount, int(c))
 	}
-	m.Cols = d.u32s()
-	m.ColSq = d.f64s()
+	m.Cols = d.increasing()
 	if err := d.done(); err != nil {
 		return "", nil, err
 	}
-	if len(m.Labels) != len(m.LabelCount) || len(m.Cols) != len(m.ColSq) || m.Rows < 0 || m.NNZ < 0 {
+	if len(m.Labels) != len(m.LabelCount) || m.Rows < 0 || m.NNZ < 0 {
 		return "", nil, errors.New("transport: meta: sizes differ")
 	}
 	return worker, m, nil

@@ -26,7 +26,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 3
+const Version = 4
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40
@@ -332,6 +332,18 @@ func (e *enc) u32s(v []uint32) {
 	}
 }
 
+// increasing appends a strictly increasing list as its length and the
+// gaps between entries (the first from -1), as uvarints: a shard's
+// column map takes 1-2 bytes per column instead of 4.
+func (e *enc) increasing(v []uint32) {
+	e.u32(uint32(len(v)))
+	prev := int64(-1)
+	for _, x := range v {
+		e.b = binary.AppendUvarint(e.b, uint64(int64(x)-prev-1))
+		prev = int64(x)
+	}
+}
+
 var errTruncated = errors.New("transport: payload truncated")
 
 type dec struct {
@@ -419,6 +431,33 @@ func (d *dec) u32s() []uint32 {
 	}
 	return out
 }
+
+// increasing reads what enc.increasing wrote, refusing entries beyond
+// uint32.
+func (d *dec) increasing() []uint32 {
+	n := d.count(1)
+	out := make([]uint32, n)
+	next := uint64(0) // the smallest the next entry may be
+	for i := range out {
+		if d.err != nil {
+			return nil
+		}
+		gap, k := binary.Uvarint(d.b)
+		if k <= 0 {
+			d.err = errTruncated
+			return nil
+		}
+		d.b = d.b[k:]
+		if gap > math.MaxUint32 || next+gap > math.MaxUint32 {
+			d.err = errors.New("transport: increasing list beyond uint32")
+			return nil
+		}
+		out[i] = uint32(next + gap)
+		next += gap + 1
+	}
+	return out
+}
+
 func (d *dec) done() error {
 	if d.err == nil && len(d.b) != 0 {
 		return errors.New("transport: trailing bytes in payload")

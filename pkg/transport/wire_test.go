@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -164,10 +165,27 @@ func TestMessagesRoundTrip(t *testing.T) {
 	}
 
 	m := &shard.Meta{Rows: 10, NNZ: 30, MaxIndex: 99, NormSq: 2.5, MaxNormSq: 0.75, Labels: []float64{1, -1}, LabelCount: []int{4, 6},
-		Cols: []uint32{0, 5, 98}, ColSq: []float64{1, 2, 3}}
+		Cols: []uint32{0, 5, 98, 1 << 20, math.MaxUint32 - 1, math.MaxUint32}}
 	w, gm, err := DecodeMeta(2, EncodeMeta("w1", m))
 	if err != nil || w != "w1" || gm.Rows != 10 || gm.MaxNormSq != 0.75 || !slices.Equal(gm.Cols, m.Cols) || !slices.Equal(gm.LabelCount, m.LabelCount) {
 		t.Fatalf("meta: %v %s %+v", err, w, gm)
+	}
+}
+
+// TestColumnMapBeyondUint32: column maps travel as gaps between columns;
+// gaps that add up past the largest uint32 are refused, not wrapped.
+func TestColumnMapBeyondUint32(t *testing.T) {
+	for _, cols := range [][]uint32{{math.MaxUint32}, {0, math.MaxUint32}} {
+		b := EncodeMeta("w", &shard.Meta{Cols: cols})
+		// The map ends the description: give it one more column, a gap
+		// of 0 after the last (one past it).
+		var e enc
+		e.increasing(cols)
+		grown := binary.LittleEndian.AppendUint32(bytes.Clone(b[:len(b)-len(e.b)]), uint32(len(cols)+1))
+		grown = append(append(grown, e.b[4:]...), 0)
+		if _, _, err := DecodeMeta(0, grown); err == nil {
+			t.Errorf("columns %v and one more decoded", cols)
+		}
 	}
 }
 
@@ -218,7 +236,7 @@ func FuzzDecodeChunk(f *testing.F) {
 func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}}))
-	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1}, ColSq: []float64{1}}))
+	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1, 7, 300}}))
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		switch which % 3 {
 		case 0:
@@ -234,8 +252,12 @@ func FuzzDecodeMessages(f *testing.F) {
 				t.Fatal("inconsistent partial accepted")
 			}
 		case 2:
-			if _, m, err := DecodeMeta(0, b); err == nil && len(m.Cols) != len(m.ColSq) {
-				t.Fatal("inconsistent meta accepted")
+			if _, m, err := DecodeMeta(0, b); err == nil {
+				for i := 1; i < len(m.Cols); i++ {
+					if m.Cols[i] <= m.Cols[i-1] {
+						t.Fatalf("column map %v accepted: not increasing", m.Cols)
+					}
+				}
 			}
 		}
 	})

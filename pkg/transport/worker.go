@@ -408,7 +408,6 @@ func (w *Worker) describe(s *shard.Shard) {
 		return
 	}
 	meta := shard.MetaOf(s)
-	meta.ColSq = s.ColumnSquares() // only the coordinator's diagonal needs it
 	w.publishUp(KindMeta, 0, uint32(s.ID), EncodeMeta(w.ID, &meta))
 }
 
