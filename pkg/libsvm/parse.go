@@ -4,9 +4,11 @@
 package libsvm
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"unsafe"
 )
@@ -204,6 +206,26 @@ func parseIndex(b []byte) (uint64, error) {
 	return v, nil
 }
 
+// digits8 reads the ASCII digits that start b[:8] at once: their count k
+// (8 when all eight are digits) and the number they write. b must have 8
+// bytes. This is the SWAR form of the digit loop: a byte is a digit when
+// its high nibble is 3 and its low nibble plus 6 does not carry; the
+// three multiplications then add neighbouring digits in pairs, pairs of
+// pairs and pairs of those (Lemire's eight-digit parse).
+func digits8(b []byte) (v uint64, k int) {
+	x := binary.LittleEndian.Uint64(b)
+	bad := (x&0xF0F0F0F0F0F0F0F0 ^ 0x3030303030303030) | ((x&0x0F0F0F0F0F0F0F0F)+0x0606060606060606)&0xF0F0F0F0F0F0F0F0
+	k = bits.TrailingZeros64(bad) >> 3
+	// Non-digits after the k digits are shifted out (all of it when k is
+	// 0: Go's shifts by 64 give 0); the first digit, the lowest byte,
+	// becomes the most significant.
+	y := (x - 0x3030303030303030) << (64 - 8*k)
+	y = (y & 0x0F0F0F0F0F0F0F0F) * 2561 >> 8
+	y = (y & 0x00FF00FF00FF00FF) * 6553601 >> 16
+	y = (y & 0x0000FFFF0000FFFF) * 42949672960001 >> 32
+	return y, k
+}
+
 // pow10 holds the powers of ten that float64 represents exactly.
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
@@ -264,7 +286,18 @@ func fastFloatPrefix(b []byte) (v float64, dec, n int, ok bool) {
 	}
 	if i < len(b) && b[i] == '.' {
 		i++
-		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		// The common fraction, up to 7 digits ending within the next 8
+		// bytes, is read in one step when the whole number then has at
+		// most 15 digits (an integer part of at most 7).
+		read := false
+		if digits <= 7 && len(b)-i >= 8 {
+			if v, k := digits8(b[i:]); k < 8 {
+				mant = mant*uint64(pow10[k]) + v
+				frac, i, read = k, i+k, true
+				any = any || k > 0
+			}
+		}
+		for ; !read && i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
 			any = true
 			frac++
 			if mant == 0 && b[i] == '0' {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -271,4 +272,66 @@ func FuzzParseLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFastFloatAgainstStrconv: the number parser, with its eight-digit
+// step for fractions, against strconv on short decimals in the
+// surroundings it meets in a line (a blank and more pairs after it, or
+// the line's end), digit counts on both sides of the limits.
+func TestFastFloatAgainstStrconv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	digits := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('0' + rng.IntN(10))
+		}
+		return string(b)
+	}
+	for i := 0; i < 200000; i++ {
+		num := digits(rng.IntN(9))
+		if rng.IntN(8) > 0 {
+			num += "." + digits(rng.IntN(11))
+		}
+		if rng.IntN(10) == 0 {
+			num += "e-" + digits(1)
+		}
+		if rng.IntN(3) == 0 {
+			num = "-" + num
+		}
+		after := []string{"", " 12:0.5", "\t3:1", "  ", ":"}[rng.IntN(5)]
+		v, dec, n, ok := fastFloatPrefix([]byte(num + after))
+		want, err := strconv.ParseFloat(num, 64)
+		if !ok {
+			continue // strconv's job, checked by the line tests
+		}
+		if err != nil || n != len(num) || math.Float64bits(v) != math.Float64bits(want) {
+			t.Fatalf("%q then %q: %v (%d bytes), strconv %v (%v)", num, after, v, n, want, err)
+		}
+		if _, frac, found := strings.Cut(num, "."); found && !strings.Contains(num, "e") && dec != len(frac) {
+			t.Fatalf("%q: %d decimals, want %d", num, dec, len(frac))
+		}
+	}
+}
+
+// TestDigits8 checks the eight-digit step against the digit loop on every
+// position of the first non-digit.
+func TestDigits8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := 0; i < 100000; i++ {
+		b := make([]byte, 8)
+		for j := range b {
+			b[j] = byte(rng.IntN(256))
+			if rng.IntN(4) > 0 {
+				b[j] = byte('0' + rng.IntN(10))
+			}
+		}
+		var want uint64
+		k := 0
+		for ; k < 8 && b[k] >= '0' && b[k] <= '9'; k++ {
+			want = want*10 + uint64(b[k]-'0')
+		}
+		if v, n := digits8(b); n != k || v != want {
+			t.Fatalf("%q: %d digits %d, want %d digits %d", b, n, v, k, want)
+		}
+	}
 }
