@@ -82,6 +82,7 @@ func Stat(path string) (Info, error) {
 // Plain files are read range by range in parallel by seeking; compressed
 // files are streamed once and lines go to the shard whose range holds them.
 func Load(path string, ranges []Range, parallel int) ([]*Shard, error) {
+	defer pauseGC()()
 	f, err := libsvm.Open(path)
 	if err != nil {
 		return nil, err

@@ -893,3 +893,19 @@ func TestDiagAtZero(t *testing.T) {
 	}
 }
 
+// TestGCPauseNests: overlapping loads keep the collector off until the
+// last ends, then restore the setting they found.
+func TestGCPauseNests(t *testing.T) {
+	old := debug.SetGCPercent(37)
+	defer debug.SetGCPercent(old)
+	first := pauseGC()
+	second := pauseGC()
+	first()
+	if p := debug.SetGCPercent(-1); p != -1 {
+		t.Errorf("collector at %d while a load runs", p)
+	}
+	second()
+	if p := debug.SetGCPercent(37); p != 37 {
+		t.Errorf("collector at %d after the loads, want 37", p)
+	}
+}
