@@ -5,6 +5,7 @@
 # objective and the workers' peak resident memory (VmHWM); a run that
 # hangs gets its workers' goroutines dumped into its worker logs.
 # BINDIR holds coordinator, worker and nats-server. Logs: $TMPDIR/standalone.*
+# WORKER_FLAGS are added to both workers (e.g. "-memprofile /tmp/w.heap").
 set -uo pipefail
 bin=$1; n=$2; f=$3; shift 3
 logs=$(mktemp -d "${TMPDIR:-/tmp}/standalone.XXXX")
@@ -15,7 +16,7 @@ for i in $(seq "$n"); do
 	sleep 0.3
 	pids=""
 	for w in 1 2; do
-		"$bin/worker" -nats "nats://127.0.0.1:$port" -parallel 1 >"$logs/$i.worker$w" 2>&1 &
+		"$bin/worker" ${WORKER_FLAGS:-} -nats "nats://127.0.0.1:$port" -parallel 1 >"$logs/$i.worker$w" 2>&1 &
 		pids="$pids $!"
 	done
 	sleep 0.3

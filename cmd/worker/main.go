@@ -1,7 +1,7 @@
 // Command worker holds shards of a training job and evaluates them for a
 // coordinator over NATS:
 //
-//	worker [-nats URL] [-name NAME] [-parallel N]
+//	worker [-nats URL] [-name NAME] [-parallel N] [-memprofile FILE]
 //
 // The coordinator tells it which byte ranges of which file to load (the
 // file must be at the same path on every host) or which objects of a
@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -33,6 +34,7 @@ func main() {
 	parallel := fs.Int("parallel", runtime.NumCPU(), "goroutines evaluating shards")
 	quiet := fs.Bool("q", false, "quiet: only errors")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at this address; off by default")
+	memProfile := fs.String("memprofile", "", "write a heap profile (pprof) to this file when the worker stops")
 	var auth transport.Auth
 	fs.StringVar(&auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")
 	fs.StringVar(&auth.NKeyFile, "nkey", os.Getenv("NATS_NKEY_FILE"), "NATS NKey seed file (or NATS_NKEY_FILE)")
@@ -79,9 +81,26 @@ func main() {
 		log.Info("metrics", zap.String("url", "http://"+addr+"/metrics"))
 	}
 	w := transport.NewWorker(nc, cfg)
-	if err := w.Run(ctx); err != nil {
+	err = w.Run(ctx)
+	if *memProfile != "" {
+		writeHeapProfile(*memProfile, log)
+	}
+	if err != nil {
 		log.Error("worker stopped", zap.Error(err))
 		os.Exit(1)
+	}
+}
+
+// writeHeapProfile records what is live at the end of the job: the shards
+// and every feature-sized buffer the rounds keep.
+func writeHeapProfile(path string, log *zap.Logger) {
+	f, err := os.Create(path)
+	if err == nil {
+		runtime.GC()
+		err = errors.Join(pprof.WriteHeapProfile(f), f.Close())
+	}
+	if err != nil {
+		log.Error("cannot write the heap profile", zap.Error(err))
 	}
 }
 
