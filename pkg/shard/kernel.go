@@ -24,9 +24,10 @@ type Point struct {
 	// (class 0 for a single binary problem). Tally needs it nil.
 	Classes []int32
 	// Stamp, when not zero, names W: Hessian-vector passes at the same
-	// stamp (Newton's CG steps) reuse the rows' activity the first one
-	// found instead of recomputing every margin. Stamps must not repeat
-	// for different points.
+	// stamp (Newton's CG steps) reuse the rows' activity that the first
+	// pass at it, EvalDiag or Hessian-vector, found, instead of
+	// recomputing every margin. Stamps must not repeat for different
+	// points. Single-problem points only.
 	Stamp uint64
 }
 
@@ -515,16 +516,22 @@ func (s *Shard) activity(p *Point, r *rows) {
 	r.act = c.bits
 }
 
-// isActive reports whether row i is active: from the cache when it is
-// known, else from the margin 1 - y z > 0, recorded in the cache.
+// isActive reports whether row i is active from its margin, 1 - y z > 0,
+// and records it in the cache.
 func (r *rows) isActive(i int, y, z float64) bool {
 	if 1-y*z <= 0 {
 		return false
 	}
+	r.markActive(i)
+	return true
+}
+
+// markActive records in the cache (if any) that row i is active. A
+// known cache already holds the bit, the same margin having set it.
+func (r *rows) markActive(i int) {
 	if r.act != nil {
 		r.act[i>>6] |= 1 << (uint(i) & 63)
 	}
-	return true
 }
 
 func (r *rows) knownInactive(i int) bool { return r.act[i>>6]&(1<<(uint(i)&63)) == 0 }
@@ -668,6 +675,7 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 	wl := s.gather(p, sc)
 	if K == 1 {
 		r := s.rowsFor(p, 0)
+		s.activity(p, &r)
 		wb := 0.0
 		if p.Bias >= 0 {
 			wb = p.WBias[0]
@@ -759,6 +767,7 @@ func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl,
 		sd := r.side(class[i]) & 1
 		y := signs[sd]
 		if d := 1 - y*z; d > 0 {
+			r.markActive(i)
 			w := r.w[sd]
 			sums[0] += w * d * d
 			c := -2 * w * y * d
@@ -792,6 +801,7 @@ func evalDiagBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx [
 		sd := r.side(class[i]) & 1
 		y := signs[sd]
 		if d := 1 - y*z; d > 0 {
+			r.markActive(i)
 			w := r.w[sd]
 			sums[0] += w * d * d
 			c := -2 * w * y * d

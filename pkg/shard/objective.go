@@ -70,7 +70,7 @@ type Objective struct {
 
 	cols [][]uint32
 	sum  Sum
-	// The last Hessian-vector point and its stamp (see Point.Stamp).
+	// The last stamped point and its stamp (see Point.Stamp).
 	hvKs    []int
 	hvX     [][]float64
 	hvStamp uint64
@@ -189,7 +189,7 @@ func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]
 		vp = o.pointFor(ks, v)
 	}
 	pt := o.pointFor(ks, x)
-	if op == OpHessVec {
+	if op == OpHessVec || op == OpEvalDiag {
 		pt.Stamp = o.hvStamp
 	}
 	if err := o.Backend.Eval(op, pt, vp, func(p *Partial) error {
@@ -269,7 +269,12 @@ func (o *Objective) HessVecSome(ks []int, x, v, hv [][]float64) error {
 // rows active at x[k] of c a_j^2, c the row's weight (its class weight; 0
 // in a held-out fold). Newton's preconditioner is built from it at every
 // iterate, as LIBLINEAR's is.
+//
+// The pass is stamped: it records which rows are active at x, so that
+// Newton's Hessian-vector passes at an accepted trial point do not
+// compute every margin again.
 func (o *Objective) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
+	o.stamp(ks, x)
 	loss, err := o.pass(OpEvalDiag, ks, x, nil, append(slices.Clip(g), d...))
 	if err != nil {
 		return err

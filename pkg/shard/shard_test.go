@@ -362,7 +362,8 @@ func checkSubsets(t *testing.T, obj *Objective, x [][]float64, f []float64, g []
 }
 
 // checkActivityCache: Hessian-vector passes at one point reuse the rows'
-// activity; each must equal, to the bit, a pass that finds it afresh.
+// activity, found by the first of them or by an EvalDiag pass at the
+// point; each must equal, to the bit, a pass that finds it afresh.
 func checkActivityCache(t *testing.T, obj *Objective, x [][]float64, rng *rand.Rand) {
 	t.Helper()
 	K := len(x)
@@ -380,8 +381,18 @@ func checkActivityCache(t *testing.T, obj *Objective, x [][]float64, rng *rand.R
 	}
 	for step := 0; step < 3; step++ {
 		v, cached, fresh := newVecs(true), newVecs(false), newVecs(false)
+		if step == 0 {
+			// Newton's order: the trial point's EvalDiag pass, then CG.
+			if err := obj.EvalDiagSome(nil, x, make([]float64, K), newVecs(false), newVecs(false)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := obj.hvStamp
 		if err := obj.HessVec(x, v, cached); err != nil {
 			t.Fatal(err)
+		}
+		if step == 0 && (before == 0 || obj.hvStamp != before) {
+			t.Fatalf("EvalDiag's stamp %x, the Hessian-vector pass's %x", before, obj.hvStamp)
 		}
 		if step > 0 && obj.hvStamp == 0 {
 			t.Fatal("no stamp")
