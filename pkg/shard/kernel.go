@@ -437,13 +437,19 @@ func addBiasGrad(p *Point, coef, gb []float64) {
 func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(K, out)
-	wl := append(sc.z[:0], s.gather(p, sc)...) // sc.z is free in this pass
-	sc.z = wl
-	vl := s.gather(v, sc)
 	if K == 1 {
 		var gb float64
 		r := s.rowsFor(p, 0)
 		s.activity(p, &r)
+		// Rows known to be active need no margins, so no point: only the
+		// first pass at a stamp gathers it (on wide data a gather is as
+		// costly as the rows).
+		var wl []float64
+		if !r.known {
+			wl = append(sc.z[:0], s.gather(p, sc)...) // sc.z is free in this pass
+			sc.z = wl
+		}
+		vl := s.gather(v, sc)
 		if s.Idx16 != nil {
 			gb = hessVecOne(s, s.Idx16, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		} else {
@@ -452,6 +458,9 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		out.BiasGrad[0] = gb
 		return
 	}
+	wl := append(sc.z[:0], s.gather(p, sc)...)
+	sc.z = wl
+	vl := s.gather(v, sc)
 	z := make([]float64, K)
 	t := make([]float64, K)
 	sel := make([]rows, K)
