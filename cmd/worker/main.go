@@ -34,7 +34,7 @@ func main() {
 	parallel := fs.Int("parallel", runtime.NumCPU(), "goroutines evaluating shards")
 	quiet := fs.Bool("q", false, "quiet: only errors")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at this address; off by default")
-	memProfile := fs.String("memprofile", "", "write a heap profile (pprof) to this file when the worker stops")
+	memProfile := fs.String("memprofile", "", "write a heap profile (pprof) to this file on SIGUSR1 (between jobs a worker holds no shards)")
 	var auth transport.Auth
 	fs.StringVar(&auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")
 	fs.StringVar(&auth.NKeyFile, "nkey", os.Getenv("NATS_NKEY_FILE"), "NATS NKey seed file (or NATS_NKEY_FILE)")
@@ -80,19 +80,24 @@ func main() {
 		defer stop()
 		log.Info("metrics", zap.String("url", "http://"+addr+"/metrics"))
 	}
-	w := transport.NewWorker(nc, cfg)
-	err = w.Run(ctx)
 	if *memProfile != "" {
-		writeHeapProfile(*memProfile, log)
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		go func() {
+			for range usr1 {
+				writeHeapProfile(*memProfile, log)
+			}
+		}()
 	}
-	if err != nil {
+	w := transport.NewWorker(nc, cfg)
+	if err := w.Run(ctx); err != nil {
 		log.Error("worker stopped", zap.Error(err))
 		os.Exit(1)
 	}
 }
 
-// writeHeapProfile records what is live at the end of the job: the shards
-// and every feature-sized buffer the rounds keep.
+// writeHeapProfile records what is live: during a job, the shards and
+// every feature-sized buffer the rounds keep.
 func writeHeapProfile(path string, log *zap.Logger) {
 	f, err := os.Create(path)
 	if err == nil {
