@@ -103,10 +103,9 @@ func (m *newton) Init(x []float64, f float64, g []float64) {
 	s.M = clone(m.m0)
 	s.Step, s.R, s.D, s.HD, s.XT = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	s.Z = make([]float64, n)
-	// At 0 every row is active and the data's diagonal is the Hessian's
-	// (LIBLINEAR's too, but for class weights, which it counts and we
-	// do not, in this first iteration only). Elsewhere (a warm start) the
-	// first solve waits for the diagonal at x.
+	// At 0 the problem's Diag is the Hessian's diagonal (train computes
+	// it there, class weights included, as LIBLINEAR does). Elsewhere (a
+	// warm start) the first solve waits for the diagonal at x.
 	if m.hd && slices.ContainsFunc(x, func(v float64) bool { return v != 0 }) {
 		s.NeedDiag = true
 		return
