@@ -11,21 +11,32 @@
 // objective is within -gap (relative) of the best objective either side
 // reached. Both sides run as separate processes; the objectives are
 // computed here from the model files, so both are measured the same way.
+//
+// The memory target is per worker: with -worker (default: beside
+// -coordinator), the run that reached the target is repeated with
+// standalone worker processes (-parallel 1 each) against a NATS server in
+// a child process, and their peak resident memory per nonzero held is
+// reported against LIBLINEAR's.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/osgm-svm/osgm/pkg/transport"
 )
 
 type run struct {
@@ -65,52 +76,74 @@ func logField(log, msg, field string) float64 {
 	return math.NaN()
 }
 
+// setup is what every file's benchmark runs with.
+type setup struct {
+	c, gap                                          float64
+	workers                                         int
+	coordinator, worker, liblinear, svmeval, method string
+}
+
 func main() {
-	c := flag.Float64("c", 1, "cost C")
-	gap := flag.Float64("gap", 1e-6, "relative objective gap that counts as reached")
-	workers := flag.Int("workers", 2, "workers of our trainer (embedded NATS)")
-	coordinator := flag.String("coordinator", "coordinator", "our coordinator binary")
-	liblinear := flag.String("liblinear", "liblinear-train", "LIBLINEAR's train binary")
-	method := flag.String("method", "", "our method (default: the trainer's default)")
-	svmeval := flag.String("svmeval", "", "our svmeval binary (default: beside -coordinator)")
+	if len(os.Args) == 3 && os.Args[1] == serveFlag {
+		serveNATS(os.Args[2])
+		return
+	}
+	var t setup
+	flag.Float64Var(&t.c, "c", 1, "cost C")
+	flag.Float64Var(&t.gap, "gap", 1e-6, "relative objective gap that counts as reached")
+	flag.IntVar(&t.workers, "workers", 2, "workers of our trainer (embedded NATS)")
+	flag.StringVar(&t.coordinator, "coordinator", "coordinator", "our coordinator binary")
+	flag.StringVar(&t.worker, "worker", "", "our worker binary, for the per-worker memory (default: beside -coordinator; \"none\": skip)")
+	flag.StringVar(&t.liblinear, "liblinear", "liblinear-train", "LIBLINEAR's train binary")
+	flag.StringVar(&t.method, "method", "", "our method (default: the trainer's default)")
+	flag.StringVar(&t.svmeval, "svmeval", "", "our svmeval binary (default: beside -coordinator)")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: osgmbench [options] file...\n\nTimes our coordinator and liblinear-train on each file in one run and prints the ratios.\n\nOptions:\n")
 		flag.PrintDefaults()
 		fmt.Fprintf(os.Stderr, "\nExample: osgmbench -coordinator ./coordinator -method newton gen100k.svm\n")
 	}
 	flag.Parse()
-	if *svmeval == "" {
-		*svmeval = filepath.Join(filepath.Dir(*coordinator), "svmeval")
-		if !strings.Contains(*coordinator, "/") {
-			*svmeval = "svmeval"
+	beside := func(name string) string {
+		if !strings.Contains(t.coordinator, "/") {
+			return name
 		}
+		return filepath.Join(filepath.Dir(t.coordinator), name)
 	}
-	fmt.Printf("| file | nnz | load LIBLINEAR | load ours | ratio | first gradient ours | ratio | RSS B/nnz LIBLINEAR | ours | ratio | to %.0e: LIBLINEAR | ours | ratio |\n", *gap)
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	if t.svmeval == "" {
+		t.svmeval = beside("svmeval")
+	}
+	if t.worker == "" {
+		t.worker = beside("worker")
+	}
+	fmt.Printf("| file | nnz | load LIBLINEAR | load ours | ratio | first gradient ours | ratio | RSS B/nnz LIBLINEAR | ours | ratio | worker | ratio | to %.0e: LIBLINEAR | ours | ratio |\n", t.gap)
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, file := range flag.Args() {
-		if err := bench(file, *c, *gap, *workers, *coordinator, *liblinear, *svmeval, *method); err != nil {
+		if err := bench(file, t); err != nil {
 			fmt.Fprintln(os.Stderr, "osgmbench:", err)
 			os.Exit(1)
 		}
 	}
 }
 
-func bench(file string, c, gap float64, workers int, coordinator, liblinear, svmeval, method string) error {
+func bench(file string, t setup) error {
 	dir, err := os.MkdirTemp("", "osgmbench-*")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cs := strconv.FormatFloat(c, 'g', -1, 64)
-	ours := func(extra ...string) (run, error) {
-		args := append([]string{"-c", cs, "-workers", strconv.Itoa(workers)}, extra...)
-		if method != "" {
-			args = append(args, "-method", method)
+	cs := strconv.FormatFloat(t.c, 'g', -1, 64)
+	ourArgs := func(extra ...string) []string {
+		args := append([]string{"-c", cs}, extra...)
+		if t.method != "" {
+			args = append(args, "-method", t.method)
 		}
-		return execTimed(coordinator, append(args, file, filepath.Join(dir, "ours.model"))...)
+		return append(args, file, filepath.Join(dir, "ours.model"))
+	}
+	ours := func(extra ...string) (run, error) {
+		return execTimed(t.coordinator, ourArgs(append([]string{"-workers", strconv.Itoa(t.workers)}, extra...)...)...)
 	}
 	theirs := func(eps string) (run, error) {
-		return execTimed(liblinear, "-q", "-s", "2", "-c", cs, "-e", eps, file, filepath.Join(dir, "ll.model"))
+		return execTimed(t.liblinear, "-q", "-s", "2", "-c", cs, "-e", eps, file, filepath.Join(dir, "ll.model"))
 	}
 
 	llLoad, err := theirs("1000")
@@ -128,9 +161,9 @@ func bench(file string, c, gap float64, workers int, coordinator, liblinear, svm
 	// process's resident size, which Linux carries into the peak RSS it
 	// reports for every later child.
 	objective := func(model string) (float64, error) {
-		out, err := exec.Command(svmeval, "-c", cs, file, model).CombinedOutput()
+		out, err := exec.Command(t.svmeval, "-c", cs, file, model).CombinedOutput()
 		if err != nil {
-			return 0, fmt.Errorf("%s: %v\n%s", svmeval, err, out)
+			return 0, fmt.Errorf("%s: %v\n%s", t.svmeval, err, out)
 		}
 		total, n := 0.0, 0
 		for _, line := range strings.Split(string(out), "\n") {
@@ -142,7 +175,7 @@ func bench(file string, c, gap float64, workers int, coordinator, liblinear, svm
 			}
 		}
 		if n == 0 {
-			return 0, fmt.Errorf("%s printed no objective:\n%s", svmeval, out)
+			return 0, fmt.Errorf("%s printed no objective:\n%s", t.svmeval, out)
 		}
 		return total, nil
 	}
@@ -176,13 +209,13 @@ func bench(file string, c, gap float64, workers int, coordinator, liblinear, svm
 		}
 		ourRuns = append(ourRuns, point{eps, r.wall, f, r.maxRSS})
 		best = math.Min(best, f)
-		if (llRuns[len(llRuns)-1].f-best)/best <= gap/10 && (f-best)/best <= gap/10 {
+		if (llRuns[len(llRuns)-1].f-best)/best <= t.gap/10 && (f-best)/best <= t.gap/10 {
 			break // both are well past the target
 		}
 	}
 	first := func(runs []point) (point, bool) {
 		for _, p := range runs {
-			if (p.f-best)/best <= gap {
+			if (p.f-best)/best <= t.gap {
 				return p, true
 			}
 		}
@@ -210,10 +243,106 @@ func bench(file string, c, gap float64, workers int, coordinator, liblinear, svm
 	if okL && okO {
 		llRSS, ourRSS = ll.maxRSS, our.maxRSS
 	}
-	fmt.Printf("| %s | %.0f | %.2f s | %.2f s | %.2f | %.2f s | %.2f | %.1f | %.1f | %.2f | %s | %s | %s |\n",
+	worker, workerRatio := "-", "-"
+	if t.worker != "none" && okO {
+		peaks, err := workerPeaks(t, ourArgs("-e", our.eps, "-max-iter", "100000", "-min-workers", strconv.Itoa(t.workers)))
+		if err != nil {
+			return err
+		}
+		// Each worker holds about nnz/workers nonzeros; the largest peak
+		// per nonzero held is the figure.
+		perNNZ := float64(slices.Max(peaks)) / (nnz / float64(len(peaks)))
+		worker = fmt.Sprintf("%.1f", perNNZ)
+		workerRatio = fmt.Sprintf("%.2f", perNNZ/(float64(llRSS)/nnz))
+	}
+	fmt.Printf("| %s | %.0f | %.2f s | %.2f s | %.2f | %.2f s | %.2f | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s |\n",
 		filepath.Base(file), nnz, llLoad.wall.Seconds(), ourLoad.wall.Seconds(), ourLoad.wall.Seconds()/llLoad.wall.Seconds(),
 		firstGrad, firstGrad/llLoad.wall.Seconds(),
-		float64(llRSS)/nnz, float64(ourRSS)/nnz, float64(ourRSS)/float64(llRSS),
+		float64(llRSS)/nnz, float64(ourRSS)/nnz, float64(ourRSS)/float64(llRSS), worker, workerRatio,
 		tta(ll, okL), tta(our, okO), ratio)
 	return nil
+}
+
+// serveFlag makes osgmbench a NATS server (its own child): a server in
+// the benchmarking process would raise that process's resident size,
+// which Linux carries into the peak it reports for every later child.
+const serveFlag = "-serve-nats"
+
+// serveNATS runs an embedded server with JetStream in dir, prints its URL
+// on one line and serves until its input closes.
+func serveNATS(dir string) {
+	srv, err := transport.Embedded(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "osgmbench:", err)
+		os.Exit(1)
+	}
+	fmt.Println(srv.ClientURL())
+	io.Copy(io.Discard, os.Stdin)
+	srv.Shutdown()
+}
+
+// workerPeaks trains with args against t.workers standalone worker
+// processes and a NATS server of their own, and returns each worker's
+// peak resident memory in bytes.
+func workerPeaks(t setup, args []string) ([]int64, error) {
+	dir, err := os.MkdirTemp("", "osgmbench-nats-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	server := exec.Command(self, serveFlag, dir)
+	stdin, err := server.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := server.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	server.Stderr = os.Stderr
+	if err := server.Start(); err != nil {
+		return nil, err
+	}
+	defer func() { stdin.Close(); server.Wait() }()
+	url, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return nil, fmt.Errorf("the NATS server did not start: %v", err)
+	}
+	url = strings.TrimSpace(url)
+	var workers []*exec.Cmd
+	var logs []*bytes.Buffer
+	stop := func() []int64 {
+		var peaks []int64
+		for _, w := range workers {
+			w.Process.Signal(syscall.SIGTERM)
+			w.Wait()
+			if ru, ok := w.ProcessState.SysUsage().(*syscall.Rusage); ok {
+				peaks = append(peaks, ru.Maxrss<<10)
+			}
+		}
+		return peaks
+	}
+	for range t.workers {
+		w := exec.Command(t.worker, "-nats", url, "-parallel", "1", "-q")
+		var log bytes.Buffer
+		w.Stdout, w.Stderr = &log, &log
+		if err := w.Start(); err != nil {
+			stop()
+			return nil, err
+		}
+		workers, logs = append(workers, w), append(logs, &log)
+	}
+	if _, err := execTimed(t.coordinator, append([]string{"-nats", url}, args...)...); err != nil {
+		stop()
+		return nil, err
+	}
+	peaks := stop()
+	if len(peaks) != len(workers) {
+		return nil, fmt.Errorf("no resource usage for the workers:\n%s", logs[0])
+	}
+	return peaks, nil
 }
