@@ -71,11 +71,11 @@ type Objective struct {
 	cols [][]uint32
 	sum  Sum
 	// The last stamped point and its stamp (see Point.Stamp).
-	hvKs    []int
-	hvX     [][]float64
-	hvStamp uint64
-	red     *Reducer
-	normSq  float64
+	lastKs    []int
+	lastX     [][]float64
+	lastStamp uint64
+	red       *Reducer
+	normSq    float64
 }
 
 // NewObjective binds a backend to the problem's constants.
@@ -152,24 +152,25 @@ func (o *Objective) pointFor(ks []int, x [][]float64) *Point {
 	return p
 }
 
-// stamp gives the Hessian-vector point a stamp: the last one when ks and
-// x are the last pass's to the bit (Newton's CG steps share their point),
-// a fresh random one otherwise, so workers can keep which rows are active.
+// stamp gives the point of a Hessian-vector or EvalDiag pass a stamp: the
+// last one when ks and x are the last stamped pass's to the bit (Newton's
+// CG steps share their point, and its trial point's EvalDiag pass), a
+// fresh random one otherwise, so workers can keep which rows are active.
 func (o *Objective) stamp(ks []int, x [][]float64) {
-	same := o.hvStamp != 0 && slices.Equal(ks, o.hvKs) && len(x) == len(o.hvX)
+	same := o.lastStamp != 0 && slices.Equal(ks, o.lastKs) && len(x) == len(o.lastX)
 	for k := 0; same && k < len(x); k++ {
-		same = slices.Equal(x[k], o.hvX[k])
+		same = slices.Equal(x[k], o.lastX[k])
 	}
 	if same {
 		return
 	}
-	o.hvKs = append(o.hvKs[:0], ks...)
+	o.lastKs = append(o.lastKs[:0], ks...)
 	// The copies keep their memory from point to point.
-	o.hvX = slices.Grow(o.hvX[:0], len(x))[:len(x)]
+	o.lastX = slices.Grow(o.lastX[:0], len(x))[:len(x)]
 	for k, xk := range x {
-		o.hvX[k] = append(o.hvX[k][:0], xk...)
+		o.lastX[k] = append(o.lastX[k][:0], xk...)
 	}
-	o.hvStamp = rand.Uint64() | 1
+	o.lastStamp = rand.Uint64() | 1
 }
 
 // pass runs one reduction of op for problems ks (nil: all) into out (the
@@ -190,7 +191,7 @@ func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]
 	}
 	pt := o.pointFor(ks, x)
 	if op == OpHessVec || op == OpEvalDiag {
-		pt.Stamp = o.hvStamp
+		pt.Stamp = o.lastStamp
 	}
 	if err := o.Backend.Eval(op, pt, vp, func(p *Partial) error {
 		if p.Group {
@@ -272,7 +273,8 @@ func (o *Objective) HessVecSome(ks []int, x, v, hv [][]float64) error {
 //
 // The pass is stamped: it records which rows are active at x, so that
 // Newton's Hessian-vector passes at an accepted trial point do not
-// compute every margin again.
+// compute every margin again. One point is remembered: after a rejected
+// trial, the next pass at the iterate finds the activity afresh.
 func (o *Objective) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
 	o.stamp(ks, x)
 	loss, err := o.pass(OpEvalDiag, ks, x, nil, append(slices.Clip(g), d...))

@@ -387,22 +387,22 @@ func checkActivityCache(t *testing.T, obj *Objective, x [][]float64, rng *rand.R
 				t.Fatal(err)
 			}
 		}
-		before := obj.hvStamp
+		before := obj.lastStamp
 		if err := obj.HessVec(x, v, cached); err != nil {
 			t.Fatal(err)
 		}
-		if step == 0 && (before == 0 || obj.hvStamp != before) {
-			t.Fatalf("EvalDiag's stamp %x, the Hessian-vector pass's %x", before, obj.hvStamp)
+		if step == 0 && (before == 0 || obj.lastStamp != before) {
+			t.Fatalf("EvalDiag's stamp %x, the Hessian-vector pass's %x", before, obj.lastStamp)
 		}
-		if step > 0 && obj.hvStamp == 0 {
+		if step > 0 && obj.lastStamp == 0 {
 			t.Fatal("no stamp")
 		}
-		stamp := obj.hvStamp
-		obj.hvStamp = 0 // the next pass gets a new stamp: activity found afresh
+		stamp := obj.lastStamp
+		obj.lastStamp = 0 // the next pass gets a new stamp: activity found afresh
 		if err := obj.HessVec(x, v, fresh); err != nil {
 			t.Fatal(err)
 		}
-		if obj.hvStamp == stamp {
+		if obj.lastStamp == stamp {
 			t.Fatal("stamp reused after reset")
 		}
 		for k := range cached {
