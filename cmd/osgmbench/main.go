@@ -9,7 +9,11 @@
 // reached the target (of the load runs when one side did not), and time to
 // accuracy: the wall time of the first run, trying -e 1e-1, 1e-2, ..., whose
 // objective is within -gap (relative) of the best objective either side
-// reached. Both sides run as separate processes; the objectives are
+// reached. The tolerances go on until both sides are well within the gap
+// and a tenfold tighter tolerance no longer moved the best objective:
+// with Newton, which follows LIBLINEAR's path, both sides can stop at the
+// same loose point, and the best of two equal runs says nothing about
+// the optimum. Both sides run as separate processes; the objectives are
 // computed here from the model files, so both are measured the same way.
 //
 // The memory target is per worker: with -worker (default: beside
@@ -188,6 +192,7 @@ func bench(file string, t setup) error {
 	var llRuns, ourRuns []point
 	best := math.Inf(1)
 	for e := 1; e <= 9; e++ {
+		before := best
 		eps := fmt.Sprintf("1e-%d", e)
 		r, err := theirs(eps)
 		if err != nil {
@@ -209,8 +214,9 @@ func bench(file string, t setup) error {
 		}
 		ourRuns = append(ourRuns, point{eps, r.wall, f, r.maxRSS})
 		best = math.Min(best, f)
-		if (llRuns[len(llRuns)-1].f-best)/best <= t.gap/10 && (f-best)/best <= t.gap/10 {
-			break // both are well past the target
+		settled := (before-best)/best <= t.gap/10
+		if settled && (llRuns[len(llRuns)-1].f-best)/best <= t.gap/10 && (f-best)/best <= t.gap/10 {
+			break // both are well past the target, and it no longer moves
 		}
 	}
 	first := func(runs []point) (point, bool) {

@@ -15,9 +15,10 @@ import (
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
-// checkpointVersion changes when the checkpoint layout does (2: Newton
-// keeps its preconditioner, taken at the iterate).
-const checkpointVersion = 2
+// checkpointVersion changes when the checkpoint layout or meaning does
+// (2: Newton keeps its preconditioner, taken at the iterate; 3: Newton's
+// trust-region radius is LIBLINEAR's, on ||s||_M).
+const checkpointVersion = 3
 
 // Checkpoint is what a coordinator needs to continue a run after a crash,
 // on this host or another: the optimiser's complete state, and

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
 // sharedData is the read-only data directory beside the repository.
@@ -212,3 +213,66 @@ func TestWarmStart(t *testing.T) {
 	}
 	t.Logf("iterations: cold %d, warm %d (from a -e 1e-3 model)", cold.Opt.Iters[0], warm.Opt.Iters[0])
 }
+
+// TestNewtonFollowsTRON: Newton is LIBLINEAR's -s 2 solver over the same
+// objective, so it must take the same path: the same trials, each from
+// about the same number of CG steps (sums in another order move the CG
+// test's outcome by a step or two late in a solve), to the same objective
+// values as liblinear-train prints.
+// This is what caught a first trust region sized in the wrong norm: the
+// optimum was right, but reached in 9 iterations where TRON needs 6.
+func TestNewtonFollowsTRON(t *testing.T) {
+	dir := sharedData(t)
+	needLIBLINEAR(t)
+	for _, name := range []string{"a9a", "w8a", "svmguide1", "ijcnn1"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			src := filepath.Join(dir, name+".bz2")
+			plain := plainCopy(t, src)
+			out, err := exec.Command("liblinear-train", "-s", "2", "-c", "1", "-e", "1e-4", plain, filepath.Join(t.TempDir(), "m")).CombinedOutput()
+			if err != nil {
+				t.Fatalf("liblinear-train: %v\n%s", err, out)
+			}
+			type trial struct {
+				f  float64 // at the trial's start
+				cg int
+			}
+			var tron []trial
+			for _, line := range strings.Split(string(out), "\n") {
+				fs := strings.Fields(line)
+				if len(fs) != 14 || fs[0] != "iter" {
+					continue
+				}
+				f, err1 := strconv.ParseFloat(fs[9], 64)
+				cg, err2 := strconv.Atoi(fs[13])
+				if err1 != nil || err2 != nil {
+					t.Fatalf("cannot read LIBLINEAR's line %q", line)
+				}
+				tron = append(tron, trial{f, cg})
+			}
+			var recs []osgm.Record
+			res := trainFile(t, src, Config{C: 1, Eps: 1e-4, Bias: -1, MaxIter: 10000, Method: "newton",
+				Trace: func(r osgm.Record) { recs = append(recs, r) }})
+			if len(recs) != len(tron) || len(tron) == 0 {
+				t.Fatalf("%d trials, LIBLINEAR %d:\n%s", len(recs), len(tron), out)
+			}
+			prev := 1 // the pass at 0
+			for i, r := range recs {
+				cg := r.Evals - prev - 1 // less the trial's own evaluation
+				prev = r.Evals
+				if d := cg - tron[i].cg; abs(d) > max(1, tron[i].cg/10) {
+					t.Errorf("trial %d: %d CG steps, LIBLINEAR %d", i+1, cg, tron[i].cg)
+				}
+				if i+1 < len(tron) && r.Accepted {
+					// LIBLINEAR prints f with 4 digits: %5.3e.
+					if want := tron[i+1].f; math.Abs(r.F-want) > 5e-4*math.Abs(want) {
+						t.Errorf("after trial %d: F = %.6g, LIBLINEAR %.4g", i+1, r.F, want)
+					}
+				}
+			}
+			t.Logf("%d trials, %d passes", len(recs), res.Opt.Evals)
+		})
+	}
+}
+
+func abs(d int) int { return max(d, -d) }
