@@ -24,7 +24,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		return nil, nil, nil, err
 	}
 	if o.local {
-		shards, err := shard.LoadChecked(o.train, ranges, o.workers, id)
+		shards, err := shard.LoadChecked(o.train, ranges, shard.Options{Parallel: o.workers, Compact: o.compact}, id)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -83,7 +83,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	if o.natsURL == "" {
 		// In-process workers speak the same protocol over the embedded
 		// server: one code path for a laptop and a cluster.
-		stopWorkers, err := startWorkers(ctx, url, o.workers, inProcess)
+		stopWorkers, err := startWorkers(ctx, url, o.workers, o.compact, inProcess)
 		if err != nil {
 			closeAll()
 			return nil, nil, nil, err
@@ -116,7 +116,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	}, nil
 }
 
-func startWorkers(ctx context.Context, url string, n int, opts []nats.Option) (stop func(), err error) {
+func startWorkers(ctx context.Context, url string, n int, compact bool, opts []nats.Option) (stop func(), err error) {
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{}, n)
 	started := 0
@@ -137,7 +137,7 @@ func startWorkers(ctx context.Context, url string, n int, opts []nats.Option) (s
 		// early lends its cores), as the in-process backend's goroutines
 		// do. With one goroutine each, the slower worker set the pace:
 		// NATS rounds took 1.23x the in-process ones instead of 1.14x.
-		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: runtime.NumCPU()})
+		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: runtime.NumCPU(), Compact: compact})
 		started++
 		go func() {
 			w.Run(wctx)

@@ -33,6 +33,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-method", "simplex", "data"}, "unknown method"},
 		{[]string{"-local", "-nats", "nats://x:4222", "data"}, "drop -nats"},
 		{[]string{"-local", "-objstore", "data"}, "drop -local"},
+		{[]string{"-compact", "-nats", "nats://x:4222", "data"}, "give it to the workers"},
 		{[]string{"-shards", "-2", "data"}, "-shards must be"},
 		{[]string{"-v", "5", "-w1", "2", "-w-1", "0.5", "data"}, ""},
 		{[]string{"-C", "-c", "0.01", "data"}, ""},
@@ -64,8 +65,9 @@ func TestParseFlags(t *testing.T) {
 }
 
 // TestRunEmbedded trains through the default path (embedded NATS server,
-// in-process workers) and through -local; both must write the same model,
-// and it must classify the training data.
+// in-process workers) and through -local, each with and without -compact
+// (the values here, 22 distinct ones, become codes); all must write the
+// same model, and it must classify the training data.
 func TestRunEmbedded(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "train")
@@ -80,8 +82,9 @@ func TestRunEmbedded(t *testing.T) {
 	}
 	os.WriteFile(data, []byte(b.String()), 0o644)
 	models := map[string][]byte{}
-	for _, mode := range []string{"embedded", "local"} {
-		o, err := parse([]string{"-q", "-e", "1e-4", "-B", "1", "-workers", "2", "-local=" + strconv.FormatBool(mode == "local"),
+	for _, mode := range []string{"embedded", "local", "embedded-compact", "local-compact"} {
+		o, err := parse([]string{"-q", "-e", "1e-4", "-B", "1", "-workers", "2",
+			"-local=" + strconv.FormatBool(strings.HasPrefix(mode, "local")), "-compact=" + strconv.FormatBool(strings.HasSuffix(mode, "compact")),
 			data, filepath.Join(dir, mode+".model")})
 		if err != nil {
 			t.Fatal(err)
@@ -91,8 +94,10 @@ func TestRunEmbedded(t *testing.T) {
 		}
 		models[mode], _ = os.ReadFile(o.model)
 	}
-	if !bytes.Equal(models["embedded"], models["local"]) {
-		t.Fatal("embedded and local runs wrote different models")
+	for mode, m := range models {
+		if !bytes.Equal(m, models["local"]) {
+			t.Fatalf("%s and local runs wrote different models", mode)
+		}
 	}
 	m, err := libsvm.ReadModel(bytes.NewReader(models["local"]), "m")
 	if err != nil {

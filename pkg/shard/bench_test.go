@@ -68,7 +68,8 @@ func benchKernel(b *testing.B, pass func(*Shard, *Point, *Scratch, *Partial)) {
 }
 
 // BenchmarkLoad measures parsing and building shards from a plain file
-// with two goroutines, in MB/s.
+// with two goroutines, in MB/s, and the shards' size per nonzero (B/nnz:
+// matrix, labels and column maps, as Shard.Bytes counts them).
 func BenchmarkLoad(b *testing.B) {
 	files := benchFiles(b)
 	if files == nil {
@@ -76,10 +77,18 @@ func BenchmarkLoad(b *testing.B) {
 	}
 	for _, path := range files {
 		b.Run(filepath.Base(path), func(b *testing.B) {
+			var shards []*Shard
 			for i := 0; i < b.N; i++ {
-				_, size := loadBench(b, path)
+				var size int64
+				shards, size = loadBench(b, path)
 				b.SetBytes(size)
 			}
+			bytes, nnz := 0, 0
+			for _, s := range shards {
+				bytes += s.Bytes()
+				nnz += s.NNZ()
+			}
+			b.ReportMetric(float64(bytes)/float64(nnz), "B/nnz")
 		})
 	}
 }
@@ -90,7 +99,7 @@ func loadBench(b *testing.B, path string) ([]*Shard, int64) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	shards, err := Load(path, Layout(info.Size, 0), 2)
+	shards, err := Load(path, Layout(info.Size, 0), Options{Parallel: 2, Compact: os.Getenv("OSGM_BENCH_COMPACT") != ""})
 	if err != nil {
 		b.Fatal(err)
 	}

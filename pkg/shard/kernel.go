@@ -135,29 +135,40 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 
 // evalOne and evalMany pick the kernel for the shard's value storage, with
 // its column ids of either width.
+
+// valuesOf is the shard's values held in val.
+func valuesOf[V value](s *Shard, val []V) values[V] { return values[V]{val, s.Table, s.Scale} }
 func evalOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
-	switch s.Values {
-	case Ones:
+	switch {
+	case s.Values == Ones:
 		return evalOnes(s.RowPtr, idx, s.Class, r, wl, gl, bias, wb)
-	case Float32:
-		return evalBinary(s.RowPtr, idx, s.Val32, 1, s.Class, r, wl, gl, bias, wb)
-	case Decimal:
-		return evalBinary(s.RowPtr, idx, s.Mant, s.Scale, s.Class, r, wl, gl, bias, wb)
+	case s.Code8 != nil:
+		return evalBinary(s.RowPtr, idx, valuesOf(s, s.Code8), s.Class, r, wl, gl, bias, wb)
+	case s.Code16 != nil:
+		return evalBinary(s.RowPtr, idx, valuesOf(s, s.Code16), s.Class, r, wl, gl, bias, wb)
+	case s.Val32 != nil:
+		return evalBinary(s.RowPtr, idx, valuesOf(s, s.Val32), s.Class, r, wl, gl, bias, wb)
+	case s.Mant != nil:
+		return evalBinary(s.RowPtr, idx, valuesOf(s, s.Mant), s.Class, r, wl, gl, bias, wb)
 	default:
-		return evalBinary(s.RowPtr, idx, s.Val64, 1, s.Class, r, wl, gl, bias, wb)
+		return evalBinary(s.RowPtr, idx, valuesOf(s, s.Val64), s.Class, r, wl, gl, bias, wb)
 	}
 }
 
 func evalMany[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scratch, out *Partial) {
-	switch s.Values {
-	case Ones:
+	switch {
+	case s.Values == Ones:
 		evalMultiOnes(s, idx, p, wl, sc, out)
-	case Float32:
-		evalMulti(s, idx, s.Val32, 1, p, wl, sc, out)
-	case Decimal:
-		evalMulti(s, idx, s.Mant, s.Scale, p, wl, sc, out)
+	case s.Code8 != nil:
+		evalMulti(s, idx, valuesOf(s, s.Code8), p, wl, sc, out)
+	case s.Code16 != nil:
+		evalMulti(s, idx, valuesOf(s, s.Code16), p, wl, sc, out)
+	case s.Val32 != nil:
+		evalMulti(s, idx, valuesOf(s, s.Val32), p, wl, sc, out)
+	case s.Mant != nil:
+		evalMulti(s, idx, valuesOf(s, s.Mant), p, wl, sc, out)
 	default:
-		evalMulti(s, idx, s.Val64, 1, p, wl, sc, out)
+		evalMulti(s, idx, valuesOf(s, s.Val64), p, wl, sc, out)
 	}
 }
 
@@ -259,11 +270,11 @@ func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl 
 // decimal storage, else 1) is applied once to the row's sum and once to
 // its gradient coefficient, as a product with its inverse: on short rows
 // a division per row costs as much as the row's arithmetic.
-func evalBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []I, val []V, scale float64, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+func evalBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	hasBias := bias >= 0
-	inv := 1 / scale
+	inv := 1 / vs.scale
 	class = class[:len(rowPtr)-1]
-	m := newRowView(rowPtr, idx, val)
+	m := newRowView(rowPtr, idx, vs)
 	wp, gp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(gl))
 	a := uintptr(rowPtr[0])
 	for i := range class {
@@ -272,7 +283,7 @@ func evalBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []I, 
 			a = b
 			continue
 		}
-		// dot's sums in dot's order, so every kernel finds the same
+		// m.dot's sums in its order, so every kernel finds the same
 		// margins to the bit.
 		var s0, s1, s2, s3 float64
 		q := a
@@ -343,21 +354,21 @@ func margins(p *Point, class int32, z, coef, loss []float64) (active bool) {
 	return active
 }
 
-func evalMulti[V float32 | float64 | int32, I colID](s *Shard, idx []I, val []V, scale float64, p *Point, wl []float64, sc *Scratch, out *Partial) {
+func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl []float64, sc *Scratch, out *Partial) {
 	K := p.K()
+	scale := vs.scale
 	z, coef, gl := sc.z, sc.coef, out.Grad
 	r := s.rowsFor(p, 0)
+	m := newRowView(s.RowPtr, idx, vs)
 	for i := 0; i < s.Rows(); i++ {
 		if r.skip(i) {
 			continue
 		}
 		a, b := s.RowPtr[i], s.RowPtr[i+1]
 		row := idx[a:b]
-		v := val[a:b]
-		v = v[:len(row)]
 		clear(z)
 		for q, j := range row {
-			x := float64(v[q])
+			x := m.val(uintptr(a) + uintptr(q))
 			w := wl[int(j)*K : int(j)*K+K]
 			for k := range z {
 				z[k] += x * w[k]
@@ -375,7 +386,7 @@ func evalMulti[V float32 | float64 | int32, I colID](s *Shard, idx []I, val []V,
 			coef[k] /= scale
 		}
 		for q, j := range row {
-			x := float64(v[q])
+			x := m.val(uintptr(a) + uintptr(q))
 			g := gl[int(j)*K : int(j)*K+K]
 			for k := range coef {
 				g[k] += coef[k] * x
@@ -546,15 +557,19 @@ func (r *rows) markActive(i int) {
 func (r *rows) knownInactive(i int) bool { return r.act[i>>6]&(1<<(uint(i)&63)) == 0 }
 
 func hessVecOne[I colID](s *Shard, idx []I, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) float64 {
-	switch s.Values {
-	case Ones:
+	switch {
+	case s.Values == Ones:
 		return hessVecOnes(s.RowPtr, idx, s.Class, r, wl, vl, hl, bias, wb, vb)
-	case Float32:
-		return hessVecBinary(s.RowPtr, idx, s.Val32, 1, s.Class, r, wl, vl, hl, bias, wb, vb)
-	case Decimal:
-		return hessVecBinary(s.RowPtr, idx, s.Mant, s.Scale, s.Class, r, wl, vl, hl, bias, wb, vb)
+	case s.Code8 != nil:
+		return hessVecBinary(s.RowPtr, idx, valuesOf(s, s.Code8), s.Class, r, wl, vl, hl, bias, wb, vb)
+	case s.Code16 != nil:
+		return hessVecBinary(s.RowPtr, idx, valuesOf(s, s.Code16), s.Class, r, wl, vl, hl, bias, wb, vb)
+	case s.Val32 != nil:
+		return hessVecBinary(s.RowPtr, idx, valuesOf(s, s.Val32), s.Class, r, wl, vl, hl, bias, wb, vb)
+	case s.Mant != nil:
+		return hessVecBinary(s.RowPtr, idx, valuesOf(s, s.Mant), s.Class, r, wl, vl, hl, bias, wb, vb)
 	default:
-		return hessVecBinary(s.RowPtr, idx, s.Val64, 1, s.Class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecBinary(s.RowPtr, idx, valuesOf(s, s.Val64), s.Class, r, wl, vl, hl, bias, wb, vb)
 	}
 }
 
@@ -618,12 +633,12 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 	return hb
 }
 
-func hessVecBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []I, val []V, scale float64, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+func hessVecBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
 	zb, tb := biasTerms(bias, wb, vb)
-	inv := 1 / scale
+	inv := 1 / vs.scale
 	class = class[:len(rowPtr)-1]
-	m := newRowView(rowPtr, idx, val)
-	vp, hp := unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
+	m := newRowView(rowPtr, idx, vs)
+	wp, vp, hp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
 	a := uintptr(rowPtr[0])
 	for i := range class {
 		b := uintptr(rowPtr[i+1])
@@ -637,11 +652,11 @@ func hessVecBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []
 				a = b
 				continue
 			}
-		} else if !r.isActive(i, signs[sd], dot(wl, idx[a:b], val[a:b])*inv+zb) {
+		} else if !r.isActive(i, signs[sd], m.dot(wp, a, b)*inv+zb) {
 			a = b
 			continue
 		}
-		// a·v inline, in dot's order (see evalBinary).
+		// a·v inline, in m.dot's order (see evalBinary).
 		var s0, s1, s2, s3 float64
 		q := a
 		for ; q+4 <= b; q += 4 {
@@ -747,15 +762,19 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 // evalDiagOne returns the loss, the bias gradient and the bias diagonal;
 // gl holds column j's gradient at 2j and its diagonal at 2j+1.
 func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64) [3]float64 {
-	switch s.Values {
-	case Ones:
+	switch {
+	case s.Values == Ones:
 		return evalDiagOnes(s.RowPtr, idx, s.Class, r, wl, gl, bias, wb)
-	case Float32:
-		return evalDiagBinary(s.RowPtr, idx, s.Val32, 1, s.Class, r, wl, gl, bias, wb)
-	case Decimal:
-		return evalDiagBinary(s.RowPtr, idx, s.Mant, s.Scale, s.Class, r, wl, gl, bias, wb)
+	case s.Code8 != nil:
+		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Code8), s.Class, r, wl, gl, bias, wb)
+	case s.Code16 != nil:
+		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Code16), s.Class, r, wl, gl, bias, wb)
+	case s.Val32 != nil:
+		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Val32), s.Class, r, wl, gl, bias, wb)
+	case s.Mant != nil:
+		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Mant), s.Class, r, wl, gl, bias, wb)
 	default:
-		return evalDiagBinary(s.RowPtr, idx, s.Val64, 1, s.Class, r, wl, gl, bias, wb)
+		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Val64), s.Class, r, wl, gl, bias, wb)
 	}
 }
 
@@ -794,16 +813,17 @@ func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl,
 	return sums
 }
 
-func evalDiagBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []I, val []V, scale float64, class []int32, r *rows, wl, gl []float64, bias, wb float64) (sums [3]float64) {
-	inv := 1 / scale
+func evalDiagBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, gl []float64, bias, wb float64) (sums [3]float64) {
+	inv := 1 / vs.scale
 	class = class[:len(rowPtr)-1]
+	m := newRowView(rowPtr, idx, vs)
+	wp := unsafe.Pointer(unsafe.SliceData(wl))
 	for i := range class {
 		if r.skip(i) {
 			continue
 		}
-		a, b := rowPtr[i], rowPtr[i+1]
-		row, v := idx[a:b], val[a:b]
-		z := dot(wl, row, v) * inv
+		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
+		z := m.dot(wp, a, b) * inv
 		if bias >= 0 {
 			z += bias * wb
 		}
@@ -815,10 +835,9 @@ func evalDiagBinary[V float32 | float64 | int32, I colID](rowPtr []uint32, idx [
 			sums[0] += w * d * d
 			c := -2 * w * y * d
 			ci, wi := c*inv, w*inv*inv
-			v = v[:len(row)]
-			for q, j := range row {
-				x := float64(v[q])
-				g := gl[2*int(j) : 2*int(j)+2 : 2*int(j)+2]
+			for q := a; q < b; q++ {
+				x, j := m.val(q), int(m.col(q))
+				g := gl[2*j : 2*j+2 : 2*j+2]
 				g[0] += ci * x
 				g[1] += wi * x * x
 			}

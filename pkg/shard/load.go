@@ -78,10 +78,16 @@ func Stat(path string) (Info, error) {
 	return info, nil
 }
 
+// Options say how Load builds shards.
+type Options struct {
+	Parallel int  // goroutines reading ranges of a plain file
+	Compact  bool // values as codes where that takes less memory (see Compact)
+}
+
 // Load reads the given ranges of a file into shards, in the order of ranges.
 // Plain files are read range by range in parallel by seeking; compressed
 // files are streamed once and lines go to the shard whose range holds them.
-func Load(path string, ranges []Range, parallel int) ([]*Shard, error) {
+func Load(path string, ranges []Range, opt Options) ([]*Shard, error) {
 	defer pauseGC()()
 	f, err := libsvm.Open(path)
 	if err != nil {
@@ -90,18 +96,18 @@ func Load(path string, ranges []Range, parallel int) ([]*Shard, error) {
 	comp := f.Compression
 	if comp != libsvm.Plain {
 		defer f.Close()
-		return loadStream(f, path, ranges)
+		return loadStream(f, path, ranges, opt.Compact)
 	}
 	f.Close()
 	out := make([]*Shard, len(ranges))
 	errs := make([]error, len(ranges))
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for w := 0; w < max(parallel, 1); w++ {
+	for w := 0; w < max(opt.Parallel, 1); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ld := newLoader()
+			ld := newLoader(opt.Compact)
 			for i := range next {
 				out[i], errs[i] = ld.plainRange(path, ranges[i])
 			}
@@ -127,8 +133,10 @@ type loader struct {
 	row libsvm.Row
 }
 
-func newLoader() *loader {
-	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0)}
+func newLoader(compact bool) *loader {
+	b := newBuilder(0)
+	b.compact = compact
+	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: b}
 }
 
 // plainRange seeks to the range and reads the lines that start in it.
@@ -206,11 +214,12 @@ func lineAt(path string, offset int64) int {
 
 // loadStream reads a decompressed stream once, keeping the lines that fall
 // in the wanted ranges (which must be in increasing order).
-func loadStream(r io.Reader, path string, ranges []Range) ([]*Shard, error) {
+func loadStream(r io.Reader, path string, ranges []Range, compact bool) ([]*Shard, error) {
 	out := make([]*Shard, len(ranges))
 	rd := libsvm.NewReader(r, path)
 	var row libsvm.Row
 	b := newBuilder(0)
+	b.compact = compact
 	for i, rg := range ranges {
 		b.reset(rg.ID)
 		for {
@@ -320,7 +329,7 @@ var ErrChanged = errors.New("the file changed while the job was reading it")
 
 // LoadChecked is Load for a file that must be the version want, before
 // and after reading.
-func LoadChecked(path string, ranges []Range, parallel int, want FileID) ([]*Shard, error) {
+func LoadChecked(path string, ranges []Range, opt Options, want FileID) ([]*Shard, error) {
 	check := func() error {
 		got, err := Identify(path)
 		if err != nil {
@@ -334,7 +343,7 @@ func LoadChecked(path string, ranges []Range, parallel int, want FileID) ([]*Sha
 	if err := check(); err != nil {
 		return nil, err
 	}
-	shards, err := Load(path, ranges, parallel)
+	shards, err := Load(path, ranges, opt)
 	if err != nil {
 		return nil, err
 	}

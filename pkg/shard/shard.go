@@ -49,8 +49,18 @@ type Shard struct {
 	// Scale a power of ten. LIBSVM files write values as short decimals
 	// (0.102121), which float32 cannot hold and float64 holds at twice the
 	// size; the kernels apply Scale once per row, not per value.
-	Mant   []int32
-	Scale  float64
+	Mant []int32
+	// Code8 or Code16, when set (Compact), stand for the values above:
+	// value q is Table[Code[q]] (over Scale for decimals), the table
+	// holding the shard's distinct numbers in the storage's terms (the
+	// mantissas, for decimals), so codes change no result's bits. Files
+	// write few distinct values (gen100k's first 20 MB: 28,333; news20.t:
+	// 84): a code takes one or two bytes where the value takes four or
+	// eight.
+	Code8  []uint8
+	Code16 []uint16
+	Table  []float64
+	Scale  float64 // 10^E for decimals, else 1
 	Values Values
 	Cols   []uint32 // local -> global feature index (0-based), increasing
 
@@ -105,6 +115,7 @@ var narrowColumns = 1 << 16
 // Bytes is the memory held by the matrix, labels and column map.
 func (s *Shard) Bytes() int {
 	return 4*len(s.RowPtr) + 4*len(s.Idx) + 2*len(s.Idx16) + 4*len(s.Val32) + 8*len(s.Val64) + 4*len(s.Mant) +
+		len(s.Code8) + 2*len(s.Code16) + 8*len(s.Table) +
 		4*len(s.Cols) + 4*len(s.LabelOf) + 4*len(s.Class) + 2*len(s.Fold)
 }
 
@@ -127,6 +138,8 @@ type builder struct {
 	// (libsvm.NotDecimal when some value is not a short decimal).
 	decimals int
 	cols     colSet // scratch for remap
+	compact  bool   // values as codes where smaller (Options.Compact)
+	coder    coder  // scratch for the codes
 
 	// Found while adding, when the values are in cache.
 	normSq, maxNormSq float64
@@ -227,46 +240,194 @@ func (b *builder) build() *Shard {
 	}
 
 	s.NormSq, s.MaxNormSq = b.normSq, b.maxNormSq
+	b.setValues(s)
+	return s
+}
+
+// setValues stores the values in the narrowest exact form: nothing for
+// ones; else, when the builder compacts, codes where they are smaller
+// (encoded straight from the parsed values: a plain copy first would be
+// garbage while the collector is off for the load); else float32s,
+// decimal mantissas or float64s.
+func (b *builder) setValues(s *Shard) {
+	s.Scale = 1
 	switch {
 	case b.ones:
 		s.Values = Ones
+		return
 	case b.f32:
 		s.Values = Float32
+	default:
+		s.Values = Float64
+		if scale, ok := decimalScale(b.val, b.decimals); ok {
+			s.Values, s.Scale = Decimal, scale
+		}
+	}
+	mantissa := func(q int) float64 { return float64(int32(math.Round(b.val[q] * s.Scale))) }
+	if b.compact {
+		num := func(q int) float64 { return b.val[q] }
+		if s.Values == Decimal {
+			num = mantissa
+		}
+		if b.coder.encode(s, len(b.val), num) {
+			return
+		}
+	}
+	switch s.Values {
+	case Float32:
 		s.Val32 = make([]float32, len(b.val))
 		for q, v := range b.val {
 			s.Val32[q] = float32(v)
 		}
-	default:
-		if mant, scale, ok := decimalForm(b.val, b.decimals); ok {
-			s.Values, s.Mant, s.Scale = Decimal, mant, scale
-			break
+	case Decimal:
+		s.Mant = make([]int32, len(b.val))
+		for q := range b.val {
+			s.Mant[q] = int32(mantissa(q))
 		}
-		s.Values = Float64
+	default:
 		s.Val64 = slices.Clone(b.val)
 	}
-	return s
 }
 
-// decimalForm writes every value as m/10^E with m an int32, E the most
-// decimals any value was written with, when each is exactly that
-// (checked, not assumed).
-func decimalForm(val []float64, decimals int) ([]int32, float64, bool) {
+// Codes are used when a shard has at most maxCodes distinct numbers and
+// codes plus table take less room than the numbers; tests lower the
+// limits to reach every storage on small data.
+var (
+	maxCode8 = 1 << 8
+	maxCodes = 1 << 16
+)
+
+// Compact stores each shard's values as codes into a table of its
+// distinct numbers where that takes less memory (see Shard.Code8): 2
+// bytes or 1 per value instead of 4 or 8. Results keep their bits; passes
+// over coded values are 5-20% slower (a table lookup per value;
+// BENCHMARKS.md), so this is for data that would not fit otherwise.
+// Options.Compact does the same as shards are built, without the plain
+// copy.
+func Compact(shards []*Shard) {
+	var c coder
+	for _, s := range shards {
+		if s.Code8 == nil && s.Code16 == nil && s.Values != Ones && c.encode(s, s.NNZ(), s.number) {
+			s.Val32, s.Mant, s.Val64 = nil, nil, nil
+		}
+	}
+}
+
+// number is value q in the storage's terms: the mantissa for decimals,
+// else the value.
+func (s *Shard) number(q int) float64 {
+	switch {
+	case s.Code8 != nil:
+		return s.Table[s.Code8[q]]
+	case s.Code16 != nil:
+		return s.Table[s.Code16[q]]
+	case s.Val32 != nil:
+		return float64(s.Val32[q])
+	case s.Mant != nil:
+		return float64(s.Mant[q])
+	case s.Val64 != nil:
+		return s.Val64[q]
+	}
+	return 1
+}
+
+// coder numbers distinct float64s (by their bits) in order of first
+// appearance, up to a limit: an open-addressing hash table, since a map
+// costs several times more per value on a path that sees every nonzero.
+type coder struct {
+	keys  []uint64
+	slots []uint32 // code+1, 0 for an empty slot
+	table []float64
+	limit int
+	codes []uint16
+}
+
+// encode gives s codes for its n values, num(q) being value q in the
+// storage's terms, when codes and table take less room than the numbers
+// (s.Values says how wide they are); it reports whether it did.
+func (c *coder) encode(s *Shard, n int, num func(q int) float64) bool {
+	width := 4
+	if s.Values == Float64 {
+		width = 8
+	}
+	// Codes of 2 bytes and a table of 8 per number pay below this many.
+	limit := min(maxCodes, (width-2)*n/8)
+	if limit <= 0 {
+		return false
+	}
+	c.reset(limit)
+	c.codes = slices.Grow(c.codes[:0], n)[:n]
+	for q := range c.codes {
+		code, ok := c.code(num(q))
+		if !ok {
+			return false
+		}
+		c.codes[q] = code
+	}
+	s.Table = slices.Clone(c.table)
+	if len(s.Table) <= maxCode8 {
+		s.Code8 = make([]uint8, n)
+		for q, code := range c.codes {
+			s.Code8[q] = uint8(code)
+		}
+	} else {
+		s.Code16 = slices.Clone(c.codes)
+	}
+	return true
+}
+
+func (c *coder) reset(limit int) {
+	size := 16
+	for size < 2*limit {
+		size *= 2
+	}
+	if cap(c.keys) < size {
+		c.keys, c.slots = make([]uint64, size), make([]uint32, size)
+	}
+	c.keys, c.slots = c.keys[:size], c.slots[:size]
+	clear(c.slots)
+	c.table, c.limit = c.table[:0], limit
+}
+
+// code is v's code; false when v would be one number more than the limit.
+func (c *coder) code(v float64) (uint16, bool) {
+	key := math.Float64bits(v)
+	mask := uint64(len(c.slots) - 1)
+	for h := (key * 0x9E3779B97F4A7C15) >> 32 & mask; ; h = (h + 1) & mask {
+		switch c.slots[h] {
+		case 0:
+			if len(c.table) == c.limit {
+				return 0, false
+			}
+			c.table = append(c.table, v)
+			c.keys[h], c.slots[h] = key, uint32(len(c.table))
+			return uint16(len(c.table) - 1), true
+		default:
+			if c.keys[h] == key {
+				return uint16(c.slots[h] - 1), true
+			}
+		}
+	}
+}
+
+// decimalScale is 10^E, E the most decimals any value was written with,
+// when every value is exactly m/10^E with m an int32 (checked, not
+// assumed).
+func decimalScale(val []float64, decimals int) (float64, bool) {
 	if decimals < 0 {
 		decimals = 0
 	}
 	if decimals >= len(pow10) {
-		return nil, 0, false
+		return 0, false
 	}
 	scale := pow10[decimals]
-	mant := make([]int32, len(val))
-	for q, v := range val {
+	for _, v := range val {
 		m := math.Round(v * scale)
 		if math.Abs(m) >= 1<<31 || float64(int32(m))/scale != v {
-			return nil, 0, false
+			return 0, false
 		}
-		mant[q] = int32(m)
 	}
-	return mant, scale, true
+	return scale, true
 }
 
 // SetClasses maps each row's label to its class: the position of the label
@@ -302,15 +463,10 @@ func (s *Shard) SetFolds(fold []uint16) error {
 
 // rowValue returns value q of the matrix whatever its storage.
 func (s *Shard) rowValue(q int) float64 {
-	switch s.Values {
-	case Float32:
-		return float64(s.Val32[q])
-	case Decimal:
-		return float64(s.Mant[q]) / s.Scale
-	case Float64:
-		return s.Val64[q]
+	if s.Values == Decimal {
+		return s.number(q) / s.Scale
 	}
-	return 1
+	return s.number(q)
 }
 
 // Summary is what the coordinator needs to know about the data set.

@@ -23,7 +23,9 @@ type dataset struct {
 	n      int
 }
 
-// values: "ones", "f32" (exactly float32) or "f64".
+// values: "ones", "f32" (exactly float32), "dec" (short decimals) or
+// "f64"; with "-few" appended, the numbers come from a palette of six, so
+// shards store them as codes.
 func randomData(rng *rand.Rand, m, n, classes int, values string) dataset {
 	var b strings.Builder
 	d := dataset{n: n}
@@ -35,23 +37,28 @@ func randomData(rng *rand.Rand, m, n, classes int, values string) dataset {
 		d.labels = append(d.labels, lab)
 		row := make([]float64, n)
 		b.WriteString(strconv.FormatFloat(lab, 'g', -1, 64))
+		kind, few := strings.CutSuffix(values, "-few")
 		for j := 0; j < n; j++ {
 			if rng.Float64() > 0.3 {
 				continue
 			}
 			var v float64
-			switch values {
+			pick := rng.NormFloat64()
+			if few {
+				pick = palette[rng.IntN(len(palette))]
+			}
+			switch kind {
 			case "ones":
 				v = 1
 			case "f32":
-				v = float64(float32(rng.NormFloat64()))
+				v = float64(float32(pick))
 			case "dec": // short decimals, as LIBSVM files have them
-				v = math.Round(rng.NormFloat64()*1e6) / 1e6
+				v = math.Round(pick*1e6) / 1e6
 			default:
-				v = rng.NormFloat64()
+				v = pick
 			}
 			row[j] = v
-			if values == "dec" {
+			if kind == "dec" {
 				fmt.Fprintf(&b, " %d:%s", j+1, strconv.FormatFloat(v, 'f', -1, 64))
 			} else {
 				fmt.Fprintf(&b, " %d:%s", j+1, strconv.FormatFloat(v, 'g', -1, 64))
@@ -67,6 +74,35 @@ func randomData(rng *rand.Rand, m, n, classes int, values string) dataset {
 	return d
 }
 
+var palette = []float64{0.6931471805599453, -1.4142135623730951, 0.1, 2.718281828459045, -0.3333333333333333, 0}
+
+// storages are the data kinds of randomData, with and without Compact,
+// that reach every value storage, and the storage each gives: coded
+// (8-bit codes) or not. Compact leaves values with many distinct numbers
+// alone.
+type storage struct {
+	data    string
+	compact bool
+	values  Values
+	coded   bool
+}
+
+var storages = []storage{
+	{"ones", false, Ones, false},
+	{"f32", false, Float32, false}, {"dec", false, Decimal, false}, {"f64", false, Float64, false},
+	{"f32", true, Float32, false}, {"dec", true, Decimal, false}, {"f64", true, Float64, false},
+	{"f32-few", false, Float32, false}, {"dec-few", false, Decimal, false},
+	{"f32-few", true, Float32, true}, {"dec-few", true, Decimal, true}, {"f64-few", true, Float64, true},
+}
+
+// name says which storage st is, for test names.
+func (st storage) name() string {
+	if st.compact {
+		return st.data + "+compact"
+	}
+	return st.data
+}
+
 func writeFile(t testing.TB, text string) string {
 	path := filepath.Join(t.TempDir(), "data")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -77,11 +113,17 @@ func writeFile(t testing.TB, text string) string {
 
 // objectiveFor loads path into nShards shards and binds the objective.
 func objectiveFor(t testing.TB, path string, nShards, parallel int, lambda, bias float64) *Objective {
+	return objectiveOf(t, path, nShards, parallel, lambda, bias, false)
+}
+
+// objectiveOf is objectiveFor, with the shards compacted (Compact) when
+// compact is set.
+func objectiveOf(t testing.TB, path string, nShards, parallel int, lambda, bias float64, compact bool) *Objective {
 	info, err := Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := Load(path, Layout(info.Size, nShards), parallel)
+	shards, err := Load(path, Layout(info.Size, nShards), Options{Parallel: parallel, Compact: compact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,19 +205,18 @@ func (d dataset) reference(order []float64, x [][]float64, features int, lambda,
 }
 
 func TestKernelMatchesDenseReference(t *testing.T) {
-	for _, values := range []string{"ones", "f32", "dec", "f64"} {
+	for _, st := range storages {
 		for _, classes := range []int{2, 4} {
 			for _, bias := range []float64{-1, 1.5} {
 				for _, cv := range []bool{false, true} {
-					name := fmt.Sprintf("%s/classes=%d/bias=%v/weighted-cv=%v", values, classes, bias, cv)
+					name := fmt.Sprintf("%s/classes=%d/bias=%v/weighted-cv=%v", st.name(), classes, bias, cv)
 					t.Run(name, func(t *testing.T) {
 						rng := rand.New(rand.NewPCG(1, uint64(classes)))
-						d := randomData(rng, 300, 12, classes, values)
-						obj := objectiveFor(t, writeFile(t, d.text), 5, 3, 0.01, bias)
-						want := map[string]Values{"ones": Ones, "f32": Float32, "dec": Decimal, "f64": Float64}[values]
+						d := randomData(rng, 300, 12, classes, st.data)
+						obj := objectiveOf(t, writeFile(t, d.text), 5, 3, 0.01, bias, st.compact)
 						for _, s := range obj.Backend.(*Local).Shards {
-							if s.Rows() > 0 && s.Values != want {
-								t.Fatalf("shard %d stores %v, want %v", s.ID, s.Values, want)
+							if s.Rows() > 0 && (s.Values != st.values || (s.Code8 != nil) != st.coded) {
+								t.Fatalf("shard %d stores %v (8-bit codes: %v), want %v (%v)", s.ID, s.Values, s.Code8 != nil, st.values, st.coded)
 							}
 						}
 						order, K := problems(obj)
@@ -238,63 +279,97 @@ func TestKernelMatchesDenseReference(t *testing.T) {
 	}
 }
 
-// TestColumnWidthsGiveTheSameBits: shards with 16-bit and 32-bit column
-// ids evaluate value, gradient and H·v to the same bits (only the width of
-// an index differs), for every value storage and one or several problems.
-func TestColumnWidthsGiveTheSameBits(t *testing.T) {
-	for _, values := range []string{"ones", "f32", "dec", "f64"} {
+// TestStoragesGiveTheSameBits: the storage a shard picks changes no bit of
+// value, gradient, H·v or the diagonal, for one problem or several:
+// 16-bit against 32-bit column ids, and 8-bit codes against 16-bit codes
+// against the plain numbers.
+func TestStoragesGiveTheSameBits(t *testing.T) {
+	variants := []struct {
+		name string
+		knob *int
+		ok   func(*Shard) bool // the variant holds: the storage is the one meant
+	}{
+		{"default", nil, func(*Shard) bool { return true }},
+		{"32-bit ids", &narrowColumns, func(s *Shard) bool { return s.Idx != nil && s.Idx16 == nil }},
+		{"16-bit codes", &maxCode8, func(s *Shard) bool { return s.Values == Ones || s.Code16 != nil || s.Code8 == nil }},
+		{"no codes", &maxCodes, func(s *Shard) bool { return s.Code8 == nil && s.Code16 == nil }},
+	}
+	for _, st := range storages {
+		if !st.compact && st.values != Ones {
+			continue // the same as the compact entry's "no codes"
+		}
 		for _, classes := range []int{2, 3} {
 			rng := rand.New(rand.NewPCG(3, uint64(classes)))
-			d := randomData(rng, 400, 20, classes, values)
+			d := randomData(rng, 400, 20, classes, st.data)
 			path := writeFile(t, d.text)
-			narrow := objectiveFor(t, path, 4, 2, 0.01, 1)
-			old := narrowColumns
-			narrowColumns = 0
-			wide := objectiveFor(t, path, 4, 2, 0.01, 1)
-			narrowColumns = old
-			for i, s := range narrow.Backend.(*Local).Shards {
-				w := wide.Backend.(*Local).Shards[i]
-				if s.Idx16 == nil || s.Idx != nil || w.Idx16 != nil || w.Idx == nil {
-					t.Fatalf("shard %d: 16-bit ids %v/%v, 32-bit %v/%v", i, s.Idx16 != nil, w.Idx16 != nil, s.Idx != nil, w.Idx != nil)
-				}
-			}
 			K := classes
 			if K == 2 {
 				K = 1
 			}
 			x, v := make([][]float64, K), make([][]float64, K)
 			for k := range x {
-				x[k], v[k] = make([]float64, narrow.Dim()), make([]float64, narrow.Dim())
+				x[k], v[k] = make([]float64, 21), make([]float64, 21)
 				for j := range x[k] {
 					x[k][j], v[k][j] = rng.NormFloat64()*0.3, rng.NormFloat64()
 				}
 			}
-			results := func(o *Objective) []float64 {
-				f := make([]float64, K)
-				g, hv := make([][]float64, K), make([][]float64, K)
-				for k := range g {
-					g[k], hv[k] = make([]float64, o.Dim()), make([]float64, o.Dim())
+			var want []float64
+			for _, vr := range variants {
+				o := func() *Objective {
+					if vr.knob != nil {
+						old := *vr.knob
+						*vr.knob = 0
+						defer func() { *vr.knob = old }()
+					}
+					return objectiveOf(t, path, 4, 2, 0.01, 1, true)
+				}()
+				for _, s := range o.Backend.(*Local).Shards {
+					if !vr.ok(s) {
+						t.Fatalf("%s, %s: shard %d does not hold the storage meant", st.name(), vr.name, s.ID)
+					}
 				}
-				if err := o.Eval(x, f, g); err != nil {
-					t.Fatal(err)
+				got := storageResults(t, o, x, v)
+				if want == nil {
+					want = got
+					continue
 				}
-				if err := o.HessVec(x, v, hv); err != nil {
-					t.Fatal(err)
-				}
-				out := append([]float64(nil), f...)
-				for k := range g {
-					out = append(append(out, g[k]...), hv[k]...)
-				}
-				return out
-			}
-			a, b := results(narrow), results(wide)
-			for i := range a {
-				if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
-					t.Fatalf("%s, %d classes: result %d is %v with 16-bit ids, %v with 32-bit", values, classes, i, a[i], b[i])
+				for i := range want {
+					if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+						t.Fatalf("%s, %d classes: result %d is %v with %s, %v by default", st.data, classes, i, got[i], vr.name, want[i])
+					}
 				}
 			}
 		}
 	}
+}
+
+// storageResults lists f, the gradient and H·v at x (H along v), and for
+// one problem the value, gradient and diagonal of an EvalDiag pass.
+func storageResults(t *testing.T, o *Objective, x, v [][]float64) []float64 {
+	K := len(x)
+	f := make([]float64, K)
+	g, hv := make([][]float64, K), make([][]float64, K)
+	for k := range g {
+		g[k], hv[k] = make([]float64, o.Dim()), make([]float64, o.Dim())
+	}
+	if err := o.Eval(x, f, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.HessVec(x, v, hv); err != nil {
+		t.Fatal(err)
+	}
+	out := slices.Clone(f)
+	for k := range g {
+		out = append(append(out, g[k]...), hv[k]...)
+	}
+	if K == 1 {
+		diag := [][]float64{make([]float64, o.Dim())}
+		if err := o.EvalDiagSome(nil, x, f, g, diag); err != nil {
+			t.Fatal(err)
+		}
+		out = append(append(append(out, f...), g[0]...), diag[0]...)
+	}
+	return out
 }
 
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math.Abs(b)) }
@@ -563,7 +638,7 @@ func TestRangesCoverEveryLineOnce(t *testing.T) {
 	text := "1 1:1\n-1 2:1\n\n1 3:1 4:2 # long comment here\n-1\n1 5:1\n-1 6:1" // no final newline
 	path := writeFile(t, text)
 	for n := 1; n <= len(text)+3; n++ {
-		shards, err := Load(path, Layout(int64(len(text)), n), 2)
+		shards, err := Load(path, Layout(int64(len(text)), n), Options{Parallel: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -606,12 +681,12 @@ func TestReusedLoaderMatchesFresh(t *testing.T) {
 		ranges = append(ranges, Range{ID: i, Start: int64(start), End: int64(end)})
 		start = end
 	}
-	reused, err := Load(path, ranges, 1)
+	reused, err := Load(path, ranges, Options{Parallel: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range ranges {
-		fresh, err := Load(path, []Range{r}, 1)
+		fresh, err := Load(path, []Range{r}, Options{Parallel: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -628,7 +703,7 @@ func TestReusedLoaderMatchesFresh(t *testing.T) {
 func TestLoadErrorNamesLine(t *testing.T) {
 	text := strings.Repeat("1 1:1 2:0.5\n", 5000) + "-1 3:oops\n" + strings.Repeat("1 1:1\n", 100)
 	path := writeFile(t, text)
-	_, err := Load(path, Layout(int64(len(text)), 8), 2)
+	_, err := Load(path, Layout(int64(len(text)), 8), Options{Parallel: 2})
 	want := path + `:5001: index 3: "oops" is not a number`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
@@ -656,11 +731,11 @@ func TestLoadCheckedNoticesAChangedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadChecked(path, Layout(12, 1), 1, id); err != nil {
+	if _, err := LoadChecked(path, Layout(12, 1), Options{Parallel: 1}, id); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(path, []byte("1 1:1\n-1 2:1\n1 3:1\n"), 0o644)
-	_, err = LoadChecked(path, Layout(12, 1), 1, id)
+	_, err = LoadChecked(path, Layout(12, 1), Options{Parallel: 1}, id)
 	if !errors.Is(err, ErrChanged) {
 		t.Fatalf("got %v, want ErrChanged", err)
 	}
@@ -774,12 +849,12 @@ func TestReductionTreeIsFixed(t *testing.T) {
 // to the bit, what the calls give (the same margins in every kernel), on
 // rows long enough to use every branch of the unrolled loop.
 func TestInlineLoopsMatchCalls(t *testing.T) {
-	for _, values := range []string{"ones", "f32", "dec", "f64"} {
+	for _, st := range storages {
 		for _, bias := range []float64{-1, 1.5} {
-			t.Run(fmt.Sprintf("%s/bias=%v", values, bias), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/bias=%v", st.name(), bias), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(7, 1))
-				d := randomData(rng, 200, 40, 2, values)
-				obj := objectiveFor(t, writeFile(t, d.text), 3, 2, 0.01, bias)
+				d := randomData(rng, 200, 40, 2, st.data)
+				obj := objectiveOf(t, writeFile(t, d.text), 3, 2, 0.01, bias, st.compact)
 				p, v := &Point{Bias: bias, Weights: []float64{0.7, 1.9}}, &Point{Bias: bias}
 				for _, pt := range []*Point{p, v} {
 					pt.W = [][]float64{make([]float64, obj.Dim())}
@@ -819,21 +894,55 @@ func TestInlineLoopsMatchCalls(t *testing.T) {
 
 // viaCalls is the loss, bias gradient and bias Hessian-vector term, with
 // the gradient in g and H v in h, found one row at a time through dot
-// and axpy.
+// and axpy over the values as plain slices (codes looked up first).
 func viaCalls[I colID](s *Shard, idx []I, r *rows, wl, vl, g, h []float64, bias, wb, vb float64) [3]float64 {
-	switch s.Values {
-	case Ones: // dot and axpy over values of 1 are dotOnes and addOnes, bit for bit
+	switch {
+	case s.Values == Ones: // dot and axpy over values of 1 are dotOnes and addOnes, bit for bit
 		ones := make([]float64, len(idx))
 		for q := range ones {
 			ones[q] = 1
 		}
 		return rowsViaCalls(s, idx, ones, 1, r, wl, vl, g, h, bias, wb, vb)
-	case Float32:
+	case s.Code8 != nil || s.Code16 != nil:
+		nums := make([]float64, len(idx))
+		for q := range nums {
+			if s.Code8 != nil {
+				nums[q] = s.Table[s.Code8[q]]
+			} else {
+				nums[q] = s.Table[s.Code16[q]]
+			}
+		}
+		return rowsViaCalls(s, idx, nums, s.Scale, r, wl, vl, g, h, bias, wb, vb)
+	case s.Val32 != nil:
 		return rowsViaCalls(s, idx, s.Val32, 1, r, wl, vl, g, h, bias, wb, vb)
-	case Decimal:
+	case s.Mant != nil:
 		return rowsViaCalls(s, idx, s.Mant, s.Scale, r, wl, vl, g, h, bias, wb, vb)
 	default:
 		return rowsViaCalls(s, idx, s.Val64, 1, r, wl, vl, g, h, bias, wb, vb)
+	}
+}
+
+// dot is sum_q val[q] w[idx[q]] with four sums, as the kernels add them.
+func dot[V float32 | float64 | int32, I colID](w []float64, idx []I, val []V) float64 {
+	val = val[:len(idx)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(idx); i += 4 {
+		s0 += float64(val[i]) * w[idx[i]]
+		s1 += float64(val[i+1]) * w[idx[i+1]]
+		s2 += float64(val[i+2]) * w[idx[i+2]]
+		s3 += float64(val[i+3]) * w[idx[i+3]]
+	}
+	for ; i < len(idx); i++ {
+		s0 += float64(val[i]) * w[idx[i]]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// axpy is g[idx[q]] += c val[q].
+func axpy[V float32 | float64 | int32, I colID](g []float64, idx []I, val []V, c float64) {
+	for q, j := range idx {
+		g[j] += c * float64(val[q])
 	}
 }
 
@@ -875,11 +984,12 @@ func rowsViaCalls[V float32 | float64 | int32, I colID](s *Shard, idx []I, val [
 // 0), for every value storage, with and without a bias feature.
 func TestDiagAtZero(t *testing.T) {
 	const lambda = 0.01
-	for _, values := range []string{"ones", "f32", "dec", "f64"} {
+	for _, st := range storages {
+		values := st.name()
 		for _, bias := range []float64{-1, 1.5} {
 			rng := rand.New(rand.NewPCG(3, 4))
-			d := randomData(rng, 200, 30, 2, values)
-			obj := objectiveFor(t, writeFile(t, d.text), 5, 2, lambda, bias)
+			d := randomData(rng, 200, 30, 2, st.data)
+			obj := objectiveOf(t, writeFile(t, d.text), 5, 2, lambda, bias, st.compact)
 			n := obj.Dim()
 			want := make([]float64, n)
 			for _, r := range d.rows {
@@ -918,5 +1028,29 @@ func TestGCPauseNests(t *testing.T) {
 	second()
 	if p := debug.SetGCPercent(37); p != 37 {
 		t.Errorf("collector at %d after the loads, want 37", p)
+	}
+}
+
+// TestCompactAfterLoad: Compact on loaded shards gives the storage that
+// compacting as they are built gives, field for field (the object store's
+// path compacts after reading, Load's while building).
+func TestCompactAfterLoad(t *testing.T) {
+	for _, st := range storages {
+		d := randomData(rand.New(rand.NewPCG(5, 6)), 300, 12, 3, st.data)
+		path, ranges := writeFile(t, d.text), Layout(int64(len(d.text)), 4)
+		after, err := Load(path, ranges, Options{Parallel: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		Compact(after)
+		built, err := Load(path, ranges, Options{Parallel: 2, Compact: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range built {
+			if got, want := fmt.Sprintf("%+v", *after[i]), fmt.Sprintf("%+v", *built[i]); got != want {
+				t.Errorf("%s, shard %d: compacted after loading\n%s\nwhile loading\n%s", st.data, i, got, want)
+			}
+		}
 	}
 }

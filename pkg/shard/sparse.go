@@ -33,52 +33,14 @@ func dotOnes[I colID](w []float64, idx []I) float64 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// dot is sum_q val[q] w[idx[q]]; len(val) == len(idx).
-func dot[V float32 | float64 | int32, I colID](w []float64, idx []I, val []V) float64 {
-	p := unsafe.Pointer(unsafe.SliceData(w))
-	val = val[:len(idx)]
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(idx); i += 4 {
-		q := idx[i : i+4 : i+4]
-		v := val[i : i+4 : i+4]
-		s0 += float64(v[0]) * *at(p, uintptr(q[0]))
-		s1 += float64(v[1]) * *at(p, uintptr(q[1]))
-		s2 += float64(v[2]) * *at(p, uintptr(q[2]))
-		s3 += float64(v[3]) * *at(p, uintptr(q[3]))
-	}
-	for ; i < len(idx); i++ {
-		s0 += float64(val[i]) * *at(p, uintptr(idx[i]))
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-// addOnes is g[idx[q]] += c.
-func addOnes[I colID](g []float64, idx []I, c float64) {
-	p := unsafe.Pointer(unsafe.SliceData(g))
-	for _, j := range idx {
-		*at(p, uintptr(j)) += c
-	}
-}
-
-// axpy is g[idx[q]] += c val[q].
-func axpy[V float32 | float64 | int32, I colID](g []float64, idx []I, val []V, c float64) {
-	p := unsafe.Pointer(unsafe.SliceData(g))
-	val = val[:len(idx)]
-	for q, j := range idx {
-		*at(p, uintptr(j)) += c * float64(val[q])
-	}
-}
-
-// rowView reads a shard's column ids and values through raw pointers.
 // The kernels write their hottest loops (a row's margin and its gradient
-// terms) inline with it instead of calling dot and axpy: on short rows
+// terms) inline with it instead of calling a function per row: on short rows
 // (ijcnn1's 13 values, a9a's 14 ones) a call per row, with the registers
 // it spills, cost as much as the row's arithmetic. rowPtr's offsets are
 // within idx and val by construction; newRowView checks the last one.
-type rowView[V float32 | float64 | int32, I colID] struct {
+type rowView[V value, I colID] struct {
 	colView[I]
-	vp unsafe.Pointer
+	vp, tp unsafe.Pointer // values; the table, for codes
 }
 
 // colView is rowView for a matrix of ones: column ids only.
@@ -91,11 +53,14 @@ func newColView[I colID](rowPtr []uint32, idx []I) colView[I] {
 	return colView[I]{unsafe.Pointer(unsafe.SliceData(idx))}
 }
 
-func newRowView[V float32 | float64 | int32, I colID](rowPtr []uint32, idx []I, val []V) rowView[V, I] {
-	if int(rowPtr[len(rowPtr)-1]) > len(val) {
+func newRowView[V value, I colID](rowPtr []uint32, idx []I, vs values[V]) rowView[V, I] {
+	if int(rowPtr[len(rowPtr)-1]) > len(vs.val) {
 		panic("shard: row offsets beyond the values")
 	}
-	return rowView[V, I]{newColView(rowPtr, idx), unsafe.Pointer(unsafe.SliceData(val))}
+	if isCode[V]() && len(vs.table) == 0 && len(vs.val) > 0 {
+		panic("shard: codes without a table")
+	}
+	return rowView[V, I]{newColView(rowPtr, idx), unsafe.Pointer(unsafe.SliceData(vs.val)), unsafe.Pointer(unsafe.SliceData(vs.table))}
 }
 
 // col and val are nonzero q's local column and value.
@@ -104,5 +69,48 @@ func (m colView[I]) col(q uintptr) uintptr {
 }
 
 func (m rowView[V, I]) val(q uintptr) float64 {
-	return float64(*(*V)(unsafe.Add(m.vp, q*unsafe.Sizeof(V(0)))))
+	x := *(*V)(unsafe.Add(m.vp, q*unsafe.Sizeof(V(0))))
+	// A constant in each instantiation, so no branch is left; written
+	// here rather than as a call to isCode, whose inlined form still
+	// loads (and nil-checks) a dictionary entry per value.
+	if unsafe.Sizeof(x) <= 2 {
+		return *at(m.tp, uintptr(x))
+	}
+	return float64(x)
+}
+
+// dot is the sum over nonzeros [a, b) of val(q) w[col(q)], in the order
+// the kernels' inline loops add them.
+func (m rowView[V, I]) dot(wp unsafe.Pointer, a, b uintptr) float64 {
+	var s0, s1, s2, s3 float64
+	q := a
+	for ; q+4 <= b; q += 4 {
+		s0 += m.val(q) * *at(wp, m.col(q))
+		s1 += m.val(q+1) * *at(wp, m.col(q+1))
+		s2 += m.val(q+2) * *at(wp, m.col(q+2))
+		s3 += m.val(q+3) * *at(wp, m.col(q+3))
+	}
+	for ; q < b; q++ {
+		s0 += m.val(q) * *at(wp, m.col(q))
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// value is how a shard stores a nonzero's value: as a number (float32,
+// float64, or an int32 decimal mantissa), or as a code (uint8, uint16)
+// into a table of the shard's distinct numbers.
+type value interface {
+	float32 | float64 | int32 | uint8 | uint16
+}
+
+// isCode reports whether V holds codes: the types of two bytes or less.
+func isCode[V value]() bool { return unsafe.Sizeof(V(0)) <= 2 }
+
+// values is a shard's values in one storage: value q is val[q], or
+// table[val[q]] for codes, divided by scale (10^E for decimal mantissas,
+// else 1). The builder gives codes below len(table).
+type values[V value] struct {
+	val   []V
+	table []float64
+	scale float64
 }

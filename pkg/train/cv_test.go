@@ -16,7 +16,7 @@ func localBackend(t *testing.T, path string) *shard.Local {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := shard.Load(path, shard.Layout(info.Size, 0), 2)
+	shards, err := shard.Load(path, shard.Layout(info.Size, 0), shard.Options{Parallel: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -375,7 +375,7 @@ func ObjectiveFor(path string, m *libsvm.Model, c float64, parallel int) (*shard
 	if err != nil {
 		return nil, err
 	}
-	shards, err := shard.Load(path, shard.Layout(info.Size, 0), parallel)
+	shards, err := shard.Load(path, shard.Layout(info.Size, 0), shard.Options{Parallel: parallel})
 	if err != nil {
 		return nil, err
 	}

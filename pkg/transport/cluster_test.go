@@ -142,7 +142,7 @@ func loadShards(t *testing.T, path string, n int) []*shard.Shard {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := shard.Load(path, shard.Layout(info.Size, n), 2)
+	shards, err := shard.Load(path, shard.Layout(info.Size, n), shard.Options{Parallel: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

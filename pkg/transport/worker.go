@@ -37,6 +37,7 @@ const opCorrect = shard.OpEvalDiag + 1
 type WorkerConfig struct {
 	Name      string
 	Parallel  int           // goroutines evaluating shards
+	Compact   bool          // store values as codes where smaller (shard.Compact)
 	Heartbeat time.Duration // how often to announce itself
 	Log       *zap.Logger
 	Metrics   *metrics.Worker // nil: none
@@ -282,7 +283,7 @@ func (w *Worker) switchJob(job uint64) {
 
 func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
 	if src.Bucket == "" {
-		shards, err := shard.LoadChecked(src.Path, ranges, w.cfg.Parallel, src.File)
+		shards, err := shard.LoadChecked(src.Path, ranges, shard.Options{Parallel: w.cfg.Parallel, Compact: w.cfg.Compact}, src.File)
 		return shards, 0, err
 	}
 	js, err := jetstream.New(w.nc)
@@ -310,6 +311,9 @@ func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, er
 		obj.Close()
 		if err != nil {
 			return nil, r.ID, err
+		}
+		if w.cfg.Compact {
+			shard.Compact([]*shard.Shard{s}) // one at a time: one plain copy at most
 		}
 		out = append(out, s)
 	}
