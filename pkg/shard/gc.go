@@ -2,29 +2,86 @@ package shard
 
 import (
 	"os"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
-// DefaultGCPercent is the garbage collector's target for the commands.
-// The heap of a worker is mostly shards that live for the whole job, so
-// Go's default (100: let the heap double before collecting) mostly buys
-// idle memory: on the 8.8 M-nonzero generated set a worker peaked at 258 MB
+// DefaultGCPercent is the garbage collector's target for the commands, as
+// a percentage of the heap other than the shards (see TuneGC). Go's
+// default (100: let the heap double before collecting) mostly buys idle
+// memory: on the 8.8 M-nonzero generated set a worker peaked at 258 MB
 // with 100 and 163 MB with 25, for 2% more time (BENCHMARKS.md).
 const DefaultGCPercent = 25
 
-// TuneGC applies DefaultGCPercent unless GOGC is set.
+// held is about the memory of the shards alive in this process: a build
+// adds a shard's bytes, a cleanup takes them back once the shard is
+// unreachable.
+var held atomic.Int64
+
+func track(s *Shard) {
+	n := int64(s.Bytes())
+	held.Add(n)
+	runtime.AddCleanup(s, func(n int64) { held.Add(-n) }, n)
+}
+
+// gc is the collector's setting: off while loads run; with TuneGC,
+// percent of the heap other than the shards.
+var gc struct {
+	sync.Mutex
+	loads   int  // loads under way
+	restore int  // the setting a pause found
+	tuning  bool // TuneGC's goroutine is running
+	percent int  // its target for the heap other than the shards
+	applied int  // what it last set
+}
+
+// TuneGC makes the collector's target DefaultGCPercent (or GOGC's) of the
+// heap other than the shards. Shards make no garbage and live for the
+// whole job, so headroom in proportion to them (a quarter of the data,
+// with GOGC=25 of the whole heap) is memory the collector never uses. The
+// setting follows the live heap, read every 100 ms.
 func TuneGC() {
+	gc.Lock()
+	defer gc.Unlock()
+	if gc.tuning {
+		return
+	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(DefaultGCPercent)
 	}
+	gc.percent = debug.SetGCPercent(-1)
+	debug.SetGCPercent(gc.percent)
+	gc.applied = gc.percent
+	if gc.percent < 0 {
+		return // GOGC=off: nothing to scale
+	}
+	gc.tuning = true
+	go func() {
+		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		for range time.Tick(100 * time.Millisecond) {
+			metrics.Read(live)
+			gc.Lock()
+			p := scaledPercent(gc.percent, live[0].Value.Uint64(), held.Load())
+			if gc.loads == 0 && p != gc.applied {
+				debug.SetGCPercent(p)
+				gc.applied = p
+			}
+			gc.Unlock()
+		}
+	}()
 }
 
-// gcPause counts the loads under way; the collector is off while any is.
-var gcPause struct {
-	sync.Mutex
-	loads   int
-	percent int // the setting to restore
+// scaledPercent is the whole heap's target that gives percent of the
+// heap other than data bytes, live being the heap's live bytes.
+func scaledPercent(percent int, live uint64, data int64) int {
+	if data <= 0 || live <= uint64(data) {
+		return percent
+	}
+	return max(1, int(uint64(percent)*(live-uint64(data))/live))
 }
 
 // pauseGC turns the collector off until the returned function is called.
@@ -34,17 +91,17 @@ var gcPause struct {
 // time (BENCHMARKS.md). A memory limit (GOMEMLIMIT) still applies.
 // Loads may overlap; the setting comes back when the last one ends.
 func pauseGC() (resume func()) {
-	gcPause.Lock()
-	defer gcPause.Unlock()
-	if gcPause.loads == 0 {
-		gcPause.percent = debug.SetGCPercent(-1)
+	gc.Lock()
+	defer gc.Unlock()
+	if gc.loads == 0 {
+		gc.restore = debug.SetGCPercent(-1)
 	}
-	gcPause.loads++
+	gc.loads++
 	return func() {
-		gcPause.Lock()
-		defer gcPause.Unlock()
-		if gcPause.loads--; gcPause.loads == 0 {
-			debug.SetGCPercent(gcPause.percent)
+		gc.Lock()
+		defer gc.Unlock()
+		if gc.loads--; gc.loads == 0 {
+			debug.SetGCPercent(gc.restore)
 		}
 	}
 }

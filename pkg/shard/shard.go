@@ -241,6 +241,7 @@ func (b *builder) build() *Shard {
 
 	s.NormSq, s.MaxNormSq = b.normSq, b.maxNormSq
 	b.setValues(s)
+	track(s)
 	return s
 }
 

@@ -8,11 +8,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // dataset is a random LIBSVM file held as dense rows for reference checks.
@@ -1052,5 +1054,54 @@ func TestCompactAfterLoad(t *testing.T) {
 				t.Errorf("%s, shard %d: compacted after loading\n%s\nwhile loading\n%s", st.data, i, got, want)
 			}
 		}
+	}
+}
+
+func TestScaledPercent(t *testing.T) {
+	tests := []struct {
+		percent int
+		live    uint64
+		data    int64
+		want    int
+	}{
+		{25, 100, 0, 25},   // no shards: as set
+		{25, 100, 60, 10},  // 25% of the other 40 is 10% of the whole
+		{25, 100, 100, 25}, // a stale live figure below the data: as set
+		{25, 1000, 999, 1}, // never 0, which would collect continuously
+		{100, 200, 100, 50},
+	}
+	for _, tc := range tests {
+		if got := scaledPercent(tc.percent, tc.live, tc.data); got != tc.want {
+			t.Errorf("scaledPercent(%d, %d, %d) = %d, want %d", tc.percent, tc.live, tc.data, got, tc.want)
+		}
+	}
+}
+
+// TestHeldFollowsShards: building shards adds their bytes to the count
+// the collector's tuning uses, and their collection takes them back.
+// (Shards of earlier tests may be collected meanwhile: the count only
+// falls by them.)
+func TestHeldFollowsShards(t *testing.T) {
+	d := randomData(rand.New(rand.NewPCG(8, 9)), 2000, 50, 2, "f64")
+	path := writeFile(t, d.text)
+	before := held.Load()
+	shards, err := Load(path, Layout(int64(len(d.text)), 4), Options{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bytes := 0
+	for _, s := range shards {
+		bytes += s.Bytes()
+	}
+	if got := held.Load(); got < int64(bytes) {
+		t.Fatalf("held is %d with shards of %d bytes alive", got, bytes)
+	}
+	// The shards are unreachable from here on.
+	for deadline := time.Now().Add(10 * time.Second); held.Load() > before; {
+		if time.Now().After(deadline) {
+			t.Fatalf("held is %d after the shards went, %d before", held.Load(), before)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
 	}
 }
