@@ -40,11 +40,13 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	minWorkers := o.minWorkers
 	var inProcess []nats.Option
 	if url == "" {
-		dir, err := os.MkdirTemp("", "osgm-nats-*")
-		if err != nil {
-			return nil, nil, nil, err
+		dir := "" // JetStream only for the object store
+		if o.objectStore {
+			if dir, err = os.MkdirTemp("", "osgm-nats-*"); err != nil {
+				return nil, nil, nil, err
+			}
+			cleanup = append(cleanup, func() { os.RemoveAll(dir) })
 		}
-		cleanup = append(cleanup, func() { os.RemoveAll(dir) })
 		srv, err := transport.Embedded(dir)
 		if err != nil {
 			closeAll()

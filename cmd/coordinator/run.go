@@ -104,7 +104,12 @@ func run(o *options) error {
 	}
 	cfg.Interrupt = func() bool { return ctx.Err() != nil }
 	if o.checkpoint != "" {
-		ck := &checkpoints{path: o.checkpoint, nc: nc, log: log}
+		ck := &checkpoints{path: o.checkpoint, log: log}
+		if o.natsURL != "" {
+			// A copy on the bus is for a coordinator on another host; an
+			// embedded server ends with this process.
+			ck.nc = nc
+		}
 		cfg.Save, cfg.CheckpointEvery = ck.save, o.ckptEvery
 		if o.resume {
 			if cfg.Resume, err = ck.load(); err != nil {
