@@ -50,10 +50,10 @@ func TuneGC() {
 	if gc.tuning {
 		return
 	}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(DefaultGCPercent)
+	gc.percent = DefaultGCPercent
+	if os.Getenv("GOGC") != "" {
+		gc.percent = debug.SetGCPercent(DefaultGCPercent) // GOGC's, read by a set
 	}
-	gc.percent = debug.SetGCPercent(-1)
 	debug.SetGCPercent(gc.percent)
 	gc.applied = gc.percent
 	if gc.percent < 0 {

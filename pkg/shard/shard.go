@@ -301,7 +301,7 @@ var (
 // Compact stores each shard's values as codes into a table of its
 // distinct numbers where that takes less memory (see Shard.Code8): 2
 // bytes or 1 per value instead of 4 or 8. Results keep their bits; passes
-// over coded values are 5-20% slower (a table lookup per value;
+// over coded values are up to 20% slower (a table lookup per value;
 // BENCHMARKS.md), so this is for data that would not fit otherwise.
 // Options.Compact does the same as shards are built, without the plain
 // copy.

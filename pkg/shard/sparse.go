@@ -33,6 +33,7 @@ func dotOnes[I colID](w []float64, idx []I) float64 {
 	return (s0 + s1) + (s2 + s3)
 }
 
+// rowView reads a shard's column ids and values through raw pointers.
 // The kernels write their hottest loops (a row's margin and its gradient
 // terms) inline with it instead of calling a function per row: on short rows
 // (ijcnn1's 13 values, a9a's 14 ones) a call per row, with the registers
