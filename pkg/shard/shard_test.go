@@ -1105,3 +1105,48 @@ func TestHeldFollowsShards(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestCoder: codes number distinct values by their bits in order of first
+// appearance, whatever the collisions in the hash table (tens of
+// thousands of values in it), and the limit is exact: one value more and
+// coding stops.
+func TestCoder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 11))
+	distinct := make([]float64, 40000) // a few repeat
+	for i := range distinct {
+		distinct[i] = math.Round(rng.NormFloat64()*1e6) / 1e6
+	}
+	distinct[0], distinct[1] = 0, math.Copysign(0, -1) // equal, but not in bits
+	vals := make([]float64, 200000)
+	for q := range vals {
+		vals[q] = distinct[rng.IntN(len(distinct))]
+	}
+	vals[0], vals[1] = distinct[0], distinct[1]
+	var c coder
+	c.reset(len(distinct))
+	seen := map[uint64]uint16{}
+	for q, v := range vals {
+		code, ok := c.code(v)
+		if !ok {
+			t.Fatalf("value %d refused below the limit", q)
+		}
+		want, ok := seen[math.Float64bits(v)]
+		if !ok {
+			want = uint16(len(seen))
+			seen[math.Float64bits(v)] = want
+		}
+		if code != want || math.Float64bits(c.table[code]) != math.Float64bits(v) {
+			t.Fatalf("value %d (%v): code %d, want %d (table holds %v)", q, v, code, want, c.table[code])
+		}
+	}
+	c.reset(len(seen) - 1)
+	for q, v := range vals {
+		if _, ok := c.code(v); !ok {
+			if len(c.table) != len(seen)-1 {
+				t.Fatalf("refused value %d with %d codes given, limit %d", q, len(c.table), len(seen)-1)
+			}
+			return
+		}
+	}
+	t.Fatal("a limit below the distinct values was never reached")
+}
