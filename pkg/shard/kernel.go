@@ -116,9 +116,12 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 		}
 		var loss, gb float64
 		r := s.rowsFor(p, 0)
-		if s.Idx16 != nil {
+		switch {
+		case s.Idx16 != nil:
 			loss, gb = evalOne(s, s.Idx16, &r, wl, out.Grad, p.Bias, wb)
-		} else {
+		case s.Idx24 != nil:
+			loss, gb = evalOne(s, s.Idx24, &r, wl, out.Grad, p.Bias, wb)
+		default:
 			loss, gb = evalOne(s, s.Idx, &r, wl, out.Grad, p.Bias, wb)
 		}
 		out.Loss[0], out.BiasGrad[0] = loss, gb
@@ -126,9 +129,12 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 	}
 	sc.z = grow(sc.z, K)
 	sc.coef = grow(sc.coef, K)
-	if s.Idx16 != nil {
+	switch {
+	case s.Idx16 != nil:
 		evalMany(s, s.Idx16, p, wl, sc, out)
-	} else {
+	case s.Idx24 != nil:
+		evalMany(s, s.Idx24, p, wl, sc, out)
+	default:
 		evalMany(s, s.Idx, p, wl, sc, out)
 	}
 }
@@ -364,12 +370,11 @@ func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl [
 		if r.skip(i) {
 			continue
 		}
-		a, b := s.RowPtr[i], s.RowPtr[i+1]
-		row := idx[a:b]
+		a, b := uintptr(s.RowPtr[i]), uintptr(s.RowPtr[i+1])
 		clear(z)
-		for q, j := range row {
-			x := m.val(uintptr(a) + uintptr(q))
-			w := wl[int(j)*K : int(j)*K+K]
+		for q := a; q < b; q++ {
+			x, j := m.val(q), int(m.col(q))
+			w := wl[j*K : j*K+K]
 			for k := range z {
 				z[k] += x * w[k]
 			}
@@ -385,9 +390,9 @@ func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl [
 		for k := range coef {
 			coef[k] /= scale
 		}
-		for q, j := range row {
-			x := m.val(uintptr(a) + uintptr(q))
-			g := gl[int(j)*K : int(j)*K+K]
+		for q := a; q < b; q++ {
+			x, j := m.val(q), int(m.col(q))
+			g := gl[j*K : j*K+K]
 			for k := range coef {
 				g[k] += coef[k] * x
 			}
@@ -399,14 +404,16 @@ func evalMultiOnes[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scrat
 	K := p.K()
 	z, coef, gl := sc.z, sc.coef, out.Grad
 	r := s.rowsFor(p, 0)
+	m := newColView(s.RowPtr, idx)
 	for i := 0; i < s.Rows(); i++ {
 		if r.skip(i) {
 			continue
 		}
-		row := idx[s.RowPtr[i]:s.RowPtr[i+1]]
+		a, b := uintptr(s.RowPtr[i]), uintptr(s.RowPtr[i+1])
 		clear(z)
-		for _, j := range row {
-			w := wl[int(j)*K : int(j)*K+K]
+		for q := a; q < b; q++ {
+			j := int(m.col(q))
+			w := wl[j*K : j*K+K]
 			for k := range z {
 				z[k] += w[k]
 			}
@@ -415,8 +422,9 @@ func evalMultiOnes[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scrat
 		if !margins(p, s.Class[i], z, coef, out.Loss) {
 			continue
 		}
-		for _, j := range row {
-			g := gl[int(j)*K : int(j)*K+K]
+		for q := a; q < b; q++ {
+			j := int(m.col(q))
+			g := gl[j*K : j*K+K]
 			for k := range coef {
 				g[k] += coef[k]
 			}
@@ -461,9 +469,12 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 			sc.z = wl
 		}
 		vl := s.gather(v, sc)
-		if s.Idx16 != nil {
+		switch {
+		case s.Idx16 != nil:
 			gb = hessVecOne(s, s.Idx16, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
-		} else {
+		case s.Idx24 != nil:
+			gb = hessVecOne(s, s.Idx24, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+		default:
 			gb = hessVecOne(s, s.Idx, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		}
 		out.BiasGrad[0] = gb
@@ -585,7 +596,7 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 	zb, tb := biasTerms(bias, wb, vb)
 	class = class[:len(rowPtr)-1]
 	m := newColView(rowPtr, idx)
-	vp, hp := unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
+	wp, vp, hp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
 	a := uintptr(rowPtr[0])
 	for i := range class {
 		b := uintptr(rowPtr[i+1])
@@ -599,7 +610,7 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 				a = b
 				continue
 			}
-		} else if !r.isActive(i, signs[sd], dotOnes(wl, idx[a:b])+zb) {
+		} else if !r.isActive(i, signs[sd], m.dotOnes(wp, a, b)+zb) {
 			a = b
 			continue
 		}
@@ -705,9 +716,12 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 			wb = p.WBias[0]
 		}
 		var sums [3]float64
-		if s.Idx16 != nil {
+		switch {
+		case s.Idx16 != nil:
 			sums = evalDiagOne(s, s.Idx16, &r, wl, out.Grad, p.Bias, wb)
-		} else {
+		case s.Idx24 != nil:
+			sums = evalDiagOne(s, s.Idx24, &r, wl, out.Grad, p.Bias, wb)
+		default:
 			sums = evalDiagOne(s, s.Idx, &r, wl, out.Grad, p.Bias, wb)
 		}
 		out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
@@ -783,12 +797,14 @@ func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb
 // diagonal interleaved.
 func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl []float64, bias, wb float64) (sums [3]float64) {
 	class = class[:len(rowPtr)-1]
+	m := newColView(rowPtr, idx)
+	wp := unsafe.Pointer(unsafe.SliceData(wl))
 	for i := range class {
 		if r.skip(i) {
 			continue
 		}
-		row := idx[rowPtr[i]:rowPtr[i+1]]
-		z := dotOnes(wl, row)
+		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
+		z := m.dotOnes(wp, a, b)
 		if bias >= 0 {
 			z += bias * wb
 		}
@@ -799,8 +815,9 @@ func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl,
 			w := r.w[sd]
 			sums[0] += w * d * d
 			c := -2 * w * y * d
-			for _, j := range row {
-				g := gl[2*int(j) : 2*int(j)+2 : 2*int(j)+2]
+			for q := a; q < b; q++ {
+				j := int(m.col(q))
+				g := gl[2*j : 2*j+2 : 2*j+2]
 				g[0] += c
 				g[1] += w
 			}

@@ -38,11 +38,14 @@ var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 type Shard struct {
 	ID     int
 	RowPtr []uint32 // len Rows+1
-	// The local column id of each nonzero: Idx16 when the shard has at
-	// most 65,536 columns (most shards of data with fewer features), Idx
-	// otherwise; the other is nil.
+	// The local column id of each nonzero, in one of three widths (the
+	// others nil): Idx16 when the shard has at most 65,536 columns (most
+	// shards of data with fewer features), else Idx, or with Compact
+	// Idx24 up to 2^24 columns (wide data: gen1g's shards have about
+	// 173,000; passes over them are 5-10% slower).
 	Idx   []uint32
 	Idx16 []uint16
+	Idx24 []id24
 	Val32 []float32
 	Val64 []float64
 	// Mant and Scale hold decimal values exactly: value q is Mant[q]/Scale,
@@ -98,23 +101,31 @@ type activityCache struct {
 func (s *Shard) Rows() int { return len(s.RowPtr) - 1 }
 
 // NNZ is the number of stored nonzeros.
-func (s *Shard) NNZ() int { return len(s.Idx) + len(s.Idx16) }
+func (s *Shard) NNZ() int { return len(s.Idx) + len(s.Idx16) + len(s.Idx24) }
 
 // col is nonzero q's local column id, whichever width holds it.
 func (s *Shard) col(q int) int {
-	if s.Idx16 != nil {
+	switch {
+	case s.Idx16 != nil:
 		return int(s.Idx16[q])
+	case s.Idx24 != nil:
+		b := s.Idx24[q]
+		return int(b[0]) | int(b[1])<<8 | int(b[2])<<16
 	}
 	return int(s.Idx[q])
 }
 
-// narrowColumns is the most columns a shard may have to keep 16-bit ids;
-// tests lower it to exercise the 32-bit kernels.
-var narrowColumns = 1 << 16
+// narrowColumns and mediumColumns are the most columns a shard may have
+// to keep 16-bit and 24-bit ids; tests lower them to reach the wider
+// kernels.
+var (
+	narrowColumns = 1 << 16
+	mediumColumns = 1 << 24
+)
 
 // Bytes is the memory held by the matrix, labels and column map.
 func (s *Shard) Bytes() int {
-	return 4*len(s.RowPtr) + 4*len(s.Idx) + 2*len(s.Idx16) + 4*len(s.Val32) + 8*len(s.Val64) + 4*len(s.Mant) +
+	return 4*len(s.RowPtr) + 4*len(s.Idx) + 2*len(s.Idx16) + 3*len(s.Idx24) + 4*len(s.Val32) + 8*len(s.Val64) + 4*len(s.Mant) +
 		len(s.Code8) + 2*len(s.Code16) + 8*len(s.Table) +
 		4*len(s.Cols) + 4*len(s.LabelOf) + 4*len(s.Class) + 2*len(s.Fold)
 }
@@ -244,12 +255,17 @@ func (b *builder) build() *Shard {
 		s.MaxIndex = slices.Max(b.idx) + 1
 	}
 	s.Cols = b.remap(s.MaxIndex)
-	if len(s.Cols) <= narrowColumns && len(b.idx) > 0 {
+	switch {
+	case len(b.idx) == 0:
+		s.Idx = []uint32{}
+	case len(s.Cols) <= narrowColumns:
 		s.Idx16 = make([]uint16, len(b.idx))
 		for q, j := range b.idx {
 			s.Idx16[q] = uint16(j)
 		}
-	} else {
+	case b.compact && len(s.Cols) <= mediumColumns:
+		s.Idx24 = ids24(b.idx)
+	default:
 		s.Idx = slices.Clone(b.idx)
 	}
 
@@ -314,9 +330,10 @@ var (
 
 // Compact stores each shard's values as codes into a table of its
 // distinct numbers where that takes less memory (see Shard.Code8): 2
-// bytes or 1 per value instead of 4 or 8. Results keep their bits; passes
-// over coded values are up to 20% slower (a table lookup per value;
-// BENCHMARKS.md), so this is for data that would not fit otherwise.
+// bytes or 1 per value instead of 4 or 8; and the column ids of shards
+// too wide for 16 bits in 3 bytes instead of 4. Results keep their bits;
+// passes are up to 20% slower (a table lookup per value, a wider load per
+// id; BENCHMARKS.md), so this is for data that would not fit otherwise.
 // Options.Compact does the same as shards are built, without the plain
 // copy.
 func Compact(shards []*Shard) {
@@ -325,7 +342,19 @@ func Compact(shards []*Shard) {
 		if s.Code8 == nil && s.Code16 == nil && s.Values != Ones && c.encode(s, s.NNZ(), s.number) {
 			s.Val32, s.Mant, s.Val64 = nil, nil, nil
 		}
+		if s.Idx != nil && len(s.Idx) > 0 && len(s.Cols) <= mediumColumns {
+			s.Idx24, s.Idx = ids24(s.Idx), nil
+		}
 	}
+}
+
+// ids24 is idx in three bytes an id, with room for one more (see id24).
+func ids24(idx []uint32) []id24 {
+	out := make([]id24, len(idx), len(idx)+1)
+	for q, j := range idx {
+		out[q] = newID24(j)
+	}
+	return out
 }
 
 // number is value q in the storage's terms: the mantissa for decimals,

@@ -283,18 +283,19 @@ func TestKernelMatchesDenseReference(t *testing.T) {
 
 // TestStoragesGiveTheSameBits: the storage a shard picks changes no bit of
 // value, gradient, H·v or the diagonal, for one problem or several:
-// 16-bit against 32-bit column ids, and 8-bit codes against 16-bit codes
-// against the plain numbers.
+// 16-bit against 24-bit against 32-bit column ids, and 8-bit codes
+// against 16-bit codes against the plain numbers.
 func TestStoragesGiveTheSameBits(t *testing.T) {
 	variants := []struct {
-		name string
-		knob *int
-		ok   func(*Shard) bool // the variant holds: the storage is the one meant
+		name  string
+		knobs []*int            // set to 0
+		ok    func(*Shard) bool // the variant holds: the storage is the one meant
 	}{
 		{"default", nil, func(*Shard) bool { return true }},
-		{"32-bit ids", &narrowColumns, func(s *Shard) bool { return s.Idx != nil && s.Idx16 == nil }},
-		{"16-bit codes", &maxCode8, func(s *Shard) bool { return s.Values == Ones || s.Code16 != nil || s.Code8 == nil }},
-		{"no codes", &maxCodes, func(s *Shard) bool { return s.Code8 == nil && s.Code16 == nil }},
+		{"24-bit ids", []*int{&narrowColumns}, func(s *Shard) bool { return s.Idx24 != nil && s.Idx16 == nil && s.Idx == nil }},
+		{"32-bit ids", []*int{&narrowColumns, &mediumColumns}, func(s *Shard) bool { return s.Idx != nil && s.Idx16 == nil && s.Idx24 == nil }},
+		{"16-bit codes", []*int{&maxCode8}, func(s *Shard) bool { return s.Values == Ones || s.Code16 != nil || s.Code8 == nil }},
+		{"no codes", []*int{&maxCodes}, func(s *Shard) bool { return s.Code8 == nil && s.Code16 == nil }},
 	}
 	for _, st := range storages {
 		if !st.compact && st.values != Ones {
@@ -318,10 +319,10 @@ func TestStoragesGiveTheSameBits(t *testing.T) {
 			var want []float64
 			for _, vr := range variants {
 				o := func() *Objective {
-					if vr.knob != nil {
-						old := *vr.knob
-						*vr.knob = 0
-						defer func() { *vr.knob = old }()
+					for _, knob := range vr.knobs {
+						old := *knob
+						*knob = 0
+						defer func() { *knob = old }()
 					}
 					return objectiveOf(t, path, 4, 2, 0.01, 1, true)
 				}()
@@ -897,7 +898,7 @@ func TestInlineLoopsMatchCalls(t *testing.T) {
 // viaCalls is the loss, bias gradient and bias Hessian-vector term, with
 // the gradient in g and H v in h, found one row at a time through dot
 // and axpy over the values as plain slices (codes looked up first).
-func viaCalls[I colID](s *Shard, idx []I, r *rows, wl, vl, g, h []float64, bias, wb, vb float64) [3]float64 {
+func viaCalls[I plainID](s *Shard, idx []I, r *rows, wl, vl, g, h []float64, bias, wb, vb float64) [3]float64 {
 	switch {
 	case s.Values == Ones: // dot and axpy over values of 1 are dotOnes and addOnes, bit for bit
 		ones := make([]float64, len(idx))
@@ -924,8 +925,11 @@ func viaCalls[I colID](s *Shard, idx []I, r *rows, wl, vl, g, h []float64, bias,
 	}
 }
 
+// plainID are the column ids the reference loops below index with.
+type plainID interface{ uint16 | uint32 }
+
 // dot is sum_q val[q] w[idx[q]] with four sums, as the kernels add them.
-func dot[V float32 | float64 | int32, I colID](w []float64, idx []I, val []V) float64 {
+func dot[V float32 | float64 | int32, I plainID](w []float64, idx []I, val []V) float64 {
 	val = val[:len(idx)]
 	var s0, s1, s2, s3 float64
 	i := 0
@@ -942,13 +946,13 @@ func dot[V float32 | float64 | int32, I colID](w []float64, idx []I, val []V) fl
 }
 
 // axpy is g[idx[q]] += c val[q].
-func axpy[V float32 | float64 | int32, I colID](g []float64, idx []I, val []V, c float64) {
+func axpy[V float32 | float64 | int32, I plainID](g []float64, idx []I, val []V, c float64) {
 	for q, j := range idx {
 		g[j] += c * float64(val[q])
 	}
 }
 
-func rowsViaCalls[V float32 | float64 | int32, I colID](s *Shard, idx []I, val []V, scale float64, r *rows, wl, vl, g, h []float64, bias, wb, vb float64) (out [3]float64) {
+func rowsViaCalls[V float32 | float64 | int32, I plainID](s *Shard, idx []I, val []V, scale float64, r *rows, wl, vl, g, h []float64, bias, wb, vb float64) (out [3]float64) {
 	inv := 1 / scale
 	for i := 0; i < s.Rows(); i++ {
 		a, b := s.RowPtr[i], s.RowPtr[i+1]
@@ -1149,4 +1153,50 @@ func TestCoder(t *testing.T) {
 		}
 	}
 	t.Fatal("a limit below the distinct values was never reached")
+}
+
+// TestWideShardIDs: a compact shard with more than 65,536 columns keeps
+// three-byte ids, every byte of them used, and evaluates to the bits of
+// four-byte ids.
+func TestWideShardIDs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	var b strings.Builder
+	for i := 0; i < 1500; i++ {
+		b.WriteString([]string{"+1", "-1"}[rng.IntN(2)])
+		for j := 1 + rng.IntN(3); j < 150000; j += 1 + rng.IntN(3000) {
+			fmt.Fprintf(&b, " %d:%.3f", j, rng.NormFloat64())
+		}
+		b.WriteString("\n")
+	}
+	path := writeFile(t, b.String())
+	wide := objectiveOf(t, path, 1, 1, 0.01, 1, true)
+	x, v := [][]float64{make([]float64, wide.Dim())}, [][]float64{make([]float64, wide.Dim())}
+	for j := range x[0] {
+		x[0][j], v[0][j] = rng.NormFloat64()*0.05, rng.NormFloat64()
+	}
+	s := wide.Backend.(*Local).Shards[0]
+	if s.Idx24 == nil || len(s.Cols) <= 1<<16 {
+		t.Fatalf("%d columns in 24-bit ids: %v", len(s.Cols), s.Idx24 != nil)
+	}
+	widest := objectiveFor(t, path, 1, 1, 0.01, 1) // not compact
+	if s := widest.Backend.(*Local).Shards[0]; s.Idx == nil {
+		t.Fatal("no 32-bit ids")
+	}
+	// Compacting after the load gives the same ids (the object store's path).
+	after := &Shard{Idx: slices.Clone(widest.Backend.(*Local).Shards[0].Idx), Cols: s.Cols, Values: Ones}
+	Compact([]*Shard{after})
+	if after.Idx != nil || !slices.Equal(after.Idx24, s.Idx24) || cap(after.Idx24) <= len(after.Idx24) {
+		t.Fatal("Compact after loading gave other ids")
+	}
+	for q := range s.NNZ() {
+		if s.col(q) != int(widest.Backend.(*Local).Shards[0].Idx[q]) {
+			t.Fatalf("nonzero %d: column %d in three bytes, %d in four", q, s.col(q), widest.Backend.(*Local).Shards[0].Idx[q])
+		}
+	}
+	got, want := storageResults(t, wide, x, v), storageResults(t, widest, x, v)
+	for i := range want {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			t.Fatalf("result %d is %v with 24-bit ids, %v with 32-bit", i, got[i], want[i])
+		}
+	}
 }

@@ -11,24 +11,31 @@ import "unsafe"
 
 func at(p unsafe.Pointer, j uintptr) *float64 { return (*float64)(unsafe.Add(p, j*8)) }
 
-// colID is a shard's local column id: 16 bits when the shard has at most
-// 65,536 columns (2 bytes per nonzero instead of 4), else 32.
-type colID interface{ uint16 | uint32 }
+// colID is a shard's local column id, as narrow as the shard's columns
+// allow: 16 bits up to 65,536 columns, 24 (id24) up to 2^24, else 32.
+type colID interface{ uint16 | id24 | uint32 }
 
-// dotOnes is sum_q w[idx[q]].
-func dotOnes[I colID](w []float64, idx []I) float64 {
-	p := unsafe.Pointer(unsafe.SliceData(w))
+// id24 is a three-byte column id, little end first: wide shards (gen1g's
+// have about 173,000 columns) need more than 16 bits, rarely more than 24.
+// Arrays of them have room for one more (cap > len), so that col can read
+// any of them with one four-byte load on little-endian machines.
+type id24 [3]byte
+
+func newID24(j uint32) id24 { return id24{byte(j), byte(j >> 8), byte(j >> 16)} }
+
+// dotOnes is the sum over nonzeros [a, b) of w[col(q)], in the order the
+// kernels' inline loops add them.
+func (m colView[I]) dotOnes(wp unsafe.Pointer, a, b uintptr) float64 {
 	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(idx); i += 4 {
-		q := idx[i : i+4 : i+4]
-		s0 += *at(p, uintptr(q[0]))
-		s1 += *at(p, uintptr(q[1]))
-		s2 += *at(p, uintptr(q[2]))
-		s3 += *at(p, uintptr(q[3]))
+	q := a
+	for ; q+4 <= b; q += 4 {
+		s0 += *at(wp, m.col(q))
+		s1 += *at(wp, m.col(q+1))
+		s2 += *at(wp, m.col(q+2))
+		s3 += *at(wp, m.col(q+3))
 	}
-	for ; i < len(idx); i++ {
-		s0 += *at(p, uintptr(idx[i]))
+	for ; q < b; q++ {
+		s0 += *at(wp, m.col(q))
 	}
 	return (s0 + s1) + (s2 + s3)
 }
@@ -48,7 +55,8 @@ type rowView[V value, I colID] struct {
 type colView[I colID] struct{ ip unsafe.Pointer }
 
 func newColView[I colID](rowPtr []uint32, idx []I) colView[I] {
-	if int(rowPtr[len(rowPtr)-1]) > len(idx) {
+	var id I
+	if n := int(rowPtr[len(rowPtr)-1]); n > len(idx) || unsafe.Sizeof(id) == 3 && n > 0 && n >= cap(idx) {
 		panic("shard: row offsets beyond the matrix")
 	}
 	return colView[I]{unsafe.Pointer(unsafe.SliceData(idx))}
@@ -66,7 +74,20 @@ func newRowView[V value, I colID](rowPtr []uint32, idx []I, vs values[V]) rowVie
 
 // col and val are nonzero q's local column and value.
 func (m colView[I]) col(q uintptr) uintptr {
-	return uintptr(*(*I)(unsafe.Add(m.ip, q*unsafe.Sizeof(I(0)))))
+	var id I
+	p := unsafe.Add(m.ip, q*unsafe.Sizeof(id))
+	// A constant in each instantiation, as in val.
+	switch unsafe.Sizeof(id) {
+	case 2:
+		return uintptr(*(*uint16)(p))
+	case 3:
+		if littleEndian {
+			return uintptr(*(*uint32)(p) & (1<<24 - 1))
+		}
+		b := (*id24)(p)
+		return uintptr(b[0]) | uintptr(b[1])<<8 | uintptr(b[2])<<16
+	}
+	return uintptr(*(*uint32)(p))
 }
 
 func (m rowView[V, I]) val(q uintptr) float64 {
