@@ -19,7 +19,8 @@
 // The memory target is per worker: with -worker (default: beside
 // -coordinator), the run that reached the target is repeated with
 // standalone worker processes (-parallel 1 each) against a NATS server in
-// a child process, and their peak resident memory per nonzero held is
+// a child process (with -worker-flags, e.g. -compact, added to each),
+// and their peak resident memory per nonzero held is
 // reported against LIBLINEAR's.
 package main
 
@@ -85,6 +86,7 @@ type setup struct {
 	c, gap                                          float64
 	workers                                         int
 	coordinator, worker, liblinear, svmeval, method string
+	workerFlags                                     []string
 }
 
 func main() {
@@ -98,6 +100,10 @@ func main() {
 	flag.IntVar(&t.workers, "workers", 2, "workers of our trainer (embedded NATS)")
 	flag.StringVar(&t.coordinator, "coordinator", "coordinator", "our coordinator binary")
 	flag.StringVar(&t.worker, "worker", "", "our worker binary, for the per-worker memory (default: beside -coordinator; \"none\": skip)")
+	flag.Func("worker-flags", "flags for those workers, space-separated (e.g. -compact)", func(v string) error {
+		t.workerFlags = strings.Fields(v)
+		return nil
+	})
 	flag.StringVar(&t.liblinear, "liblinear", "liblinear-train", "LIBLINEAR's train binary")
 	flag.StringVar(&t.method, "method", "", "our method (default: the trainer's default)")
 	flag.StringVar(&t.svmeval, "svmeval", "", "our svmeval binary (default: beside -coordinator)")
@@ -333,7 +339,7 @@ func workerPeaks(t setup, args []string) ([]int64, error) {
 		return peaks
 	}
 	for range t.workers {
-		w := exec.Command(t.worker, "-nats", url, "-parallel", "1", "-q")
+		w := exec.Command(t.worker, append([]string{"-nats", url, "-parallel", "1", "-q"}, t.workerFlags...)...)
 		var log bytes.Buffer
 		w.Stdout, w.Stderr = &log, &log
 		if err := w.Start(); err != nil {
