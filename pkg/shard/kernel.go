@@ -139,11 +139,11 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 	}
 }
 
-// evalOne and evalMany pick the kernel for the shard's value storage, with
-// its column ids of either width.
-
 // valuesOf is the shard's values held in val.
 func valuesOf[V value](s *Shard, val []V) values[V] { return values[V]{val, s.Table, s.Scale} }
+
+// evalOne and evalMany pick the kernel for the shard's value storage, with
+// its column ids of any width.
 func evalOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
 	switch {
 	case s.Values == Ones:

@@ -81,7 +81,7 @@ func Stat(path string) (Info, error) {
 // Options say how Load builds shards.
 type Options struct {
 	Parallel int  // goroutines reading ranges of a plain file
-	Compact  bool // values as codes where that takes less memory (see Compact)
+	Compact  bool // values as codes, wide shards' ids in 3 bytes, where smaller (see Compact)
 }
 
 // Load reads the given ranges of a file into shards, in the order of ranges.
@@ -134,9 +134,7 @@ type loader struct {
 }
 
 func newLoader(compact bool) *loader {
-	b := newBuilder(0)
-	b.compact = compact
-	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: b}
+	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, compact)}
 }
 
 // plainRange seeks to the range and reads the lines that start in it.
@@ -218,8 +216,7 @@ func loadStream(r io.Reader, path string, ranges []Range, compact bool) ([]*Shar
 	out := make([]*Shard, len(ranges))
 	rd := libsvm.NewReader(r, path)
 	var row libsvm.Row
-	b := newBuilder(0)
-	b.compact = compact
+	b := newBuilder(0, compact)
 	for i, rg := range ranges {
 		b.reset(rg.ID)
 		for {
@@ -254,7 +251,7 @@ func loadStream(r io.Reader, path string, ranges []Range, compact bool) ([]*Shar
 // within the shard.
 func Read(r io.Reader, name string, id int) (*Shard, error) {
 	rd := libsvm.NewReader(r, name)
-	b := newBuilder(id)
+	b := newBuilder(id, false) // Compact follows, one shard at a time
 	var row libsvm.Row
 	for {
 		err := rd.Next(&row)

@@ -109,8 +109,7 @@ func (s *Shard) col(q int) int {
 	case s.Idx16 != nil:
 		return int(s.Idx16[q])
 	case s.Idx24 != nil:
-		b := s.Idx24[q]
-		return int(b[0]) | int(b[1])<<8 | int(b[2])<<16
+		return int(s.Idx24[q].index())
 	}
 	return int(s.Idx[q])
 }
@@ -149,7 +148,7 @@ type builder struct {
 	// (libsvm.NotDecimal when some value is not a short decimal).
 	decimals int
 	cols     colSet // scratch for remap
-	compact  bool   // values as codes where smaller (Options.Compact)
+	compact  bool   // Options.Compact
 	coder    coder  // scratch for the codes
 
 	// Found while adding, when the values are in cache.
@@ -157,8 +156,8 @@ type builder struct {
 	ones, f32         bool // every value is 1; every value is a float32
 }
 
-func newBuilder(id int) *builder {
-	b := &builder{}
+func newBuilder(id int, compact bool) *builder {
+	b := &builder{compact: compact}
 	b.reset(id)
 	return b
 }

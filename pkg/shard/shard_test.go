@@ -909,11 +909,7 @@ func viaCalls[I plainID](s *Shard, idx []I, r *rows, wl, vl, g, h []float64, bia
 	case s.Code8 != nil || s.Code16 != nil:
 		nums := make([]float64, len(idx))
 		for q := range nums {
-			if s.Code8 != nil {
-				nums[q] = s.Table[s.Code8[q]]
-			} else {
-				nums[q] = s.Table[s.Code16[q]]
-			}
+			nums[q] = s.number(q)
 		}
 		return rowsViaCalls(s, idx, nums, s.Scale, r, wl, vl, g, h, bias, wb, vb)
 	case s.Val32 != nil:

@@ -23,6 +23,8 @@ type id24 [3]byte
 
 func newID24(j uint32) id24 { return id24{byte(j), byte(j >> 8), byte(j >> 16)} }
 
+func (id id24) index() uint32 { return uint32(id[0]) | uint32(id[1])<<8 | uint32(id[2])<<16 }
+
 // dotOnes is the sum over nonzeros [a, b) of w[col(q)], in the order the
 // kernels' inline loops add them.
 func (m colView[I]) dotOnes(wp unsafe.Pointer, a, b uintptr) float64 {
@@ -84,8 +86,7 @@ func (m colView[I]) col(q uintptr) uintptr {
 		if littleEndian {
 			return uintptr(*(*uint32)(p) & (1<<24 - 1))
 		}
-		b := (*id24)(p)
-		return uintptr(b[0]) | uintptr(b[1])<<8 | uintptr(b[2])<<16
+		return uintptr((*id24)(p).index())
 	}
 	return uintptr(*(*uint32)(p))
 }

@@ -37,7 +37,7 @@ const opCorrect = shard.OpEvalDiag + 1
 type WorkerConfig struct {
 	Name      string
 	Parallel  int           // goroutines evaluating shards
-	Compact   bool          // store values as codes where smaller (shard.Compact)
+	Compact   bool          // shard.Options.Compact
 	Heartbeat time.Duration // how often to announce itself
 	Log       *zap.Logger
 	Metrics   *metrics.Worker // nil: none
