@@ -237,7 +237,7 @@ func parse(args []string) (*options, error) {
 	if o.shards < 0 {
 		return nil, errors.New("-shards must be 0 (automatic) or positive")
 	}
-	if _, err := osgm.New(osgm.Choose(o.method, 1), osgm.Problem{}, osgm.Params{}); err != nil {
+	if _, err := osgm.New(osgm.Choose(o.method, 1, osgm.Shape{}), osgm.Problem{}, osgm.Params{}); err != nil {
 		return nil, err
 	}
 	return o, nil

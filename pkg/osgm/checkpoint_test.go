@@ -16,18 +16,24 @@ import (
 func TestResumeIsBitIdentical(t *testing.T) {
 	type run struct {
 		name string
-		diag bool // the objective gives the Hessian's diagonal (Newton uses it)
+		diag bool    // the objective gives a varying Hessian (diagonal), which Newton uses
+		at   int     // the round interrupted (default 23)
+		hp   float64 // newton-full: a Hessian pass's cost (0: held from the start)
 	}
 	var runs []run
 	for _, name := range Methods() {
-		if Checkpointable(name) {
-			runs = append(runs, run{name, false})
+		if Checkpointable(name) && name != "newton-full" {
+			runs = append(runs, run{name, false, 0, 0})
 		}
 	}
-	runs = append(runs, run{"newton", true})
+	// newton-full holding the Hessian takes one pass per iteration: it is
+	// interrupted early, with a Hessian that varies with x. Starting as
+	// TRON, it takes the Hessian after a first solve of over 3 steps, and
+	// is interrupted after that.
+	runs = append(runs, run{"newton", true, 0, 0}, run{"newton-full", true, 4, 0}, run{"newton-full", true, 15, 3})
 	for _, r := range runs {
 		name := r.name
-		t.Run(fmt.Sprintf("%s/diag=%v", name, r.diag), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/diag=%v/hp=%v", name, r.diag, r.hp), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(4, 4))
 			var q interface {
 				Objective
@@ -38,7 +44,11 @@ func TestResumeIsBitIdentical(t *testing.T) {
 			}
 			zero := func() [][]float64 { return [][]float64{make([]float64, 12), make([]float64, 12)} }
 			base := Settings{Method: name, MaxIter: 400, GradTol: []float64{1e-10, 1e-10}, Params: Params{NoDiag: true}}
-			want, err := Minimize(q, zero(), q.problems(), base)
+			probs := q.problems()
+			for k := range probs {
+				probs[k].HessPasses = r.hp
+			}
+			want, err := Minimize(q, zero(), probs, base)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,8 +65,12 @@ func TestResumeIsBitIdentical(t *testing.T) {
 				saved = b.Bytes()
 				return nil
 			}
-			interrupted.Interrupt = func() bool { rounds++; return rounds == 23 }
-			if _, err := Minimize(q, zero(), q.problems(), interrupted); !errors.Is(err, ErrInterrupted) {
+			at := r.at
+			if at == 0 {
+				at = 23
+			}
+			interrupted.Interrupt = func() bool { rounds++; return rounds == at }
+			if _, err := Minimize(q, zero(), probs, interrupted); !errors.Is(err, ErrInterrupted) {
 				if err == nil {
 					t.Skip("finished before the interruption")
 				}
@@ -68,7 +82,7 @@ func TestResumeIsBitIdentical(t *testing.T) {
 			}
 			resumed := base
 			resumed.Resume = &snap
-			got, err := Minimize(q, zero(), q.problems(), resumed)
+			got, err := Minimize(q, zero(), probs, resumed)
 			if err != nil {
 				t.Fatal(err)
 			}

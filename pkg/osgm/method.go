@@ -36,6 +36,13 @@ type Subsetter interface {
 	HessVecSome(ks []int, x, v, hv [][]float64) error
 }
 
+// EvalHesser is an Objective that can also compute, in the pass of an
+// evaluation, its whole (generalised) Hessian h[k] = H_k(x[k]), dense and
+// row by row, for one problem at a time (len(x) == 1).
+type EvalHesser interface {
+	EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error
+}
+
 // EvalDiager is an Objective that can also compute, in the pass of an
 // evaluation, its (generalised) Hessian's diagonal d[k] = diag H_k(x[k]),
 // for the problems ks (nil: all) held in x, f, g and d in the order of ks.
@@ -50,6 +57,7 @@ const (
 	OpEval     Op = iota // value and gradient at X
 	OpHessVec            // Hessian at X applied to V
 	OpEvalDiag           // value, gradient and the Hessian's diagonal at X
+	OpEvalHess           // value, gradient and the whole Hessian at X
 	numOps
 )
 
@@ -61,10 +69,11 @@ type Request struct {
 }
 
 // Reply is the evaluation of a Request: F and G for OpEval, HV for
-// OpHessVec, F, G and D for OpEvalDiag. The method copies what it keeps.
+// OpHessVec, F, G and D for OpEvalDiag, F, G and H (Dim x Dim, row by
+// row) for OpEvalHess. The method copies what it keeps.
 type Reply struct {
-	F        float64
-	G, HV, D []float64
+	F           float64
+	G, HV, D, H []float64
 }
 
 // Step tells the driver what a Tell completed.
@@ -94,6 +103,14 @@ type Problem struct {
 	// UsesStartDiag): OSGM starts its scaling from it, Newton its first
 	// preconditioner.
 	Diag []float64
+	// Hess is the whole Hessian at the start point (Dim x Dim), when known
+	// (see UsesStartHess): newton-full solves with it first. Minimize
+	// computes it with the start point's evaluation when not given.
+	Hess []float64
+	// HessPasses is what a Hessian pass costs, in ordinary passes (see
+	// Shape.HessPasses): newton-full holds the Hessian once a CG solve has
+	// taken more steps. Zero: from the start.
+	HessPasses float64
 	// EvalDiag says the objective computes the Hessian's diagonal with an
 	// evaluation (OpEvalDiag); Minimize sets it.
 	EvalDiag bool
@@ -122,21 +139,59 @@ const Auto = "auto"
 // DefaultMethod is the method used when none is named.
 const DefaultMethod = Auto
 
-// Choose resolves Auto (or no name) for a run of K problems, from
-// measurements on every shared LIBSVM set and generated data
-// (BENCHMARKS.md): a single (binary) problem gets LIBLINEAR's trust-region
-// Newton method, which needs the fewest passes on large data (4x fewer
-// than L-BFGS on a 134 MB generated set); one-vs-rest problems get L-BFGS,
-// which converges without tuning everywhere and is 4-7x faster than
-// Newton on news20 and letter. HDM, the best OSGM variant, needs 2 to 20
-// times the passes of L-BFGS and over 20,000 on news20, so the OSGM family
-// is one flag away rather than the default. Other names are returned as
-// they are.
-func Choose(name string, problems int) string {
+// Shape is what Choose knows of the data; zero when nothing is known.
+type Shape struct {
+	Dim       int // a problem's coordinates: the features, and the bias
+	Rows, NNZ int
+	Pairs     int // sum over rows of r(r+1)/2, r the row's nonzeros (bias included)
+	Shards    int
+}
+
+// MaxFullDim is the most coordinates newton-full takes: its passes carry
+// a packed Hessian, 4 MB at 1,024.
+const MaxFullDim = 1024
+
+// HessPasses is what a pass that brings the whole Hessian costs, in
+// ordinary passes over the data: each row of r nonzeros makes r(r+1)/2
+// products (1.25 nonzeros' worth each, measured on a9a and w8a), and
+// every shard's Hessian is added up and carried (4 per entry). a9a: 10.9,
+// ijcnn1: 10.0, w8a: 20. Zero when the data's shape is not known.
+func (s Shape) HessPasses() float64 {
+	if s.NNZ <= 0 {
+		return 0
+	}
+	d := float64(s.Dim)
+	return (1.25*float64(s.Pairs) + 4*float64(s.Shards)*d*(d+1)/2 + float64(s.NNZ)) / float64(s.NNZ)
+}
+
+// fullPays reports whether newton-full can hold the Hessian, and whether
+// a CG solve may cost more than a Hessian pass: TRON's longest take tens
+// of steps (a9a 83, mushrooms 35).
+func (s Shape) fullPays() bool {
+	return s.Dim > 0 && s.Dim <= MaxFullDim && s.NNZ > 0 && s.HessPasses() <= 64
+}
+
+// Choose resolves Auto (or no name) for a run of K problems on data of
+// the given shape, from measurements on every shared LIBSVM set and
+// generated data (BENCHMARKS.md). A single (binary) problem gets
+// LIBLINEAR's trust-region Newton-CG, which needs the fewest passes on
+// large data (4x fewer than L-BFGS on a 134 MB generated set); where a
+// Hessian pass is cheap enough (few features, short rows) in its
+// newton-full form, which holds the Hessian once CG solves cost more
+// (a9a: 34 passes in all against 131). One-vs-rest problems get
+// L-BFGS, which converges without tuning everywhere and is 4-7x faster
+// than Newton on news20 and letter. HDM, the best OSGM variant, needs 2 to
+// 20 times the passes of L-BFGS and over 20,000 on news20, so the OSGM
+// family is one flag away rather than the default. Other names are
+// returned as they are.
+func Choose(name string, problems int, shape Shape) string {
 	if name != "" && name != Auto {
 		return name
 	}
-	if problems == 1 {
+	switch {
+	case problems == 1 && shape.fullPays():
+		return "newton-full"
+	case problems == 1:
 		return "newton"
 	}
 	return "lbfgs"
@@ -160,6 +215,9 @@ var methods = map[string]constructor{
 	// Trust-region Newton-CG, LIBLINEAR's own -s 2 method, as a baseline
 	// and for the fewest passes.
 	"newton": newNewton,
+	// Newton with the whole Hessian, solved exactly: few passes where
+	// there are few features.
+	"newton-full": newNewtonFull,
 	// gonum's L-BFGS with More-Thuente line search, for comparison; its
 	// state is private, so checkpoints restart it from the best point.
 	"gonum-lbfgs": newGonumLBFGS,
@@ -192,11 +250,20 @@ func UsesStartDiag(name string, q Params) bool {
 	switch name {
 	case "osgm-h", "osgm-r", "osgm-g", "hdm":
 		return !q.NoDiag
-	case "newton":
+	case "newton", "newton-full":
 		return true
 	}
 	return false
 }
 
+// UsesStartHess reports whether the named method reads Problem.Hess for
+// problem p: newton-full holding the Hessian from the start.
+func UsesStartHess(name string, p Problem) bool { return name == "newton-full" && p.HessPasses == 0 }
+
+// NeedsHess reports whether the named method may ask for OpEvalHess.
+func NeedsHess(name string) bool { return name == "newton-full" }
+
 // NeedsHessVec reports whether the named method asks for OpHessVec.
-func NeedsHessVec(name string) bool { return name == "osgm-g" || name == "newton" }
+func NeedsHessVec(name string) bool {
+	return name == "osgm-g" || name == "newton" || name == "newton-full"
+}

@@ -16,6 +16,8 @@ import (
 type Settings struct {
 	Method string
 	Params Params
+	// Shape describes the data, for resolving Auto (see Choose).
+	Shape Shape
 	// MaxIter bounds the iterations of each problem.
 	MaxIter int
 	// GradTol is each problem's stopping threshold on ||grad f||_2.
@@ -80,23 +82,20 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 		now = time.Now
 	}
 	start := now()
-	s.Method = Choose(s.Method, K)
+	s.Method = Choose(s.Method, K, s.Shape)
 	hv, _ := obj.(HessVecer)
 	if NeedsHessVec(s.Method) && hv == nil {
 		return nil, fmt.Errorf("osgm: %s needs Hessian-vector products, which this objective lacks", s.Method)
 	}
+	eh, _ := obj.(EvalHesser)
+	if NeedsHess(s.Method) && eh == nil {
+		return nil, fmt.Errorf("osgm: %s needs the Hessian, which this objective lacks", s.Method)
+	}
+	if NeedsHess(s.Method) && K > 0 && len(x0[0]) > MaxFullDim {
+		return nil, fmt.Errorf("osgm: %s takes at most %d coordinates (features and bias); this problem has %d: use newton", s.Method, MaxFullDim, len(x0[0]))
+	}
 
 	ed, _ := obj.(EvalDiager)
-	ms := make([]Method, K)
-	for k := range ms {
-		prob := probs[k]
-		prob.EvalDiag = ed != nil
-		m, err := New(s.Method, prob, s.Params)
-		if err != nil {
-			return nil, err
-		}
-		ms[k] = m
-	}
 	f := make([]float64, K)
 	g := make([][]float64, K)
 	for k := range g {
@@ -104,6 +103,7 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	}
 	res := &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
 		Iters: make([]int, K), Converged: make([]bool, K)}
+	var h0 []float64 // the Hessian at x0, for a method that starts from it
 	switch {
 	case s.Resume != nil:
 		// The methods' states replace what Init sets up below.
@@ -112,11 +112,32 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 		for k := range g {
 			copy(g[k], s.G0[k])
 		}
+	case K == 1 && UsesStartHess(s.Method, probs[0]) && len(probs[0].Hess) == 0:
+		// The same pass brings the Hessian, which the first solve needs.
+		n := len(x0[0])
+		h0 = make([]float64, n*n)
+		if err := eh.EvalHessSome(nil, x0, f, g, [][]float64{h0}); err != nil {
+			return nil, err
+		}
+		res.Evals++
 	default:
 		if err := obj.Eval(x0, f, g); err != nil {
 			return nil, err
 		}
 		res.Evals++
+	}
+	ms := make([]Method, K)
+	for k := range ms {
+		prob := probs[k]
+		prob.EvalDiag = ed != nil
+		if h0 != nil {
+			prob.Hess = h0
+		}
+		m, err := New(s.Method, prob, s.Params)
+		if err != nil {
+			return nil, err
+		}
+		ms[k] = m
 	}
 	stalled := make([]bool, K)
 	done := func(k int) bool { return res.Converged[k] || res.Iters[k] >= s.MaxIter || stalled[k] }
@@ -158,10 +179,14 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	vs := make([][]float64, K)
 	outs := make([][]float64, K)
 	diags := make([][]float64, K) // OpEvalDiag's second output
+	hess := make([][]float64, K)  // OpEvalHess's
 	for k := range outs {
 		outs[k] = make([]float64, len(x0[k]))
 		if ed != nil {
 			diags[k] = make([]float64, len(x0[k]))
+		}
+		if NeedsHess(s.Method) {
+			hess[k] = make([]float64, len(x0[k])*len(x0[k]))
 		}
 	}
 	reqs := make([]Request, K)
@@ -174,6 +199,26 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	// that can, evaluates those only; otherwise the others ride along at
 	// their best point and their results are ignored.
 	pass := func(op Op) error {
+		if op == OpEvalHess { // a pass carries one problem's Hessian
+			first := true
+			for k := range ms {
+				if done(k) || reqs[k].Op != op {
+					continue
+				}
+				if !first {
+					res.Evals++ // the caller counts the first
+				}
+				first = false
+				var only []int
+				if K > 1 {
+					only = []int{k}
+				}
+				if err := eh.EvalHessSome(only, [][]float64{reqs[k].X}, f[k:k+1], outs[k:k+1], hess[k:k+1]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		if some != nil && K > 1 {
 			ks, sx, sv, sout, sd, sf = ks[:0], sx[:0], sv[:0], sout[:0], sd[:0], sf[:0]
 			for k := range ms {
@@ -256,6 +301,8 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 					steps[k] = ms[k].Tell(Reply{HV: outs[k]})
 				case OpEvalDiag:
 					steps[k] = ms[k].Tell(Reply{F: f[k], G: outs[k], D: diags[k]})
+				case OpEvalHess:
+					steps[k] = ms[k].Tell(Reply{F: f[k], G: outs[k], H: hess[k]})
 				}
 			})
 			for k, m := range ms {

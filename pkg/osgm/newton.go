@@ -13,11 +13,26 @@ import (
 // over the data, which workers share), each trial point one evaluation.
 // It needs few passes, which is what lets a distributed trainer beat a
 // single-threaded one end to end.
+//
+// With full set (newton-full) the same method may hold the whole Hessian:
+// then each trial point's pass brings it (OpEvalHess), and the CG steps
+// multiply by it here, n^2 flops each, instead of asking for a pass each.
+// An iteration costs one pass and one round trip where TRON's cost one per
+// CG step. A Hessian pass costs hessPasses ordinary ones (rows of r
+// nonzeros make r(r+1)/2 products), so it starts as TRON and takes the
+// Hessian once a CG solve has cost more than that, as renting stops once
+// the rent has reached the price: CG solves lengthen as the iterates near
+// the optimum (a9a's take 2, 4, 7, 15, 14 and 83 steps), and a solve too
+// short to pay for a Hessian pass stays as cheap as it was. The iterates
+// are TRON's, to rounding, whichever way the steps are computed.
 type newton struct {
-	mu float64   // lambda: the objective is lambda times LIBLINEAR's F
-	m0 []float64 // the preconditioner from the Hessian's diagonal at 0
-	hd bool      // the objective gives the Hessian's diagonal with an evaluation
-	S  newtonState
+	mu         float64   // lambda: the objective is lambda times LIBLINEAR's F
+	m0         []float64 // the preconditioner from the Hessian's diagonal at 0
+	hd         bool      // the objective gives the Hessian's diagonal with an evaluation
+	full       bool
+	hessPasses float64   // newton-full: a Hessian pass's cost, in passes (0: hold it from the start)
+	h0         []float64 // the Hessian at the start point, when given
+	S          newtonState
 }
 
 type newtonState struct {
@@ -32,6 +47,13 @@ type newtonState struct {
 	// diagonal at the start point is the first request.
 	M        []float64
 	NeedDiag bool
+
+	// H is the Hessian at X (newton-full only), dim x dim, row by row;
+	// nil until it is held. Checkpoints keep it (8 MB at MaxFullDim), so a
+	// resumed run needs no pass to get it back. CGSteps counts the current
+	// solve's steps.
+	H       []float64
+	CGSteps int
 
 	// The preconditioned CG solve of H s = -g within ||s||_M <= Delta.
 	InCG     bool
@@ -60,7 +82,21 @@ const (
 // point's evaluation brings it, in the same pass); otherwise from the
 // diagonal at 0 (every row active), known from the data.
 func newNewton(p Problem, _ Params) Method {
-	m := &newton{mu: p.Mu, hd: p.EvalDiag}
+	return newTRON(p, false)
+}
+
+// newNewtonFull is newton with the whole Hessian, from the start point's
+// when the problem gives it.
+func newNewtonFull(p Problem, _ Params) Method {
+	m := newTRON(p, true)
+	if len(p.Hess) == p.Dim*p.Dim && p.Dim > 0 {
+		m.h0 = p.Hess
+	}
+	return m
+}
+
+func newTRON(p Problem, full bool) *newton {
+	m := &newton{mu: p.Mu, hd: p.EvalDiag, full: full, hessPasses: p.HessPasses}
 	if m.mu <= 0 {
 		m.mu = 1
 	}
@@ -92,6 +128,9 @@ func (m *newton) mnorm(v []float64) float64 {
 
 func (m *newton) state() any { return &m.S }
 
+// holdsFromStart: newton-full with no cost for a Hessian pass given.
+func (m *newton) holdsFromStart() bool { return m.full && m.hessPasses == 0 }
+
 func (m *newton) Init(x []float64, f float64, g []float64) {
 	n := len(x)
 	s := &m.S
@@ -105,10 +144,21 @@ func (m *newton) Init(x []float64, f float64, g []float64) {
 	s.M = clone(m.m0)
 	s.Step, s.R, s.D, s.HD, s.XT = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	s.Z = make([]float64, n)
-	// At 0 the problem's Diag is the Hessian's diagonal (train computes
-	// it there, class weights included, as LIBLINEAR does). Elsewhere (a
-	// warm start) the first solve waits for the diagonal at x.
-	if m.hd && slices.ContainsFunc(x, func(v float64) bool { return v != 0 }) {
+	// The problem's Hess is the Hessian at x, when given. At 0 the
+	// problem's Diag is the Hessian's diagonal (train computes it there,
+	// class weights included, as LIBLINEAR does); elsewhere (a warm start)
+	// the first solve waits for the diagonal at x.
+	warm := slices.ContainsFunc(x, func(v float64) bool { return v != 0 })
+	s.H = nil
+	if m.holdsFromStart() {
+		if len(m.h0) == n*n { // else the first request asks for it
+			s.H = clone(m.h0) // the problem's is the caller's
+			m.setPrecond(m.diag(s.H))
+			m.startCG()
+		}
+		return
+	}
+	if m.hd && warm {
 		s.NeedDiag = true
 		return
 	}
@@ -130,7 +180,7 @@ func (m *newton) startCG() {
 	copy(s.D, s.Z)
 	s.RZ = floats.Dot(s.R, s.Z)
 	s.CGTol = cgRelTol * math.Sqrt(s.RZ)
-	s.Boundary, s.InCG = false, true
+	s.Boundary, s.InCG, s.CGSteps = false, true, 0
 	if s.Iter == 0 {
 		s.Delta = m.mnorm(s.G) / m.mu
 	}
@@ -138,22 +188,60 @@ func (m *newton) startCG() {
 
 func (m *newton) Next() Request {
 	s := &m.S
+	if m.holdsFromStart() && s.H == nil { // no Hessian came with the start point
+		return Request{Op: OpEvalHess, X: s.X}
+	}
 	if s.NeedDiag {
 		return Request{Op: OpEvalDiag, X: s.X}
+	}
+	for s.H != nil && s.InCG && math.Sqrt(s.RZ) > s.CGTol {
+		m.cgStep(m.hessVec(s.D))
 	}
 	if s.InCG && math.Sqrt(s.RZ) > s.CGTol {
 		return Request{Op: OpHessVec, X: s.X, V: s.D}
 	}
 	s.InCG = false
 	floats.AddTo(s.XT, s.X, s.Step)
-	if m.hd {
+	switch {
+	case s.H != nil || (m.full && float64(s.CGSteps) > m.hessPasses):
+		// Held, or the solve just made cost more than a Hessian pass:
+		// the trial brings the Hessian at its point.
+		return Request{Op: OpEvalHess, X: s.XT}
+	case m.hd:
 		return Request{Op: OpEvalDiag, X: s.XT}
 	}
 	return Request{Op: OpEval, X: s.XT}
 }
 
+// hessVec is H d from the Hessian held (full only), into S.HD.
+func (m *newton) hessVec(d []float64) []float64 {
+	n := len(d)
+	for i := range n {
+		m.S.HD[i] = floats.Dot(m.S.H[i*n:(i+1)*n], d)
+	}
+	return m.S.HD
+}
+
+// diag is the diagonal of a dim x dim Hessian, in S.Z's memory (free
+// between solves).
+func (m *newton) diag(h []float64) []float64 {
+	n := len(m.S.Z)
+	for j := range n {
+		m.S.Z[j] = h[j*n+j]
+	}
+	return m.S.Z
+}
+
 func (m *newton) Tell(r Reply) Step {
 	s := &m.S
+	if m.holdsFromStart() && s.H == nil {
+		s.H = clone(r.H)
+		s.F = r.F
+		copy(s.G, r.G)
+		m.setPrecond(m.diag(s.H))
+		m.startCG()
+		return Step{}
+	}
 	if s.NeedDiag {
 		m.setPrecond(r.D)
 		s.NeedDiag = false
@@ -164,13 +252,14 @@ func (m *newton) Tell(r Reply) Step {
 		m.cgStep(r.HV)
 		return Step{}
 	}
-	return m.trial(r.F, r.G, r.D)
+	return m.trial(r.F, r.G, r.D, r.H)
 }
 
 // cgStep advances the CG solve by one Hessian-vector product, stopping at
 // the trust region's boundary.
 func (m *newton) cgStep(hd []float64) {
 	s := &m.S
+	s.CGSteps++
 	copy(s.HD, hd)
 	dHd := floats.Dot(s.D, s.HD)
 	if !(dHd > 0) {
@@ -221,8 +310,9 @@ func (m *newton) setPrecond(d []float64) {
 
 // trial judges the trial point by the ratio of actual to predicted
 // reduction and resizes the trust region as TRON does; dnew, when the
-// objective gave it, is the Hessian's diagonal at the trial point.
-func (m *newton) trial(fnew float64, gnew, dnew []float64) Step {
+// objective gave it, is the Hessian's diagonal at the trial point, hnew
+// (full only) the whole Hessian.
+func (m *newton) trial(fnew float64, gnew, dnew, hnew []float64) Step {
 	s := &m.S
 	s.Iter++
 	gs := floats.Dot(s.G, s.Step)
@@ -253,6 +343,11 @@ func (m *newton) trial(fnew float64, gnew, dnew []float64) Step {
 		s.X, s.XT = s.XT, s.X
 		copy(s.G, gnew)
 		s.F = fnew
+		if len(hnew) == len(s.X)*len(s.X) {
+			// X's Hessian, held from now on.
+			s.H = append(s.H[:0], hnew...)
+			dnew = m.diag(s.H)
+		}
 		if len(dnew) == len(s.M) {
 			m.setPrecond(dnew)
 		}

@@ -83,6 +83,26 @@ func (q *quadratic) HessVec(x, v, hv [][]float64) error {
 	return nil
 }
 
+// EvalHessSome is Eval with the (constant) Hessian, for newton-full.
+func (q *quadratic) EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error {
+	q.evals++
+	for i := range x {
+		k := i
+		if ks != nil {
+			k = ks[i]
+		}
+		r := make([]float64, len(x[i]))
+		floats.SubTo(r, x[i], q.c[k])
+		n := len(r)
+		for a := range n {
+			g[i][a] = floats.Dot(q.A[a], r)
+			copy(h[i][a*n:(a+1)*n], q.A[a])
+		}
+		f[i] = floats.Dot(r, g[i]) / 2
+	}
+	return nil
+}
+
 // diagQuadratic also gives a diagonal with each evaluation. A quadratic's
 // Hessian is constant, so it makes one up that varies with x, positive
 // and near A's diagonal: what a preconditioner needs to be, and enough
@@ -99,6 +119,23 @@ func (q diagQuadratic) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [
 	for k := range x {
 		for i := range d[k] {
 			d[k][i] = q.A[i][i] * (1 + math.Abs(math.Sin(x[k][i])))
+		}
+	}
+	return nil
+}
+
+// EvalHessSome makes the Hessian vary with x too: A with each row and
+// column scaled by sqrt(1 + |sin x_i|), still positive definite.
+func (q diagQuadratic) EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error {
+	if err := q.quadratic.EvalHessSome(ks, x, f, g, h); err != nil {
+		return err
+	}
+	for i := range x {
+		n := len(x[i])
+		for a := range n {
+			for b := range n {
+				h[i][a*n+b] *= math.Sqrt((1 + math.Abs(math.Sin(x[i][a]))) * (1 + math.Abs(math.Sin(x[i][b]))))
+			}
 		}
 	}
 	return nil
@@ -276,11 +313,12 @@ func TestUnknownMethod(t *testing.T) {
 // TestUsesStartDiag: callers compute the Hessian's diagonal at the start
 // (a pass over the data) only when UsesStartDiag says the method reads
 // it, so every method whose first request depends on Problem.Diag must
-// say so, and no other; NoDiag turns it off for OSGM.
+// say so, and no other; NoDiag turns it off for OSGM. (newton-full as
+// train runs it: starting as TRON, with a Hessian pass's cost given.)
 func TestUsesStartDiag(t *testing.T) {
 	x, g := []float64{0, 0, 0}, []float64{1, -2, 3}
 	first := func(name string, diag []float64, q Params) Request {
-		m, err := New(name, Problem{Dim: 3, L: 10, Mu: 0.1, Diag: diag, EvalDiag: true}, q)
+		m, err := New(name, Problem{Dim: 3, L: 10, Mu: 0.1, Diag: diag, EvalDiag: true, HessPasses: 10}, q)
 		if err != nil {
 			t.Fatal(err)
 		}

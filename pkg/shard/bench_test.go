@@ -31,6 +31,13 @@ func BenchmarkHessVec(b *testing.B) {
 	})
 }
 
+// BenchmarkEvalHess measures the pass that newton-full asks for: Eval and
+// the whole Hessian over the active rows (every row, at w = 0). Mnnz/s
+// counts the matrix's nonzeros, as the other kernels do.
+func BenchmarkEvalHess(b *testing.B) {
+	benchKernel(b, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.EvalHess(p, sc, part) })
+}
+
 func benchKernel(b *testing.B, pass func(*Shard, *Point, *Scratch, *Partial)) {
 	files := benchFiles(b)
 	if files == nil {

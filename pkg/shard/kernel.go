@@ -51,6 +51,9 @@ type Partial struct {
 	Loss     []float64 // per problem: sum of max(0, 1 - y a·w)^2
 	Grad     []float64 // local column l, problem k at l*K+k: sum of -2 y (1 - z) a
 	BiasGrad []float64 // per problem, the bias feature's gradient sum
+	// Hess, for OpEvalHess only, is the data part of the Hessian over the
+	// point's whole dimension, packed (see HessLen); nil otherwise.
+	Hess []float64
 	// Seconds is how long the worker that sent it had been computing the
 	// round when it did: the coordinator splits round time into compute
 	// and communication with it. Zero in-process.
@@ -62,6 +65,9 @@ type Scratch struct {
 	wl   []float64
 	z    []float64
 	coef []float64
+	// A row's global columns and values, for EvalHess.
+	hcols []int32
+	hvals []float64
 }
 
 func grow(b []float64, n int) []float64 {
@@ -97,6 +103,7 @@ func (s *Shard) newPartial(K int, out *Partial) {
 	out.Loss = grow(out.Loss, K)
 	out.BiasGrad = grow(out.BiasGrad, K)
 	out.Grad = grow(out.Grad, len(s.Cols)*K)
+	out.Hess = out.Hess[:0]
 	clear(out.Loss)
 	clear(out.BiasGrad)
 	clear(out.Grad)
@@ -867,6 +874,46 @@ func evalDiagBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cl
 	return sums
 }
 
+// rowMargins writes each row's a·w into z (wl gathered, one problem, no
+// bias), summed as m.dot sums: the kernels' margins to the bit.
+func (s *Shard) rowMargins(wl, z []float64) {
+	switch {
+	case s.Idx16 != nil:
+		marginsOf(s, s.Idx16, wl, z)
+	case s.Idx24 != nil:
+		marginsOf(s, s.Idx24, wl, z)
+	default:
+		marginsOf(s, s.Idx, wl, z)
+	}
+}
+
+func marginsOf[I colID](s *Shard, idx []I, wl, z []float64) {
+	switch {
+	case s.Values == Ones:
+		m, wp := newColView(s.RowPtr, idx), unsafe.Pointer(unsafe.SliceData(wl))
+		for i := range z {
+			z[i] = m.dotOnes(wp, uintptr(s.RowPtr[i]), uintptr(s.RowPtr[i+1]))
+		}
+	case s.Code8 != nil:
+		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Code8), wl, z)
+	case s.Code16 != nil:
+		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Code16), wl, z)
+	case s.Val32 != nil:
+		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Val32), wl, z)
+	case s.Mant != nil:
+		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Mant), wl, z)
+	default:
+		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Val64), wl, z)
+	}
+}
+
+func marginsBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], wl, z []float64) {
+	m, wp, inv := newRowView(rowPtr, idx, vs), unsafe.Pointer(unsafe.SliceData(wl)), 1/vs.scale
+	for i := range z {
+		z[i] = m.dot(wp, uintptr(rowPtr[i]), uintptr(rowPtr[i+1])) * inv
+	}
+}
+
 // Tally counts, per class, the rows and the rows whose predicted class
 // (LIBLINEAR's rule) is their class. With p.Holdout set it counts only
 // that fold's rows: the held-out accuracy of cross-validation.
@@ -903,15 +950,24 @@ func (s *Shard) Tally(p *Point) Tally {
 	wl := s.gather(p, &sc)
 	z := make([]float64, K)
 	sel := s.rowsFor(p, 0)
+	var zs []float64 // one problem: every row's margin from the kernels' loops
+	if K == 1 {
+		zs = make([]float64, s.Rows())
+		s.rowMargins(wl, zs)
+	}
 	for i := 0; i < s.Rows(); i++ {
 		if p.Holdout > 0 && !sel.skip(i) {
 			continue
 		}
-		clear(z)
-		for q := int(s.RowPtr[i]); q < int(s.RowPtr[i+1]); q++ {
-			j, x := s.col(q), s.rowValue(q)
-			for k := 0; k < K; k++ {
-				z[k] += x * wl[j*K+k]
+		if K == 1 {
+			z[0] = zs[i]
+		} else {
+			clear(z)
+			for q := int(s.RowPtr[i]); q < int(s.RowPtr[i+1]); q++ {
+				j, x := s.col(q), s.rowValue(q)
+				for k := 0; k < K; k++ {
+					z[k] += x * wl[j*K+k]
+				}
 			}
 		}
 		addBias(p, z)

@@ -73,6 +73,8 @@ func (l *Local) Eval(op Op, p, v *Point, add func(*Partial) error) error {
 					l.Shards[i].HessVec(p, v, sc, part)
 				case OpEvalDiag:
 					l.Shards[i].EvalDiag(p, sc, part)
+				case OpEvalHess:
+					l.Shards[i].EvalHess(p, sc, part)
 				default:
 					panic(fmt.Sprintf("shard: unknown op %d", op))
 				}

@@ -13,12 +13,14 @@ const (
 	OpEval     Op = iota // loss and gradient sums at a point
 	OpHessVec            // generalised Hessian at a point times a vector
 	OpEvalDiag           // OpEval and the generalised Hessian's diagonal
+	OpEvalHess           // OpEval and the whole generalised Hessian (one problem)
 )
 
 // Meta describes one loaded shard to the coordinator.
 type Meta struct {
 	ID         int
 	Rows, NNZ  int
+	Pairs      int // the rows' r(r+1)/2 for r nonzeros: a Hessian pass's products
 	MaxIndex   uint32
 	NormSq     float64
 	MaxNormSq  float64
@@ -29,7 +31,7 @@ type Meta struct {
 
 // MetaOf summarises a shard.
 func MetaOf(s *Shard) Meta {
-	return Meta{ID: s.ID, Rows: s.Rows(), NNZ: s.NNZ(), MaxIndex: s.MaxIndex, NormSq: s.NormSq, MaxNormSq: s.MaxNormSq,
+	return Meta{ID: s.ID, Rows: s.Rows(), NNZ: s.NNZ(), Pairs: s.pairs(), MaxIndex: s.MaxIndex, NormSq: s.NormSq, MaxNormSq: s.MaxNormSq,
 		Labels: s.Labels, LabelCount: s.LabelCount, Cols: s.Cols}
 }
 
@@ -180,6 +182,10 @@ func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]
 	o.sum.Loss = grow(o.sum.Loss, K)
 	o.sum.BiasGrad = grow(o.sum.BiasGrad, K)
 	o.sum.Grad = o.sum.Grad[:0]
+	o.sum.Hess = o.sum.Hess[:0]
+	if op == OpEvalHess {
+		o.sum.Hess = grow(o.sum.Hess, HessLen(o.Dim()))
+	}
 	for k := range out {
 		o.sum.Grad = append(o.sum.Grad, out[k][:o.Features])
 	}
@@ -286,6 +292,39 @@ func (o *Objective) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]
 	for k := range d {
 		for j := range d[k] {
 			d[k][j] = o.Lambda + 2*d[k][j]/m
+		}
+	}
+	return nil
+}
+
+// EvalHessSome is EvalSome that also computes, in the same pass, h[k]:
+// the generalised Hessian at x[k], lambda I + (2/m) sum over the rows
+// active at x[k] of c a a^T, as a dense symmetric Dim x Dim matrix, row
+// by row. One problem at a time: a pass carries one Hessian.
+func (o *Objective) EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error {
+	if len(x) != 1 {
+		return fmt.Errorf("shard: a Hessian pass carries one problem, not %d", len(x))
+	}
+	if o.Dim() > maxHessDim {
+		return fmt.Errorf("shard: a Hessian over %d coordinates is too large (at most %d)", o.Dim(), maxHessDim)
+	}
+	loss, err := o.pass(OpEvalHess, ks, x, nil, g)
+	if err != nil {
+		return err
+	}
+	o.finishEval(x, loss, f, g)
+	n, m := o.Dim(), float64(o.Rows)
+	if len(h[0]) != n*n {
+		return fmt.Errorf("shard: Hessian buffer of %d entries for dimension %d", len(h[0]), n)
+	}
+	for a := range n {
+		row := o.sum.Hess[HessAt(n, a, a)-a:]
+		for b := a; b < n; b++ {
+			v := 2 * row[b] / m
+			if a == b {
+				v += o.Lambda
+			}
+			h[0][a*n+b], h[0][b*n+a] = v, v
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ type Sum struct {
 	Loss     []float64
 	Grad     [][]float64 // Grad[k][j]
 	BiasGrad []float64
+	Hess     []float64 // OpEvalHess: the packed Hessian's data part (see HessLen)
 }
 
 // GroupSize is how many consecutive shards are summed together before
@@ -122,6 +123,7 @@ func union(a, b []uint32) []uint32 {
 // coordinator use it alike, which is what keeps their bits equal.
 type GroupSum struct {
 	group   *Group
+	hess    int // each partial's Hessian length (0: none)
 	end     int
 	next    int
 	pending map[int]*Partial
@@ -129,9 +131,10 @@ type GroupSum struct {
 	release func(*Partial)
 }
 
-// NewGroupSum starts the sum of group gr of n shards for K problems,
-// reusing buf's memory when it is not nil.
-func NewGroupSum(gr *Group, n, K int, release func(*Partial), buf *Partial) *GroupSum {
+// NewGroupSum starts the sum of group gr of n shards for K problems, and
+// packed Hessians of length hess (0: none), reusing buf's memory when it
+// is not nil.
+func NewGroupSum(gr *Group, n, K, hess int, release func(*Partial), buf *Partial) *GroupSum {
 	_, end := GroupShards(gr.ID, n)
 	if buf == nil {
 		buf = new(Partial)
@@ -141,7 +144,8 @@ func NewGroupSum(gr *Group, n, K int, release func(*Partial), buf *Partial) *Gro
 	clear(buf.Loss)
 	clear(buf.BiasGrad)
 	clear(buf.Grad)
-	return &GroupSum{group: gr, end: end, next: gr.First, pending: map[int]*Partial{}, release: release, sum: buf}
+	buf.Hess = buf.Hess[:0]
+	return &GroupSum{group: gr, hess: hess, end: end, next: gr.First, pending: map[int]*Partial{}, release: release, sum: buf}
 }
 
 // Add takes a shard partial; it reports false for a duplicate.
@@ -150,7 +154,7 @@ func (gs *GroupSum) Add(p *Partial) (bool, error) {
 		return false, nil
 	}
 	K := len(gs.sum.Loss)
-	if len(p.Loss) != K || len(p.BiasGrad) != K || len(p.Grad) != len(gs.group.Pos[p.Shard-gs.group.First])*K {
+	if len(p.Loss) != K || len(p.BiasGrad) != K || len(p.Grad) != len(gs.group.Pos[p.Shard-gs.group.First])*K || len(p.Hess) != gs.hess {
 		return false, fmt.Errorf("shard %d: partial has the wrong size", p.Shard)
 	}
 	gs.pending[p.Shard] = p
@@ -172,6 +176,7 @@ func (gs *GroupSum) accumulate(p *Partial) {
 		gs.sum.BiasGrad[k] += p.BiasGrad[k]
 	}
 	scatterAdd(gs.sum.Grad, p.Grad, gs.group.Pos[p.Shard-gs.group.First], K)
+	gs.sum.Hess = addHess(gs.sum.Hess, p.Hess)
 }
 
 // scatterAdd adds src, K problems interleaved over a child's columns, into
@@ -251,6 +256,7 @@ func (r *Reducer) Reset(sum *Sum) {
 	for _, g := range sum.Grad {
 		clear(g)
 	}
+	clear(sum.Hess)
 	r.sum, r.done = sum, false
 	r.comb.Reset()
 	clear(r.open)
@@ -267,7 +273,7 @@ func (r *Reducer) Add(p *Partial) (bool, error) {
 	}
 	gs := r.open[g]
 	if gs == nil {
-		gs = NewGroupSum(r.groups[g], r.n, len(r.sum.Loss), r.Release, r.spare[g])
+		gs = NewGroupSum(r.groups[g], r.n, len(r.sum.Loss), len(r.sum.Hess), r.Release, r.spare[g])
 		r.spare[g] = gs.Sum()
 		r.open[g] = gs
 	}
@@ -290,6 +296,9 @@ func (r *Reducer) AddNode(id NodeID, p *Partial) (bool, error) {
 	}
 	if len(p.Loss) != len(r.sum.Loss) {
 		return false, fmt.Errorf("node %d/%d: sum of %d problems, want %d", id.Level, id.Index, len(p.Loss), len(r.sum.Loss))
+	}
+	if len(p.Hess) != len(r.sum.Hess) {
+		return false, fmt.Errorf("node %d/%d: Hessian of %d entries, want %d", id.Level, id.Index, len(p.Hess), len(r.sum.Hess))
 	}
 	took, err := r.comb.Add(id, p)
 	if took {
@@ -324,6 +333,9 @@ func (r *Reducer) Missing() []int {
 }
 
 func (r *Reducer) apply(cols []uint32, p *Partial) {
+	for i, v := range p.Hess {
+		r.sum.Hess[i] += v
+	}
 	K := len(r.sum.Loss)
 	for k := range K {
 		r.sum.Loss[k] += p.Loss[k]

@@ -274,6 +274,7 @@ func TestKernelMatchesDenseReference(t *testing.T) {
 						checkHessVec(t, obj, x, rng)
 						checkActivityCache(t, obj, x, rng)
 						checkEvalDiag(t, obj, x)
+						checkEvalHess(t, obj, x)
 					})
 				}
 			}
@@ -371,8 +372,72 @@ func storageResults(t *testing.T, o *Objective, x, v [][]float64) []float64 {
 			t.Fatal(err)
 		}
 		out = append(append(append(out, f...), g[0]...), diag[0]...)
+		if o.Dim() > 100 {
+			return out // wide data: newton-full does not take it
+		}
+		h := [][]float64{make([]float64, o.Dim()*o.Dim())}
+		if err := o.EvalHessSome(nil, x, f, g, h); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, h[0]...)
 	}
 	return out
+}
+
+// checkEvalHess: EvalHessSome gives Eval's value and gradient to the bit,
+// and a symmetric Hessian whose column j is H e_j from a Hessian-vector
+// pass (another kernel), for each problem alone, at x and at 0.
+func checkEvalHess(t *testing.T, obj *Objective, x [][]float64) {
+	t.Helper()
+	K, n := len(x), obj.Dim()
+	wf, wg := make([]float64, K), make([][]float64, K)
+	for k := range wg {
+		wg[k] = make([]float64, n)
+	}
+	for _, at := range [][][]float64{x, make([][]float64, K)} {
+		for k := range at {
+			if at[k] == nil {
+				at[k] = make([]float64, n)
+			}
+		}
+		if err := obj.Eval(at, wf, wg); err != nil {
+			t.Fatal(err)
+		}
+		for k := range at {
+			var ks []int
+			if K > 1 {
+				ks = []int{k}
+			}
+			f, g, h := make([]float64, 1), [][]float64{make([]float64, n)}, [][]float64{make([]float64, n*n)}
+			if err := obj.EvalHessSome(ks, at[k:k+1], f, g, h); err != nil {
+				t.Fatal(err)
+			}
+			if K == 1 && (math.Float64bits(f[0]) != math.Float64bits(wf[k]) || !slices.Equal(g[0], wg[k])) {
+				t.Errorf("with the Hessian f = %v and g differ from Eval's (f = %v)", f[0], wf[k])
+			}
+			if K > 1 && !near(f[0], wf[k], 1e-13) {
+				t.Errorf("problem %d alone with the Hessian: f = %v, Eval's %v", k, f[0], wf[k])
+			}
+			e, hv := make([][]float64, K), make([][]float64, K)
+			for q := range e {
+				e[q], hv[q] = make([]float64, n), make([]float64, n)
+			}
+			for j := range n {
+				for q := range e {
+					clear(e[q])
+					e[q][j] = 1
+				}
+				if err := obj.HessVec(at, e, hv); err != nil {
+					t.Fatal(err)
+				}
+				for i := range n {
+					if hij := h[0][i*n+j]; !near(hij, hv[k][i], 1e-12) || hij != h[0][j*n+i] {
+						t.Fatalf("problem %d: H[%d][%d] = %v (H[%d][%d] = %v), (H e_j)_i = %v", k, i, j, hij, j, i, h[0][j*n+i], hv[k][i])
+					}
+				}
+			}
+		}
+	}
 }
 
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math.Abs(b)) }
@@ -792,7 +857,7 @@ func TestReductionTreeIsFixed(t *testing.T) {
 			return err
 		})
 		for g := range preSummed {
-			gs := NewGroupSum(groups[g], len(shards), K, nil, nil)
+			gs := NewGroupSum(groups[g], len(shards), K, 0, nil, nil)
 			first, end := GroupShards(g, len(shards))
 			for s := end - 1; s >= first; s-- { // out of order on purpose
 				gs.Add(parts[s])

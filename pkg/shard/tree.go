@@ -211,5 +211,6 @@ func (nd *Node) add(left, right, buf *Partial) *Partial {
 			scatterAdd(buf.Grad, p.Grad, nd.Pos[c], K)
 		}
 	}
+	buf.Hess = addHess(addHess(buf.Hess[:0], left.Hess), right.Hess)
 	return buf
 }

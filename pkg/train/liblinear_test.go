@@ -221,6 +221,7 @@ func TestWarmStart(t *testing.T) {
 // values as liblinear-train prints.
 // This is what caught a first trust region sized in the wrong norm: the
 // optimum was right, but reached in 9 iterations where TRON needs 6.
+// newton-full must take the same trials too.
 func TestNewtonFollowsTRON(t *testing.T) {
 	dir := sharedData(t)
 	needLIBLINEAR(t)
@@ -250,27 +251,47 @@ func TestNewtonFollowsTRON(t *testing.T) {
 				}
 				tron = append(tron, trial{f, cg})
 			}
-			var recs []osgm.Record
-			res := trainFile(t, src, Config{C: 1, Eps: 1e-4, Bias: -1, MaxIter: 10000, Method: "newton",
-				Trace: func(r osgm.Record) { recs = append(recs, r) }})
-			if len(recs) != len(tron) || len(tron) == 0 {
-				t.Fatalf("%d trials, LIBLINEAR %d:\n%s", len(recs), len(tron), out)
-			}
-			prev := 1 // the pass at 0
-			for i, r := range recs {
-				cg := r.Evals - prev - 1 // less the trial's own evaluation
-				prev = r.Evals
-				if d := cg - tron[i].cg; abs(d) > max(1, tron[i].cg/10) {
-					t.Errorf("trial %d: %d CG steps, LIBLINEAR %d", i+1, cg, tron[i].cg)
+			// newton-full takes the same trials. It starts as TRON and,
+			// once a CG solve has cost more than a Hessian pass, holds the
+			// Hessian: from then on a trial costs one pass.
+			passes := map[string]int{}
+			for _, method := range []string{"newton", "newton-full"} {
+				var recs []osgm.Record
+				res := trainFile(t, src, Config{C: 1, Eps: 1e-4, Bias: -1, MaxIter: 10000, Method: method,
+					Trace: func(r osgm.Record) { recs = append(recs, r) }})
+				if len(recs) != len(tron) || len(tron) == 0 {
+					t.Fatalf("%s: %d trials, LIBLINEAR %d:\n%s", method, len(recs), len(tron), out)
 				}
-				if i+1 < len(tron) && r.Accepted {
-					// LIBLINEAR prints f with 4 digits: %5.3e.
-					if want := tron[i+1].f; math.Abs(r.F-want) > 5e-4*math.Abs(want) {
-						t.Errorf("after trial %d: F = %.6g, LIBLINEAR %.4g", i+1, r.F, want)
+				prev, held := 0, false // Evals leaves out the pass at 0
+				for i, r := range recs {
+					cg := r.Evals - prev - 1 // less the trial's own evaluation
+					prev = r.Evals
+					switch {
+					case method == "newton-full" && held && cg != 0:
+						t.Errorf("%s: trial %d took %d passes after one that held the Hessian", method, i+1, cg+1)
+					case method == "newton-full" && cg == 0:
+						held = true
+					case method == "newton":
+						if d := cg - tron[i].cg; abs(d) > max(1, tron[i].cg/10) {
+							t.Errorf("%s: trial %d: %d CG steps, LIBLINEAR %d", method, i+1, cg, tron[i].cg)
+						}
+					}
+					if i+1 < len(tron) && r.Accepted {
+						// LIBLINEAR prints f with 4 digits: %5.3e.
+						if want := tron[i+1].f; math.Abs(r.F-want) > 5e-4*math.Abs(want) {
+							t.Errorf("%s: after trial %d: F = %.6g, LIBLINEAR %.4g", method, i+1, r.F, want)
+						}
 					}
 				}
+				passes[method] = res.Opt.Evals
+				t.Logf("%s: %d trials, %d passes", method, len(recs), res.Opt.Evals)
 			}
-			t.Logf("%d trials, %d passes", len(recs), res.Opt.Evals)
+			if passes["newton-full"] > passes["newton"] {
+				t.Errorf("newton-full made %d passes, newton %d", passes["newton-full"], passes["newton"])
+			}
+			if name == "a9a" && passes["newton-full"] >= passes["newton"]/2 {
+				t.Errorf("a9a (CG solves of up to 83 steps): newton-full made %d passes, newton %d", passes["newton-full"], passes["newton"])
+			}
 		})
 	}
 }

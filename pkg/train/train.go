@@ -210,7 +210,16 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		g0[k] = make([]float64, dim)
 	}
 	g0norm := make([]float64, K)
-	method := osgm.Choose(cfg.Method, K)
+	// The whole data's shape, a held-out fold's rows included: the choice
+	// of method must not depend on the fold.
+	shape := osgm.Shape{Dim: dim, Rows: sum.Rows, NNZ: sum.NNZ, Shards: len(b.Meta())}
+	for _, m := range b.Meta() {
+		shape.Pairs += m.Pairs
+	}
+	if cfg.Bias >= 0 { // one more nonzero per row
+		shape.Pairs += sum.NNZ + sum.Rows
+	}
+	method := osgm.Choose(cfg.Method, K, shape)
 	var d0 [][]float64 // the Hessian's diagonal at 0, for methods that start from it
 	if cfg.Resume != nil {
 		if err := cfg.Resume.check(dataFP, flagsFP); err != nil {
@@ -249,12 +258,12 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	}
 	probs := make([]osgm.Problem, K)
 	for k := range probs {
-		probs[k] = osgm.Problem{Dim: dim, L: obj.LipschitzBound(), Mu: lambda}
+		probs[k] = osgm.Problem{Dim: dim, L: obj.LipschitzBound(), Mu: lambda, HessPasses: shape.HessPasses()}
 		if d0 != nil {
 			probs[k].Diag = d0[k]
 		}
 	}
-	settings := osgm.Settings{Method: cfg.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol,
+	settings := osgm.Settings{Method: method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol,
 		CheckpointEvery: cfg.CheckpointEvery, Interrupt: cfg.Interrupt}
 	if cfg.Trace != nil {
 		settings.Trace = func(r osgm.Record) {
@@ -326,6 +335,12 @@ func (t *timedObjective) HessVecSome(ks []int, x, v, hv [][]float64) error {
 	start := time.Now()
 	defer func() { t.spent += time.Since(start) }()
 	return t.Objective.HessVecSome(ks, x, v, hv)
+}
+
+func (t *timedObjective) EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error {
+	start := time.Now()
+	defer func() { t.spent += time.Since(start) }()
+	return t.Objective.EvalHessSome(ks, x, f, g, h)
 }
 
 func (t *timedObjective) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {

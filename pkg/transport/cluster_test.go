@@ -171,10 +171,11 @@ func flatten(w [][]float64) []float64 {
 // 3; two workers given four whole groups each send one node sum per round
 // each, and the model is the in-process one to the bit. Newton adds
 // Hessian-vector rounds and evaluations that carry the Hessian's diagonal
-// (partials of twice the problems).
+// (partials of twice the problems); newton-full, rounds that carry whole
+// Hessians.
 func TestWorkersSendNodeSums(t *testing.T) {
 	path := testData(t)
-	for _, method := range []string{"lbfgs", "newton"} {
+	for _, method := range []string{"lbfgs", "newton", "newton-full"} {
 		t.Run(method, func(t *testing.T) {
 			cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: method, MaxIter: 300}
 			want := localModel(t, path, 64, cfg)

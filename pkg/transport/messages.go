@@ -90,7 +90,7 @@ func DecodePoint(b []byte) (*Point, error) { return DecodePointInto(b, nil) }
 func DecodePointInto(b []byte, old *Point) (*Point, error) {
 	d := dec{b: b}
 	p := &Point{Op: shard.Op(d.u8())}
-	if d.err == nil && p.Op != shard.OpEval && p.Op != shard.OpHessVec && p.Op != shard.OpEvalDiag && p.Op != opCorrect {
+	if d.err == nil && p.Op != shard.OpEval && p.Op != shard.OpHessVec && p.Op != shard.OpEvalDiag && p.Op != shard.OpEvalHess && p.Op != opCorrect {
 		return nil, fmt.Errorf("transport: point: unknown op %d", p.Op)
 	}
 	p.Bias = d.f64()
@@ -156,10 +156,11 @@ func EncodePartial(p *shard.Partial) []byte { return AppendPartial(nil, p) }
 
 // AppendPartial is EncodePartial appending to dst.
 func AppendPartial(dst []byte, p *shard.Partial) []byte {
-	e := enc{b: slices.Grow(dst, 3*4+8+8*(2*len(p.Loss)+len(p.Grad)))}
+	e := enc{b: slices.Grow(dst, 4*4+8+8*(2*len(p.Loss)+len(p.Grad)+len(p.Hess)))}
 	e.f64s(p.Loss)
 	e.f64s(p.BiasGrad)
 	e.f64s(p.Grad)
+	e.f64s(p.Hess)
 	e.f64(p.Seconds)
 	return e.b
 }
@@ -174,7 +175,7 @@ func DecodePartialInto(id int, b []byte, p *shard.Partial) (*shard.Partial, erro
 		p = new(shard.Partial)
 	}
 	d := dec{b: b}
-	*p = shard.Partial{Shard: id, Loss: d.f64sInto(p.Loss), BiasGrad: d.f64sInto(p.BiasGrad), Grad: d.f64sInto(p.Grad)}
+	*p = shard.Partial{Shard: id, Loss: d.f64sInto(p.Loss), BiasGrad: d.f64sInto(p.BiasGrad), Grad: d.f64sInto(p.Grad), Hess: d.f64sInto(p.Hess)}
 	p.Seconds = d.f64()
 	if err := d.done(); err != nil {
 		return nil, err
@@ -195,6 +196,7 @@ func EncodeMeta(worker string, m *shard.Meta) []byte {
 	e.b = append(e.b, worker...)
 	e.u64(uint64(m.Rows))
 	e.u64(uint64(m.NNZ))
+	e.u64(uint64(m.Pairs))
 	e.u32(m.MaxIndex)
 	e.f64(m.NormSq)
 	e.f64(m.MaxNormSq)
@@ -212,7 +214,7 @@ func EncodeMeta(worker string, m *shard.Meta) []byte {
 func DecodeMeta(id int, b []byte) (string, *shard.Meta, error) {
 	d := dec{b: b}
 	worker := string(d.take(d.count(1)))
-	m := &shard.Meta{ID: id, Rows: int(d.u64()), NNZ: int(d.u64()), MaxIndex: d.u32(), NormSq: d.f64(), MaxNormSq: d.f64()}
+	m := &shard.Meta{ID: id, Rows: int(d.u64()), NNZ: int(d.u64()), Pairs: int(d.u64()), MaxIndex: d.u32(), NormSq: d.f64(), MaxNormSq: d.f64()}
 	m.Labels = d.f64s()
 	for _, c := range d.u32s() {
 		m.LabelCount = append(m.LabelCount, int(c))
@@ -221,7 +223,7 @@ func DecodeMeta(id int, b []byte) (string, *shard.Meta, error) {
 	if err := d.done(); err != nil {
 		return "", nil, err
 	}
-	if len(m.Labels) != len(m.LabelCount) || m.Rows < 0 || m.NNZ < 0 {
+	if len(m.Labels) != len(m.LabelCount) || m.Rows < 0 || m.NNZ < 0 || m.Pairs < 0 {
 		return "", nil, errors.New("transport: meta: sizes differ")
 	}
 	return worker, m, nil

@@ -26,7 +26,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 4
+const Version = 5
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40

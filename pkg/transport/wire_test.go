@@ -158,16 +158,26 @@ func TestMessagesRoundTrip(t *testing.T) {
 		t.Fatalf("point header differs: %+v", got)
 	}
 
-	part := &shard.Partial{Shard: 4, Loss: []float64{1, 2}, BiasGrad: []float64{0.5, -0.5}, Grad: []float64{1, 2, 3, 4}}
-	gp, err := DecodePartial(4, EncodePartial(part))
-	if err != nil || !slices.Equal(gp.Grad, part.Grad) || !slices.Equal(gp.Loss, part.Loss) || !slices.Equal(gp.BiasGrad, part.BiasGrad) {
-		t.Fatalf("partial: %v %+v", err, gp)
+	hp := &Point{Op: shard.OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2, 3}}}
+	if got, err := DecodePoint(EncodePoint(hp)); err != nil || got.Op != shard.OpEvalHess || !slices.Equal(got.X[0], hp.X[0]) || got.V != nil {
+		t.Fatalf("Hessian point: %v %+v", err, got)
 	}
 
-	m := &shard.Meta{Rows: 10, NNZ: 30, MaxIndex: 99, NormSq: 2.5, MaxNormSq: 0.75, Labels: []float64{1, -1}, LabelCount: []int{4, 6},
+	for _, part := range []*shard.Partial{
+		{Shard: 4, Loss: []float64{1, 2}, BiasGrad: []float64{0.5, -0.5}, Grad: []float64{1, 2, 3, 4}},
+		{Shard: 4, Loss: []float64{1}, BiasGrad: []float64{0.5}, Grad: []float64{1, 2}, Hess: []float64{1, -2, 3, 4, 5, 6}},
+	} {
+		gp, err := DecodePartial(4, EncodePartial(part))
+		if err != nil || !slices.Equal(gp.Grad, part.Grad) || !slices.Equal(gp.Loss, part.Loss) || !slices.Equal(gp.BiasGrad, part.BiasGrad) ||
+			!slices.Equal(gp.Hess, part.Hess) || (len(part.Hess) == 0) != (len(gp.Hess) == 0) {
+			t.Fatalf("partial: %v %+v", err, gp)
+		}
+	}
+
+	m := &shard.Meta{Rows: 10, NNZ: 30, Pairs: 55, MaxIndex: 99, NormSq: 2.5, MaxNormSq: 0.75, Labels: []float64{1, -1}, LabelCount: []int{4, 6},
 		Cols: []uint32{0, 5, 98, 1 << 20, math.MaxUint32 - 1, math.MaxUint32}}
 	w, gm, err := DecodeMeta(2, EncodeMeta("w1", m))
-	if err != nil || w != "w1" || gm.Rows != 10 || gm.MaxNormSq != 0.75 || !slices.Equal(gm.Cols, m.Cols) || !slices.Equal(gm.LabelCount, m.LabelCount) {
+	if err != nil || w != "w1" || gm.Rows != 10 || gm.Pairs != 55 || gm.MaxNormSq != 0.75 || !slices.Equal(gm.Cols, m.Cols) || !slices.Equal(gm.LabelCount, m.LabelCount) {
 		t.Fatalf("meta: %v %s %+v", err, w, gm)
 	}
 }
@@ -236,6 +246,8 @@ func FuzzDecodeChunk(f *testing.F) {
 func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}}))
+	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}, Hess: []float64{1, 2, 3}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1, 7, 300}}))
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		switch which % 3 {

@@ -31,7 +31,7 @@ const (
 // opCorrect asks workers to tally rows and correct predictions per class
 // (shard.Tally) instead of evaluating: rows come back as the partial's
 // Loss, correct ones as its BiasGrad.
-const opCorrect = shard.OpEvalDiag + 1
+const opCorrect = shard.OpEvalHess + 1
 
 // WorkerConfig configures a worker.
 type WorkerConfig struct {
@@ -574,6 +574,10 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		vp = shard.NewPoint(p.V, p.Bias, features)
 	}
 	sums := map[int]*shard.GroupSum{}
+	hess := 0
+	if p.Op == shard.OpEvalHess {
+		hess = shard.HessLen(len(p.X[0]))
+	}
 	w.started = start
 	if grouped && w.comb != nil {
 		w.comb.Reset()
@@ -592,7 +596,7 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		}
 		gs := sums[g]
 		if gs == nil {
-			gs = shard.NewGroupSum(gr, w.total, len(part.Loss), local.Release, nil)
+			gs = shard.NewGroupSum(gr, w.total, len(part.Loss), hess, local.Release, nil)
 			sums[g] = gs
 		}
 		if _, err := gs.Add(part); err != nil {
