@@ -177,8 +177,8 @@ func (s Shape) fullPays() bool {
 // LIBLINEAR's trust-region Newton-CG, which needs the fewest passes on
 // large data (4x fewer than L-BFGS on a 134 MB generated set); where a
 // Hessian pass is cheap enough (few features, short rows) in its
-// newton-full form, which holds the Hessian once CG solves cost more
-// (a9a: 34 passes in all against 131). One-vs-rest problems get
+// newton-full form, which brings the Hessian back when CG solves cost
+// more than that (a9a: 35 passes in all against 131). One-vs-rest problems get
 // L-BFGS, which converges without tuning everywhere and is 4-7x faster
 // than Newton on news20 and letter. HDM, the best OSGM variant, needs 2 to
 // 20 times the passes of L-BFGS and over 20,000 on news20, so the OSGM

@@ -339,3 +339,34 @@ func TestUsesStartDiag(t *testing.T) {
 		}
 	}
 }
+
+// TestChoose: auto's choice from the data's shape, with a9a's, w8a's and
+// news20's shapes (pairs counted from the files) and a dense one.
+func TestChoose(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		problems int
+		shape    Shape
+		want     string
+	}{
+		{"a9a", 1, Shape{Dim: 123, Rows: 32561, NNZ: 451592, Pairs: 3361127, Shards: 9}, "newton-full"},
+		{"w8a", 1, Shape{Dim: 300, Rows: 49749, NNZ: 579586, Pairs: 6868039, Shards: 14}, "newton-full"},
+		{"news20 as two classes", 1, Shape{Dim: 1355191, Rows: 15935, NNZ: 7242563, Pairs: 1 << 33, Shards: 16}, "newton"},
+		{"dense rows of 1,000", 1, Shape{Dim: 1000, Rows: 10000, NNZ: 10_000_000, Pairs: 5_005_000_000, Shards: 64}, "newton"},
+		{"no shape", 1, Shape{}, "newton"},
+		{"one-vs-rest", 3, Shape{Dim: 123, Rows: 32561, NNZ: 451592, Pairs: 3361127, Shards: 9}, "lbfgs"},
+	} {
+		if got := Choose(Auto, c.problems, c.shape); got != c.want {
+			t.Errorf("%s: %s (a Hessian pass costs %.1f passes), want %s", c.name, got, c.shape.HessPasses(), c.want)
+		}
+	}
+	if got := Choose("hdm", 1, Shape{}); got != "hdm" {
+		t.Errorf("a named method became %s", got)
+	}
+	// The measured cost of a Hessian pass, in passes, is a9a's 10.8 and
+	// ijcnn1's 9.7 (BenchmarkEvalHess against BenchmarkEval).
+	a9a := Shape{Dim: 123, Rows: 32561, NNZ: 451592, Pairs: 3361127, Shards: 9}
+	if hp := a9a.HessPasses(); hp < 9 || hp > 13 {
+		t.Errorf("a9a: a Hessian pass costs %.1f passes, measured 10.8", hp)
+	}
+}

@@ -251,9 +251,10 @@ func TestNewtonFollowsTRON(t *testing.T) {
 				}
 				tron = append(tron, trial{f, cg})
 			}
-			// newton-full takes the same trials. It starts as TRON and,
-			// once a CG solve has cost more than a Hessian pass, holds the
-			// Hessian: from then on a trial costs one pass.
+			// newton-full takes the same trials. After a CG solve that cost
+			// more than a Hessian pass, its trial brings the Hessian and
+			// the next solve costs no pass: fewer passes in all, far fewer
+			// on a9a.
 			passes := map[string]int{}
 			for _, method := range []string{"newton", "newton-full"} {
 				var recs []osgm.Record
@@ -262,19 +263,12 @@ func TestNewtonFollowsTRON(t *testing.T) {
 				if len(recs) != len(tron) || len(tron) == 0 {
 					t.Fatalf("%s: %d trials, LIBLINEAR %d:\n%s", method, len(recs), len(tron), out)
 				}
-				prev, held := 0, false // Evals leaves out the pass at 0
+				prev := 0 // Evals leaves out the pass at 0
 				for i, r := range recs {
 					cg := r.Evals - prev - 1 // less the trial's own evaluation
 					prev = r.Evals
-					switch {
-					case method == "newton-full" && held && cg != 0:
-						t.Errorf("%s: trial %d took %d passes after one that held the Hessian", method, i+1, cg+1)
-					case method == "newton-full" && cg == 0:
-						held = true
-					case method == "newton":
-						if d := cg - tron[i].cg; abs(d) > max(1, tron[i].cg/10) {
-							t.Errorf("%s: trial %d: %d CG steps, LIBLINEAR %d", method, i+1, cg, tron[i].cg)
-						}
+					if d := cg - tron[i].cg; method == "newton" && abs(d) > max(1, tron[i].cg/10) {
+						t.Errorf("%s: trial %d: %d CG steps, LIBLINEAR %d", method, i+1, cg, tron[i].cg)
 					}
 					if i+1 < len(tron) && r.Accepted {
 						// LIBLINEAR prints f with 4 digits: %5.3e.

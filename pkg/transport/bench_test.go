@@ -57,3 +57,48 @@ func BenchmarkBroadcast(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRoundTrip measures a round's floor on the in-process bus: one
+// small broadcast, each of `workers` subscribers answering with a small
+// message, the publisher waiting for every answer, as the coordinator
+// does. It is the fixed cost per pass that small data sets pay.
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			srv, err := Embedded("")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Shutdown()
+			connect := func() *nats.Conn {
+				nc, err := Connect(srv.ClientURL(), "bench", Auth{}, zap.NewNop(), nats.InProcessServer(srv))
+				if err != nil {
+					b.Fatal(err)
+				}
+				WaitConnected(nc, 5*time.Second)
+				return nc
+			}
+			coord := connect()
+			defer coord.Close()
+			answers := make(chan struct{}, 16)
+			up, _ := coord.Subscribe("up", func(*nats.Msg) { answers <- struct{}{} })
+			defer up.Unsubscribe()
+			reply := make([]byte, 1000)
+			for i := 0; i < workers; i++ {
+				nc := connect()
+				defer nc.Close()
+				nc.Subscribe("down", func(*nats.Msg) { nc.Publish("up", reply) })
+				nc.Flush()
+			}
+			coord.Flush()
+			point := make([]byte, 1000)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				coord.Publish("down", point)
+				for range workers {
+					<-answers
+				}
+			}
+		})
+	}
+}
