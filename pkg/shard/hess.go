@@ -71,9 +71,8 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
 		}
 		sc.hcols, sc.hvals = cols, vals
 		// Columns increase along a row (Cols is increasing, the bias is
-		// last), so every (ju, jv) below is in the upper triangle; row ju
-		// of the packed triangle starts at ju's diagonal entry, and
-		// rowBase(ju) + jv is entry (ju, jv).
+		// last), so every (ju, jv) below is in the upper triangle. row
+		// points ju places before (ju, ju), so that row[jv] is (ju, jv).
 		c := r.w[side] * inv2
 		hp := unsafe.Pointer(unsafe.SliceData(h))
 		for u, ju := range cols {

@@ -77,10 +77,9 @@ type Worker struct {
 	local    *shard.Local
 
 	// Memory kept from round to round for the vectors that cross the
-	// bus: the last point (the next one is decoded into it), the encoded
-	// node sums, the chunks. Group sums are not kept: a worker holds
+	// bus: the encoded node sums, the chunks (and the point's, which the
+	// next point is decoded into). Group sums are not kept: a worker holds
 	// several, and garbage costs less peak memory than buffers kept.
-	spare   *Point
 	encoded map[shard.NodeID][]byte
 	chunks  chunker
 
@@ -498,14 +497,16 @@ func (w *Worker) onPoint(m roundMsg) {
 		w.evaluate(todo, false)
 		return
 	}
-	p, err := DecodePointInto(m.payload, w.spare)
+	// A new round: the last point is done with, and the new one is
+	// decoded into its memory (a 1 M-feature Hessian-vector point is 16
+	// MB). Decoding checks every size before it writes a vector; should
+	// it fail all the same, no point is kept.
+	p, err := DecodePointInto(m.payload, w.point)
 	if err != nil {
 		w.badMsg.add(err, KindPoint)
+		w.point = nil
 		return
 	}
-	// The old point is free now (the new one never shares its memory):
-	// the next round decodes into it.
-	w.spare = w.point
 	w.round, w.point, w.answered, w.sums = m.round, p, map[int][]byte{}, map[shard.NodeID][]byte{}
 	if !slices.Equal(p.Labels, w.order) {
 		w.order = p.Labels
