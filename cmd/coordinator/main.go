@@ -105,7 +105,7 @@ func parse(args []string) (*options, error) {
 	fs.Float64Var(&o.lambda, "lambda", 0, "regularisation lambda, instead of -c")
 	fs.Float64Var(&o.eps, "e", 0.01, "stopping tolerance: LIBLINEAR's relative gradient test")
 	fs.Float64Var(&o.bias, "B", -1, "bias: if >= 0, every row gets a feature of this value (-1: none)")
-	fs.StringVar(&o.method, "method", osgm.DefaultMethod, "optimiser: "+strings.Join(osgm.Methods(), ", ")+" (auto: newton for two classes, lbfgs for more)")
+	fs.StringVar(&o.method, "method", osgm.DefaultMethod, "optimiser: "+strings.Join(osgm.Methods(), ", ")+" (auto: newton-full for two classes and at most 1,024 features, newton for more features, lbfgs for more classes)")
 	fs.IntVar(&o.maxIter, "max-iter", 10000, "maximum iterations")
 	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
 	fs.StringVar(&o.trace, "trace", "", "write one CSV line per iteration to this file")
