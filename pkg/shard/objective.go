@@ -305,18 +305,18 @@ func (o *Objective) EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]
 	if len(x) != 1 {
 		return fmt.Errorf("shard: a Hessian pass carries one problem, not %d", len(x))
 	}
-	if o.Dim() > maxHessDim {
-		return fmt.Errorf("shard: a Hessian over %d coordinates is too large (at most %d)", o.Dim(), maxHessDim)
+	n, m := o.Dim(), float64(o.Rows)
+	if n > maxHessDim {
+		return fmt.Errorf("shard: a Hessian over %d coordinates is too large (at most %d)", n, maxHessDim)
+	}
+	if len(h[0]) != n*n {
+		return fmt.Errorf("shard: Hessian buffer of %d entries for dimension %d", len(h[0]), n)
 	}
 	loss, err := o.pass(OpEvalHess, ks, x, nil, g)
 	if err != nil {
 		return err
 	}
 	o.finishEval(x, loss, f, g)
-	n, m := o.Dim(), float64(o.Rows)
-	if len(h[0]) != n*n {
-		return fmt.Errorf("shard: Hessian buffer of %d entries for dimension %d", len(h[0]), n)
-	}
 	for a := range n {
 		row := o.sum.Hess[HessAt(n, a, a)-a:]
 		for b := a; b < n; b++ {
