@@ -178,7 +178,7 @@ func (s Shape) fullPays() bool {
 // large data (4x fewer than L-BFGS on a 134 MB generated set); where a
 // Hessian pass is cheap enough (few features, short rows) in its
 // newton-full form, which brings the Hessian back when CG solves cost
-// more than that (a9a: 35 passes in all against 131). One-vs-rest problems get
+// more than that (a9a: 35 passes in all against 146). One-vs-rest problems get
 // L-BFGS, which converges without tuning everywhere and is 4-7x faster
 // than Newton on news20 and letter. HDM, the best OSGM variant, needs 2 to
 // 20 times the passes of L-BFGS and over 20,000 on news20, so the OSGM
