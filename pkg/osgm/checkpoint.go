@@ -58,7 +58,7 @@ func loadMethod(m Method, b []byte) error {
 // Checkpointable reports whether the named method can be checkpointed.
 func Checkpointable(name string) bool {
 	if name == "" || name == Auto {
-		return Checkpointable(Choose(name, 1, Shape{})) && Checkpointable(Choose(name, 1, Shape{Dim: 1, Rows: 1, NNZ: 1})) && Checkpointable(Choose(name, 2, Shape{}))
+		return Checkpointable(Choose(name, 1, Shape{})) && Checkpointable(Choose(name, 1, Shape{Dim: 1, NNZ: 1})) && Checkpointable(Choose(name, 2, Shape{}))
 	}
 	m, err := New(name, Problem{}, Params{})
 	if err != nil {

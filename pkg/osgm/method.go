@@ -103,13 +103,9 @@ type Problem struct {
 	// UsesStartDiag): OSGM starts its scaling from it, Newton its first
 	// preconditioner.
 	Diag []float64
-	// Hess is the whole Hessian at the start point (Dim x Dim), when known
-	// (see UsesStartHess): newton-full solves with it first. Minimize
-	// computes it with the start point's evaluation when not given.
-	Hess []float64
 	// HessPasses is what a Hessian pass costs, in ordinary passes (see
 	// Shape.HessPasses): newton-full holds the Hessian once a CG solve has
-	// taken more steps. Zero: from the start.
+	// taken more steps (zero: after any solve).
 	HessPasses float64
 	// EvalDiag says the objective computes the Hessian's diagonal with an
 	// evaluation (OpEvalDiag); Minimize sets it.
@@ -141,10 +137,10 @@ const DefaultMethod = Auto
 
 // Shape is what Choose knows of the data; zero when nothing is known.
 type Shape struct {
-	Dim       int // a problem's coordinates: the features, and the bias
-	Rows, NNZ int
-	Pairs     int // sum over rows of r(r+1)/2, r the row's nonzeros (bias included)
-	Shards    int
+	Dim    int // a problem's coordinates: the features, and the bias
+	NNZ    int
+	Pairs  int // sum over rows of r(r+1)/2, r the row's nonzeros (bias included)
+	Shards int
 }
 
 // MaxFullDim is the most coordinates newton-full takes: its passes carry
@@ -255,10 +251,6 @@ func UsesStartDiag(name string, q Params) bool {
 	}
 	return false
 }
-
-// UsesStartHess reports whether the named method reads Problem.Hess for
-// problem p: newton-full holding the Hessian from the start.
-func UsesStartHess(name string, p Problem) bool { return name == "newton-full" && p.HessPasses == 0 }
 
 // NeedsHess reports whether the named method may ask for OpEvalHess.
 func NeedsHess(name string) bool { return name == "newton-full" }

@@ -103,7 +103,6 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	}
 	res := &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
 		Iters: make([]int, K), Converged: make([]bool, K)}
-	var h0 []float64 // the Hessian at x0, for a method that starts from it
 	switch {
 	case s.Resume != nil:
 		// The methods' states replace what Init sets up below.
@@ -112,14 +111,6 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 		for k := range g {
 			copy(g[k], s.G0[k])
 		}
-	case K == 1 && UsesStartHess(s.Method, probs[0]) && len(probs[0].Hess) == 0:
-		// The same pass brings the Hessian, which the first solve needs.
-		n := len(x0[0])
-		h0 = make([]float64, n*n)
-		if err := eh.EvalHessSome(nil, x0, f, g, [][]float64{h0}); err != nil {
-			return nil, err
-		}
-		res.Evals++
 	default:
 		if err := obj.Eval(x0, f, g); err != nil {
 			return nil, err
@@ -130,9 +121,6 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	for k := range ms {
 		prob := probs[k]
 		prob.EvalDiag = ed != nil
-		if h0 != nil {
-			prob.Hess = h0
-		}
 		m, err := New(s.Method, prob, s.Params)
 		if err != nil {
 			return nil, err

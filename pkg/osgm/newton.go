@@ -31,8 +31,7 @@ type newton struct {
 	m0         []float64 // the preconditioner from the Hessian's diagonal at 0
 	hd         bool      // the objective gives the Hessian's diagonal with an evaluation
 	full       bool
-	hessPasses float64   // newton-full: a Hessian pass's cost, in passes (0: hold it from the start)
-	h0         []float64 // the Hessian at the start point, when given
+	hessPasses float64 // newton-full: a Hessian pass's cost, in ordinary passes
 	S          newtonState
 }
 
@@ -86,15 +85,8 @@ func newNewton(p Problem, _ Params) Method {
 	return newTRON(p, false)
 }
 
-// newNewtonFull is newton with the whole Hessian, from the start point's
-// when the problem gives it.
-func newNewtonFull(p Problem, _ Params) Method {
-	m := newTRON(p, true)
-	if len(p.Hess) == p.Dim*p.Dim && p.Dim > 0 {
-		m.h0 = p.Hess
-	}
-	return m
-}
+// newNewtonFull is newton that may hold the whole Hessian.
+func newNewtonFull(p Problem, _ Params) Method { return newTRON(p, true) }
 
 func newTRON(p Problem, full bool) *newton {
 	m := &newton{mu: p.Mu, hd: p.EvalDiag, full: full, hessPasses: p.HessPasses}
@@ -129,9 +121,6 @@ func (m *newton) mnorm(v []float64) float64 {
 
 func (m *newton) state() any { return &m.S }
 
-// holdsFromStart: newton-full with no cost for a Hessian pass given.
-func (m *newton) holdsFromStart() bool { return m.full && m.hessPasses == 0 }
-
 func (m *newton) Init(x []float64, f float64, g []float64) {
 	n := len(x)
 	s := &m.S
@@ -145,21 +134,11 @@ func (m *newton) Init(x []float64, f float64, g []float64) {
 	s.M = clone(m.m0)
 	s.Step, s.R, s.D, s.HD, s.XT = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	s.Z = make([]float64, n)
-	// The problem's Hess is the Hessian at x, when given. At 0 the
-	// problem's Diag is the Hessian's diagonal (train computes it there,
-	// class weights included, as LIBLINEAR does); elsewhere (a warm start)
-	// the first solve waits for the diagonal at x.
-	warm := slices.ContainsFunc(x, func(v float64) bool { return v != 0 })
+	// At 0 the problem's Diag is the Hessian's diagonal (train computes
+	// it there, class weights included, as LIBLINEAR does). Elsewhere (a
+	// warm start) the first solve waits for the diagonal at x.
 	s.H = nil
-	if m.holdsFromStart() {
-		if len(m.h0) == n*n { // else the first request asks for it
-			s.H = clone(m.h0) // the problem's is the caller's
-			m.setPrecond(m.diag(s.H))
-			m.startCG()
-		}
-		return
-	}
-	if m.hd && warm {
+	if m.hd && slices.ContainsFunc(x, func(v float64) bool { return v != 0 }) {
 		s.NeedDiag = true
 		return
 	}
@@ -189,9 +168,6 @@ func (m *newton) startCG() {
 
 func (m *newton) Next() Request {
 	s := &m.S
-	if m.holdsFromStart() && s.H == nil { // no Hessian came with the start point
-		return Request{Op: OpEvalHess, X: s.X}
-	}
 	if s.NeedDiag {
 		return Request{Op: OpEvalDiag, X: s.X}
 	}
@@ -235,14 +211,6 @@ func (m *newton) diag(h []float64) []float64 {
 
 func (m *newton) Tell(r Reply) Step {
 	s := &m.S
-	if m.holdsFromStart() && s.H == nil {
-		s.H = clone(r.H)
-		s.F = r.F
-		copy(s.G, r.G)
-		m.setPrecond(m.diag(s.H))
-		m.startCG()
-		return Step{}
-	}
 	if s.NeedDiag {
 		m.setPrecond(r.D)
 		s.NeedDiag = false

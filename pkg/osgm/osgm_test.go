@@ -313,12 +313,11 @@ func TestUnknownMethod(t *testing.T) {
 // TestUsesStartDiag: callers compute the Hessian's diagonal at the start
 // (a pass over the data) only when UsesStartDiag says the method reads
 // it, so every method whose first request depends on Problem.Diag must
-// say so, and no other; NoDiag turns it off for OSGM. (newton-full as
-// train runs it: starting as TRON, with a Hessian pass's cost given.)
+// say so, and no other; NoDiag turns it off for OSGM.
 func TestUsesStartDiag(t *testing.T) {
 	x, g := []float64{0, 0, 0}, []float64{1, -2, 3}
 	first := func(name string, diag []float64, q Params) Request {
-		m, err := New(name, Problem{Dim: 3, L: 10, Mu: 0.1, Diag: diag, EvalDiag: true, HessPasses: 10}, q)
+		m, err := New(name, Problem{Dim: 3, L: 10, Mu: 0.1, Diag: diag, EvalDiag: true}, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,12 +348,12 @@ func TestChoose(t *testing.T) {
 		shape    Shape
 		want     string
 	}{
-		{"a9a", 1, Shape{Dim: 123, Rows: 32561, NNZ: 451592, Pairs: 3361127, Shards: 9}, "newton-full"},
-		{"w8a", 1, Shape{Dim: 300, Rows: 49749, NNZ: 579586, Pairs: 6868039, Shards: 14}, "newton-full"},
-		{"news20 as two classes", 1, Shape{Dim: 1355191, Rows: 15935, NNZ: 7242563, Pairs: 1 << 33, Shards: 16}, "newton"},
-		{"dense rows of 1,000", 1, Shape{Dim: 1000, Rows: 10000, NNZ: 10_000_000, Pairs: 5_005_000_000, Shards: 64}, "newton"},
+		{"a9a", 1, Shape{Dim: 123, NNZ: 451592, Pairs: 3361127, Shards: 9}, "newton-full"},
+		{"w8a", 1, Shape{Dim: 300, NNZ: 579586, Pairs: 6868039, Shards: 14}, "newton-full"},
+		{"news20 as two classes", 1, Shape{Dim: 1355191, NNZ: 7242563, Pairs: 1 << 33, Shards: 16}, "newton"},
+		{"dense rows of 1,000", 1, Shape{Dim: 1000, NNZ: 10_000_000, Pairs: 5_005_000_000, Shards: 64}, "newton"},
 		{"no shape", 1, Shape{}, "newton"},
-		{"one-vs-rest", 3, Shape{Dim: 123, Rows: 32561, NNZ: 451592, Pairs: 3361127, Shards: 9}, "lbfgs"},
+		{"one-vs-rest", 3, Shape{Dim: 123, NNZ: 451592, Pairs: 3361127, Shards: 9}, "lbfgs"},
 	} {
 		if got := Choose(Auto, c.problems, c.shape); got != c.want {
 			t.Errorf("%s: %s (a Hessian pass costs %.1f passes), want %s", c.name, got, c.shape.HessPasses(), c.want)
@@ -365,7 +364,7 @@ func TestChoose(t *testing.T) {
 	}
 	// The measured cost of a Hessian pass, in passes, is a9a's 10.8 and
 	// ijcnn1's 9.7 (BenchmarkEvalHess against BenchmarkEval).
-	a9a := Shape{Dim: 123, Rows: 32561, NNZ: 451592, Pairs: 3361127, Shards: 9}
+	a9a := Shape{Dim: 123, NNZ: 451592, Pairs: 3361127, Shards: 9}
 	if hp := a9a.HessPasses(); hp < 9 || hp > 13 {
 		t.Errorf("a9a: a Hessian pass costs %.1f passes, measured 10.8", hp)
 	}

@@ -403,6 +403,7 @@ func checkEvalHess(t *testing.T, obj *Objective, x [][]float64) {
 		if err := obj.Eval(at, wf, wg); err != nil {
 			t.Fatal(err)
 		}
+		cols := hessColumns(t, obj, at)
 		for k := range at {
 			var ks []int
 			if K > 1 {
@@ -418,18 +419,8 @@ func checkEvalHess(t *testing.T, obj *Objective, x [][]float64) {
 			if K > 1 && !near(f[0], wf[k], 1e-13) {
 				t.Errorf("problem %d alone with the Hessian: f = %v, Eval's %v", k, f[0], wf[k])
 			}
-			e, hv := make([][]float64, K), make([][]float64, K)
-			for q := range e {
-				e[q], hv[q] = make([]float64, n), make([]float64, n)
-			}
 			for j := range n {
-				for q := range e {
-					clear(e[q])
-					e[q][j] = 1
-				}
-				if err := obj.HessVec(at, e, hv); err != nil {
-					t.Fatal(err)
-				}
+				hv := cols[j]
 				for i := range n {
 					if hij := h[0][i*n+j]; !near(hij, hv[k][i], 1e-12) || hij != h[0][j*n+i] {
 						t.Fatalf("problem %d: H[%d][%d] = %v (H[%d][%d] = %v), (H e_j)_i = %v", k, i, j, hij, j, i, h[0][j*n+i], hv[k][i])
@@ -438,6 +429,32 @@ func checkEvalHess(t *testing.T, obj *Objective, x [][]float64) {
 			}
 		}
 	}
+}
+
+// hessColumns is H e_j for every coordinate j, from Hessian-vector passes
+// at x: cols[j][k] is problem k's column j.
+func hessColumns(t *testing.T, obj *Objective, x [][]float64) [][][]float64 {
+	t.Helper()
+	K, n := len(x), obj.Dim()
+	e := make([][]float64, K)
+	for k := range e {
+		e[k] = make([]float64, n)
+	}
+	cols := make([][][]float64, n)
+	for j := range cols {
+		for k := range e {
+			clear(e[k])
+			e[k][j] = 1
+		}
+		cols[j] = make([][]float64, K)
+		for k := range cols[j] {
+			cols[j][k] = make([]float64, n)
+		}
+		if err := obj.HessVec(x, e, cols[j]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cols
 }
 
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math.Abs(b)) }
@@ -624,15 +641,9 @@ func checkEvalDiag(t *testing.T, obj *Objective, x [][]float64) {
 		if err := obj.Eval(at, wf, wg); err != nil {
 			t.Fatal(err)
 		}
-		e, hv := alloc(), alloc()
+		cols := hessColumns(t, obj, at)
 		for j := 0; j < n; j++ {
-			for k := range e {
-				clear(e[k])
-				e[k][j] = 1
-			}
-			if err := obj.HessVec(at, e, hv); err != nil {
-				t.Fatal(err)
-			}
+			hv := cols[j]
 			for k := range d {
 				if !near(d[k][j], hv[k][j], 1e-12) {
 					t.Errorf("diag[%d][%d] = %v, (H e_j)_j = %v", k, j, d[k][j], hv[k][j])

@@ -21,14 +21,7 @@ func BenchmarkBroadcast(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer srv.Shutdown()
-			connect := func() *nats.Conn {
-				nc, err := Connect(srv.ClientURL(), "bench", Auth{}, zap.NewNop())
-				if err != nil {
-					b.Fatal(err)
-				}
-				WaitConnected(nc, 5*time.Second)
-				return nc
-			}
+			connect := func() *nats.Conn { return benchConn(b, srv.ClientURL()) }
 			pub := connect()
 			defer pub.Close()
 			var got atomic.Int64
@@ -70,14 +63,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer srv.Shutdown()
-			connect := func() *nats.Conn {
-				nc, err := Connect(srv.ClientURL(), "bench", Auth{}, zap.NewNop(), nats.InProcessServer(srv))
-				if err != nil {
-					b.Fatal(err)
-				}
-				WaitConnected(nc, 5*time.Second)
-				return nc
-			}
+			connect := func() *nats.Conn { return benchConn(b, srv.ClientURL(), nats.InProcessServer(srv)) }
 			coord := connect()
 			defer coord.Close()
 			answers := make(chan struct{}, 16)
@@ -101,4 +87,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchConn connects a benchmark's client and waits until it is up.
+func benchConn(b *testing.B, url string, opts ...nats.Option) *nats.Conn {
+	nc, err := Connect(url, "bench", Auth{}, zap.NewNop(), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	WaitConnected(nc, 5*time.Second)
+	return nc
 }
