@@ -175,27 +175,38 @@ func flatten(w [][]float64) []float64 {
 // Hessians.
 func TestWorkersSendNodeSums(t *testing.T) {
 	path := testData(t)
+	// The test data's 60 features are in nearly every shard: a worker
+	// sums its nodes in dense vectors unless told otherwise.
+	cols := map[int][]uint32{}
+	for _, s := range loadShards(t, path, 64)[:32] {
+		cols[s.ID] = s.Cols
+	}
+	if d := shard.NewDenseSum(64, cols); d == nil || !d.Pays() {
+		t.Fatal("dense sums do not pay on the test data: this test would not cover them")
+	}
 	for _, method := range []string{"lbfgs", "newton", "newton-full"} {
-		t.Run(method, func(t *testing.T) {
-			cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: method, MaxIter: 300}
-			want := localModel(t, path, 64, cfg)
-			c, _ := cluster(t, path, 2, 64)
-			before := c.Stats()
-			got, err := train.Train(c, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st := c.Stats()
-			rounds, results := st.Rounds-before.Rounds, st.ResultsUp-before.ResultsUp
-			if rounds == 0 || results != 2*rounds {
-				t.Fatalf("%d result messages in %d rounds, want 2 per round", results, rounds)
-			}
-			for j, v := range flatten(got.Model.W) {
-				if math.Float64bits(v) != math.Float64bits(want[j]) {
-					t.Fatalf("weight %d differs from the model trained without a bus", j)
+		for _, sparse := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/sparse=%v", method, sparse), func(t *testing.T) {
+				cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: method, MaxIter: 300}
+				want := localModel(t, path, 64, cfg)
+				c, _, _ := clusterWithStops(t, path, 2, 64, func(w *Worker) { w.sparseSums = sparse })
+				before := c.Stats()
+				got, err := train.Train(c, cfg)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				st := c.Stats()
+				rounds, results := st.Rounds-before.Rounds, st.ResultsUp-before.ResultsUp
+				if rounds == 0 || results != 2*rounds {
+					t.Fatalf("%d result messages in %d rounds, want 2 per round", results, rounds)
+				}
+				for j, v := range flatten(got.Model.W) {
+					if math.Float64bits(v) != math.Float64bits(want[j]) {
+						t.Fatalf("weight %d differs from the model trained without a bus", j)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -88,7 +88,13 @@ func DecodePoint(b []byte) (*Point, error) { return DecodePointInto(b, nil) }
 // old's when they are large enough (old may be nil): a worker decodes
 // each round's point into the last one's.
 func DecodePointInto(b []byte, old *Point) (*Point, error) {
-	d := dec{b: b}
+	return DecodePointParts([][]byte{b}, old)
+}
+
+// DecodePointParts is DecodePointInto from a message's chunks in order
+// (see Assembler.AddParts): a 1 M-feature point is never copied whole.
+func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
+	d := decParts(parts)
 	p := &Point{Op: shard.Op(d.u8())}
 	if d.err == nil && p.Op != shard.OpEval && p.Op != shard.OpHessVec && p.Op != shard.OpEvalDiag && p.Op != shard.OpEvalHess && p.Op != opCorrect {
 		return nil, fmt.Errorf("transport: point: unknown op %d", p.Op)
@@ -109,8 +115,8 @@ func DecodePointInto(b []byte, old *Point) (*Point, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	if K == 0 || dim == 0 || uint64(vecs)*uint64(dim)*8 != uint64(len(d.b)) {
-		return nil, fmt.Errorf("transport: point: %d x %d vectors do not match %d bytes", vecs, dim, len(d.b))
+	if K == 0 || dim == 0 || uint64(vecs)*uint64(dim)*8 != uint64(d.left()) {
+		return nil, fmt.Errorf("transport: point: %d x %d vectors do not match %d bytes", vecs, dim, d.left())
 	}
 	if len(p.Classes) != 0 && len(p.Classes) != K {
 		return nil, fmt.Errorf("transport: point: %d classes for %d problems", len(p.Classes), K)
@@ -163,6 +169,24 @@ func AppendPartial(dst []byte, p *shard.Partial) []byte {
 	e.f64s(p.Hess)
 	e.f64(p.Seconds)
 	return e.b
+}
+
+// partialPieces is AppendPartial's payload as pieces that view p's
+// vectors rather than copy them (on little-endian machines): a worker
+// sends a node sum of a million columns and keeps it for resends without
+// a second copy. The pieces are valid while p's memory is.
+func partialPieces(p *shard.Partial) [][]byte {
+	if !littleEndian {
+		return [][]byte{AppendPartial(nil, p)}
+	}
+	var head enc
+	head.f64s(p.Loss)
+	head.f64s(p.BiasGrad)
+	head.u32(uint32(len(p.Grad)))
+	var mid, tail enc
+	mid.u32(uint32(len(p.Hess)))
+	tail.f64(p.Seconds)
+	return [][]byte{head.b, f64Bytes(p.Grad), mid.b, f64Bytes(p.Hess), tail.b}
 }
 
 // DecodePartial reads a partial for shard id.

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -121,7 +122,7 @@ func DecodeChunk(b []byte) (Header, []byte, error) {
 // (header included) and calls emit for each; emit must not keep the slice.
 func Chunks(kind Kind, job, round uint64, shardID uint32, payload []byte, maxChunk int, emit func([]byte) error) error {
 	var buf []byte
-	return chunksIn(&buf, kind, job, round, shardID, payload, maxChunk, emit)
+	return chunksIn(&buf, kind, job, round, shardID, [][]byte{payload}, maxChunk, emit)
 }
 
 // chunker is Chunks with a buffer kept from message to message, so that
@@ -133,27 +134,41 @@ type chunker struct {
 }
 
 func (c *chunker) send(kind Kind, job, round uint64, shardID uint32, payload []byte, maxChunk int, emit func([]byte) error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return chunksIn(&c.buf, kind, job, round, shardID, payload, maxChunk, emit)
+	return c.sendPieces(kind, job, round, shardID, [][]byte{payload}, maxChunk, emit)
 }
 
-func chunksIn(buf *[]byte, kind Kind, job, round uint64, shardID uint32, payload []byte, maxChunk int, emit func([]byte) error) error {
+// sendPieces is send for a payload given as pieces in order (see
+// partialPieces): the chunks are filled from them, so the whole payload
+// is never laid out in one buffer.
+func (c *chunker) sendPieces(kind Kind, job, round uint64, shardID uint32, pieces [][]byte, maxChunk int, emit func([]byte) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return chunksIn(&c.buf, kind, job, round, shardID, pieces, maxChunk, emit)
+}
+
+func chunksIn(buf *[]byte, kind Kind, job, round uint64, shardID uint32, pieces [][]byte, maxChunk int, emit func([]byte) error) error {
 	per := maxChunk - HeaderSize
 	if per < 1 {
 		return fmt.Errorf("transport: max payload %d too small", maxChunk)
 	}
-	total := max((len(payload)+per-1)/per, 1)
-	if total > MaxChunks {
-		return fmt.Errorf("transport: %d-byte message needs %d chunks (max %d)", len(payload), total, MaxChunks)
+	size := 0
+	for _, p := range pieces {
+		size += len(p)
 	}
-	if n := HeaderSize + min(per, len(payload)); cap(*buf) < n {
+	total := max((size+per-1)/per, 1)
+	if total > MaxChunks {
+		return fmt.Errorf("transport: %d-byte message needs %d chunks (max %d)", size, total, MaxChunks)
+	}
+	if n := HeaderSize + min(per, size); cap(*buf) < n {
 		*buf = make([]byte, n)
 	}
 	le := binary.LittleEndian
+	src := dec{rest: pieces} // reads the pieces in order
 	for seq := 0; seq < total; seq++ {
-		part := payload[min(seq*per, len(payload)):min((seq+1)*per, len(payload))]
-		b := (*buf)[:HeaderSize+len(part)]
+		n := min((seq+1)*per, size) - min(seq*per, size)
+		b := (*buf)[:HeaderSize+n]
+		part := b[HeaderSize:]
+		src.copyOut(part)
 		clear(b[:HeaderSize])
 		b[0] = Version
 		b[1] = byte(kind)
@@ -162,9 +177,8 @@ func chunksIn(buf *[]byte, kind Kind, job, round uint64, shardID uint32, payload
 		le.PutUint32(b[20:], shardID)
 		le.PutUint32(b[24:], uint32(seq))
 		le.PutUint32(b[28:], uint32(total))
-		le.PutUint32(b[32:], uint32(len(part)))
+		le.PutUint32(b[32:], uint32(n))
 		le.PutUint32(b[36:], crc32.Checksum(part, castagnoli))
-		copy(b[HeaderSize:], part)
 		if err := emit(b); err != nil {
 			return err
 		}
@@ -233,8 +247,26 @@ func (a *Assembler) buffer(n int) []byte {
 // as the whole message: the caller must not reuse it (NATS hands each
 // message its own memory).
 func (a *Assembler) Add(h Header, payload []byte) ([]byte, bool) {
+	parts, ok := a.AddParts(h, payload)
+	if !ok || len(parts) == 1 {
+		return payload, ok
+	}
+	size := 0
+	for _, p := range parts {
+		size += len(p)
+	}
+	out := a.buffer(size)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out, true
+}
+
+// AddParts is Add returning the message as its chunks' payloads in order,
+// not copied into one buffer: a worker decodes its points from them.
+func (a *Assembler) AddParts(h Header, payload []byte) ([][]byte, bool) {
 	if h.Total == 1 {
-		return payload, true
+		return [][]byte{payload}, true
 	}
 	if a.pend == nil {
 		a.pend = map[key]*pending{}
@@ -262,11 +294,7 @@ func (a *Assembler) Add(h Header, payload []byte) ([]byte, bool) {
 		return nil, false
 	}
 	delete(a.pend, k)
-	out := a.buffer(p.size)
-	for _, part := range p.parts {
-		out = append(out, part...)
-	}
-	return out, true
+	return p.parts, true
 }
 
 // Forget drops incomplete messages of rounds before round.
@@ -309,10 +337,19 @@ func (e *enc) f64s(v []float64) {
 // byte order, so vectors move with one copy instead of value by value.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
+// f64Bytes views v's memory as bytes, which are the wire's on a
+// little-endian machine.
+func f64Bytes(v []float64) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 8*len(v))
+}
+
 // rawF64s appends v without a length.
 func (e *enc) rawF64s(v []float64) {
-	if littleEndian && len(v) > 0 {
-		e.b = append(e.b, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 8*len(v))...)
+	if littleEndian {
+		e.b = append(e.b, f64Bytes(v)...)
 		return
 	}
 	for _, x := range v {
@@ -346,20 +383,64 @@ func (e *enc) increasing(v []uint32) {
 
 var errTruncated = errors.New("transport: payload truncated")
 
+// dec reads a payload that may be in several pieces: b, then rest.
+// Vectors are copied piece by piece, so a point of any size is decoded
+// from its chunks without first being put together in one buffer.
 type dec struct {
-	b   []byte
-	err error
+	b    []byte
+	rest [][]byte
+	err  error
+}
+
+// decParts reads the pieces in order as one payload.
+func decParts(parts [][]byte) dec {
+	if len(parts) == 0 {
+		return dec{}
+	}
+	return dec{b: parts[0], rest: parts[1:]}
+}
+
+// left is how many bytes are still to read.
+func (d *dec) left() int {
+	n := len(d.b)
+	for _, p := range d.rest {
+		n += len(p)
+	}
+	return n
+}
+
+// next moves to the next non-empty piece once b is used up.
+func (d *dec) next() {
+	for len(d.b) == 0 && len(d.rest) > 0 {
+		d.b, d.rest = d.rest[0], d.rest[1:]
+	}
 }
 
 func (d *dec) take(n int) []byte {
-	if d.err != nil || n < 0 || n > len(d.b) {
+	d.next()
+	if d.err != nil || n < 0 || n > d.left() {
 		d.err = errTruncated
 		return nil
 	}
-	out := d.b[:n]
-	d.b = d.b[n:]
+	if n <= len(d.b) {
+		out := d.b[:n]
+		d.b = d.b[n:]
+		return out
+	}
+	out := make([]byte, n) // a read across pieces (scalars and headers)
+	d.copyOut(out)
 	return out
 }
+
+// copyOut fills out from the pieces; the caller has checked they hold it.
+func (d *dec) copyOut(out []byte) {
+	for len(out) > 0 {
+		d.next()
+		k := copy(out, d.b)
+		out, d.b = out[k:], d.b[k:]
+	}
+}
+
 func (d *dec) u8() uint8 {
 	if b := d.take(1); b != nil {
 		return b[0]
@@ -384,7 +465,7 @@ func (d *dec) f64() float64 { return math.Float64frombits(d.u64()) }
 // items of size bytes before anything is allocated.
 func (d *dec) count(size int) int {
 	n := int(d.u32())
-	if d.err == nil && n*size > len(d.b) {
+	if d.err == nil && n*size > d.left() {
 		d.err = errTruncated
 		return 0
 	}
@@ -406,8 +487,11 @@ func (d *dec) f64sInto(buf []float64) []float64 {
 // rawF64s fills out from the payload.
 func (d *dec) rawF64s(out []float64) {
 	if littleEndian && len(out) > 0 {
-		if b := d.take(8 * len(out)); b != nil {
-			copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 8*len(out)), b)
+		if d.err == nil && 8*len(out) > d.left() {
+			d.err = errTruncated
+		}
+		if d.err == nil {
+			d.copyOut(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 8*len(out)))
 		}
 		return
 	}
@@ -435,6 +519,9 @@ func (d *dec) u32s() []uint32 {
 // increasing reads what enc.increasing wrote, refusing entries beyond
 // uint32.
 func (d *dec) increasing() []uint32 {
+	if len(d.rest) > 0 { // uvarints are read from one piece
+		d.b, d.rest = slices.Concat(append([][]byte{d.b}, d.rest...)...), nil
+	}
 	n := d.count(1)
 	out := make([]uint32, n)
 	next := uint64(0) // the smallest the next entry may be
@@ -459,7 +546,7 @@ func (d *dec) increasing() []uint32 {
 }
 
 func (d *dec) done() error {
-	if d.err == nil && len(d.b) != 0 {
+	if d.err == nil && d.left() != 0 {
 		return errors.New("transport: trailing bytes in payload")
 	}
 	return d.err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -105,6 +106,77 @@ func TestDecodingIntoOldMemory(t *testing.T) {
 		if err != nil || got != &into || !slices.Equal(got.Grad, want.Grad) || !slices.Equal(got.Loss, want.Loss) ||
 			!slices.Equal(got.BiasGrad, want.BiasGrad) || got.Seconds != want.Seconds || got.Shard != 3 || got.Group {
 			t.Fatalf("partial of %d: %v %+v", n, err, got)
+		}
+	}
+}
+
+// TestPointFromChunks: a worker decodes a point from its chunks' payloads
+// without joining them. Chunks of 13 bytes cut every scalar and vector
+// value across pieces; the point must be the one encoded, in the old
+// point's memory.
+func TestPointFromChunks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	want := &Point{Op: shard.OpHessVec, Labels: []float64{1, -1, 2}, Weights: []float64{1, 2, 3, 4}, Classes: []uint32{0, 2},
+		Stamp: 7, Rows: 99, Starts: []uint64{0, 50}, X: [][]float64{make([]float64, 37), make([]float64, 37)}, V: [][]float64{make([]float64, 37), make([]float64, 37)}}
+	for _, vs := range [][][]float64{want.X, want.V} {
+		for _, v := range vs {
+			for j := range v {
+				v[j] = rng.NormFloat64()
+			}
+		}
+	}
+	chunks := chunksOf(t, KindPoint, 5, 0, EncodePoint(want), HeaderSize+13)
+	rng.Shuffle(len(chunks), func(i, j int) { chunks[i], chunks[j] = chunks[j], chunks[i] })
+	var a Assembler
+	var parts [][]byte
+	for _, c := range chunks {
+		h, p, err := DecodeChunk(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps, ok := a.AddParts(h, p); ok {
+			parts = ps
+		}
+	}
+	if len(parts) != len(chunks) {
+		t.Fatalf("%d parts from %d chunks", len(parts), len(chunks))
+	}
+	old, _ := DecodePoint(EncodePoint(want))
+	oldX := &old.X[1][0]
+	got, err := DecodePointParts(parts, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &got.X[1][0] != oldX {
+		t.Fatal("not decoded into the old point's memory")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded %+v, want %+v", got, want)
+	}
+	if _, err := DecodePointParts(parts[:len(parts)-1], nil); err == nil {
+		t.Fatal("a point missing its last chunk was accepted")
+	}
+}
+
+// TestPiecesAreThePayload: a node sum sent from views of its memory must
+// be, chunk for chunk, the message its encoding gives.
+func TestPiecesAreThePayload(t *testing.T) {
+	for _, p := range []*shard.Partial{
+		{Loss: []float64{1}, BiasGrad: []float64{2}, Grad: []float64{3, 4, 5}, Seconds: 0.5},
+		{Loss: []float64{1, 2}, BiasGrad: []float64{3, 4}, Grad: []float64{5, 6, 7, 8, 9, 10, 11}, Hess: []float64{12, 13, 14}},
+		{Loss: []float64{1}, BiasGrad: []float64{0}},
+	} {
+		want := EncodePartial(p)
+		if got := bytes.Join(partialPieces(p), nil); !bytes.Equal(got, want) {
+			t.Fatalf("pieces %x, encoding %x", got, want)
+		}
+		for _, size := range []int{HeaderSize + 1, HeaderSize + 7, HeaderSize + 1000} {
+			var c chunker
+			var got [][]byte
+			c.sendPieces(KindGroup, 7, 2, 3, partialPieces(p), size, func(b []byte) error { got = append(got, slices.Clone(b)); return nil })
+			if w := chunksOf(t, KindGroup, 2, 3, want, size); !reflect.DeepEqual(got, w) {
+				t.Fatalf("chunks of %d bytes differ from the encoding's", size)
+			}
 		}
 	}
 }
@@ -252,12 +324,24 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		switch which % 3 {
 		case 0:
-			if p, err := DecodePoint(b); err == nil {
+			p, err := DecodePoint(b)
+			if err == nil {
 				for _, x := range p.X {
 					if len(x) != len(p.X[0]) {
 						t.Fatal("ragged point accepted")
 					}
 				}
+			}
+			// The same bytes in pieces of 1 to 8 bytes (the sizes taken
+			// from the bytes themselves) decode the same.
+			var parts [][]byte
+			for rest := b; len(rest) > 0; {
+				n := min(int(rest[0]%8)+1, len(rest))
+				parts, rest = append(parts, rest[:n]), rest[n:]
+			}
+			q, qerr := DecodePointParts(parts, nil)
+			if (err == nil) != (qerr == nil) || (err == nil && !bytes.Equal(EncodePoint(p), EncodePoint(q))) {
+				t.Fatalf("in pieces: %v, %v; whole: %v, %v", q, qerr, p, err)
 			}
 		case 1:
 			if p, err := DecodePartial(0, b); err == nil && len(p.Loss) != len(p.BiasGrad) {

@@ -68,20 +68,25 @@ type Worker struct {
 	foldIDs  []uint16 // every row's fold, for the current point's folds
 	point    *Point
 	round    uint64
-	answered map[int][]byte          // this round's encoded partials, for resends
-	sums     map[shard.NodeID][]byte // this round's encoded node sums, for resends
-	total    int                     // shards in the job
+	answered map[int][]byte            // this round's encoded partials, for resends
+	sums     map[shard.NodeID][][]byte // this round's node sums as sent, for resends
+	total    int                       // shards in the job
 	groups   map[int]*shard.Group
 	comb     *shard.Combiner // sums the tree's nodes this worker holds whole
+	dense    *shard.DenseSum // or, on wide data, this does
 	started  time.Time       // when this round's evaluation began
 	local    *shard.Local
 
-	// Memory kept from round to round for the vectors that cross the
-	// bus: the encoded node sums, the chunks (and the point's, which the
-	// next point is decoded into). Group sums are not kept: a worker holds
-	// several, and garbage costs less peak memory than buffers kept.
-	encoded map[shard.NodeID][]byte
-	chunks  chunker
+	// The one chunk buffer kept from round to round for what goes up.
+	// Points come down as chunks decoded in place (the next point goes
+	// into the last one's memory), and node sums go up from the memory
+	// they were added in: no vector crosses the bus through a copy of
+	// its own.
+	chunks chunker
+
+	// sparseSums, set by tests, sums whole nodes in their own columns
+	// even where dense vectors would pay.
+	sparseSums bool
 
 	// loseDescriptions, set by tests, drops that many shard descriptions
 	// as a lost connection does.
@@ -93,10 +98,9 @@ type Worker struct {
 }
 
 type roundMsg struct {
-	round   uint64
-	job     uint64
-	payload []byte
-	done    func([]byte) // takes payload back once it is decoded
+	round uint64
+	job   uint64
+	parts [][]byte // the point message's chunks, in order
 }
 
 type loadResult struct {
@@ -168,7 +172,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.finishLoad(r)
 		case p := <-w.points:
 			w.onPoint(p)
-			p.done(p.payload)
 		}
 	}
 }
@@ -266,9 +269,9 @@ func (w *Worker) switchJob(job uint64) {
 			w.badMsg.add(err, h.Kind)
 			return
 		}
-		if whole, ok := asm.Add(h, payload); ok {
+		if parts, ok := asm.AddParts(h, payload); ok {
 			asm.Forget(h.Round)
-			w.points <- roundMsg{round: h.Round, job: h.Job, payload: whole, done: asm.Recycle}
+			w.points <- roundMsg{round: h.Round, job: h.Job, parts: parts}
 		}
 	})
 	if err != nil {
@@ -425,44 +428,52 @@ func (w *Worker) rebuildLocal() {
 		list[i] = w.shards[id]
 	}
 	w.local = shard.NewLocal(list, w.cfg.Parallel)
-	// The groups held whole: their sums go up as one message.
-	w.groups = map[int]*shard.Group{}
+	w.groups, w.comb, w.dense = map[int]*shard.Group{}, nil, nil
+	if w.total == 0 {
+		return
+	}
+	// The groups held whole, and above them the highest nodes held whole,
+	// go up as one sum each: with shards given out in contiguous blocks
+	// that is a few messages per worker, whatever the number of shards.
+	// Wide data whose shards touch most columns is summed in dense
+	// vectors; the rest in the groups' and nodes' own columns.
+	cols := make(map[int][]uint32, len(ids))
+	for _, id := range ids {
+		cols[id] = w.shards[id].Cols
+	}
+	if d := shard.NewDenseSum(w.total, cols); d != nil && d.Pays() && !w.sparseSums {
+		d.Emit, d.Release = w.sendNode, w.local.Release
+		w.dense = d
+		return
+	}
 	for _, id := range ids {
 		g := shard.GroupOf(id)
-		if w.groups[g] != nil || w.total == 0 {
+		if w.groups[g] != nil {
 			continue
 		}
 		first, end := shard.GroupShards(g, w.total)
-		var cols [][]uint32
+		var gc [][]uint32
 		for s := first; s < end; s++ {
-			if w.shards[s] == nil {
-				cols = nil
+			if cols[s] == nil {
+				gc = nil
 				break
 			}
-			cols = append(cols, w.shards[s].Cols)
+			gc = append(gc, cols[s])
 		}
-		if cols != nil {
-			w.groups[g] = shard.NewGroup(g, cols)
+		if gc != nil {
+			w.groups[g] = shard.NewGroup(g, gc)
 		}
 	}
-	// Above the groups, the highest nodes held whole go up as one sum
-	// each: with shards given out in contiguous blocks that is a few
-	// messages per worker, whatever the number of shards.
-	w.comb = nil
-	if w.total > 0 {
-		w.comb = shard.NewCombiner(w.total, shard.BuildNodes(w.total, w.groups), w.sendNode)
-	}
+	w.comb = shard.NewCombiner(w.total, shard.BuildNodes(w.total, w.groups), w.sendNode)
 }
 
 func (w *Worker) sendNode(id shard.NodeID, sum *shard.Partial) error {
 	sum.Seconds = time.Since(w.started).Seconds()
-	if w.encoded == nil {
-		w.encoded = map[shard.NodeID][]byte{}
-	}
-	b := AppendPartial(w.encoded[id][:0], sum) // last round's, no longer needed
-	w.encoded[id] = b
-	w.sums[id] = b
-	w.publishUp(KindGroup, w.round, id.Wire(), b)
+	// The sum's memory is not written again before the next round, so
+	// the message is sent, and kept for resends, as views of it.
+	pieces := partialPieces(sum)
+	w.sums[id] = pieces
+	w.publishUp(KindGroup, w.round, id.Wire(), pieces...)
 	return nil
 }
 
@@ -483,8 +494,8 @@ func (w *Worker) onPoint(m roundMsg) {
 	if m.round == w.round && w.point != nil {
 		// The coordinator is missing results of this round: send again
 		// what was computed, compute what was not.
-		for id, b := range w.sums {
-			w.publishUp(KindGroup, w.round, id.Wire(), b)
+		for id, pieces := range w.sums {
+			w.publishUp(KindGroup, w.round, id.Wire(), pieces...)
 		}
 		var todo []*shard.Shard
 		for _, s := range w.local.Shards {
@@ -501,13 +512,13 @@ func (w *Worker) onPoint(m roundMsg) {
 	// decoded into its memory (a 1 M-feature Hessian-vector point is 16
 	// MB). Decoding checks every size before it writes a vector; should
 	// it fail all the same, no point is kept.
-	p, err := DecodePointInto(m.payload, w.point)
+	p, err := DecodePointParts(m.parts, w.point)
 	if err != nil {
 		w.badMsg.add(err, KindPoint)
 		w.point = nil
 		return
 	}
-	w.round, w.point, w.answered, w.sums = m.round, p, map[int][]byte{}, map[shard.NodeID][]byte{}
+	w.round, w.point, w.answered, w.sums = m.round, p, map[int][]byte{}, map[shard.NodeID][][]byte{}
 	if !slices.Equal(p.Labels, w.order) {
 		w.order = p.Labels
 		for _, s := range w.shards {
@@ -583,10 +594,17 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 	if grouped && w.comb != nil {
 		w.comb.Reset()
 	}
+	if grouped && w.dense != nil {
+		w.dense.Reset()
+	}
 	if m := w.cfg.Metrics; m != nil {
 		defer func(start time.Time) { m.Eval.Observe(time.Since(start).Seconds()) }(time.Now())
 	}
 	local.Eval(p.Op, pt, vp, func(part *shard.Partial) error {
+		if grouped && w.dense != nil && w.dense.Holds(part.Shard) {
+			_, err := w.dense.Add(part)
+			return err
+		}
 		g := shard.GroupOf(part.Shard)
 		gr := w.groups[g]
 		if !grouped || gr == nil {
@@ -617,9 +635,9 @@ func (w *Worker) answer(part *shard.Partial) {
 	w.publishUp(KindPartial, w.round, uint32(part.Shard), b)
 }
 
-func (w *Worker) publishUp(kind Kind, round uint64, shardID uint32, payload []byte) {
+func (w *Worker) publishUp(kind Kind, round uint64, shardID uint32, payload ...[]byte) {
 	subj := UpSubject(w.job)
-	err := w.chunks.send(kind, w.job, round, shardID, payload, int(w.nc.MaxPayload()), func(b []byte) error {
+	err := w.chunks.sendPieces(kind, w.job, round, shardID, payload, int(w.nc.MaxPayload()), func(b []byte) error {
 		if m := w.cfg.Metrics; m != nil {
 			m.Bytes.WithLabelValues("up").Add(float64(len(b)))
 		}

@@ -1,0 +1,202 @@
+package shard
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestDenseSumMatchesCombiner: a worker summing the nodes it holds whole
+// in dense vectors must send what the Combiner sends, node for node and
+// bit for bit, whatever order the partials arrive in, for one problem and
+// several, with and without Hessians, on trees with single-child nodes.
+func TestDenseSumMatchesCombiner(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	d := randomData(rng, 3000, 30, 3, "f64")
+	obj := objectiveFor(t, writeFile(t, d.text), 45, 2, 1e-3, -1) // 6 groups, a tree of height 3
+	shards := obj.Backend.(*Local).Shards
+	n := len(shards)
+	cols := make([][]uint32, n)
+	for i, s := range shards {
+		cols[i] = s.Cols
+	}
+	groups := Groups(cols)
+	cases := []struct {
+		name string
+		K    int
+		op   Op
+	}{
+		{"one problem", 1, OpEval},
+		{"three problems", 3, OpEval},
+		{"Hessian", 1, OpEvalHess},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			x := make([][]float64, c.K)
+			for k := range x {
+				x[k] = make([]float64, obj.Dim())
+				for j := range x[k] {
+					x[k][j] = rng.NormFloat64()
+				}
+			}
+			p := obj.Point(x)
+			parts := make([]*Partial, n)
+			for i, s := range shards {
+				var sc Scratch
+				parts[i] = new(Partial)
+				if c.op == OpEvalHess {
+					s.EvalHess(p, &sc, parts[i])
+				} else {
+					s.Eval(p, &sc, parts[i])
+				}
+			}
+			for trial := range 12 {
+				// A contiguous block of shards, as workers are given
+				// (trial 0: all of them), ragged at both ends.
+				a, b := rng.IntN(n), rng.IntN(n)
+				if trial == 0 {
+					a, b = 0, n-1
+				}
+				held := map[int][]uint32{}
+				for s := min(a, b); s <= max(a, b); s++ {
+					held[s] = cols[s]
+				}
+				want := combinerSums(t, n, groups, held, parts)
+				got := map[NodeID]*Partial{}
+				ds := NewDenseSum(n, held)
+				if ds == nil {
+					if len(want) != 0 {
+						t.Fatalf("trial %d: no dense sum, the Combiner sent %d nodes", trial, len(want))
+					}
+					continue
+				}
+				ds.Emit = func(id NodeID, p *Partial) error {
+					if got[id] != nil {
+						t.Fatalf("node %v sent twice", id)
+					}
+					got[id] = clonePartial(p)
+					return nil
+				}
+				for pass := range 2 { // the second pass reuses the vectors
+					clear(got)
+					ds.Reset()
+					order := heldInWindows(rng, held, 3)
+					for _, s := range order {
+						if !ds.Holds(s) {
+							continue
+						}
+						if ok, err := ds.Add(parts[s]); !ok || err != nil {
+							t.Fatalf("trial %d: Add(%d) = %v, %v", trial, s, ok, err)
+						}
+					}
+					if ok, _ := ds.Add(parts[order[0]]); ok && ds.Holds(order[0]) {
+						t.Fatalf("trial %d: a repeated partial was taken", trial)
+					}
+					if len(got) != len(want) {
+						t.Fatalf("trial %d pass %d: sent %d nodes, the Combiner %d", trial, pass, len(got), len(want))
+					}
+					for id, w := range want {
+						g := got[id]
+						if g == nil {
+							t.Fatalf("trial %d: node %v not sent", trial, id)
+						}
+						for _, f := range [][2][]float64{{g.Loss, w.Loss}, {g.BiasGrad, w.BiasGrad}, {g.Grad, w.Grad}, {g.Hess, w.Hess}} {
+							if !sameBits(f[0], f[1]) {
+								t.Fatalf("trial %d: node %v differs from the Combiner's", trial, id)
+							}
+						}
+						if g.Shard != id.Index || !g.Group || g.Level != id.Level {
+							t.Fatalf("trial %d: node %v labelled %d/%v/%d", trial, id, g.Shard, g.Group, g.Level)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// combinerSums is what a worker holding the shards in held sends through
+// GroupSum and Combiner.
+func combinerSums(t *testing.T, n int, groups []*Group, held map[int][]uint32, parts []*Partial) map[NodeID]*Partial {
+	t.Helper()
+	whole := map[int]*Group{}
+	for g, gr := range groups {
+		first, end := GroupShards(g, n)
+		whole[g] = gr
+		for s := first; s < end; s++ {
+			if held[s] == nil {
+				delete(whole, g)
+			}
+		}
+	}
+	out := map[NodeID]*Partial{}
+	comb := NewCombiner(n, BuildNodes(n, whole), func(id NodeID, p *Partial) error {
+		out[id] = clonePartial(p)
+		return nil
+	})
+	for g := range groups {
+		if whole[g] == nil {
+			continue
+		}
+		K, hess := len(parts[0].Loss), len(parts[0].Hess)
+		gs := NewGroupSum(whole[g], n, K, hess, nil, nil)
+		first, end := GroupShards(g, n)
+		for s := first; s < end; s++ {
+			if _, err := gs.Add(parts[s]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := comb.Add(NodeID{0, g}, gs.Sum()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// heldInWindows orders the held shards as parallel evaluation delivers
+// them: increasing, but shuffled within windows of w.
+func heldInWindows(rng *rand.Rand, held map[int][]uint32, w int) []int {
+	var ids []int
+	for s := range held {
+		ids = append(ids, s)
+	}
+	slices.Sort(ids)
+	for i := 0; i < len(ids); i += w {
+		win := ids[i:min(i+w, len(ids))]
+		rng.Shuffle(len(win), func(a, b int) { win[a], win[b] = win[b], win[a] })
+	}
+	return ids
+}
+
+func clonePartial(p *Partial) *Partial {
+	q := *p
+	q.Loss, q.BiasGrad, q.Grad, q.Hess = slices.Clone(p.Loss), slices.Clone(p.BiasGrad), slices.Clone(p.Grad), slices.Clone(p.Hess)
+	return &q
+}
+
+func sameBits(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestDenseSumRefusesAWrongSize(t *testing.T) {
+	cols := map[int][]uint32{0: {1, 4}, 1: {0, 4, 7}}
+	ds := NewDenseSum(2, cols)
+	ds.Emit = func(NodeID, *Partial) error { return nil }
+	ds.Reset()
+	bad := &Partial{Shard: 0, Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2, 3}}
+	if _, err := ds.Add(bad); err == nil {
+		t.Fatal("a partial longer than its shard's columns was taken")
+	}
+	if ds.Holds(2) || NewDenseSum(3, map[int][]uint32{0: {1}}) != nil {
+		t.Fatal("a shard of no whole group is held")
+	}
+}
