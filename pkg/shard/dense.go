@@ -20,7 +20,8 @@ import (
 // which bounds the vectors in use to one per level of the highest node.
 type DenseSum struct {
 	// Emit gets each whole node's sum, over the node's columns as the
-	// Combiner lays it out; the partial is valid until Emit returns.
+	// Combiner lays it out. Its memory is not written again before the
+	// next Reset, so a worker may keep it to send again.
 	Emit func(NodeID, *Partial) error
 	// Release gets every shard partial back once it is added.
 	Release func(*Partial)
@@ -37,6 +38,7 @@ type DenseSum struct {
 	pending map[int]*Partial
 	stack   []*Partial // sums in progress, Grad over width·K; ids in ids
 	ids     []NodeID
+	sent    []*Partial // emitted sums: their memory stays as it is until Reset
 	free    []*Partial
 }
 
@@ -147,6 +149,7 @@ func (d *DenseSum) Reset() {
 	for range d.stack {
 		d.pop()
 	}
+	d.free, d.sent = append(d.free, d.sent...), d.sent[:0]
 }
 
 // Add takes shard partial p; it reports false for a shard not summed
@@ -260,7 +263,8 @@ func (d *DenseSum) emit(t denseTop) error {
 	out := *sum
 	out.Shard, out.Group, out.Level, out.Grad = t.id.Index, true, t.id.Level, sum.Grad[:at*K]
 	err := d.Emit(t.id, &out)
-	d.pop()
+	d.sent = append(d.sent, sum)
+	d.stack, d.ids = d.stack[:len(d.stack)-1], d.ids[:len(d.ids)-1]
 	return err
 }
 

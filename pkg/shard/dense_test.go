@@ -72,11 +72,14 @@ func TestDenseSumMatchesCombiner(t *testing.T) {
 					}
 					continue
 				}
+				// What a worker keeps to send again: the emitted memory,
+				// which must still hold the sums at the end of the pass.
+				kept := map[NodeID]*Partial{}
 				ds.Emit = func(id NodeID, p *Partial) error {
 					if got[id] != nil {
 						t.Fatalf("node %v sent twice", id)
 					}
-					got[id] = clonePartial(p)
+					got[id], kept[id] = clonePartial(p), p
 					return nil
 				}
 				for pass := range 2 { // the second pass reuses the vectors
@@ -93,6 +96,11 @@ func TestDenseSumMatchesCombiner(t *testing.T) {
 					}
 					if ok, _ := ds.Add(parts[order[0]]); ok && ds.Holds(order[0]) {
 						t.Fatalf("trial %d: a repeated partial was taken", trial)
+					}
+					for id, p := range kept {
+						if !sameBits(p.Grad, got[id].Grad) || !sameBits(p.Loss, got[id].Loss) {
+							t.Fatalf("trial %d: node %v's memory was written after it was sent", trial, id)
+						}
 					}
 					if len(got) != len(want) {
 						t.Fatalf("trial %d pass %d: sent %d nodes, the Combiner %d", trial, pass, len(got), len(want))
