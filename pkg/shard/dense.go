@@ -43,10 +43,10 @@ type DenseSum struct {
 }
 
 type denseTop struct {
-	id          NodeID
-	first, end  int      // its shards
-	words       []uint64 // its columns, a bitmap below width
-	count, held int      // its columns; its shards' columns, counted with repeats
+	id         NodeID
+	first, end int      // its shards
+	words      []uint64 // its columns, a bitmap below width
+	held       int      // its shards' columns, counted with repeats
 }
 
 // NewDenseSum prepares the sums of the nodes whose shards are all in cols
@@ -78,9 +78,6 @@ func NewDenseSum(n int, cols map[int][]uint32) *DenseSum {
 				t.words[j>>6] |= 1 << (j & 63)
 			}
 			t.held += len(cols[s])
-		}
-		for _, w := range t.words {
-			t.count += bits.OnesCount64(w)
 		}
 		d.tops = append(d.tops, t)
 	}

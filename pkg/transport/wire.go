@@ -418,14 +418,14 @@ func (d *dec) next() {
 
 func (d *dec) take(n int) []byte {
 	d.next()
-	if d.err != nil || n < 0 || n > d.left() {
-		d.err = errTruncated
-		return nil
-	}
-	if n <= len(d.b) {
+	if d.err == nil && n >= 0 && n <= len(d.b) {
 		out := d.b[:n]
 		d.b = d.b[n:]
 		return out
+	}
+	if d.err != nil || n < 0 || n > d.left() {
+		d.err = errTruncated
+		return nil
 	}
 	out := make([]byte, n) // a read across pieces (scalars and headers)
 	d.copyOut(out)
@@ -491,7 +491,7 @@ func (d *dec) rawF64s(out []float64) {
 			d.err = errTruncated
 		}
 		if d.err == nil {
-			d.copyOut(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 8*len(out)))
+			d.copyOut(f64Bytes(out))
 		}
 		return
 	}
