@@ -128,7 +128,7 @@ func parse(args []string) (*options, error) {
 	fs.BoolVar(&o.resume, "resume", false, "continue from -checkpoint (refused if made for other data or flags)")
 	fs.DurationVar(&o.hbTimeout, "heartbeat-timeout", transport.DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move")
 	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
-	fs.BoolVar(&o.compact, "compact", false, "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes up to 20% slower, the same results")
+	fs.BoolVar(&o.compact, "compact", false, "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results")
 	fs.StringVar(&o.auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")
 	fs.StringVar(&o.auth.NKeyFile, "nkey", "", "NATS NKey seed file")
 	fs.StringVar(&o.auth.CredsFile, "creds", "", "NATS credentials file")

@@ -1,9 +1,11 @@
 package shard
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // benchFiles are plain LIBSVM files to benchmark on: OSGM_BENCH_FILES
@@ -63,13 +65,20 @@ func benchKernel(b *testing.B, pass func(*Shard, *Point, *Scratch, *Partial)) {
 				Classes: []int32{shards[0].Class[0]}, Stamp: 1}
 			var sc Scratch
 			var part Partial
+			// fused_kernel.c reports its fastest pass; best-Mnnz/s is
+			// ours measured the same way, so the two compare like for
+			// like on a machine whose speed drifts within a run.
+			best := time.Duration(math.MaxInt64)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
 				for _, s := range shards {
 					pass(s, p, &sc, &part)
 				}
+				best = min(best, time.Since(t0))
 			}
 			b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+			b.ReportMetric(float64(nnz)/best.Seconds()/1e6, "best-Mnnz/s")
 		})
 	}
 }

@@ -295,11 +295,11 @@ func (b *builder) setValues(s *Shard) {
 	}
 	mantissa := func(q int) float64 { return float64(int32(math.Round(b.val[q] * s.Scale))) }
 	if b.compact {
-		num := func(q int) float64 { return b.val[q] }
+		scale := 0.0
 		if s.Values == Decimal {
-			num = mantissa
+			scale = s.Scale
 		}
-		if b.coder.encode(s, len(b.val), num) {
+		if b.coder.encodeParsed(s, b.val, scale) {
 			return
 		}
 	}
@@ -331,7 +331,7 @@ var (
 // distinct numbers where that takes less memory (see Shard.Code8): 2
 // bytes or 1 per value instead of 4 or 8; and the column ids of shards
 // too wide for 16 bits in 3 bytes instead of 4. Results keep their bits;
-// passes are up to 20% slower (a table lookup per value, a wider load per
+// passes are up to 30% slower (a table lookup per value, a wider load per
 // id; BENCHMARKS.md), so this is for data that would not fit otherwise.
 // Options.Compact does the same as shards are built, without the plain
 // copy.
@@ -377,18 +377,64 @@ func (s *Shard) number(q int) float64 {
 // coder numbers distinct float64s (by their bits) in order of first
 // appearance, up to a limit: an open-addressing hash table, since a map
 // costs several times more per value on a path that sees every nonzero.
+// A slot holds its key and code together, so that a probe touches one
+// cache line, and the slots start few and double at half full, rather
+// than being sized for the limit (65,536 codes): misses in them are most
+// of what coding costs, a third of a compact load's time on gen1g (whose
+// shards hold about 31,000 numbers each).
 type coder struct {
-	keys  []uint64
-	slots []uint32 // code+1, 0 for an empty slot
+	slots []codeSlot
 	table []float64
 	limit int
 	codes []uint16
+}
+
+type codeSlot struct {
+	key  uint64
+	code uint32 // code+1, 0 for an empty slot
 }
 
 // encode gives s codes for its n values, num(q) being value q in the
 // storage's terms, when codes and table take less room than the numbers
 // (s.Values says how wide they are); it reports whether it did.
 func (c *coder) encode(s *Shard, n int, num func(q int) float64) bool {
+	if !c.start(s, n) {
+		return false
+	}
+	for q := range c.codes {
+		code, ok := c.code(num(q))
+		if !ok {
+			return false
+		}
+		c.codes[q] = code
+	}
+	c.finish(s)
+	return true
+}
+
+// encodeParsed is encode for the values as parsed: the mantissas
+// round(v*scale) for decimals (scale > 0), else the values. The loading
+// path, without a call per value.
+func (c *coder) encodeParsed(s *Shard, val []float64, scale float64) bool {
+	if !c.start(s, len(val)) {
+		return false
+	}
+	for q, v := range val {
+		if scale > 0 {
+			v = float64(int32(math.Round(v * scale)))
+		}
+		code, ok := c.code(v)
+		if !ok {
+			return false
+		}
+		c.codes[q] = code
+	}
+	c.finish(s)
+	return true
+}
+
+// start readies n codes, or reports that codes could not pay for s.
+func (c *coder) start(s *Shard, n int) bool {
 	width := 4
 	if s.Values == Float64 {
 		width = 8
@@ -400,57 +446,73 @@ func (c *coder) encode(s *Shard, n int, num func(q int) float64) bool {
 	}
 	c.reset(limit)
 	c.codes = slices.Grow(c.codes[:0], n)[:n]
-	for q := range c.codes {
-		code, ok := c.code(num(q))
-		if !ok {
-			return false
-		}
-		c.codes[q] = code
-	}
+	return true
+}
+
+// finish stores the codes in s, in one byte each when the table allows.
+func (c *coder) finish(s *Shard) {
 	s.Table = slices.Clone(c.table)
 	if len(s.Table) <= maxCode8 {
-		s.Code8 = make([]uint8, n)
+		s.Code8 = make([]uint8, len(c.codes))
 		for q, code := range c.codes {
 			s.Code8[q] = uint8(code)
 		}
 	} else {
 		s.Code16 = slices.Clone(c.codes)
 	}
-	return true
 }
 
 func (c *coder) reset(limit int) {
-	size := 16
-	for size < 2*limit {
-		size *= 2
-	}
-	if cap(c.keys) < size {
-		c.keys, c.slots = make([]uint64, size), make([]uint32, size)
-	}
-	c.keys, c.slots = c.keys[:size], c.slots[:size]
-	clear(c.slots)
 	c.table, c.limit = c.table[:0], limit
+	c.resize(1 << 10)
+}
+
+// resize empties the slots into a table of size (a power of two) and
+// puts back the numbers coded so far.
+func (c *coder) resize(size int) {
+	if cap(c.slots) < size {
+		c.slots = make([]codeSlot, size)
+	}
+	c.slots = c.slots[:size]
+	clear(c.slots)
+	for i, v := range c.table {
+		key := math.Float64bits(v)
+		c.slots[c.free(key)] = codeSlot{key, uint32(i + 1)}
+	}
+}
+
+func hashKey(key uint64) uint64 { return (key * 0x9E3779B97F4A7C15) >> 32 }
+
+// free is the empty slot where key goes: the first in its probe sequence.
+func (c *coder) free(key uint64) uint64 {
+	mask := uint64(len(c.slots) - 1)
+	h := hashKey(key) & mask
+	for c.slots[h].code != 0 {
+		h = (h + 1) & mask
+	}
+	return h
 }
 
 // code is v's code; false when v would be one number more than the limit.
 func (c *coder) code(v float64) (uint16, bool) {
 	key := math.Float64bits(v)
 	mask := uint64(len(c.slots) - 1)
-	for h := (key * 0x9E3779B97F4A7C15) >> 32 & mask; ; h = (h + 1) & mask {
-		switch c.slots[h] {
-		case 0:
-			if len(c.table) == c.limit {
-				return 0, false
-			}
-			c.table = append(c.table, v)
-			c.keys[h], c.slots[h] = key, uint32(len(c.table))
-			return uint16(len(c.table) - 1), true
-		default:
-			if c.keys[h] == key {
-				return uint16(c.slots[h] - 1), true
-			}
+	h := hashKey(key) & mask
+	for ; c.slots[h].code != 0; h = (h + 1) & mask {
+		if c.slots[h].key == key {
+			return uint16(c.slots[h].code - 1), true
 		}
 	}
+	if len(c.table) == c.limit {
+		return 0, false
+	}
+	c.table = append(c.table, v)
+	if 2*len(c.table) > len(c.slots) {
+		c.resize(2 * len(c.slots)) // places v too
+	} else {
+		c.slots[h] = codeSlot{key, uint32(len(c.table))}
+	}
+	return uint16(len(c.table) - 1), true
 }
 
 // decimalScale is 10^E, E the most decimals any value was written with,
