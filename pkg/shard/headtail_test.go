@@ -28,7 +28,7 @@ import (
 // layout; local ids are renumbered by decreasing frequency.
 type headTail struct {
 	rowPtr []uint32 // values, as before
-	hp     []uint32 // per row: start of its head ids in h16
+	hp     []uint32 // per row: start of its head ids in h16; then len(h16)
 	h16    []uint16
 	t32    []uint32
 	mant   []int32
@@ -67,6 +67,7 @@ func buildHeadTail(s *Shard) *headTail {
 			}
 		}
 	}
+	ht.hp = append(ht.hp, uint32(len(ht.h16)))
 	ht.h16 = slices.Clip(ht.h16)
 	ht.t32 = slices.Clip(ht.t32)
 	return ht
@@ -81,15 +82,9 @@ func (ht *headTail) eval(class []int32, r *rows, wl, gl []float64, inv float64) 
 	a := uintptr(ht.rowPtr[0])
 	for i := range class[:len(ht.rowPtr)-1] {
 		b := uintptr(ht.rowPtr[i+1])
-		hs := uintptr(ht.hp[i])
-		var he uintptr
-		if i+1 < len(ht.hp) {
-			he = uintptr(ht.hp[i+1])
-		} else {
-			he = uintptr(len(ht.h16))
-		}
-		m := a + (he - hs) // first tail value
-		ts := a - hs       // tail ids before this row: a - hs
+		hs, he := uintptr(ht.hp[i]), uintptr(ht.hp[i+1])
+		m := a + (he - hs) // the row's first tail value
+		ts := a - hs       // its first tail id: earlier rows' nonzeros less their head ids
 		var s0, s1, s2, s3 float64
 		q, k := a, hs
 		for ; q+4 <= m; q, k = q+4, k+4 {
@@ -188,8 +183,7 @@ func BenchmarkHeadTailIDs(b *testing.B) {
 	b.Run("plain", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			for _, s := range shards {
-				clear(gl[:len(s.Cols)])
-				evalBinary(s.RowPtr, s.Idx, valuesOf(s, s.Mant), s.Class, &r, wl[:len(s.Cols)], gl[:len(s.Cols)], -1, 0)
+				evalBinaryLoss(s, wl[:len(s.Cols)], gl[:len(s.Cols)], &r)
 			}
 		}
 		b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")

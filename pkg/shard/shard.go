@@ -293,7 +293,6 @@ func (b *builder) setValues(s *Shard) {
 			s.Values, s.Scale = Decimal, scale
 		}
 	}
-	mantissa := func(q int) float64 { return float64(int32(math.Round(b.val[q] * s.Scale))) }
 	if b.compact {
 		scale := 0.0
 		if s.Values == Decimal {
@@ -312,7 +311,7 @@ func (b *builder) setValues(s *Shard) {
 	case Decimal:
 		s.Mant = make([]int32, len(b.val))
 		for q := range b.val {
-			s.Mant[q] = int32(mantissa(q))
+			s.Mant[q] = int32(mantissa(b.val[q], s.Scale))
 		}
 	default:
 		s.Val64 = slices.Clone(b.val)
@@ -421,7 +420,7 @@ func (c *coder) encodeParsed(s *Shard, val []float64, scale float64) bool {
 	}
 	for q, v := range val {
 		if scale > 0 {
-			v = float64(int32(math.Round(v * scale)))
+			v = mantissa(v, scale)
 		}
 		code, ok := c.code(v)
 		if !ok {
@@ -514,6 +513,10 @@ func (c *coder) code(v float64) (uint16, bool) {
 	}
 	return uint16(len(c.table) - 1), true
 }
+
+// mantissa is v's decimal mantissa at scale, for a v decimalScale
+// accepted.
+func mantissa(v, scale float64) float64 { return float64(int32(math.Round(v * scale))) }
 
 // decimalScale is 10^E, E the most decimals any value was written with,
 // when every value is exactly m/10^E with m an int32 (checked, not
