@@ -312,6 +312,27 @@ func TestObjectStore(t *testing.T) {
 	}
 }
 
+// TestWorkerShortOfMemory runs a worker whose memory (GOMEMLIMIT, one
+// of the limits shard.Available reads) leaves no room for plain shards:
+// it stores them compact by itself, and the model is the one plain
+// shards give.
+func TestWorkerShortOfMemory(t *testing.T) {
+	data := dataset(t, "ijcnn1")
+	url := natsServer(t)
+	cmd := exec.Command(filepath.Join(bin, "worker"), "-nats", url, "-name", "short", "-parallel", "1")
+	cmd.Env = []string{"GOMEMLIMIT=1MiB"}
+	w := launch(t, cmd, "worker short of memory")
+	args := []string{"-e", "1e-4", "-shards", "4"}
+	got := train(t, data, append(args, "-nats", url)...)
+	want := train(t, data, append(args, "-local", "-compact=false")...)
+	if !bytes.Equal(got, want) {
+		t.Fatal("the model from compacted shards differs from the plain one")
+	}
+	if log := w.output(); !strings.Contains(log, `"count":4`) || !strings.Contains(log, `"compact":4`) {
+		t.Fatalf("the worker did not compact its 4 shards:\n%s", tail(log, 2000))
+	}
+}
+
 func dial(port int) bool {
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err == nil {

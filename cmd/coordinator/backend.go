@@ -24,7 +24,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		return nil, nil, nil, err
 	}
 	if o.local {
-		shards, err := shard.LoadChecked(o.train, ranges, shard.Options{Parallel: o.workers, Compact: o.compact}, id)
+		shards, err := shard.LoadChecked(o.train, ranges, o.compact.Options(shard.Options{Parallel: o.workers}), id)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -118,7 +118,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	}, nil
 }
 
-func startWorkers(ctx context.Context, url string, n int, compact bool, opts []nats.Option) (stop func(), err error) {
+func startWorkers(ctx context.Context, url string, n int, compact shard.Compaction, opts []nats.Option) (stop func(), err error) {
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{}, n)
 	started := 0

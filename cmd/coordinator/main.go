@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
 )
@@ -44,7 +45,7 @@ type options struct {
 	natsURL      string
 	minWorkers   int
 	local        bool
-	compact      bool
+	compact      shard.Compaction
 	cpuProfile   string
 	objectStore  bool
 	auth         transport.Auth
@@ -128,7 +129,7 @@ func parse(args []string) (*options, error) {
 	fs.BoolVar(&o.resume, "resume", false, "continue from -checkpoint (refused if made for other data or flags)")
 	fs.DurationVar(&o.hbTimeout, "heartbeat-timeout", transport.DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move")
 	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
-	fs.BoolVar(&o.compact, "compact", false, "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results")
+	fs.Var(&o.compact, "compact", "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory)")
 	fs.StringVar(&o.auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")
 	fs.StringVar(&o.auth.NKeyFile, "nkey", "", "NATS NKey seed file")
 	fs.StringVar(&o.auth.CredsFile, "creds", "", "NATS credentials file")
@@ -180,7 +181,7 @@ func parse(args []string) (*options, error) {
 	if o.local && o.natsURL != "" {
 		return nil, errors.New("-local evaluates in this process; drop -nats (or -local)")
 	}
-	if o.compact && o.natsURL != "" {
+	if o.compact != shard.CompactAuto && o.natsURL != "" {
 		return nil, errors.New("-compact applies to local workers; with -nats, give it to the workers")
 	}
 	if o.local && o.objectStore {

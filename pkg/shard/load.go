@@ -88,24 +88,58 @@ func Stat(path string) (Info, error) {
 type Options struct {
 	Parallel int  // goroutines reading ranges of a plain file
 	Compact  bool // values as codes, wide shards' ids in 3 bytes, where smaller (see Compact)
+	// Available, when set and Compact is not, makes the load compact
+	// the shards if plain ones would not fit: it is asked after each
+	// shard for the memory still free (Available, or a test's), and
+	// once the rest of the load would need more than ShardShare of it,
+	// the rest are built compact and those built before are compacted.
+	Available func() int64
 }
 
 // Load reads the given ranges of a file into shards, in the order of ranges.
 // Plain files are read range by range in parallel by seeking; compressed
 // files are streamed once and lines go to the shard whose range holds them.
 func Load(path string, ranges []Range, opt Options) ([]*Shard, error) {
+	var f *Fit
+	if !opt.Compact {
+		f = NewFit(opt.Available, ranges)
+		defer f.Done()
+	}
+	shards, plain, err := load(path, ranges, opt, f)
+	if err != nil || !f.On() {
+		return shards, err
+	}
+	// After the load, when the collector runs again: each shard's plain
+	// arrays become garbage as its compact ones are made.
+	for i, s := range shards {
+		if plain[i] {
+			Compact([]*Shard{s})
+		}
+	}
+	return shards, nil
+}
+
+// load is Load's reading, with the collector paused; plain says which
+// shards were built plain.
+func load(path string, ranges []Range, opt Options, fit *Fit) (out []*Shard, plain []bool, err error) {
 	defer pauseGC()()
-	f, err := libsvm.Open(path)
+	file, err := libsvm.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	comp := f.Compression
-	if comp != libsvm.Plain {
-		defer f.Close()
-		return loadStream(f, path, ranges, opt.Compact)
+	out, plain = make([]*Shard, len(ranges)), make([]bool, len(ranges))
+	build := func(b *builder, i int) *Shard {
+		s := b.build()
+		plain[i] = !b.compact
+		fit.Built(s, ranges[i].End-ranges[i].Start)
+		return s
 	}
-	f.Close()
-	out := make([]*Shard, len(ranges))
+	if file.Compression != libsvm.Plain {
+		defer file.Close()
+		err := loadStream(file, path, ranges, opt.Compact, fit, build, out)
+		return out, plain, err
+	}
+	file.Close()
 	errs := make([]error, len(ranges))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -115,7 +149,10 @@ func Load(path string, ranges []Range, opt Options) ([]*Shard, error) {
 			defer wg.Done()
 			ld := newLoader(opt.Compact)
 			for i := range next {
-				out[i], errs[i] = ld.plainRange(path, ranges[i])
+				ld.b.compact = opt.Compact || fit.On()
+				if errs[i] = ld.plainRange(path, ranges[i]); errs[i] == nil {
+					out[i] = build(ld.b, i)
+				}
 			}
 		}()
 	}
@@ -126,10 +163,10 @@ func Load(path string, ranges []Range, opt Options) ([]*Shard, error) {
 	wg.Wait()
 	for _, err := range errs { // the first error in file order
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return out, nil
+	return out, plain, nil
 }
 
 // loader is one loading goroutine's reusable read buffer and builder.
@@ -143,11 +180,12 @@ func newLoader(compact bool) *loader {
 	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, compact)}
 }
 
-// plainRange seeks to the range and reads the lines that start in it.
-func (ld *loader) plainRange(path string, r Range) (*Shard, error) {
+// plainRange seeks to the range and adds the lines that start in it to
+// the loader's builder.
+func (ld *loader) plainRange(path string, r Range) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	ld.b.reset(r.ID)
@@ -156,7 +194,7 @@ func (ld *loader) plainRange(path string, r Range) (*Shard, error) {
 		start-- // a line starts at Start only if the byte before it ends a line
 	}
 	if _, err := f.Seek(start, io.SeekStart); err != nil {
-		return nil, err
+		return err
 	}
 	br := ld.br
 	br.Reset(f)
@@ -169,10 +207,10 @@ func (ld *loader) plainRange(path string, r Range) (*Shard, error) {
 		}
 		start += int64(len(skipped))
 		if err == io.EOF {
-			return ld.b.build(), nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	rd := libsvm.NewReader(br, path)
@@ -183,17 +221,17 @@ func (ld *loader) plainRange(path string, r Range) (*Shard, error) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		ok, err := libsvm.ParseLine(line, &ld.row)
 		if err != nil {
-			return nil, &libsvm.ParseError{File: path, Line: lineAt(path, at), Err: err}
+			return &libsvm.ParseError{File: path, Line: lineAt(path, at), Err: err}
 		}
 		if ok {
 			ld.b.add(ld.row.Label, ld.row.Index, ld.row.Value, ld.row.Decimals)
 		}
 	}
-	return ld.b.build(), nil
+	return nil
 }
 
 // lineAt counts the lines before offset: the error path of a reader that
@@ -217,14 +255,14 @@ func lineAt(path string, offset int64) int {
 }
 
 // loadStream reads a decompressed stream once, keeping the lines that fall
-// in the wanted ranges (which must be in increasing order).
-func loadStream(r io.Reader, path string, ranges []Range, compact bool) ([]*Shard, error) {
-	out := make([]*Shard, len(ranges))
+// in the wanted ranges (which must be in increasing order) in out.
+func loadStream(r io.Reader, path string, ranges []Range, compact bool, fit *Fit, build func(*builder, int) *Shard, out []*Shard) error {
 	rd := libsvm.NewReader(r, path)
 	var row libsvm.Row
 	b := newBuilder(0, compact)
 	for i, rg := range ranges {
 		b.reset(rg.ID)
+		b.compact = compact || fit.On()
 		for {
 			if rd.Offset() >= rg.End {
 				break
@@ -234,22 +272,22 @@ func loadStream(r io.Reader, path string, ranges []Range, compact bool) ([]*Shar
 				break
 			}
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if at < rg.Start {
 				continue
 			}
 			ok, err := libsvm.ParseLine(line, &row)
 			if err != nil {
-				return nil, &libsvm.ParseError{File: path, Line: rd.Line(), Err: err}
+				return &libsvm.ParseError{File: path, Line: rd.Line(), Err: err}
 			}
 			if ok {
 				b.add(row.Label, row.Index, row.Value, row.Decimals)
 			}
 		}
-		out[i] = b.build()
+		out[i] = build(b, i)
 	}
-	return out, nil
+	return nil
 }
 
 // Read builds shard id from a stream holding exactly its lines (as stored
@@ -269,6 +307,37 @@ func Read(r io.Reader, name string, id int) (*Shard, error) {
 		}
 		b.add(row.Label, row.Index, row.Value, row.Decimals)
 	}
+}
+
+// ReadEach builds the shards of ranges one at a time with read (from an
+// object store's objects, say, through Read), storing them compact as opt
+// says: each is built plain, then compacted if it must be, so at most one
+// plain copy is held beyond those kept plain.
+func ReadEach(ranges []Range, opt Options, read func(Range) (*Shard, error)) ([]*Shard, error) {
+	var f *Fit
+	if !opt.Compact {
+		f = NewFit(opt.Available, ranges)
+		defer f.Done()
+	}
+	out := make([]*Shard, 0, len(ranges))
+	plain := 0 // out[:plain] were kept plain
+	for _, r := range ranges {
+		s, err := read(r)
+		if err != nil {
+			return nil, err
+		}
+		if opt.Compact || f.On() {
+			Compact([]*Shard{s})
+		} else {
+			plain++
+		}
+		out = append(out, s)
+		f.Built(s, r.End-r.Start)
+	}
+	if f.On() {
+		Compact(out[:plain])
+	}
+	return out, nil
 }
 
 // Text streams the raw text of each range to emit, in order, reading the

@@ -122,6 +122,10 @@ var (
 	mediumColumns = 1 << 24
 )
 
+// Compacted says whether the shard is stored compact (see Compact): its
+// values as codes or its ids in 3 bytes.
+func (s *Shard) Compacted() bool { return s.Code8 != nil || s.Code16 != nil || s.Idx24 != nil }
+
 // Bytes is the memory held by the matrix, labels and column map.
 func (s *Shard) Bytes() int {
 	return 4*len(s.RowPtr) + 4*len(s.Idx) + 2*len(s.Idx16) + 3*len(s.Idx24) + 4*len(s.Val32) + 8*len(s.Val64) + 4*len(s.Mant) +

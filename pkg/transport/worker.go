@@ -36,9 +36,9 @@ const opCorrect = shard.OpEvalHess + 1
 // WorkerConfig configures a worker.
 type WorkerConfig struct {
 	Name      string
-	Parallel  int           // goroutines evaluating shards
-	Compact   bool          // shard.Options.Compact
-	Heartbeat time.Duration // how often to announce itself
+	Parallel  int              // goroutines evaluating shards
+	Compact   shard.Compaction // when shards are stored compact (auto: when plain ones would not fit)
+	Heartbeat time.Duration    // how often to announce itself
 	Log       *zap.Logger
 	Metrics   *metrics.Worker // nil: none
 }
@@ -285,7 +285,7 @@ func (w *Worker) switchJob(job uint64) {
 
 func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
 	if src.Bucket == "" {
-		shards, err := shard.LoadChecked(src.Path, ranges, shard.Options{Parallel: w.cfg.Parallel, Compact: w.cfg.Compact}, src.File)
+		shards, err := shard.LoadChecked(src.Path, ranges, w.cfg.Compact.Options(shard.Options{Parallel: w.cfg.Parallel}), src.File)
 		return shards, 0, err
 	}
 	js, err := jetstream.New(w.nc)
@@ -297,29 +297,22 @@ func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, er
 	if err != nil {
 		return nil, 0, fmt.Errorf("object store %s: %w", src.Bucket, err)
 	}
-	var out []*shard.Shard
-	for _, r := range ranges {
+	failed := 0
+	shards, err := shard.ReadEach(ranges, w.cfg.Compact.Options(shard.Options{}), func(r shard.Range) (*shard.Shard, error) {
+		failed = r.ID
 		obj, err := store.Get(ctx, ObjectName(r.ID))
 		if err != nil {
-			return nil, r.ID, fmt.Errorf("object %s: %w", ObjectName(r.ID), err)
+			return nil, fmt.Errorf("object %s: %w", ObjectName(r.ID), err)
 		}
+		defer obj.Close()
 		zr, err := zstd.NewReader(obj, zstd.WithDecoderConcurrency(1))
 		if err != nil {
-			obj.Close()
-			return nil, r.ID, err
+			return nil, err
 		}
-		s, err := shard.Read(zr, fmt.Sprintf("%s/%s", src.Bucket, ObjectName(r.ID)), r.ID)
-		zr.Close()
-		obj.Close()
-		if err != nil {
-			return nil, r.ID, err
-		}
-		if w.cfg.Compact {
-			shard.Compact([]*shard.Shard{s}) // one at a time: one plain copy at most
-		}
-		out = append(out, s)
-	}
-	return out, 0, nil
+		defer zr.Close()
+		return shard.Read(zr, fmt.Sprintf("%s/%s", src.Bucket, ObjectName(r.ID)), r.ID)
+	})
+	return shards, failed, err
 }
 
 func (w *Worker) finishLoad(r loadResult) {
@@ -351,16 +344,20 @@ func (w *Worker) finishLoad(r loadResult) {
 	}
 	w.rebuildLocal()
 	w.publishState()
-	rows, bytes := 0, int64(0)
+	rows, bytes, held, compact := 0, int64(0), 0, 0
 	for _, s := range fresh {
 		rows += s.Rows()
+		held += s.Bytes()
+		if s.Compacted() {
+			compact++
+		}
 	}
 	for _, rg := range r.ranges {
 		bytes += rg.End - rg.Start
 	}
 	secs := r.took.Seconds()
 	w.log.Info("loaded shards", zap.Int("count", len(fresh)), zap.Int("held", len(w.shards)), zap.Int("rows", rows),
-		zap.Int64("bytes", bytes), zap.Duration("took", r.took),
+		zap.Int64("bytes", bytes), zap.Int("shard_bytes", held), zap.Int("compact", compact), zap.Duration("took", r.took),
 		zap.Float64("rows_per_s", float64(rows)/secs), zap.Float64("mb_per_s", float64(bytes)/secs/1e6))
 	if w.point != nil && len(fresh) > 0 {
 		if err := w.setFolds(fresh); err != nil {

@@ -1,0 +1,264 @@
+package shard
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"runtime/debug"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Available is the memory this process may still take, in bytes, or -1
+// when nothing says: the least of the machine's MemAvailable, the room
+// left under the container's memory limit (cgroup v2 or v1), and the room
+// left under the Go memory limit (GOMEMLIMIT). It is read afresh on each
+// call, so workers sharing a machine see each other's shards.
+func Available() int64 {
+	avail := systemAvailable(os.DirFS("/"))
+	if limit := debug.SetMemoryLimit(-1); limit < math.MaxInt64 {
+		s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+		metrics.Read(s)
+		avail = least(avail, max(limit-int64(s[0].Value.Uint64()-s[1].Value.Uint64()), 0))
+	}
+	return avail
+}
+
+// systemAvailable is Available without the Go limit, with the files read
+// from root (a test's map).
+func systemAvailable(root fs.FS) int64 {
+	avail := int64(-1)
+	if b, err := fs.ReadFile(root, "proc/meminfo"); err == nil {
+		if kb, ok := field(b, "MemAvailable:"); ok {
+			avail = kb << 10
+		}
+	}
+	self, _ := fs.ReadFile(root, "proc/self/cgroup")
+	for _, v := range cgroupVersions {
+		// The process's group and those above it: a limit on any of
+		// them bounds it (a service's group under a sliced host, a
+		// container's under the host's).
+		dir := v.mount
+		if p, ok := cgroupPath(self, v.controller); ok && strings.HasPrefix(path.Join(v.mount, p), v.mount+"/") {
+			dir = path.Join(v.mount, p)
+		}
+		for {
+			if room, ok := v.room(root, dir); ok {
+				avail = least(avail, room)
+			}
+			if dir == v.mount {
+				break
+			}
+			dir = path.Dir(dir)
+		}
+	}
+	return avail
+}
+
+// cgroupVersion says where a cgroup version keeps a group's memory limit
+// and usage.
+type cgroupVersion struct {
+	mount, controller      string // controller: "" for v2's one hierarchy
+	limit, usage, inactive string
+}
+
+var cgroupVersions = [...]cgroupVersion{
+	{"sys/fs/cgroup", "", "memory.max", "memory.current", "inactive_file"},
+	{"sys/fs/cgroup/memory", "memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"},
+}
+
+// room is how much the group in dir may still take: its limit less what
+// it uses, not counting file pages it could drop (usage includes the page
+// cache, which reading the data file fills). No limit, or no group: !ok.
+func (v cgroupVersion) room(root fs.FS, dir string) (int64, bool) {
+	limit, ok := number(root, dir+"/"+v.limit)
+	if !ok || limit >= 1<<60 { // "max", or v1's "no limit", a huge number
+		return 0, false
+	}
+	usage, ok := number(root, dir+"/"+v.usage)
+	if !ok {
+		return 0, false
+	}
+	if b, err := fs.ReadFile(root, dir+"/memory.stat"); err == nil {
+		if n, ok := field(b, v.inactive); ok {
+			usage -= min(n, usage)
+		}
+	}
+	return max(limit-usage, 0), true
+}
+
+// cgroupPath is the process's group in /proc/self/cgroup's lines
+// ("hierarchy:controllers:path"): v2's (controllers empty, hierarchy 0)
+// or the v1 hierarchy's holding controller.
+func cgroupPath(self []byte, controller string) (string, bool) {
+	for _, line := range strings.Split(string(self), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if controller == "" && f[0] == "0" && f[1] == "" || controller != "" && slices.Contains(strings.Split(f[1], ","), controller) {
+			return f[2], true
+		}
+	}
+	return "", false
+}
+
+// least is the smaller of two amounts, -1 standing for unknown.
+func least(a, b int64) int64 {
+	switch {
+	case a < 0:
+		return b
+	case b < 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// number reads a file holding one integer ("max" reads as no number).
+func number(root fs.FS, name string) (int64, bool) {
+	b, err := fs.ReadFile(root, name)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// field finds "key value" among b's lines (meminfo's "MemAvailable: 123
+// kB", memory.stat's "inactive_file 123").
+func field(b []byte, key string) (int64, bool) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) >= 2 && string(f[0]) == key {
+			n, err := strconv.ParseInt(string(f[1]), 10, 64)
+			return n, err == nil && n >= 0
+		}
+	}
+	return 0, false
+}
+
+// ShardShare is the part of the available memory that plain shards may
+// take before a load stores them compact: the rest is for what training
+// holds besides (on the 1 GB generated set a worker's rounds kept about
+// half as much again as its shards: feature-sized sums, the point, the
+// collector's headroom; BENCHMARKS.md).
+const ShardShare = 2.0 / 3
+
+// A Fit decides, shard by shard, whether the shards still to load fit in
+// memory as plain ones. Each plain shard built says how many bytes the
+// shards take per byte of text; once the rest of the loads under way in
+// this process (the in-process workers load at once), each at its rate,
+// need more than ShardShare of what is available, the rest are built
+// compact (Compact: the same values to the bit, 1-3 bytes less a
+// nonzero). Workers in other processes are seen only through what they
+// have taken already.
+type Fit struct {
+	avail   func() int64
+	compact atomic.Bool
+
+	mu          sync.Mutex
+	left        int64 // text bytes still to load
+	text, bytes int64 // text and shard bytes of the plain shards built
+	need        int64 // this load's part of pending
+}
+
+// pending is the bytes the loads under way in this process still need,
+// as plain shards.
+var pending atomic.Int64
+
+// NewFit is the decision for loading ranges, avail saying how much memory
+// is free (Available, or a test's); it is nil, deciding nothing, when
+// avail is. Done ends it.
+func NewFit(avail func() int64, ranges []Range) *Fit {
+	if avail == nil {
+		return nil
+	}
+	f := &Fit{avail: avail}
+	for _, r := range ranges {
+		f.left += r.End - r.Start
+	}
+	return f
+}
+
+// On says whether shards are now to be built compact.
+func (f *Fit) On() bool { return f != nil && f.compact.Load() }
+
+// Built accounts for shard s, built from text bytes of text.
+func (f *Fit) Built(s *Shard, text int64) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.left -= text
+	if f.compact.Load() || text <= 0 {
+		return
+	}
+	f.text += text
+	f.bytes += int64(s.Bytes())
+	need := int64(float64(f.bytes) / float64(f.text) * float64(f.left))
+	all := pending.Add(need - f.need)
+	f.need = need
+	if avail := f.avail(); avail >= 0 && float64(all) > ShardShare*float64(avail) {
+		f.compact.Store(true)
+	}
+}
+
+// Done says the load has ended, whether or not it read every range.
+func (f *Fit) Done() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pending.Add(-f.need)
+	f.need = 0
+}
+
+// Compaction is when shards are stored compact: the commands' -compact,
+// a flag that reads like a bool one (-compact alone is on).
+type Compaction uint8
+
+const (
+	CompactAuto Compaction = iota // when plain shards would not fit (Options.Available)
+	CompactOn
+	CompactOff
+)
+
+func (c Compaction) String() string { return [...]string{"auto", "true", "false"}[c] }
+
+func (c *Compaction) Set(s string) error {
+	if s == "auto" {
+		*c = CompactAuto
+		return nil
+	}
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true, false or auto")
+	}
+	*c = CompactOff
+	if on {
+		*c = CompactOn
+	}
+	return nil
+}
+
+func (c *Compaction) IsBoolFlag() bool { return true }
+
+// Options are o with the compaction c: on, Compact; auto, Available.
+func (c Compaction) Options(o Options) Options {
+	o.Compact, o.Available = c == CompactOn, nil
+	if c == CompactAuto {
+		o.Available = Available
+	}
+	return o
+}
