@@ -4,25 +4,40 @@ import (
 	"cmp"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"unsafe"
 )
 
-// This file measures a storage the shards do not use yet, the next step
-// for worker memory (issue 4, target 3; BENCHMARKS.md, session 9): 89-90%
-// of a wide shard's nonzeros fall in its 65,535 most frequent columns, so
-// rows that hold those first, in 16-bit ids, and the others after, in
-// 32-bit ids, take about 2.3 bytes an id instead of 3 or 4, with no
-// decoding in the loops. BenchmarkHeadTailIDs compares a K=1 value and
-// gradient pass in that layout with evalBinary on 32-bit ids (decimal
-// values, at w = 0), on the first OSGM_BENCH_FILES file:
+// This file measures a storage the shards do not use, the lever for
+// worker memory (issue 4, target 3; BENCHMARKS.md, sessions 9 and 10):
+// 89-90% of a wide shard's nonzeros fall in its 65,535 most frequent
+// columns, so rows that hold those first, in 16-bit ids, and the others
+// after, in 32-bit ids, take about 2.3 bytes an id instead of 3 or 4, with
+// no decoding in the loops. The ids are then the layout's own ("kernel
+// ids": the head's columns, then the tail's, each in the shard's order),
+// while everything past a pass (reductions, the wire's column maps) takes
+// a shard's columns in increasing order. BenchmarkHeadTailIDs times a K=1
+// value and gradient pass on the first OSGM_BENCH_FILES file, at w = 0:
 //
 //	OSGM_BENCH_FILES=/tmp/gen1g.svm go test ./pkg/shard -run '^$' -bench HeadTailIDs -v
 //
+//   - plain: evalBinary on 32-bit ids (decimal values);
+//   - headtail: the layout's pass alone;
+//   - plain+gather: plain with the gather of the shard's weights from the
+//     global point, as Shard.Eval does;
+//   - headtail+perm: the layout with that gather and the gradient put back
+//     in the shard's order through one bit per column (no memory beyond
+//     the layout);
+//   - headtail+lists: the same through a list of each kernel id's global
+//     column and shard position (8 bytes a column more).
+//
 // The layout sums each row in another order, so its results are not
 // those of the other storages to the bit; building it for real means
-// every kernel's row loop in two parts.
+// every kernel's row loop in two parts, and either one of the
+// permutations above or reductions and column maps that take a shard's
+// columns as two increasing runs.
 
 // headTail is a shard's ids (and decimal mantissas) in the prototype's
 // layout; local ids are renumbered by decreasing frequency.
@@ -33,6 +48,32 @@ type headTail struct {
 	t32    []uint32
 	mant   []int32
 	old    []uint32 // new local id -> the shard's
+	nh     int      // head columns
+	bits   []uint64 // the shard's column l is in the head
+}
+
+// gather is wl in kernel order from w over the global features.
+func (ht *headTail) gather(cols []uint32, w, wl []float64) {
+	h, t := 0, ht.nh
+	for l, g := range cols {
+		b := int(ht.bits[l>>6] >> (l & 63) & 1)
+		k := b*h + (1-b)*t
+		wl[k] = w[g]
+		h += b
+		t += 1 - b
+	}
+}
+
+// scatter is gl, in kernel order, in the shard's order in out.
+func (ht *headTail) scatter(gl, out []float64) {
+	h, t := 0, ht.nh
+	for l := range out {
+		b := int(ht.bits[l>>6] >> (l & 63) & 1)
+		k := b*h + (1-b)*t
+		out[l] = gl[k]
+		h += b
+		t += 1 - b
+	}
 }
 
 func buildHeadTail(s *Shard) *headTail {
@@ -46,11 +87,34 @@ func buildHeadTail(s *Shard) *headTail {
 		order[i] = uint32(i)
 	}
 	slices.SortStableFunc(order, func(a, b uint32) int { return cmp.Compare(cnt[b], cnt[a]) })
+	// Kernel ids: the head's columns in the shard's order, then the
+	// tail's, so one bit per column maps between the two orders.
+	head := make([]bool, n)
+	for _, old := range order[:min(n, 65535)] {
+		head[old] = true
+	}
+	order = order[:0]
+	for l := range n {
+		if head[l] {
+			order = append(order, uint32(l))
+		}
+	}
+	nh := len(order)
+	for l := range n {
+		if !head[l] {
+			order = append(order, uint32(l))
+		}
+	}
 	newID := make([]uint32, n)
 	for r, old := range order {
 		newID[old] = uint32(r)
 	}
-	ht := &headTail{rowPtr: s.RowPtr, old: order}
+	ht := &headTail{rowPtr: s.RowPtr, old: order, nh: nh, bits: make([]uint64, (n+63)/64)}
+	for l := range n {
+		if head[l] {
+			ht.bits[l/64] |= 1 << (l % 64)
+		}
+	}
 	for i := 0; i < s.Rows(); i++ {
 		ht.hp = append(ht.hp, uint32(len(ht.h16)))
 		a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
@@ -160,27 +224,40 @@ func BenchmarkHeadTailIDs(b *testing.B) {
 	// The layout computes the pass: the same loss and gradient, up to
 	// rounding, at a point where some rows are active and some not.
 	s, ht := shards[0], hts[0]
+	// gather, eval and scatter give the pass in the shard's order: the
+	// same loss and gradient, up to rounding, at a point where some rows
+	// are active and some not.
+	maxIdx := uint32(0)
+	for _, s := range shards {
+		maxIdx = max(maxIdx, s.Cols[len(s.Cols)-1]+1)
+	}
+	w := make([]float64, maxIdx)
 	rng := rand.New(rand.NewPCG(1, 2))
-	gl2 := make([]float64, len(s.Cols))
-	for j := range s.Cols {
-		wl[j] = rng.NormFloat64() * 0.3
+	for j := range w {
+		w[j] = rng.NormFloat64() * 0.3
 	}
-	for j, o := range ht.old {
-		wl2[j] = wl[o]
+	gk, gs := make([]float64, wmax), make([]float64, len(s.Cols))
+	for l, g := range s.Cols {
+		wl[l] = w[g]
 	}
+	ht.gather(s.Cols, w, wl2)
 	want := evalBinaryLoss(s, wl[:len(s.Cols)], gl[:len(s.Cols)], &r)
-	got := ht.eval(s.Class, &r, wl2[:len(s.Cols)], gl2, 1/s.Scale)
+	got := ht.eval(s.Class, &r, wl2[:len(s.Cols)], gk[:len(s.Cols)], 1/s.Scale)
+	ht.scatter(gk[:len(s.Cols)], gs)
 	if math.Abs(got-want) > 1e-9*math.Abs(want) {
 		b.Fatalf("loss %v in the layout, %v in the shard", got, want)
 	}
-	for j, o := range ht.old {
-		if math.Abs(gl2[j]-gl[o]) > 1e-9*(1+math.Abs(gl[o])) {
-			b.Fatalf("gradient at column %d: %v in the layout, %v in the shard", o, gl2[j], gl[o])
+	for l := range gs {
+		if math.Abs(gs[l]-gl[l]) > 1e-9*(1+math.Abs(gl[l])) {
+			b.Fatalf("gradient at column %d: %v in the layout, %v in the shard", l, gs[l], gl[l])
 		}
 	}
+	clear(w)
 	clear(wl)
 	clear(wl2)
 	b.Run("plain", func(b *testing.B) {
+		runtime.GC() // the layouts\' building leaves garbage
+		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			for _, s := range shards {
 				evalBinaryLoss(s, wl[:len(s.Cols)], gl[:len(s.Cols)], &r)
@@ -188,7 +265,59 @@ func BenchmarkHeadTailIDs(b *testing.B) {
 		}
 		b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
 	})
+	b.Run("plain+gather", func(b *testing.B) {
+		runtime.GC() // the layouts\' building leaves garbage
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			for _, s := range shards {
+				for l, g := range s.Cols {
+					wl[l] = w[g]
+				}
+				evalBinaryLoss(s, wl[:len(s.Cols)], gl[:len(s.Cols)], &r)
+			}
+		}
+		b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+	})
+	b.Run("headtail+perm", func(b *testing.B) {
+		runtime.GC() // the layouts\' building leaves garbage
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			for k, s := range shards {
+				hts[k].gather(s.Cols, w, wl2)
+				clear(gk[:len(s.Cols)])
+				hts[k].eval(s.Class, &r, wl2[:len(s.Cols)], gk[:len(s.Cols)], 1/s.Scale)
+				hts[k].scatter(gk[:len(s.Cols)], gl[:len(s.Cols)])
+			}
+		}
+		b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+	})
+	kcols := make([][]uint32, len(shards))
+	for k, s := range shards {
+		for _, o := range hts[k].old {
+			kcols[k] = append(kcols[k], s.Cols[o])
+		}
+	}
+	b.Run("headtail+lists", func(b *testing.B) {
+		runtime.GC() // the layouts\' building leaves garbage
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			for k, s := range shards {
+				for l, g := range kcols[k] {
+					wl2[l] = w[g]
+				}
+				clear(gk[:len(s.Cols)])
+				hts[k].eval(s.Class, &r, wl2[:len(s.Cols)], gk[:len(s.Cols)], 1/s.Scale)
+				g := gl[:len(s.Cols)]
+				for l, o := range hts[k].old {
+					g[o] = gk[l]
+				}
+			}
+		}
+		b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+	})
 	b.Run("headtail", func(b *testing.B) {
+		runtime.GC() // the layouts\' building leaves garbage
+		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			for k, s := range shards {
 				clear(gl[:len(s.Cols)])
