@@ -348,3 +348,39 @@ func fileSize(path string) int64 {
 	}
 	return st.Size()
 }
+
+// TestStoppedWhileWaitingOnWorkers: the only worker dies and no other
+// comes; SIGTERM must still end the coordinator, promptly and with the
+// checkpoint named, and a restart from that checkpoint with a new worker
+// gives the uninterrupted model.
+func TestStoppedWhileWaitingOnWorkers(t *testing.T) {
+	data := dataset(t, "a9a")
+	args := []string{"-method", "osgm-h", "-e", "1e-6", "-max-iter", "3000", "-heartbeat-timeout", "1s", "-shards", "9"}
+	want := train(t, data, append(args, "-local")...)
+	ck := filepath.Join(t.TempDir(), "ck")
+	args = append(args, "-checkpoint", ck, "-checkpoint-every", "100")
+	url := natsServer(t)
+	w := workers(t, url, 1, "only")[0]
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", append(args, "-nats", url, data, model)...)
+	checkFor(t, time.Minute, "a checkpoint", func() bool { return fileSize(ck) > 0 })
+	w.cmd.Process.Signal(syscall.SIGKILL)
+	checkFor(t, 30*time.Second, "the worker to be lost", func() bool { return strings.Contains(c.output(), `"msg":"worker lost"`) })
+	if strings.Contains(c.output(), `"msg":"trained"`) {
+		t.Skip("training ended before the worker was killed")
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the coordinator waits on workers after SIGTERM")
+	}
+	if c.err == nil || !strings.Contains(c.output(), "interrupted; the state is in "+ck) {
+		t.Fatalf("exit %v, and no word of the checkpoint:\n%s", c.err, tail(c.output(), 2000))
+	}
+	workers(t, url, 1, "new")
+	got := train(t, data, append(args, "-nats", url, "-resume")...)
+	if !bytes.Equal(got, want) {
+		t.Fatal("the model resumed after the stop differs from the uninterrupted one")
+	}
+}

@@ -101,3 +101,65 @@ func TestResumeIsBitIdentical(t *testing.T) {
 		})
 	}
 }
+
+// failingAt is an objective whose evaluation number at fails (a round
+// stopped while it waited on workers).
+type failingAt struct {
+	*quadratic
+	at, calls int
+}
+
+var errStopped = errors.New("stopped")
+
+func (o *failingAt) Eval(x [][]float64, f []float64, g [][]float64) error {
+	if o.calls++; o.calls == o.at {
+		return errStopped
+	}
+	return o.quadratic.Eval(x, f, g)
+}
+
+// TestStoppedPassEndsAsInterrupted: a pass that fails once Interrupt
+// reports true ends the run with ErrInterrupted, and the last checkpoint
+// resumes to the uninterrupted result; the same failure without the
+// interruption is the pass's error alone.
+func TestStoppedPassEndsAsInterrupted(t *testing.T) {
+	q := newQuadratic(rand.New(rand.NewPCG(7, 7)), 12, 2, 50, true)
+	zero := func() [][]float64 { return [][]float64{make([]float64, 12), make([]float64, 12)} }
+	base := Settings{Method: "lbfgs", MaxIter: 400, GradTol: []float64{1e-10, 1e-10}, Params: Params{NoDiag: true}}
+	want, err := Minimize(q, zero(), q.problems(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	obj := &failingAt{quadratic: q, at: 20}
+	if _, err := Minimize(obj, zero(), q.problems(), base); !errors.Is(err, errStopped) || errors.Is(err, ErrInterrupted) {
+		t.Fatalf("a failed pass without an interruption: %v", err)
+	}
+
+	var last *Snapshot
+	stopped := base
+	stopped.CheckpointEvery = 5
+	stopped.Checkpoint = func(s *Snapshot) error { last = s; return nil }
+	obj = &failingAt{quadratic: q, at: 20}
+	stopped.Interrupt = func() bool { return obj.calls >= obj.at }
+	_, err = Minimize(obj, zero(), q.problems(), stopped)
+	if !errors.Is(err, ErrInterrupted) || !errors.Is(err, errStopped) {
+		t.Fatalf("a pass failed while interrupted: %v", err)
+	}
+	if last == nil || last.Evals >= obj.at {
+		t.Fatalf("the last checkpoint is not one from before the failed pass: %+v", last)
+	}
+	resumed := base
+	resumed.Resume = last
+	got, err := Minimize(q, zero(), q.problems(), resumed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range want.X {
+		for j := range want.X[k] {
+			if math.Float64bits(got.X[k][j]) != math.Float64bits(want.X[k][j]) {
+				t.Fatalf("resumed from the last checkpoint: problem %d, x[%d] differs", k, j)
+			}
+		}
+	}
+}

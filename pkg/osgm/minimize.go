@@ -36,7 +36,12 @@ type Settings struct {
 	Resume *Snapshot
 	// Checkpoint, when set, receives a snapshot every CheckpointEvery
 	// passes and when Interrupt reports true. Interrupt is polled between
-	// rounds; once it reports true Minimize returns ErrInterrupted.
+	// rounds; once it reports true Minimize returns ErrInterrupted. A
+	// pass that fails while Interrupt reports true (the evaluation was
+	// stopped too: a round waiting on workers that never came) also ends
+	// with ErrInterrupted, the last snapshot taken before it holding the
+	// state: a method between its request and the reply is not one to
+	// save.
 	Checkpoint      func(*Snapshot) error
 	CheckpointEvery int
 	Interrupt       func() bool
@@ -274,6 +279,9 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 				continue
 			}
 			if err := pass(op); err != nil {
+				if s.Interrupt != nil && s.Interrupt() {
+					return nil, fmt.Errorf("%w: %w", ErrInterrupted, err)
+				}
 				return nil, err
 			}
 			res.Evals++

@@ -26,8 +26,15 @@ type ClusterConfig struct {
 	HeartbeatTimeout time.Duration
 	// ResendAfter re-broadcasts a round's point when results stop coming.
 	ResendAfter time.Duration
-	Log         *zap.Logger
+	// Stop, when closed, ends the round under way with ErrStopped: with
+	// every worker gone, a round waits for one to come (their shards
+	// move to it), and only this ends the wait.
+	Stop <-chan struct{}
+	Log  *zap.Logger
 }
+
+// ErrStopped is a round's error once ClusterConfig.Stop is closed.
+var ErrStopped = errors.New("stopped while the round waited on workers")
 
 // maxResends bounds the broadcasts of one round that bring nothing back
 // while workers are alive.
@@ -667,6 +674,8 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	resends := 0
 	for left > 0 {
 		select {
+		case <-c.cfg.Stop:
+			return fmt.Errorf("round %d: %w", c.round, ErrStopped)
 		case hb := <-c.hbs:
 			c.onHeartbeat(hb)
 		case m := <-c.ups:

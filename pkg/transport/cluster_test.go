@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -318,5 +319,36 @@ func TestLostDescriptionsAreAskedAgain(t *testing.T) {
 		if !sameMeta(&got[i], &want) {
 			t.Errorf("shard %d: description %+v, want %+v", i, got[i], want)
 		}
+	}
+}
+
+// TestStopEndsAWaitingRound: with its only worker gone a round waits for
+// one to come, past the heartbeat timeout that declares the worker dead;
+// closing Stop ends it with ErrStopped.
+func TestStopEndsAWaitingRound(t *testing.T) {
+	c, _, stops := clusterWithStops(t, testData(t), 1, 4)
+	stop := make(chan struct{})
+	c.cfg.Stop = stop
+	stops[0]()
+	features := uint32(0)
+	for _, m := range c.Meta() {
+		features = max(features, m.MaxIndex)
+	}
+	p := &shard.Point{W: [][]float64{make([]float64, features)}, Bias: -1}
+	done := make(chan error, 1)
+	go func() { done <- c.Eval(shard.OpEval, p, nil, func(*shard.Partial) error { return nil }) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a round with no worker ended before the stop: %v", err)
+	case <-time.After(c.cfg.HeartbeatTimeout + 500*time.Millisecond):
+	}
+	close(stop)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrStopped) {
+			t.Fatalf("round ended with %v, want ErrStopped", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the round still waits after the stop")
 	}
 }
