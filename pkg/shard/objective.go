@@ -87,7 +87,7 @@ func NewObjective(b Backend, features int, lambda, bias float64) *Objective {
 		o.Rows += m.Rows
 		o.cols = append(o.cols, m.Cols)
 	}
-	o.red = NewReducer(len(o.cols), Groups(o.cols))
+	o.red = NewReducer(o.cols)
 	if r, ok := b.(interface{ Release(*Partial) }); ok {
 		o.red.Release = r.Release
 	}

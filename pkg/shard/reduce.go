@@ -222,27 +222,23 @@ type Reducer struct {
 	// Release, when set, gets every shard partial back once it is added.
 	Release func(*Partial)
 
-	groups []*Group
-	n      int
-	sum    *Sum
-	comb   *Combiner
-	root   *Node
-	open   map[int]*GroupSum
-	spare  []*Partial // group sum buffers, reused pass after pass
-	done   bool
+	tree  *lazyTree
+	n, G  int // shards, groups
+	sum   *Sum
+	comb  *Combiner
+	open  map[int]*GroupSum
+	spare []*Partial // group sum buffers, reused pass after pass
+	done  bool
 }
 
-// NewReducer prepares reductions of n shards along groups.
-func NewReducer(n int, groups []*Group) *Reducer {
-	byID := map[int]*Group{}
-	for g, gr := range groups {
-		byID[g] = gr
-	}
-	r := &Reducer{groups: groups, n: n, open: map[int]*GroupSum{}, spare: make([]*Partial, len(groups))}
-	nodes := BuildNodes(n, byID)
-	r.root = nodes[Root(n)]
-	r.comb = NewCombiner(n, nodes, func(id NodeID, p *Partial) error {
-		r.apply(r.root.Cols, p)
+// NewReducer prepares reductions of shards with the given column maps;
+// the tree's maps are built as sums need them (see lazyTree).
+func NewReducer(cols [][]uint32) *Reducer {
+	n := len(cols)
+	r := &Reducer{tree: newLazyTree(cols), n: n, G: NumGroups(n), open: map[int]*GroupSum{}, spare: make([]*Partial, NumGroups(n))}
+	r.comb = NewCombiner(n, r.tree, func(id NodeID, p *Partial) error {
+		root, _ := r.tree.Cols(id)
+		r.apply(root, p)
 		r.done = true
 		return nil
 	})
@@ -273,7 +269,7 @@ func (r *Reducer) Add(p *Partial) (bool, error) {
 	}
 	gs := r.open[g]
 	if gs == nil {
-		gs = NewGroupSum(r.groups[g], r.n, len(r.sum.Loss), len(r.sum.Hess), r.Release, r.spare[g])
+		gs = NewGroupSum(r.tree.group(g), r.n, len(r.sum.Loss), len(r.sum.Hess), r.Release, r.spare[g])
 		r.spare[g] = gs.Sum()
 		r.open[g] = gs
 	}
@@ -291,8 +287,8 @@ func (r *Reducer) Add(p *Partial) (bool, error) {
 // AddNode hands over a whole node's sum (a group's at level 0); it reports
 // false for a duplicate.
 func (r *Reducer) AddNode(id NodeID, p *Partial) (bool, error) {
-	if id.Level < 0 || id.Level > TreeHeight(r.n) || id.Index < 0 || id.Index<<id.Level >= len(r.groups) {
-		return false, fmt.Errorf("node %d/%d out of range (%d groups)", id.Level, id.Index, len(r.groups))
+	if !r.tree.has(id) {
+		return false, fmt.Errorf("node %d/%d out of range (%d groups)", id.Level, id.Index, r.G)
 	}
 	if len(p.Loss) != len(r.sum.Loss) {
 		return false, fmt.Errorf("node %d/%d: sum of %d problems, want %d", id.Level, id.Index, len(p.Loss), len(r.sum.Loss))
@@ -302,7 +298,7 @@ func (r *Reducer) AddNode(id NodeID, p *Partial) (bool, error) {
 	}
 	took, err := r.comb.Add(id, p)
 	if took {
-		first, end := id.Groups(len(r.groups))
+		first, end := id.Groups(r.G)
 		for g := first; g < end; g++ {
 			delete(r.open, g) // shard partials under it are no longer needed
 		}
@@ -316,7 +312,7 @@ func (r *Reducer) Done() bool { return r.done }
 // Missing lists the shards not yet added.
 func (r *Reducer) Missing() []int {
 	var out []int
-	for g := range r.groups {
+	for g := range r.G {
 		if r.comb.Covered(NodeID{0, g}) {
 			continue
 		}

@@ -851,7 +851,7 @@ func TestReductionTreeIsFixed(t *testing.T) {
 		for k := range sum.Grad {
 			sum.Grad[k] = make([]float64, obj.Features)
 		}
-		r := NewReducer(len(shards), groups)
+		r := NewReducer(cols)
 		r.Reset(sum)
 		// A "worker" holding the groups in preSummed sends the sums of
 		// the highest nodes it holds whole, as a worker does.
@@ -920,6 +920,77 @@ func TestReductionTreeIsFixed(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestReducerBuildsWhatSumsNeed: sums from the root's children, as two
+// workers holding half the groups each send them, build the root's
+// positions and its children's columns only, and give the bits that shard
+// partials give (which build every group).
+func TestReducerBuildsWhatSumsNeed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	d := randomData(rng, 2000, 40, 2, "f64")
+	obj := objectiveFor(t, writeFile(t, d.text), 32, 2, 1e-3, -1) // 4 groups, height 2
+	shards := obj.Backend.(*Local).Shards
+	x := make([]float64, obj.Dim())
+	for j := range x {
+		x[j] = rng.NormFloat64()
+	}
+	p := obj.Point([][]float64{x})
+	n := len(shards)
+	cols := make([][]uint32, n)
+	parts := make([]*Partial, n)
+	for i, s := range shards {
+		cols[i], parts[i] = s.Cols, new(Partial)
+		s.Eval(p, new(Scratch), parts[i])
+	}
+	newSum := func() *Sum {
+		return &Sum{Loss: make([]float64, 1), BiasGrad: make([]float64, 1), Grad: [][]float64{make([]float64, obj.Features)}}
+	}
+	want := newSum()
+	r := NewReducer(cols)
+	r.Reset(want)
+	for _, q := range parts {
+		r.Add(q)
+	}
+	if !r.Done() || len(r.tree.groups) != NumGroups(n) {
+		t.Fatalf("shard partials: done %v, %d groups built", r.Done(), len(r.tree.groups))
+	}
+
+	got := newSum()
+	r = NewReducer(cols)
+	r.Reset(got)
+	groups := Groups(cols)
+	for _, half := range [][]int{{0, 1}, {2, 3}} {
+		held := map[int]*Group{}
+		for _, g := range half {
+			held[g] = groups[g]
+		}
+		comb := NewCombiner(n, BuildNodes(n, held), func(id NodeID, q *Partial) error {
+			_, err := r.AddNode(id, q)
+			return err
+		})
+		for _, g := range half {
+			gs := NewGroupSum(groups[g], n, 1, 0, nil, nil)
+			first, end := GroupShards(g, n)
+			for s := first; s < end; s++ {
+				gs.Add(parts[s])
+			}
+			if _, err := comb.Add(NodeID{0, g}, gs.Sum()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !r.Done() || len(r.tree.groups) != 0 || len(r.tree.nodes) != 1 || r.tree.nodes[Root(n)] == nil || len(r.tree.cols) != 2 {
+		t.Fatalf("node sums: done %v; built %d groups, nodes %v, columns of %d nodes", r.Done(), len(r.tree.groups), r.tree.nodes, len(r.tree.cols))
+	}
+	for j := range want.Grad[0] {
+		if math.Float64bits(got.Grad[0][j]) != math.Float64bits(want.Grad[0][j]) {
+			t.Fatalf("grad[%d] is %v from node sums, %v from shard partials", j, got.Grad[0][j], want.Grad[0][j])
+		}
+	}
+	if math.Float64bits(got.Loss[0]) != math.Float64bits(want.Loss[0]) {
+		t.Fatalf("loss %v from node sums, %v from shard partials", got.Loss[0], want.Loss[0])
 	}
 }
 
