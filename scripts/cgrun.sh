@@ -3,9 +3,10 @@
 # nats-server and two `worker -parallel 1` processes, each in a memory
 # cgroup of its own limited to LIMIT_MIB (made under this shell's own
 # group; needs root, cgroup v1 or v2); with ONE=1 only worker 1 is
-# limited. Prints the coordinator's exit status, objective and training
-# time, and for each worker its peak (or that it was killed) and its
-# "loaded shards" line (shard_bytes, compact).
+# limited, with LIMIT_MIB 0 neither. Prints the coordinator's exit
+# status, objective, training time and peak memory, and for each worker
+# its peak (or that it was killed) and its "loaded shards" line
+# (shard_bytes, compact).
 # BINDIR (default /tmp/bin) holds coordinator, worker and nats-server;
 # WORKER_FLAGS go to both workers (e.g. -compact=false).
 set -uo pipefail
@@ -28,7 +29,7 @@ sleep 0.3
 pids=()
 for i in 1 2; do
 	run="exec $bin/worker ${WORKER_FLAGS:-} -nats nats://127.0.0.1:$port -parallel 1"
-	if [ "$i" = 1 ] || [ -z "${ONE:-}" ]; then
+	if [ "$lim" != 0 ] && { [ "$i" = 1 ] || [ -z "${ONE:-}" ]; }; then
 		limit "$base$i" || exit 1
 		run="echo \$\$ > $base$i/cgroup.procs; $run"
 	fi
@@ -36,8 +37,8 @@ for i in 1 2; do
 	pids+=($!)
 done
 sleep 0.3
-timeout "${TIMEOUT:-180}" "$bin/coordinator" -nats "nats://127.0.0.1:$port" -min-workers 2 "$@" "$f" "$logs/model" 2>"$logs/coordinator"
-echo "coordinator exit $?, $(grep -o '"objective":\[[^]]*\]' "$logs/coordinator"), $(grep -o '"train":[0-9.]*' "$logs/coordinator")"
+/usr/bin/time -o "$logs/time" -f "%M" timeout "${TIMEOUT:-180}" "$bin/coordinator" -nats "nats://127.0.0.1:$port" -min-workers 2 "$@" "$f" "$logs/model" 2>"$logs/coordinator"
+echo "coordinator exit $?, $(grep -o '"objective":\[[^]]*\]' "$logs/coordinator"), $(grep -o '"train":[0-9.]*' "$logs/coordinator"), peak $(tail -1 "$logs/time") KB"
 for i in 1 2; do
 	p=${pids[$((i - 1))]}
 	echo "worker $i: $(grep VmHWM /proc/"$p"/status 2>/dev/null || echo "gone (killed)"), $([ -d "$base$i" ] && peak "$base$i"), $(grep -o '"msg":"loaded shards".*' "$logs/worker$i" | grep -o '"count":[0-9]*\|"shard_bytes":[0-9]*\|"compact":[0-9]*' | tr '\n' ' ')"
