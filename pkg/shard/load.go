@@ -111,11 +111,13 @@ func Load(path string, ranges []Range, opt Options) ([]*Shard, error) {
 	}
 	// After the load, when the collector runs again: each shard's plain
 	// arrays become garbage as its compact ones are made.
+	var late []*Shard
 	for i, s := range shards {
 		if plain[i] {
-			Compact([]*Shard{s})
+			late = append(late, s)
 		}
 	}
+	Compact(late)
 	return shards, nil
 }
 

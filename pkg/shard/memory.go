@@ -66,18 +66,20 @@ func systemAvailable(root fs.FS) int64 {
 // cgroupVersion says where a cgroup version keeps a group's memory limit
 // and usage.
 type cgroupVersion struct {
-	mount, controller      string // controller: "" for v2's one hierarchy
-	limit, usage, inactive string
+	mount, controller string // controller: "" for v2's one hierarchy
+	limit, usage      string
+	file              [2]string // memory.stat's page cache lines
 }
 
 var cgroupVersions = [...]cgroupVersion{
-	{"sys/fs/cgroup", "", "memory.max", "memory.current", "inactive_file"},
-	{"sys/fs/cgroup/memory", "memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"},
+	{"sys/fs/cgroup", "", "memory.max", "memory.current", [2]string{"active_file", "inactive_file"}},
+	{"sys/fs/cgroup/memory", "memory", "memory.limit_in_bytes", "memory.usage_in_bytes", [2]string{"total_active_file", "total_inactive_file"}},
 }
 
 // room is how much the group in dir may still take: its limit less what
-// it uses, not counting file pages it could drop (usage includes the page
-// cache, which reading the data file fills). No limit, or no group: !ok.
+// it uses, not counting the page cache (which reading the data file
+// fills, and which the kernel drops before it kills for want of memory).
+// No limit, or no group: !ok.
 func (v cgroupVersion) room(root fs.FS, dir string) (int64, bool) {
 	limit, ok := number(root, dir+"/"+v.limit)
 	if !ok || limit >= 1<<60 { // "max", or v1's "no limit", a huge number
@@ -88,8 +90,10 @@ func (v cgroupVersion) room(root fs.FS, dir string) (int64, bool) {
 		return 0, false
 	}
 	if b, err := fs.ReadFile(root, dir+"/memory.stat"); err == nil {
-		if n, ok := field(b, v.inactive); ok {
-			usage -= min(n, usage)
+		for _, key := range v.file {
+			if n, ok := field(b, key); ok {
+				usage -= min(n, usage)
+			}
 		}
 	}
 	return max(limit-usage, 0), true

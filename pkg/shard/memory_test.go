@@ -29,7 +29,7 @@ func TestSystemAvailable(t *testing.T) {
 			"sys/fs/cgroup/memory.max":     file("1000000000\n"),
 			"sys/fs/cgroup/memory.current": file("600000000\n"),
 			"sys/fs/cgroup/memory.stat":    file("anon 400000000\nfile 200000000\ninactive_file 150000000\nactive_file 50000000\n"),
-		}, 1000000000 - 450000000},
+		}, 1000000000 - 400000000},
 		{"cgroup v2 without a limit", fstest.MapFS{
 			"proc/meminfo":                 file(meminfo),
 			"sys/fs/cgroup/memory.max":     file("max\n"),
@@ -48,7 +48,7 @@ func TestSystemAvailable(t *testing.T) {
 			"proc/meminfo": file(meminfo),
 			"sys/fs/cgroup/memory/memory.limit_in_bytes": file("1000000000\n"),
 			"sys/fs/cgroup/memory/memory.usage_in_bytes": file("300000000\n"),
-			"sys/fs/cgroup/memory/memory.stat":           file("cache 100\ninactive_file 7\ntotal_inactive_file 100000000\n"),
+			"sys/fs/cgroup/memory/memory.stat":           file("cache 100\ninactive_file 7\ntotal_inactive_file 60000000\ntotal_active_file 40000000\n"),
 		}, 1000000000 - 200000000},
 		{"cgroup v1 without a limit", fstest.MapFS{
 			"proc/meminfo": file(meminfo),
