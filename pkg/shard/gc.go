@@ -26,6 +26,18 @@ func track(s *Shard) {
 	n := int64(s.Bytes())
 	held.Add(n)
 	runtime.AddCleanup(s, func(n int64) { held.Add(-n) }, n)
+	s.tracked = true
+}
+
+// retrack follows a tracked shard that now takes less memory than before
+// bytes (Compact): the count falls now, and a second cleanup gives the
+// difference back when the shard goes, the first taking away what it
+// took at first.
+func retrack(s *Shard, before int) {
+	if d := int64(before - s.Bytes()); s.tracked && d != 0 {
+		held.Add(-d)
+		runtime.AddCleanup(s, func(d int64) { held.Add(d) }, d)
+	}
 }
 
 // gc is the collector's setting: off while loads run; with TuneGC,

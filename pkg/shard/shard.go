@@ -85,7 +85,8 @@ type Shard struct {
 	// nil until then.
 	Fold []uint16
 
-	act activityCache
+	act     activityCache
+	tracked bool // its bytes are in held (see track)
 }
 
 // activityCache remembers which rows were active at the last stamped
@@ -341,12 +342,14 @@ var (
 func Compact(shards []*Shard) {
 	var c coder
 	for _, s := range shards {
+		before := s.Bytes()
 		if s.Code8 == nil && s.Code16 == nil && s.Values != Ones && c.encode(s, s.NNZ(), s.number) {
 			s.Val32, s.Mant, s.Val64 = nil, nil, nil
 		}
 		if s.Idx != nil && len(s.Idx) > 0 && len(s.Cols) <= mediumColumns {
 			s.Idx24, s.Idx = ids24(s.Idx), nil
 		}
+		retrack(s, before)
 	}
 }
 

@@ -1229,7 +1229,7 @@ func TestScaledPercent(t *testing.T) {
 // (Shards of earlier tests may be collected meanwhile: the count only
 // falls by them.)
 func TestHeldFollowsShards(t *testing.T) {
-	d := randomData(rand.New(rand.NewPCG(8, 9)), 2000, 50, 2, "f64")
+	d := randomData(rand.New(rand.NewPCG(8, 9)), 2000, 50, 2, "f64-few")
 	path := writeFile(t, d.text)
 	before := held.Load()
 	shards, err := Load(path, Layout(int64(len(d.text)), 4), Options{Parallel: 2})
@@ -1242,6 +1242,20 @@ func TestHeldFollowsShards(t *testing.T) {
 	}
 	if got := held.Load(); got < int64(bytes) {
 		t.Fatalf("held is %d with shards of %d bytes alive", got, bytes)
+	}
+	// Compact takes what it saves off the count (and the cleanups give
+	// back only what is left).
+	plainHeld := held.Load()
+	Compact(shards)
+	saved := bytes
+	for _, s := range shards {
+		saved -= s.Bytes()
+	}
+	if saved <= 0 {
+		t.Fatal("Compact saved nothing: the test shows nothing")
+	}
+	if got := held.Load(); got > plainHeld-int64(saved) {
+		t.Fatalf("held is %d after Compact saved %d of %d", got, saved, plainHeld)
 	}
 	// The shards are unreachable from here on.
 	for deadline := time.Now().Add(10 * time.Second); held.Load() > before; {
