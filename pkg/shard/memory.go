@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Available is the memory this process may still take, in bytes, or -1
@@ -30,6 +31,28 @@ func Available() int64 {
 		avail = least(avail, max(limit-int64(s[0].Value.Uint64()-s[1].Value.Uint64()), 0))
 	}
 	return avail
+}
+
+// recentAvailable is Available as read at most 10 ms ago: reading it
+// takes about 0.1 ms (several files), and a small file's load builds a
+// shard every millisecond or so.
+var recentAvailable = cached(Available, 10*time.Millisecond)
+
+// cached is f, called again only once its last answer is ttl old.
+func cached(f func() int64, ttl time.Duration) func() int64 {
+	var (
+		mu   sync.Mutex
+		at   time.Time
+		last int64
+	)
+	return func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		if at.IsZero() || time.Since(at) >= ttl {
+			last, at = f(), time.Now()
+		}
+		return last
+	}
 }
 
 // systemAvailable is Available without the Go limit, with the files read
@@ -262,7 +285,7 @@ func (c *Compaction) IsBoolFlag() bool { return true }
 func (c Compaction) Options(o Options) Options {
 	o.Compact, o.Available = c == CompactOn, nil
 	if c == CompactAuto {
-		o.Available = Available
+		o.Available = recentAvailable
 	}
 	return o
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 )
@@ -100,6 +101,24 @@ func TestSystemAvailable(t *testing.T) {
 	}
 	if got := Available(); got == 0 || got < -1 {
 		t.Errorf("this machine: %d bytes available", got)
+	}
+}
+
+// TestCached: answers are reused until they are ttl old.
+func TestCached(t *testing.T) {
+	calls := 0
+	f := cached(func() int64 { calls++; return int64(calls) }, 50*time.Millisecond)
+	if a, b := f(), f(); a != 1 || b != 1 || calls != 1 {
+		t.Fatalf("two calls at once: %d, %d, %d reads", a, b, calls)
+	}
+	for deadline := time.Now().Add(5 * time.Second); f() == 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the answer is never read again")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if calls != 2 {
+		t.Fatalf("%d reads after the answer aged once", calls)
 	}
 }
 
