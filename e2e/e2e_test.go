@@ -384,3 +384,28 @@ func TestStoppedWhileWaitingOnWorkers(t *testing.T) {
 		t.Fatal("the model resumed after the stop differs from the uninterrupted one")
 	}
 }
+
+// TestGivesUpWithoutWorkers: with -no-worker-timeout the coordinator
+// whose only worker died fails by itself, naming the checkpoint.
+func TestGivesUpWithoutWorkers(t *testing.T) {
+	data := dataset(t, "a9a")
+	ck := filepath.Join(t.TempDir(), "ck")
+	args := []string{"-method", "osgm-h", "-e", "1e-6", "-max-iter", "3000", "-heartbeat-timeout", "1s", "-shards", "9",
+		"-checkpoint", ck, "-checkpoint-every", "100", "-no-worker-timeout", "1s"}
+	url := natsServer(t)
+	w := workers(t, url, 1, "only")[0]
+	c := start(t, "coordinator", append(args, "-nats", url, data, filepath.Join(t.TempDir(), "model"))...)
+	checkFor(t, time.Minute, "a checkpoint", func() bool { return fileSize(ck) > 0 })
+	w.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the coordinator still waits on workers")
+	}
+	if strings.Contains(c.output(), `"msg":"trained"`) {
+		t.Skip("training ended before the worker was killed")
+	}
+	if c.err == nil || !strings.Contains(c.output(), "no live worker for 1s; the state is in "+ck) {
+		t.Fatalf("exit %v, and no word of the checkpoint:\n%s", c.err, tail(c.output(), 2000))
+	}
+}

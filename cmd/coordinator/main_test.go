@@ -40,6 +40,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-compact=false", "data"}, ""},
 		{[]string{"-compact=sometimes", "data"}, "want true, false or auto"},
 		{[]string{"-shards", "-2", "data"}, "-shards must be"},
+		{[]string{"-no-worker-timeout", "-1s", "data"}, "must not be negative"},
+		{[]string{"-no-worker-timeout", "10m", "-nats", "nats://x:4222", "data"}, ""},
 		{[]string{"-v", "5", "-w1", "2", "-w-1", "0.5", "data"}, ""},
 		{[]string{"-C", "-c", "0.01", "data"}, ""},
 		{[]string{"-v", "1", "data"}, "-v needs at least 2 folds"},

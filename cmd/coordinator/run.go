@@ -138,6 +138,9 @@ func run(o *options) error {
 		}
 		return errors.New("interrupted")
 	}
+	if errors.Is(err, transport.ErrNoWorkers) && o.checkpoint != "" {
+		return fmt.Errorf("%w; the state is in %s: continue with the same flags and -resume once workers run", err, o.checkpoint)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.train, err)
 	}

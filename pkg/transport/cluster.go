@@ -28,13 +28,21 @@ type ClusterConfig struct {
 	ResendAfter time.Duration
 	// Stop, when closed, ends the round under way with ErrStopped: with
 	// every worker gone, a round waits for one to come (their shards
-	// move to it), and only this ends the wait.
+	// move to it), and only this or NoWorkerTimeout ends the wait.
 	Stop <-chan struct{}
-	Log  *zap.Logger
+	// NoWorkerTimeout, when positive, fails a round that has had no live
+	// worker for this long (ErrNoWorkers); zero waits for ever, for
+	// workers that a supervisor restarts.
+	NoWorkerTimeout time.Duration
+	Log             *zap.Logger
 }
 
-// ErrStopped is a round's error once ClusterConfig.Stop is closed.
-var ErrStopped = errors.New("stopped while the round waited on workers")
+var (
+	// ErrStopped is a round's error once ClusterConfig.Stop is closed.
+	ErrStopped = errors.New("stopped while the round waited on workers")
+	// ErrNoWorkers is a round's error after NoWorkerTimeout without one.
+	ErrNoWorkers = errors.New("no live worker")
+)
 
 // maxResends bounds the broadcasts of one round that bring nothing back
 // while workers are alive.
@@ -672,6 +680,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	defer tick.Stop()
 	lastProgress := time.Now()
 	resends := 0
+	var alone time.Time // since when no worker has been live
 	for left > 0 {
 		select {
 		case <-c.cfg.Stop:
@@ -689,6 +698,14 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 		case <-tick.C:
 			owners := slices.Clone(c.owner)
 			c.checkWorkers(false)
+			switch {
+			case len(c.live()) > 0:
+				alone = time.Time{}
+			case alone.IsZero():
+				alone = time.Now()
+			case c.cfg.NoWorkerTimeout > 0 && time.Since(alone) > c.cfg.NoWorkerTimeout:
+				return fmt.Errorf("round %d: %w for %v", c.round, ErrNoWorkers, c.cfg.NoWorkerTimeout)
+			}
 			if !slices.Equal(owners, c.owner) {
 				lastProgress = time.Now() // moved shards are loading
 			}

@@ -352,3 +352,26 @@ func TestStopEndsAWaitingRound(t *testing.T) {
 		t.Fatal("the round still waits after the stop")
 	}
 }
+
+// TestRoundGivesUpWithoutWorkers: with NoWorkerTimeout set, a round that
+// has had no live worker for that long fails with ErrNoWorkers.
+func TestRoundGivesUpWithoutWorkers(t *testing.T) {
+	c, _, stops := clusterWithStops(t, testData(t), 1, 4)
+	c.cfg.NoWorkerTimeout = 300 * time.Millisecond
+	stops[0]()
+	features := uint32(0)
+	for _, m := range c.Meta() {
+		features = max(features, m.MaxIndex)
+	}
+	p := &shard.Point{W: [][]float64{make([]float64, features)}, Bias: -1}
+	done := make(chan error, 1)
+	go func() { done <- c.Eval(shard.OpEval, p, nil, func(*shard.Partial) error { return nil }) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNoWorkers) {
+			t.Fatalf("round ended with %v, want ErrNoWorkers", err)
+		}
+	case <-time.After(c.cfg.HeartbeatTimeout + 10*time.Second):
+		t.Fatal("the round still waits with no worker")
+	}
+}
