@@ -349,22 +349,32 @@ func fileSize(path string) int64 {
 	return st.Size()
 }
 
+// waitingArgs train a9a for long enough (osgm-h, 3,000 iterations) to
+// lose a worker part way.
+var waitingArgs = []string{"-method", "osgm-h", "-e", "1e-6", "-max-iter", "3000", "-heartbeat-timeout", "1s", "-shards", "9"}
+
+// loseOnlyWorker trains data on one worker with args, which checkpoint to
+// ck, and kills the worker once the first checkpoint is written.
+func loseOnlyWorker(t *testing.T, data, url, ck string, args []string) *proc {
+	t.Helper()
+	w := workers(t, url, 1, "only")[0]
+	c := start(t, "coordinator", append(args, "-nats", url, data, filepath.Join(t.TempDir(), "model"))...)
+	checkFor(t, time.Minute, "a checkpoint", func() bool { return fileSize(ck) > 0 })
+	w.cmd.Process.Signal(syscall.SIGKILL)
+	return c
+}
+
 // TestStoppedWhileWaitingOnWorkers: the only worker dies and no other
 // comes; SIGTERM must still end the coordinator, promptly and with the
 // checkpoint named, and a restart from that checkpoint with a new worker
 // gives the uninterrupted model.
 func TestStoppedWhileWaitingOnWorkers(t *testing.T) {
 	data := dataset(t, "a9a")
-	args := []string{"-method", "osgm-h", "-e", "1e-6", "-max-iter", "3000", "-heartbeat-timeout", "1s", "-shards", "9"}
-	want := train(t, data, append(args, "-local")...)
+	want := train(t, data, append(waitingArgs, "-local")...)
 	ck := filepath.Join(t.TempDir(), "ck")
-	args = append(args, "-checkpoint", ck, "-checkpoint-every", "100")
+	args := append(waitingArgs, "-checkpoint", ck, "-checkpoint-every", "100")
 	url := natsServer(t)
-	w := workers(t, url, 1, "only")[0]
-	model := filepath.Join(t.TempDir(), "model")
-	c := start(t, "coordinator", append(args, "-nats", url, data, model)...)
-	checkFor(t, time.Minute, "a checkpoint", func() bool { return fileSize(ck) > 0 })
-	w.cmd.Process.Signal(syscall.SIGKILL)
+	c := loseOnlyWorker(t, data, url, ck, args)
 	checkFor(t, 30*time.Second, "the worker to be lost", func() bool { return strings.Contains(c.output(), `"msg":"worker lost"`) })
 	if strings.Contains(c.output(), `"msg":"trained"`) {
 		t.Skip("training ended before the worker was killed")
@@ -390,13 +400,7 @@ func TestStoppedWhileWaitingOnWorkers(t *testing.T) {
 func TestGivesUpWithoutWorkers(t *testing.T) {
 	data := dataset(t, "a9a")
 	ck := filepath.Join(t.TempDir(), "ck")
-	args := []string{"-method", "osgm-h", "-e", "1e-6", "-max-iter", "3000", "-heartbeat-timeout", "1s", "-shards", "9",
-		"-checkpoint", ck, "-checkpoint-every", "100", "-no-worker-timeout", "1s"}
-	url := natsServer(t)
-	w := workers(t, url, 1, "only")[0]
-	c := start(t, "coordinator", append(args, "-nats", url, data, filepath.Join(t.TempDir(), "model"))...)
-	checkFor(t, time.Minute, "a checkpoint", func() bool { return fileSize(ck) > 0 })
-	w.cmd.Process.Signal(syscall.SIGKILL)
+	c := loseOnlyWorker(t, data, natsServer(t), ck, append(waitingArgs, "-checkpoint", ck, "-checkpoint-every", "100", "-no-worker-timeout", "1s"))
 	select {
 	case <-c.done:
 	case <-time.After(30 * time.Second):

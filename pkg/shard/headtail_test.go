@@ -255,75 +255,51 @@ func BenchmarkHeadTailIDs(b *testing.B) {
 	clear(w)
 	clear(wl)
 	clear(wl2)
-	b.Run("plain", func(b *testing.B) {
-		runtime.GC() // the layouts\' building leaves garbage
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			for _, s := range shards {
-				evalBinaryLoss(s, wl[:len(s.Cols)], gl[:len(s.Cols)], &r)
-			}
-		}
-		b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
-	})
-	b.Run("plain+gather", func(b *testing.B) {
-		runtime.GC() // the layouts\' building leaves garbage
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			for _, s := range shards {
-				for l, g := range s.Cols {
-					wl[l] = w[g]
-				}
-				evalBinaryLoss(s, wl[:len(s.Cols)], gl[:len(s.Cols)], &r)
-			}
-		}
-		b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
-	})
-	b.Run("headtail+perm", func(b *testing.B) {
-		runtime.GC() // the layouts\' building leaves garbage
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			for k, s := range shards {
-				hts[k].gather(s.Cols, w, wl2)
-				clear(gk[:len(s.Cols)])
-				hts[k].eval(s.Class, &r, wl2[:len(s.Cols)], gk[:len(s.Cols)], 1/s.Scale)
-				hts[k].scatter(gk[:len(s.Cols)], gl[:len(s.Cols)])
-			}
-		}
-		b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
-	})
 	kcols := make([][]uint32, len(shards))
 	for k, s := range shards {
 		for _, o := range hts[k].old {
 			kcols[k] = append(kcols[k], s.Cols[o])
 		}
 	}
-	b.Run("headtail+lists", func(b *testing.B) {
-		runtime.GC() // the layouts\' building leaves garbage
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			for k, s := range shards {
-				for l, g := range kcols[k] {
-					wl2[l] = w[g]
-				}
-				clear(gk[:len(s.Cols)])
-				hts[k].eval(s.Class, &r, wl2[:len(s.Cols)], gk[:len(s.Cols)], 1/s.Scale)
-				g := gl[:len(s.Cols)]
-				for l, o := range hts[k].old {
-					g[o] = gk[l]
+	// sweep times passes over every shard, shard k by pass(k, s).
+	sweep := func(name string, pass func(k int, s *Shard)) {
+		b.Run(name, func(b *testing.B) {
+			runtime.GC() // the layouts' building leaves garbage
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for k, s := range shards {
+					pass(k, s)
 				}
 			}
+			b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+		})
+	}
+	sweep("plain", func(_ int, s *Shard) { evalBinaryLoss(s, wl[:len(s.Cols)], gl[:len(s.Cols)], &r) })
+	sweep("plain+gather", func(_ int, s *Shard) {
+		for l, g := range s.Cols {
+			wl[l] = w[g]
 		}
-		b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+		evalBinaryLoss(s, wl[:len(s.Cols)], gl[:len(s.Cols)], &r)
 	})
-	b.Run("headtail", func(b *testing.B) {
-		runtime.GC() // the layouts\' building leaves garbage
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			for k, s := range shards {
-				clear(gl[:len(s.Cols)])
-				hts[k].eval(s.Class, &r, wl2[:len(s.Cols)], gl[:len(s.Cols)], 1/s.Scale)
-			}
+	sweep("headtail+perm", func(k int, s *Shard) {
+		hts[k].gather(s.Cols, w, wl2)
+		clear(gk[:len(s.Cols)])
+		hts[k].eval(s.Class, &r, wl2[:len(s.Cols)], gk[:len(s.Cols)], 1/s.Scale)
+		hts[k].scatter(gk[:len(s.Cols)], gl[:len(s.Cols)])
+	})
+	sweep("headtail+lists", func(k int, s *Shard) {
+		for l, g := range kcols[k] {
+			wl2[l] = w[g]
 		}
-		b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+		clear(gk[:len(s.Cols)])
+		hts[k].eval(s.Class, &r, wl2[:len(s.Cols)], gk[:len(s.Cols)], 1/s.Scale)
+		g := gl[:len(s.Cols)]
+		for l, o := range hts[k].old {
+			g[o] = gk[l]
+		}
+	})
+	sweep("headtail", func(k int, s *Shard) {
+		clear(gl[:len(s.Cols)])
+		hts[k].eval(s.Class, &r, wl2[:len(s.Cols)], gl[:len(s.Cols)], 1/s.Scale)
 	})
 }

@@ -100,13 +100,10 @@ type Options struct {
 // Plain files are read range by range in parallel by seeking; compressed
 // files are streamed once and lines go to the shard whose range holds them.
 func Load(path string, ranges []Range, opt Options) ([]*Shard, error) {
-	var f *Fit
-	if !opt.Compact {
-		f = NewFit(opt.Available, ranges)
-		defer f.Done()
-	}
+	f := newFit(opt, ranges)
+	defer f.done()
 	shards, plain, err := load(path, ranges, opt, f)
-	if err != nil || !f.On() {
+	if err != nil || !f.on() {
 		return shards, err
 	}
 	// After the load, when the collector runs again: each shard's plain
@@ -123,7 +120,7 @@ func Load(path string, ranges []Range, opt Options) ([]*Shard, error) {
 
 // load is Load's reading, with the collector paused; plain says which
 // shards were built plain.
-func load(path string, ranges []Range, opt Options, fit *Fit) (out []*Shard, plain []bool, err error) {
+func load(path string, ranges []Range, opt Options, fit *fit) (out []*Shard, plain []bool, err error) {
 	defer pauseGC()()
 	file, err := libsvm.Open(path)
 	if err != nil {
@@ -133,7 +130,7 @@ func load(path string, ranges []Range, opt Options, fit *Fit) (out []*Shard, pla
 	build := func(b *builder, i int) *Shard {
 		s := b.build()
 		plain[i] = !b.compact
-		fit.Built(s, ranges[i].End-ranges[i].Start)
+		fit.built(s, ranges[i].End-ranges[i].Start)
 		return s
 	}
 	if file.Compression != libsvm.Plain {
@@ -151,7 +148,7 @@ func load(path string, ranges []Range, opt Options, fit *Fit) (out []*Shard, pla
 			defer wg.Done()
 			ld := newLoader(opt.Compact)
 			for i := range next {
-				ld.b.compact = opt.Compact || fit.On()
+				ld.b.compact = opt.Compact || fit.on()
 				if errs[i] = ld.plainRange(path, ranges[i]); errs[i] == nil {
 					out[i] = build(ld.b, i)
 				}
@@ -258,13 +255,13 @@ func lineAt(path string, offset int64) int {
 
 // loadStream reads a decompressed stream once, keeping the lines that fall
 // in the wanted ranges (which must be in increasing order) in out.
-func loadStream(r io.Reader, path string, ranges []Range, compact bool, fit *Fit, build func(*builder, int) *Shard, out []*Shard) error {
+func loadStream(r io.Reader, path string, ranges []Range, compact bool, fit *fit, build func(*builder, int) *Shard, out []*Shard) error {
 	rd := libsvm.NewReader(r, path)
 	var row libsvm.Row
 	b := newBuilder(0, compact)
 	for i, rg := range ranges {
 		b.reset(rg.ID)
-		b.compact = compact || fit.On()
+		b.compact = compact || fit.on()
 		for {
 			if rd.Offset() >= rg.End {
 				break
@@ -316,11 +313,8 @@ func Read(r io.Reader, name string, id int) (*Shard, error) {
 // says: each is built plain, then compacted if it must be, so at most one
 // plain copy is held beyond those kept plain.
 func ReadEach(ranges []Range, opt Options, read func(Range) (*Shard, error)) ([]*Shard, error) {
-	var f *Fit
-	if !opt.Compact {
-		f = NewFit(opt.Available, ranges)
-		defer f.Done()
-	}
+	f := newFit(opt, ranges)
+	defer f.done()
 	out := make([]*Shard, 0, len(ranges))
 	plain := 0 // out[:plain] were kept plain
 	for _, r := range ranges {
@@ -328,15 +322,15 @@ func ReadEach(ranges []Range, opt Options, read func(Range) (*Shard, error)) ([]
 		if err != nil {
 			return nil, err
 		}
-		if opt.Compact || f.On() {
+		if opt.Compact || f.on() {
 			Compact([]*Shard{s})
 		} else {
 			plain++
 		}
 		out = append(out, s)
-		f.Built(s, r.End-r.Start)
+		f.built(s, r.End-r.Start)
 	}
-	if f.On() {
+	if f.on() {
 		Compact(out[:plain])
 	}
 	return out, nil

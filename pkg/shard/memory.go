@@ -180,7 +180,7 @@ func field(b []byte, key string) (int64, bool) {
 // collector's headroom; BENCHMARKS.md).
 const ShardShare = 2.0 / 3
 
-// A Fit decides, shard by shard, whether the shards still to load fit in
+// A fit decides, shard by shard, whether the shards still to load fit in
 // memory as plain ones. Each plain shard built says how many bytes the
 // shards take per byte of text; once the rest of the loads under way in
 // this process (the in-process workers load at once), each at its rate,
@@ -188,7 +188,7 @@ const ShardShare = 2.0 / 3
 // compact (Compact: the same values to the bit, 1-3 bytes less a
 // nonzero). Workers in other processes are seen only through what they
 // have taken already.
-type Fit struct {
+type fit struct {
 	avail   func() int64
 	compact atomic.Bool
 
@@ -202,25 +202,24 @@ type Fit struct {
 // as plain shards.
 var pending atomic.Int64
 
-// NewFit is the decision for loading ranges, avail saying how much memory
-// is free (Available, or a test's); it is nil, deciding nothing, when
-// avail is. Done ends it.
-func NewFit(avail func() int64, ranges []Range) *Fit {
-	if avail == nil {
+// newFit is the decision for loading ranges as opt says: nil, deciding
+// nothing, when opt compacts anyway or has no Available. done ends it.
+func newFit(opt Options, ranges []Range) *fit {
+	if opt.Compact || opt.Available == nil {
 		return nil
 	}
-	f := &Fit{avail: avail}
+	f := &fit{avail: opt.Available}
 	for _, r := range ranges {
 		f.left += r.End - r.Start
 	}
 	return f
 }
 
-// On says whether shards are now to be built compact.
-func (f *Fit) On() bool { return f != nil && f.compact.Load() }
+// on says whether shards are now to be built compact.
+func (f *fit) on() bool { return f != nil && f.compact.Load() }
 
-// Built accounts for shard s, built from text bytes of text.
-func (f *Fit) Built(s *Shard, text int64) {
+// built accounts for shard s, built from text bytes of text.
+func (f *fit) built(s *Shard, text int64) {
 	if f == nil {
 		return
 	}
@@ -240,8 +239,8 @@ func (f *Fit) Built(s *Shard, text int64) {
 	}
 }
 
-// Done says the load has ended, whether or not it read every range.
-func (f *Fit) Done() {
+// done says the load has ended, whether or not it read every range.
+func (f *fit) done() {
 	if f == nil {
 		return
 	}

@@ -145,15 +145,15 @@ func TestFitSwitches(t *testing.T) {
 		{[]int64{0, 1 << 40, 1 << 40, 1 << 40}, 1}, // once on, stays on
 	} {
 		calls := 0
-		f := NewFit(func() int64 { calls++; return tc.avail[min(calls, len(tc.avail))-1] }, ranges)
+		f := newFit(Options{Available: func() int64 { calls++; return tc.avail[min(calls, len(tc.avail))-1] }}, ranges)
 		switched := 0
 		for i := range ranges {
-			f.Built(s, ranges[i].End-ranges[i].Start)
-			if f.On() && switched == 0 {
+			f.built(s, ranges[i].End-ranges[i].Start)
+			if f.on() && switched == 0 {
 				switched = i + 1
 			}
 		}
-		f.Done()
+		f.done()
 		if switched != tc.after {
 			t.Errorf("available %v: compact after %d shards, want %d", tc.avail, switched, tc.after)
 		}
@@ -161,8 +161,8 @@ func TestFitSwitches(t *testing.T) {
 	if n := pending.Load(); n != 0 {
 		t.Errorf("%d bytes pending after every load ended", n)
 	}
-	if (*Fit)(nil).On() || NewFit(nil, ranges) != nil {
-		t.Error("no Available, yet a decision")
+	if (*fit)(nil).on() || newFit(Options{}, ranges) != nil || newFit(Options{Compact: true, Available: Available}, ranges) != nil {
+		t.Error("no Available, or Compact, yet a decision")
 	}
 }
 
@@ -173,21 +173,21 @@ func TestFitsShareTheProcess(t *testing.T) {
 	ranges := []Range{{0, 0, 100}, {1, 100, 200}, {2, 200, 300}, {3, 300, 400}}
 	s := &Shard{RowPtr: make([]uint32, 50/4), LabelOf: make([]int32, 1)} // 52 bytes
 	avail := func() int64 { return 300 }                                 // 2/3: 200
-	a, b := NewFit(avail, ranges), NewFit(avail, ranges)
-	a.Built(s, 100) // 156 pending
-	if a.On() {
+	a, b := newFit(Options{Available: avail}, ranges), newFit(Options{Available: avail}, ranges)
+	a.built(s, 100) // 156 pending
+	if a.on() {
 		t.Fatal("one load alone went compact")
 	}
-	b.Built(s, 100) // 312
-	if !b.On() {
+	b.built(s, 100) // 312
+	if !b.on() {
 		t.Fatal("the second load did not see the first")
 	}
-	a.Built(s, 100) // 104 + 156
-	if !a.On() {
+	a.built(s, 100) // 104 + 156
+	if !a.on() {
 		t.Fatal("the first load did not see the second")
 	}
-	a.Done()
-	b.Done()
+	a.done()
+	b.done()
 	if n := pending.Load(); n != 0 {
 		t.Errorf("%d bytes pending after both loads ended", n)
 	}

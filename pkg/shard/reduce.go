@@ -41,14 +41,8 @@ type Group struct {
 
 // NewGroup builds group g from its shards' column maps, in shard order.
 func NewGroup(g int, shardCols [][]uint32) *Group {
-	width := uint32(0)
-	for _, c := range shardCols {
-		if len(c) > 0 {
-			width = max(width, c[len(c)-1]+1)
-		}
-	}
 	gr := &Group{ID: g, First: g * GroupSize}
-	if width > maxColSet {
+	if width := colWidth(shardCols); width > maxColSet {
 		gr.Cols, gr.Pos = mergeColumns(shardCols)
 	} else {
 		gr.Cols, gr.Pos = setColumns(shardCols, width)
@@ -56,17 +50,33 @@ func NewGroup(g int, shardCols [][]uint32) *Group {
 	return gr
 }
 
+// unionOf is the union of increasing column lists, increasing, as
+// NewGroup finds it, without the positions.
+func unionOf(lists [][]uint32) []uint32 {
+	width := colWidth(lists)
+	if width > maxColSet {
+		return unionAll(lists)
+	}
+	var set colSet
+	return fill(&set, lists, width)
+}
+
+// colWidth is one more than the largest column of increasing lists.
+func colWidth(lists [][]uint32) uint32 {
+	width := uint32(0)
+	for _, c := range lists {
+		if len(c) > 0 {
+			width = max(width, c[len(c)-1]+1)
+		}
+	}
+	return width
+}
+
 // setColumns finds the union of increasing column lists below width, and
 // each list's positions in it, through a colSet.
 func setColumns(lists [][]uint32, width uint32) (all []uint32, pos [][]uint32) {
 	var set colSet
-	set.reset(width)
-	for _, c := range lists {
-		for _, j := range c {
-			set.add(j)
-		}
-	}
-	all = set.members()
+	all = fill(&set, lists, width)
 	for _, c := range lists {
 		p := make([]uint32, len(c))
 		for l, j := range c {
@@ -77,23 +87,33 @@ func setColumns(lists [][]uint32, width uint32) (all []uint32, pos [][]uint32) {
 	return all, pos
 }
 
+// fill puts every column of lists, all below width, in set, and returns
+// its members.
+func fill(set *colSet, lists [][]uint32, width uint32) []uint32 {
+	set.reset(width)
+	for _, c := range lists {
+		for _, j := range c {
+			set.add(j)
+		}
+	}
+	return set.members()
+}
+
 // mergeColumns is setColumns by merging, for any width.
 func mergeColumns(lists [][]uint32) (all []uint32, pos [][]uint32) {
+	all = unionAll(lists)
+	for _, c := range lists {
+		pos = append(pos, positions(all, c))
+	}
+	return all, pos
+}
+
+// unionAll merges increasing lists, for any width.
+func unionAll(lists [][]uint32) (all []uint32) {
 	for _, c := range lists {
 		all = union(all, c)
 	}
-	for _, c := range lists {
-		p := make([]uint32, len(c))
-		i := 0
-		for l, j := range c { // both increasing: one merge pass
-			for all[i] != j {
-				i++
-			}
-			p[l] = uint32(i)
-		}
-		pos = append(pos, p)
-	}
-	return all, pos
+	return all
 }
 
 // union merges two increasing lists into one without repeats, in linear
@@ -223,7 +243,7 @@ type Reducer struct {
 	Release func(*Partial)
 
 	tree  *lazyTree
-	n, G  int // shards, groups
+	n     int
 	sum   *Sum
 	comb  *Combiner
 	open  map[int]*GroupSum
@@ -235,7 +255,7 @@ type Reducer struct {
 // the tree's maps are built as sums need them (see lazyTree).
 func NewReducer(cols [][]uint32) *Reducer {
 	n := len(cols)
-	r := &Reducer{tree: newLazyTree(cols), n: n, G: NumGroups(n), open: map[int]*GroupSum{}, spare: make([]*Partial, NumGroups(n))}
+	r := &Reducer{tree: newLazyTree(cols), n: n, open: map[int]*GroupSum{}, spare: make([]*Partial, NumGroups(n))}
 	r.comb = NewCombiner(n, r.tree, func(id NodeID, p *Partial) error {
 		root, _ := r.tree.Cols(id)
 		r.apply(root, p)
@@ -287,8 +307,8 @@ func (r *Reducer) Add(p *Partial) (bool, error) {
 // AddNode hands over a whole node's sum (a group's at level 0); it reports
 // false for a duplicate.
 func (r *Reducer) AddNode(id NodeID, p *Partial) (bool, error) {
-	if !r.tree.has(id) {
-		return false, fmt.Errorf("node %d/%d out of range (%d groups)", id.Level, id.Index, r.G)
+	if !id.in(r.n) {
+		return false, fmt.Errorf("node %d/%d out of range (%d groups)", id.Level, id.Index, NumGroups(r.n))
 	}
 	if len(p.Loss) != len(r.sum.Loss) {
 		return false, fmt.Errorf("node %d/%d: sum of %d problems, want %d", id.Level, id.Index, len(p.Loss), len(r.sum.Loss))
@@ -298,7 +318,7 @@ func (r *Reducer) AddNode(id NodeID, p *Partial) (bool, error) {
 	}
 	took, err := r.comb.Add(id, p)
 	if took {
-		first, end := id.Groups(r.G)
+		first, end := id.Groups(NumGroups(r.n))
 		for g := first; g < end; g++ {
 			delete(r.open, g) // shard partials under it are no longer needed
 		}
@@ -312,7 +332,7 @@ func (r *Reducer) Done() bool { return r.done }
 // Missing lists the shards not yet added.
 func (r *Reducer) Missing() []int {
 	var out []int
-	for g := range r.G {
+	for g := range NumGroups(r.n) {
 		if r.comb.Covered(NodeID{0, g}) {
 			continue
 		}

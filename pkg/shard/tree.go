@@ -33,11 +33,16 @@ func (id NodeID) Shards(n int) (first, end int) {
 // Wire packs a node into the 32-bit shard field of a message.
 func (id NodeID) Wire() uint32 { return uint32(id.Level)<<24 | uint32(id.Index) }
 
+// in says whether id is a node of the tree over n shards.
+func (id NodeID) in(n int) bool {
+	return id.Level >= 0 && id.Level <= TreeHeight(n) && id.Index >= 0 && id.Index<<id.Level < NumGroups(n)
+}
+
 // NodeFromWire unpacks Wire's form, checking it names a node of a tree
 // over n shards.
 func NodeFromWire(v uint32, n int) (NodeID, error) {
 	id := NodeID{int(v >> 24), int(v & (1<<24 - 1))}
-	if id.Level > TreeHeight(n) || id.Index<<id.Level >= NumGroups(n) {
+	if !id.in(n) {
 		return id, fmt.Errorf("node %d/%d is not in the tree of %d shards", id.Level, id.Index, n)
 	}
 	return id, nil
@@ -152,12 +157,8 @@ func newLazyTree(shards [][]uint32) *lazyTree {
 	return &lazyTree{n: len(shards), shards: shards, cols: map[NodeID][]uint32{}, nodes: map[NodeID]*Node{}, groups: map[int]*Group{}}
 }
 
-func (t *lazyTree) has(id NodeID) bool {
-	return id.Level >= 0 && id.Level <= TreeHeight(t.n) && id.Index >= 0 && id.Index<<id.Level < NumGroups(t.n)
-}
-
 func (t *lazyTree) Cols(id NodeID) ([]uint32, bool) {
-	if !t.has(id) {
+	if !id.in(t.n) {
 		return nil, false
 	}
 	if nd := t.nodes[id]; nd != nil {
@@ -176,23 +177,23 @@ func (t *lazyTree) Cols(id NodeID) ([]uint32, bool) {
 }
 
 func (t *lazyTree) Node(id NodeID) *Node {
-	if !t.has(id) {
+	if !id.in(t.n) {
 		return nil
 	}
 	if nd := t.nodes[id]; nd != nil {
 		return nd
 	}
-	cols, _ := t.Cols(id)
 	var nd *Node
-	left, right := NodeID{id.Level - 1, 2 * id.Index}, NodeID{id.Level - 1, 2*id.Index + 1}
-	switch {
+	switch right := (NodeID{id.Level - 1, 2*id.Index + 1}); {
 	case id.Level == 0:
 		gr := t.group(id.Index)
 		nd = &Node{ID: id, Cols: gr.Cols, Group: gr}
-	case !t.has(right):
+	case !right.in(t.n): // one child: its columns are the node's
+		cols, _ := t.Cols(id)
 		nd = &Node{ID: id, Cols: cols}
 	default:
-		a, _ := t.Cols(left)
+		cols, _ := t.Cols(id)
+		a, _ := t.Cols(NodeID{id.Level - 1, 2 * id.Index})
 		b, _ := t.Cols(right)
 		nd = merge(id, cols, a, b)
 	}
@@ -211,31 +212,6 @@ func (t *lazyTree) group(g int) *Group {
 		delete(t.cols, NodeID{0, g})
 	}
 	return gr
-}
-
-// unionOf is the union of increasing column lists, increasing.
-func unionOf(lists [][]uint32) []uint32 {
-	width := uint32(0)
-	for _, c := range lists {
-		if len(c) > 0 {
-			width = max(width, c[len(c)-1]+1)
-		}
-	}
-	if width > maxColSet {
-		var all []uint32
-		for _, c := range lists {
-			all = union(all, c)
-		}
-		return all
-	}
-	var set colSet
-	set.reset(width)
-	for _, c := range lists {
-		for _, j := range c {
-			set.add(j)
-		}
-	}
-	return set.members()
 }
 
 // Combiner adds node sums up the tree as they complete, over the nodes
@@ -291,14 +267,14 @@ func (c *Combiner) Add(id NodeID, p *Partial) (bool, error) {
 	}
 	for {
 		c.sums[id] = p
-		if id.Level == TreeHeight(c.N) {
-			return true, c.Emit(id, p)
+		var parent *Node
+		if id.Level < TreeHeight(c.N) {
+			parent = c.Tree.Node(id.Parent())
 		}
-		if _, ok := c.Tree.Cols(id.Parent()); !ok {
+		if parent == nil {
 			return true, c.Emit(id, p)
 		}
 		left, right := c.sums[NodeID{id.Level, id.Index &^ 1}], c.sums[NodeID{id.Level, id.Index | 1}]
-		parent := c.Tree.Node(id.Parent())
 		if parent.Pos[1] == nil { // a single child: the parent's sum is its own
 			id = parent.ID
 			continue

@@ -322,13 +322,11 @@ func TestLostDescriptionsAreAskedAgain(t *testing.T) {
 	}
 }
 
-// TestStopEndsAWaitingRound: with its only worker gone a round waits for
-// one to come, past the heartbeat timeout that declares the worker dead;
-// closing Stop ends it with ErrStopped.
-func TestStopEndsAWaitingRound(t *testing.T) {
+// roundWithoutWorkers starts a round on a cluster whose only worker has
+// stopped, set up by cfg first; the round's error comes on the channel.
+func roundWithoutWorkers(t *testing.T, cfg func(*ClusterConfig)) (*Cluster, <-chan error) {
 	c, _, stops := clusterWithStops(t, testData(t), 1, 4)
-	stop := make(chan struct{})
-	c.cfg.Stop = stop
+	cfg(&c.cfg)
 	stops[0]()
 	features := uint32(0)
 	for _, m := range c.Meta() {
@@ -337,6 +335,15 @@ func TestStopEndsAWaitingRound(t *testing.T) {
 	p := &shard.Point{W: [][]float64{make([]float64, features)}, Bias: -1}
 	done := make(chan error, 1)
 	go func() { done <- c.Eval(shard.OpEval, p, nil, func(*shard.Partial) error { return nil }) }()
+	return c, done
+}
+
+// TestStopEndsAWaitingRound: with its only worker gone a round waits for
+// one to come, past the heartbeat timeout that declares the worker dead;
+// closing Stop ends it with ErrStopped.
+func TestStopEndsAWaitingRound(t *testing.T) {
+	stop := make(chan struct{})
+	c, done := roundWithoutWorkers(t, func(cfg *ClusterConfig) { cfg.Stop = stop })
 	select {
 	case err := <-done:
 		t.Fatalf("a round with no worker ended before the stop: %v", err)
@@ -356,16 +363,7 @@ func TestStopEndsAWaitingRound(t *testing.T) {
 // TestRoundGivesUpWithoutWorkers: with NoWorkerTimeout set, a round that
 // has had no live worker for that long fails with ErrNoWorkers.
 func TestRoundGivesUpWithoutWorkers(t *testing.T) {
-	c, _, stops := clusterWithStops(t, testData(t), 1, 4)
-	c.cfg.NoWorkerTimeout = 300 * time.Millisecond
-	stops[0]()
-	features := uint32(0)
-	for _, m := range c.Meta() {
-		features = max(features, m.MaxIndex)
-	}
-	p := &shard.Point{W: [][]float64{make([]float64, features)}, Bias: -1}
-	done := make(chan error, 1)
-	go func() { done <- c.Eval(shard.OpEval, p, nil, func(*shard.Partial) error { return nil }) }()
+	c, done := roundWithoutWorkers(t, func(cfg *ClusterConfig) { cfg.NoWorkerTimeout = 300 * time.Millisecond })
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrNoWorkers) {
