@@ -17,42 +17,72 @@ import (
 // with 100 and 163 MB with 25, for 2% more time (BENCHMARKS.md).
 const DefaultGCPercent = 25
 
+// CompactGCPercent replaces DefaultGCPercent while the process holds
+// compact shards (Shard.Compacted): they are stored so because memory is
+// short (-compact, or -compact=auto finding it so), and the headroom over
+// the heap other than the shards is then worth a few collections more.
+// On gen1g a compact worker peaked at 296-298 MiB with 10 instead of
+// 310-311 with 25, training in the same time (BENCHMARKS.md, session 9).
+const CompactGCPercent = 10
+
 // held is about the memory of the shards alive in this process: a build
 // adds a shard's bytes, a cleanup takes them back once the shard is
+// unreachable. compactHeld is the part of it in compact shards.
+var held, compactHeld atomic.Int64
+
+// account adds n bytes to the counts now and takes them back when s is
 // unreachable.
-var held atomic.Int64
+func account(s *Shard, n int64, compact bool) {
+	add := func(n int64) {
+		held.Add(n)
+		if compact {
+			compactHeld.Add(n)
+		}
+	}
+	add(n)
+	runtime.AddCleanup(s, func(n int64) { add(-n) }, n)
+}
 
 func track(s *Shard) {
-	n := int64(s.Bytes())
-	held.Add(n)
-	runtime.AddCleanup(s, func(n int64) { held.Add(-n) }, n)
+	account(s, int64(s.Bytes()), s.Compacted())
 	s.tracked = true
 }
 
-// retrack follows a tracked shard that now takes less memory than before
-// bytes (Compact): the count falls now, and a second cleanup gives the
-// difference back when the shard goes, the first taking away what it
-// took at first.
-func retrack(s *Shard, before int) {
-	if d := int64(before - s.Bytes()); s.tracked && d != 0 {
-		held.Add(-d)
-		runtime.AddCleanup(s, func(d int64) { held.Add(d) }, d)
+// retrack follows a tracked shard that Compact changed from before bytes
+// stored plain (wasCompact false) or compact: what track counted is
+// cancelled, and the shard is counted anew, each with its own cleanup.
+func retrack(s *Shard, before int, wasCompact bool) {
+	if s.tracked && (before != s.Bytes() || wasCompact != s.Compacted()) {
+		account(s, -int64(before), wasCompact)
+		account(s, int64(s.Bytes()), s.Compacted())
 	}
 }
 
 // gc is the collector's setting: off while loads run; with TuneGC,
 // percent of the heap other than the shards.
-var gc struct {
+var gc gcState
+
+type gcState struct {
 	sync.Mutex
 	loads   int  // loads under way
 	restore int  // the setting a pause found
 	tuning  bool // TuneGC's goroutine is running
 	percent int  // its target for the heap other than the shards
+	gogc    bool // percent is GOGC's, whatever the shards
 	applied int  // what it last set
 }
 
-// TuneGC makes the collector's target DefaultGCPercent (or GOGC's) of the
-// heap other than the shards. Shards make no garbage and live for the
+// target is the percent of the heap other than the shards to aim at.
+func (g *gcState) target() int {
+	if !g.gogc && compactHeld.Load() > 0 {
+		return min(g.percent, CompactGCPercent)
+	}
+	return g.percent
+}
+
+// TuneGC makes the collector's target DefaultGCPercent (or GOGC's, or
+// CompactGCPercent while compact shards are held) of the heap other than
+// the shards. Shards make no garbage and live for the
 // whole job, so headroom in proportion to them (a quarter of the data,
 // with GOGC=25 of the whole heap) is memory the collector never uses. The
 // setting follows the live heap, read every 100 ms.
@@ -63,7 +93,7 @@ func TuneGC() {
 		return
 	}
 	gc.percent = DefaultGCPercent
-	if os.Getenv("GOGC") != "" {
+	if gc.gogc = os.Getenv("GOGC") != ""; gc.gogc {
 		gc.percent = debug.SetGCPercent(DefaultGCPercent) // GOGC's, read by a set
 	}
 	debug.SetGCPercent(gc.percent)
@@ -77,7 +107,7 @@ func TuneGC() {
 		for range time.Tick(100 * time.Millisecond) {
 			metrics.Read(live)
 			gc.Lock()
-			p := scaledPercent(gc.percent, live[0].Value.Uint64(), held.Load())
+			p := scaledPercent(gc.target(), live[0].Value.Uint64(), held.Load())
 			if gc.loads == 0 && p != gc.applied {
 				debug.SetGCPercent(p)
 				gc.applied = p

@@ -342,14 +342,14 @@ var (
 func Compact(shards []*Shard) {
 	var c coder
 	for _, s := range shards {
-		before := s.Bytes()
+		before, wasCompact := s.Bytes(), s.Compacted()
 		if s.Code8 == nil && s.Code16 == nil && s.Values != Ones && c.encode(s, s.NNZ(), s.number) {
 			s.Val32, s.Mant, s.Val64 = nil, nil, nil
 		}
 		if s.Idx != nil && len(s.Idx) > 0 && len(s.Cols) <= mediumColumns {
 			s.Idx24, s.Idx = ids24(s.Idx), nil
 		}
-		retrack(s, before)
+		retrack(s, before, wasCompact)
 	}
 }
 

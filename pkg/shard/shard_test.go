@@ -1245,25 +1245,69 @@ func TestHeldFollowsShards(t *testing.T) {
 	}
 	// Compact takes what it saves off the count (and the cleanups give
 	// back only what is left).
-	plainHeld := held.Load()
+	plainHeld, compactBefore := held.Load(), compactHeld.Load()
 	Compact(shards)
-	saved := bytes
+	saved, compacted := bytes, 0
 	for _, s := range shards {
 		saved -= s.Bytes()
+		if s.Compacted() {
+			compacted += s.Bytes()
+		}
 	}
-	if saved <= 0 {
+	if saved <= 0 || compacted == 0 {
 		t.Fatal("Compact saved nothing: the test shows nothing")
 	}
 	if got := held.Load(); got > plainHeld-int64(saved) {
 		t.Fatalf("held is %d after Compact saved %d of %d", got, saved, plainHeld)
 	}
+	if got := compactHeld.Load(); got < compactBefore+int64(compacted) {
+		t.Fatalf("compact shards of %d bytes counted as %d (%d before)", compacted, got, compactBefore)
+	}
 	// The shards are unreachable from here on.
-	for deadline := time.Now().Add(10 * time.Second); held.Load() > before; {
+	for deadline := time.Now().Add(10 * time.Second); held.Load() > before || compactHeld.Load() > compactBefore; {
 		if time.Now().After(deadline) {
-			t.Fatalf("held is %d after the shards went, %d before", held.Load(), before)
+			t.Fatalf("held is %d (compact %d) after the shards went, %d (%d) before", held.Load(), compactHeld.Load(), before, compactBefore)
 		}
 		runtime.GC()
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCompactShardsLowerTheTarget: while compact shards are held the
+// collector aims at CompactGCPercent, unless GOGC set the target.
+func TestCompactShardsLowerTheTarget(t *testing.T) {
+	d := randomData(rand.New(rand.NewPCG(8, 10)), 500, 50, 2, "f64-few")
+	path := writeFile(t, d.text)
+	for _, tc := range []struct {
+		percent int
+		gogc    bool
+		compact bool
+		want    int
+	}{
+		{DefaultGCPercent, false, false, DefaultGCPercent},
+		{DefaultGCPercent, false, true, CompactGCPercent},
+		{5, false, true, 5},
+		{DefaultGCPercent, true, true, DefaultGCPercent},
+	} {
+		// Wait out shards of other tests, whose cleanups may not have run.
+		for deadline := time.Now().Add(10 * time.Second); compactHeld.Load() > 0; runtime.GC() {
+			if time.Now().After(deadline) {
+				t.Fatalf("compact shards of %d bytes still counted", compactHeld.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		shards, err := Load(path, Layout(int64(len(d.text)), 2), Options{Parallel: 1, Compact: tc.compact})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.compact && !shards[0].Compacted() {
+			t.Fatal("the shards are not stored compact: the test shows nothing")
+		}
+		g := gcState{percent: tc.percent, gogc: tc.gogc}
+		if got := g.target(); got != tc.want {
+			t.Errorf("percent %d, GOGC set %v, compact %v: target %d, want %d", tc.percent, tc.gogc, tc.compact, got, tc.want)
+		}
+		runtime.KeepAlive(shards)
 	}
 }
 
