@@ -246,14 +246,27 @@ func (d *DenseSum) climb() error {
 
 // emit packs the node's vector onto its columns, in place (a column's
 // position in the node is never past the column itself), and sends it.
+// Where the node holds every column so far nothing moves: on data whose
+// shards touch most columns the packing is then a scan of the bitmap
+// (gen100k's NATS rounds spent 0.5 ms a worker here, a call to copy per
+// column).
 func (d *DenseSum) emit(t denseTop) error {
 	sum, K := d.stack[len(d.stack)-1], d.K
+	g := sum.Grad
 	at := 0
 	for i, w := range t.words {
+		if w == ^uint64(0) && at == i<<6 {
+			at += 64
+			continue
+		}
 		for w != 0 {
 			j := i<<6 | bits.TrailingZeros64(w)
 			w &= w - 1
-			copy(sum.Grad[at*K:at*K+K], sum.Grad[j*K:j*K+K])
+			if K == 1 {
+				g[at] = g[j]
+			} else {
+				copy(g[at*K:at*K+K], g[j*K:j*K+K])
+			}
 			at++
 		}
 	}

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -207,6 +208,61 @@ func TestDenseSumRefusesAWrongSize(t *testing.T) {
 	}
 	if ds.Holds(2) || NewDenseSum(3, map[int][]uint32{0: {1}}) != nil {
 		t.Fatal("a shard of no whole group is held")
+	}
+}
+
+// TestDenseSumPacksWideNodes: a node over more than 64 columns, with whole
+// 64-column words in place, a gap, and whole words after the gap (which
+// move), sends each column's sum at its position, for one problem and
+// two.
+func TestDenseSumPacksWideNodes(t *testing.T) {
+	span := func(a, b uint32) []uint32 {
+		var out []uint32
+		for j := a; j < b; j++ {
+			out = append(out, j)
+		}
+		return out
+	}
+	cols := map[int][]uint32{
+		0: append(span(0, 64), 70, 100),
+		1: append(append(span(50, 64), span(128, 256)...), 300),
+	}
+	for _, K := range []int{1, 2} {
+		want := map[uint32][]float64{} // column -> sum, shard 0 then shard 1
+		parts := make([]*Partial, 2)
+		for s := range 2 {
+			parts[s] = &Partial{Shard: s, Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([]float64, len(cols[s])*K)}
+			for l, j := range cols[s] {
+				if want[j] == nil {
+					want[j] = make([]float64, K)
+				}
+				for k := range K {
+					v := float64(s+1) + float64(j)/7 + float64(k)/3
+					parts[s].Grad[l*K+k] = v
+					want[j][k] += v
+				}
+			}
+		}
+		ds := NewDenseSum(2, cols)
+		var got *Partial
+		ds.Emit = func(_ NodeID, p *Partial) error { got = p; return nil }
+		ds.Reset()
+		for _, p := range parts {
+			if _, err := ds.Add(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		node := slices.Sorted(maps.Keys(want))
+		if got == nil || len(got.Grad) != len(node)*K {
+			t.Fatalf("K=%d: sent %v, want %d columns", K, got, len(node))
+		}
+		for at, j := range node {
+			for k := range K {
+				if g := got.Grad[at*K+k]; math.Float64bits(g) != math.Float64bits(want[j][k]) {
+					t.Fatalf("K=%d: column %d (position %d), problem %d: %v, want %v", K, j, at, k, g, want[j][k])
+				}
+			}
+		}
 	}
 }
 
