@@ -1264,9 +1264,19 @@ func TestHeldFollowsShards(t *testing.T) {
 		t.Fatalf("compact shards of %d bytes counted as %d (%d before)", compacted, got, compactBefore)
 	}
 	// The shards are unreachable from here on.
-	for deadline := time.Now().Add(10 * time.Second); held.Load() > before || compactHeld.Load() > compactBefore; {
+	awaitCleanups(t, func() bool { return held.Load() <= before && compactHeld.Load() <= compactBefore }, func() string {
+		return fmt.Sprintf("held is %d (compact %d) after the shards went, %d (%d) before", held.Load(), compactHeld.Load(), before, compactBefore)
+	})
+}
+
+// awaitCleanups collects until done holds (the cleanups of unreachable
+// shards run after a collection, on a goroutine of their own), failing
+// with state after 10 s.
+func awaitCleanups(t *testing.T, done func() bool, state func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !done(); {
 		if time.Now().After(deadline) {
-			t.Fatalf("held is %d (compact %d) after the shards went, %d (%d) before", held.Load(), compactHeld.Load(), before, compactBefore)
+			t.Fatal(state())
 		}
 		runtime.GC()
 		time.Sleep(time.Millisecond)
@@ -1290,12 +1300,9 @@ func TestCompactShardsLowerTheTarget(t *testing.T) {
 		{DefaultGCPercent, true, true, DefaultGCPercent},
 	} {
 		// Wait out shards of other tests, whose cleanups may not have run.
-		for deadline := time.Now().Add(10 * time.Second); compactHeld.Load() > 0; runtime.GC() {
-			if time.Now().After(deadline) {
-				t.Fatalf("compact shards of %d bytes still counted", compactHeld.Load())
-			}
-			time.Sleep(time.Millisecond)
-		}
+		awaitCleanups(t, func() bool { return compactHeld.Load() == 0 }, func() string {
+			return fmt.Sprintf("compact shards of %d bytes still counted", compactHeld.Load())
+		})
 		shards, err := Load(path, Layout(int64(len(d.text)), 2), Options{Parallel: 1, Compact: tc.compact})
 		if err != nil {
 			t.Fatal(err)
