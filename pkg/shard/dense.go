@@ -248,8 +248,8 @@ func (d *DenseSum) climb() error {
 // position in the node is never past the column itself), and sends it.
 // Where the node holds every column so far nothing moves: on data whose
 // shards touch most columns the packing is then a scan of the bitmap
-// (gen100k's NATS rounds spent 0.5 ms a worker here, a call to copy per
-// column).
+// (BenchmarkNodeSums, K=1: a worker's reduction 15% faster than with a
+// call to copy per column).
 func (d *DenseSum) emit(t denseTop) error {
 	sum, K := d.stack[len(d.stack)-1], d.K
 	g := sum.Grad
