@@ -1,13 +1,21 @@
 package transport
 
 import (
+	"bufio"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
 // BenchmarkBroadcast measures what the scaling model needs: bytes per
@@ -97,4 +105,87 @@ func benchConn(b *testing.B, url string, opts ...nats.Option) *nats.Conn {
 	}
 	WaitConnected(nc, 5*time.Second)
 	return nc
+}
+
+// BenchmarkRound measures issue 4's target 5 in one process: a
+// value+gradient round over the same shards evaluated in process (local)
+// and by two workers over the embedded server, connected through memory
+// with a goroutine per core each, as the coordinator runs them
+// (coordinator -method hdm makes exactly these rounds). The data is the
+// file OSGM_BENCH_FILE names, or a generated one with 100,000 features.
+func BenchmarkRound(b *testing.B) {
+	path := os.Getenv("OSGM_BENCH_FILE")
+	if path == "" {
+		path = wideData(b, 40000, 100000, 60)
+	}
+	info, err := shard.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := len(shard.Layout(info.Size, 0))
+	shards := loadShards(b, path, n)
+	var labels []float64
+	features := 0
+	for _, s := range shards {
+		features = max(features, int(s.MaxIndex))
+		for _, l := range s.Labels {
+			if !slices.Contains(labels, l) {
+				labels = append(labels, l)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := [][]float64{make([]float64, features+1)} // the bias weight last
+	for j := range x[0] {
+		x[0][j] = 1e-3 * rng.NormFloat64()
+	}
+	round := func(b *testing.B, be shard.Backend) {
+		if err := be.SetClasses(labels); err != nil {
+			b.Fatal(err)
+		}
+		o := shard.NewObjective(be, features, 1e-4, 1)
+		f, g := make([]float64, 1), [][]float64{make([]float64, features+1)}
+		b.ResetTimer()
+		for range b.N {
+			if err := o.Eval(x, f, g); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("local", func(b *testing.B) { round(b, shard.NewLocal(shards, runtime.NumCPU())) })
+	b.Run("nats", func(b *testing.B) {
+		c, _, _ := startCluster(b, path, 2, n, true, runtime.NumCPU())
+		round(b, c)
+	})
+}
+
+// wideData writes rows of nnz random features among features, real
+// values, two classes.
+func wideData(b *testing.B, rows, features, nnz int) string {
+	rng := rand.New(rand.NewPCG(7, 8))
+	path := filepath.Join(b.TempDir(), "wide")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	cols := make([]int, nnz)
+	for range rows {
+		fmt.Fprintf(w, "%d", 2*rng.IntN(2)-1)
+		for k := range cols {
+			cols[k] = 1 + rng.IntN(features)
+		}
+		slices.Sort(cols)
+		for k, j := range cols {
+			if k == 0 || j != cols[k-1] {
+				fmt.Fprintf(w, " %d:%.4g", j, rng.NormFloat64())
+			}
+		}
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	return path
 }

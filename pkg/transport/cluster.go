@@ -76,14 +76,16 @@ type Cluster struct {
 
 	heldSince map[int]time.Time // Load: since when a shard held is undescribed
 
-	// Memory kept from round to round: the point's encoding and chunks,
-	// and the partials decoded in the last round, free again once the
-	// next round starts (its reduction was over when the round ended).
-	asm      Assembler // results; onUp recycles their payloads
+	// Memory kept from round to round: the point's head and chunks, and
+	// the partials decoded in the last round with the payloads their
+	// vectors view, free again once the next round starts (its reduction
+	// was over when the round ended).
+	asm      Assembler // results; their payloads go back to it
 	pointBuf []byte
 	chunks   chunker
 	decoded  []*shard.Partial
 	reuse    []*shard.Partial
+	viewed   [][]byte
 
 	// Stats for the caller.
 	mu    sync.Mutex
@@ -510,13 +512,14 @@ func (c *Cluster) sendAssign(id string, describe ...int) {
 
 // onUp handles one result; add receives partials of the current round.
 func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
-	defer c.asm.Recycle(m.payload) // every kind is decoded into memory of its own
 	switch m.kind {
 	case KindError:
+		defer c.asm.Recycle(m.payload)
 		var le LoadError
 		json.Unmarshal(m.payload, &le)
 		return fmt.Errorf("worker %s: %s", le.Worker, le.Err)
 	case KindMeta:
+		defer c.asm.Recycle(m.payload) // decoded into memory of its own
 		worker, meta, err := DecodeMeta(m.shard, m.payload)
 		if err != nil {
 			c.bad.add(err, m.kind)
@@ -536,6 +539,7 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 		c.metas[m.shard], c.haveMet[m.shard] = *meta, true
 	case KindPartial, KindGroup:
 		if m.round != c.round || add == nil {
+			c.asm.Recycle(m.payload)
 			if m.round < c.round {
 				c.bad.add(errors.New("stale round"), m.kind)
 			}
@@ -556,9 +560,11 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 		c.decoded = append(c.decoded, into)
 		p, err := DecodePartialInto(id, m.payload, into)
 		if err != nil {
+			c.asm.Recycle(m.payload)
 			c.bad.add(err, m.kind)
 			return nil
 		}
+		c.viewed = append(c.viewed, m.payload)
 		p.Group, p.Level = m.kind == KindGroup, node.Level
 		c.mu.Lock()
 		c.stats.ResultsUp++
@@ -650,8 +656,13 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	c.checkWorkers(true)
 	c.round++
 	c.reuse, c.decoded = append(c.reuse, c.decoded...), c.decoded[:0]
-	c.pointBuf = AppendPoint(c.pointBuf[:0], pt)
-	payload := c.pointBuf
+	for _, b := range c.viewed {
+		c.asm.Recycle(b)
+	}
+	clear(c.viewed)
+	c.viewed = c.viewed[:0]
+	payload := pointPieces(c.pointBuf, pt)
+	c.pointBuf = payload[0]
 	got := make([]bool, len(c.owner))
 	left := len(got)
 	compute := 0.0
@@ -742,10 +753,10 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	return nil
 }
 
-func (c *Cluster) broadcast(payload []byte) error {
+func (c *Cluster) broadcast(payload [][]byte) error {
 	subj := DownSubject(c.cfg.Job)
 	var sent int64
-	err := c.chunks.send(KindPoint, c.cfg.Job, c.round, 0, payload, int(c.nc.MaxPayload()), func(b []byte) error {
+	err := c.chunks.sendPieces(KindPoint, c.cfg.Job, c.round, 0, payload, int(c.nc.MaxPayload()), func(b []byte) error {
 		sent += int64(len(b))
 		return c.nc.Publish(subj, b)
 	})

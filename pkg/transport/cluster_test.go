@@ -50,13 +50,24 @@ func cluster(t *testing.T, path string, n, shards int) (*Cluster, *nats.Conn) {
 // clusterWithStops is cluster that also returns a function per worker
 // that stops it (its connection closes, as when a process dies).
 func clusterWithStops(t *testing.T, path string, n, shards int, setup ...func(*Worker)) (*Cluster, *nats.Conn, []func()) {
+	return startCluster(t, path, n, shards, false, 1, setup...)
+}
+
+// startCluster is clusterWithStops with the choices the coordinator makes
+// for its own workers: connections through memory (inProcess) and
+// parallel goroutines per worker.
+func startCluster(t testing.TB, path string, n, shards int, inProcess bool, parallel int, setup ...func(*Worker)) (*Cluster, *nats.Conn, []func()) {
 	srv, err := Embedded(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
+	var opts []nats.Option
+	if inProcess {
+		opts = append(opts, nats.InProcessServer(srv))
+	}
 	connect := func(name string) *nats.Conn {
-		nc, err := Connect(srv.ClientURL(), name, Auth{}, zap.NewNop())
+		nc, err := Connect(srv.ClientURL(), name, Auth{}, zap.NewNop(), opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +93,7 @@ func clusterWithStops(t *testing.T, path string, n, shards int, setup ...func(*W
 	var stops []func()
 	for i := 0; i < n; i++ {
 		nc := connect("worker")
-		w := NewWorker(nc, WorkerConfig{Name: fmt.Sprint("t", i), Parallel: 1})
+		w := NewWorker(nc, WorkerConfig{Name: fmt.Sprint("t", i), Parallel: parallel})
 		for _, f := range setup {
 			f(w)
 		}
@@ -137,7 +148,7 @@ func TestCrossValidationSurvivesAWorkerLoss(t *testing.T) {
 }
 
 // loadShards loads path into n shards in this process.
-func loadShards(t *testing.T, path string, n int) []*shard.Shard {
+func loadShards(t testing.TB, path string, n int) []*shard.Shard {
 	t.Helper()
 	info, err := shard.Stat(path)
 	if err != nil {

@@ -45,19 +45,52 @@ type Point struct {
 // EncodePoint lays out a point as little-endian float64s.
 func EncodePoint(p *Point) []byte { return AppendPoint(nil, p) }
 
-// AppendPoint is EncodePoint appending to dst: the coordinator lays out
-// every round's point in the same memory.
+// AppendPoint is EncodePoint appending to dst.
 func AppendPoint(dst []byte, p *Point) []byte {
-	K := len(p.X)
-	dim := 0
-	if K > 0 {
-		dim = len(p.X[0])
+	e := enc{b: appendPointHead(dst, p, 8*len(p.vectors())*p.dim())}
+	for _, x := range p.vectors() {
+		e.rawF64s(x)
 	}
-	vecs := K
+	return e.b
+}
+
+// pointPieces is AppendPoint's payload as its head, laid out in head's
+// memory, and views of the vectors (on little-endian machines): the
+// coordinator sends a round's point without first copying x into a
+// message. The pieces are valid while p's vectors are.
+func pointPieces(head []byte, p *Point) [][]byte {
+	if !littleEndian {
+		return [][]byte{AppendPoint(head[:0], p)}
+	}
+	pieces := [][]byte{appendPointHead(head[:0], p, 0)}
+	for _, x := range p.vectors() {
+		pieces = append(pieces, f64Bytes(x))
+	}
+	return pieces
+}
+
+// vectors are the point's vectors in wire order: X, then V for a
+// Hessian-vector product.
+func (p *Point) vectors() [][]float64 {
 	if p.Op == shard.OpHessVec {
-		vecs *= 2
+		return slices.Concat(p.X, p.V)
 	}
-	e := enc{b: slices.Grow(dst, 64+4*len(p.Classes)+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+vecs*dim))}
+	return p.X
+}
+
+func (p *Point) dim() int {
+	if len(p.X) == 0 {
+		return 0
+	}
+	return len(p.X[0])
+}
+
+// appendPointHead lays out everything before the vectors, padded so that
+// they start 8-byte aligned from the payload's start, with room for more
+// bytes after it.
+func appendPointHead(dst []byte, p *Point, more int) []byte {
+	start := len(dst)
+	e := enc{b: slices.Grow(dst, 72+4*len(p.Classes)+8*(len(p.Labels)+len(p.Weights)+len(p.Starts))+more)}
 	e.u8(uint8(p.Op))
 	e.f64(p.Bias)
 	e.f64s(p.Labels)
@@ -68,31 +101,26 @@ func AppendPoint(dst []byte, p *Point) []byte {
 	e.u32(p.Holdout)
 	e.u64(p.Rows)
 	e.u64s(p.Starts)
-	e.u32(uint32(K))
-	e.u32(uint32(dim))
-	for _, x := range p.X {
-		e.rawF64s(x)
-	}
-	if p.Op == shard.OpHessVec {
-		for _, x := range p.V {
-			e.rawF64s(x)
-		}
-	}
+	e.u32(uint32(len(p.X)))
+	e.u32(uint32(p.dim()))
+	e.pad8(start)
 	return e.b
 }
 
 // DecodePoint reads a point, checking every size against the payload.
 func DecodePoint(b []byte) (*Point, error) { return DecodePointInto(b, nil) }
 
-// DecodePointInto is DecodePoint that puts the vectors in the memory of
-// old's when they are large enough (old may be nil): a worker decodes
-// each round's point into the last one's.
+// DecodePointInto is DecodePoint that reads the vectors in place, as views
+// of b (see f64View), or, where they cannot be, copies them into the
+// memory of old's when it is large enough (old may be nil): a worker
+// decodes each round's point without a copy or into the last one's.
 func DecodePointInto(b []byte, old *Point) (*Point, error) {
 	return DecodePointParts([][]byte{b}, old)
 }
 
 // DecodePointParts is DecodePointInto from a message's chunks in order
-// (see Assembler.AddParts): a 1 M-feature point is never copied whole.
+// (see Assembler.AddParts): a point of one chunk is read in place, and a
+// 1 M-feature point is never copied whole.
 func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	d := decParts(parts)
 	p := &Point{Op: shard.Op(d.u8())}
@@ -108,6 +136,7 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	p.Rows = d.u64()
 	p.Starts = d.u64s()
 	K, dim := int(d.u32()), int(d.u32())
+	d.skipPad()
 	vecs := K
 	if p.Op == shard.OpHessVec {
 		vecs *= 2
@@ -139,6 +168,10 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	read := func(old [][]float64) [][]float64 {
 		out := make([][]float64, K)
 		for k := range out {
+			if v, ok := d.viewF64s(dim); ok {
+				out[k] = v
+				continue
+			}
 			var buf []float64
 			if k < len(old) && cap(old[k]) >= dim {
 				buf = old[k][:dim]
@@ -157,18 +190,30 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	return p, d.done()
 }
 
-// EncodePartial lays out one shard's partial sums.
+// EncodePartial lays out one shard's partial sums: the four vectors'
+// lengths, then their values and the compute time, every float64 8-byte
+// aligned from the payload's start so that they are read in place.
 func EncodePartial(p *shard.Partial) []byte { return AppendPartial(nil, p) }
 
 // AppendPartial is EncodePartial appending to dst.
 func AppendPartial(dst []byte, p *shard.Partial) []byte {
-	e := enc{b: slices.Grow(dst, 4*4+8+8*(2*len(p.Loss)+len(p.Grad)+len(p.Hess)))}
-	e.f64s(p.Loss)
-	e.f64s(p.BiasGrad)
-	e.f64s(p.Grad)
-	e.f64s(p.Hess)
+	e := enc{b: slices.Grow(dst, 16+8*(2*len(p.Loss)+len(p.Grad)+len(p.Hess)+1))}
+	e.partialHead(p)
+	for _, v := range partialVectors(p) {
+		e.rawF64s(v)
+	}
 	e.f64(p.Seconds)
 	return e.b
+}
+
+func partialVectors(p *shard.Partial) [][]float64 {
+	return [][]float64{p.Loss, p.BiasGrad, p.Grad, p.Hess}
+}
+
+func (e *enc) partialHead(p *shard.Partial) {
+	for _, v := range partialVectors(p) {
+		e.u32(uint32(len(v)))
+	}
 }
 
 // partialPieces is AppendPartial's payload as pieces that view p's
@@ -179,27 +224,46 @@ func partialPieces(p *shard.Partial) [][]byte {
 	if !littleEndian {
 		return [][]byte{AppendPartial(nil, p)}
 	}
-	var head enc
-	head.f64s(p.Loss)
-	head.f64s(p.BiasGrad)
-	head.u32(uint32(len(p.Grad)))
-	var mid, tail enc
-	mid.u32(uint32(len(p.Hess)))
+	var head, tail enc
+	head.partialHead(p)
 	tail.f64(p.Seconds)
-	return [][]byte{head.b, f64Bytes(p.Grad), mid.b, f64Bytes(p.Hess), tail.b}
+	pieces := [][]byte{head.b}
+	for _, v := range partialVectors(p) {
+		pieces = append(pieces, f64Bytes(v))
+	}
+	return append(pieces, tail.b)
 }
 
 // DecodePartial reads a partial for shard id.
 func DecodePartial(id int, b []byte) (*shard.Partial, error) { return DecodePartialInto(id, b, nil) }
 
-// DecodePartialInto is DecodePartial into p's memory (p may be nil): the
-// coordinator decodes each round's partials into the last round's.
+// DecodePartialInto is DecodePartial into p (p may be nil): the
+// coordinator decodes each round's partials into the last round's. The
+// vectors are views of b where f64View allows, so b must then stay
+// untouched while p is used; elsewhere they are fresh copies (never p's
+// old vectors, which may view a payload since put to other use).
 func DecodePartialInto(id int, b []byte, p *shard.Partial) (*shard.Partial, error) {
 	if p == nil {
 		p = new(shard.Partial)
 	}
-	d := dec{b: b}
-	*p = shard.Partial{Shard: id, Loss: d.f64sInto(p.Loss), BiasGrad: d.f64sInto(p.BiasGrad), Grad: d.f64sInto(p.Grad), Hess: d.f64sInto(p.Hess)}
+	d := decParts([][]byte{b})
+	var n [4]uint64
+	for i := range n {
+		n[i] = uint64(d.u32())
+	}
+	if d.err == nil && 8*(n[0]+n[1]+n[2]+n[3]+1) != uint64(d.left()) {
+		return nil, fmt.Errorf("transport: partial: vectors of %d, %d, %d and %d values do not match %d bytes", n[0], n[1], n[2], n[3], d.left())
+	}
+	var vecs [4][]float64
+	for i := range vecs {
+		v, ok := d.viewF64s(int(n[i]))
+		if !ok {
+			v = make([]float64, n[i])
+			d.rawF64s(v)
+		}
+		vecs[i] = v
+	}
+	*p = shard.Partial{Shard: id, Loss: vecs[0], BiasGrad: vecs[1], Grad: vecs[2], Hess: vecs[3]}
 	p.Seconds = d.f64()
 	if err := d.done(); err != nil {
 		return nil, err
@@ -236,7 +300,7 @@ func EncodeMeta(worker string, m *shard.Meta) []byte {
 
 // DecodeMeta reads a shard description and the worker that holds it.
 func DecodeMeta(id int, b []byte) (string, *shard.Meta, error) {
-	d := dec{b: b}
+	d := decParts([][]byte{b})
 	worker := string(d.take(d.count(1)))
 	m := &shard.Meta{ID: id, Rows: int(d.u64()), NNZ: int(d.u64()), Pairs: int(d.u64()), MaxIndex: d.u32(), NormSq: d.f64(), MaxNormSq: d.f64()}
 	m.Labels = d.f64s()

@@ -27,7 +27,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 5
+const Version = 6
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40
@@ -133,13 +133,9 @@ type chunker struct {
 	buf []byte
 }
 
-func (c *chunker) send(kind Kind, job, round uint64, shardID uint32, payload []byte, maxChunk int, emit func([]byte) error) error {
-	return c.sendPieces(kind, job, round, shardID, [][]byte{payload}, maxChunk, emit)
-}
-
-// sendPieces is send for a payload given as pieces in order (see
-// partialPieces): the chunks are filled from them, so the whole payload
-// is never laid out in one buffer.
+// sendPieces sends a payload given as pieces in order (see
+// partialPieces and pointPieces): the chunks are filled from them, so the
+// whole payload is never laid out in one buffer.
 func (c *chunker) sendPieces(kind Kind, job, round uint64, shardID uint32, pieces [][]byte, maxChunk int, emit func([]byte) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -346,6 +342,16 @@ func f64Bytes(v []float64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 8*len(v))
 }
 
+// pad8 appends zeros until the payload that started at start has a
+// length that is a multiple of 8: the float64s after it then start
+// 8-byte aligned in a receiver's memory, where they are read in place
+// (see f64View).
+func (e *enc) pad8(start int) {
+	for (len(e.b)-start)%8 != 0 {
+		e.b = append(e.b, 0)
+	}
+}
+
 // rawF64s appends v without a length.
 func (e *enc) rawF64s(v []float64) {
 	if littleEndian {
@@ -390,6 +396,7 @@ type dec struct {
 	b    []byte
 	rest [][]byte
 	err  error
+	size int // the whole payload's bytes
 }
 
 // decParts reads the pieces in order as one payload.
@@ -397,7 +404,45 @@ func decParts(parts [][]byte) dec {
 	if len(parts) == 0 {
 		return dec{}
 	}
-	return dec{b: parts[0], rest: parts[1:]}
+	d := dec{b: parts[0], rest: parts[1:]}
+	d.size = d.left()
+	return d
+}
+
+// skipPad reads what enc.pad8 wrote.
+func (d *dec) skipPad() {
+	if n := (8 - (d.size-d.left())%8) % 8; n > 0 {
+		d.take(n)
+	}
+}
+
+// f64View is b's memory as float64s when it already holds them as the
+// wire lays them out: on a little-endian machine, at an 8-byte aligned
+// address, a whole number of values. NATS gives every message memory of
+// its own, so a vector read this way is never copied; the view keeps
+// the message alive.
+func f64View(b []byte) ([]float64, bool) {
+	if !littleEndian || len(b)%8 != 0 || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 != 0 {
+		return nil, false
+	}
+	if len(b) == 0 {
+		return []float64{}, true
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8), true
+}
+
+// viewF64s reads n float64s in place when they lie in one piece and
+// f64View allows it; otherwise it reads nothing and reports false.
+func (d *dec) viewF64s(n int) ([]float64, bool) {
+	d.next()
+	if d.err != nil || n < 0 || n > len(d.b)/8 {
+		return nil, false
+	}
+	v, ok := f64View(d.b[:8*n])
+	if ok {
+		d.b = d.b[8*n:]
+	}
+	return v, ok
 }
 
 // left is how many bytes are still to read.

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -60,18 +61,36 @@ func TestChunksReassembleInAnyOrder(t *testing.T) {
 	}
 }
 
-// TestDecodingIntoOldMemory: rounds decode into the last round's vectors
-// and lay out into the last round's bytes; what comes out must be what
-// fresh memory gives, in the old memory when it is large enough.
-func TestDecodingIntoOldMemory(t *testing.T) {
+// misaligned is b's bytes at an address that is not 8-byte aligned.
+func misaligned(b []byte) []byte {
+	buf := make([]byte, len(b)+1)[1:]
+	copy(buf, b)
+	return buf
+}
+
+// within reports whether v's memory lies inside b's.
+func within(v []float64, b []byte) bool {
+	if len(v) == 0 || len(b) == 0 {
+		return false
+	}
+	lo, hi := uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&b[len(b)-1]))
+	p := uintptr(unsafe.Pointer(&v[0]))
+	return p >= lo && p <= hi
+}
+
+// TestDecodingInPlace: vectors are read as views of an aligned payload,
+// copied nowhere; from a misaligned one a point is copied into the last
+// point's memory when it is large enough, and a partial into fresh
+// memory. What comes out is what was encoded in every case.
+func TestDecodingInPlace(t *testing.T) {
 	mk := func(x float64, dim int) *Point {
-		p := &Point{Op: shard.OpHessVec, Labels: []float64{1, -1}, X: [][]float64{make([]float64, dim)}, V: [][]float64{make([]float64, dim)}}
+		p := &Point{Op: shard.OpHessVec, Labels: []float64{1, -1, 3}, X: [][]float64{make([]float64, dim)}, V: [][]float64{make([]float64, dim)}}
 		for j := range dim {
 			p.X[0][j], p.V[0][j] = x+float64(j), x-float64(j)
 		}
 		return p
 	}
-	old, err := DecodePoint(EncodePoint(mk(1, 5)))
+	old, err := DecodePoint(misaligned(EncodePoint(mk(1, 5))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,13 +101,24 @@ func TestDecodingIntoOldMemory(t *testing.T) {
 		if !bytes.Equal(buf, EncodePoint(want)) {
 			t.Fatalf("dim %d: AppendPoint into old bytes differs from EncodePoint", dim)
 		}
-		oldX := &old.X[0][:1][0]
-		got, err := DecodePointInto(buf, old)
+		if pieces := pointPieces(nil, want); !bytes.Equal(slices.Concat(pieces...), buf) {
+			t.Fatalf("dim %d: the point's pieces differ from its encoding", dim)
+		}
+		got, err := DecodePoint(buf)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(got.X[0], want.X[0]) || !slices.Equal(got.V[0], want.V[0]) {
-			t.Fatalf("dim %d: decoded %v %v, want %v %v", dim, got.X[0], got.V[0], want.X[0], want.V[0])
+		if !slices.Equal(got.X[0], want.X[0]) || !slices.Equal(got.V[0], want.V[0]) || !within(got.X[0], buf) || !within(got.V[0], buf) {
+			t.Fatalf("dim %d: from aligned bytes decoded %v %v, want %v %v as views", dim, got.X[0], got.V[0], want.X[0], want.V[0])
+		}
+		oldX := &old.X[0][:1][0]
+		off := misaligned(buf)
+		got, err = DecodePointInto(off, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.X[0], want.X[0]) || !slices.Equal(got.V[0], want.V[0]) || within(got.X[0], off) {
+			t.Fatalf("dim %d: from misaligned bytes decoded %v %v, want %v %v copied", dim, got.X[0], got.V[0], want.X[0], want.V[0])
 		}
 		if reused := &got.X[0][0] == oldX; reused != (dim <= cap(old.X[0])) {
 			t.Fatalf("dim %d: reused old memory %v with capacity %d", dim, reused, cap(old.X[0]))
@@ -98,14 +128,28 @@ func TestDecodingIntoOldMemory(t *testing.T) {
 
 	var into shard.Partial
 	for _, n := range []int{4, 2, 6} {
-		want := &shard.Partial{Shard: 3, Loss: []float64{float64(n)}, BiasGrad: []float64{-1}, Grad: make([]float64, n), Seconds: 0.25}
+		want := &shard.Partial{Shard: 3, Loss: []float64{float64(n)}, BiasGrad: []float64{-1}, Grad: make([]float64, n), Hess: []float64{2, 3, 5}, Seconds: 0.25}
 		for j := range want.Grad {
 			want.Grad[j] = float64(n * j)
 		}
-		got, err := DecodePartialInto(3, AppendPartial(nil, want), &into)
-		if err != nil || got != &into || !slices.Equal(got.Grad, want.Grad) || !slices.Equal(got.Loss, want.Loss) ||
-			!slices.Equal(got.BiasGrad, want.BiasGrad) || got.Seconds != want.Seconds || got.Shard != 3 || got.Group {
-			t.Fatalf("partial of %d: %v %+v", n, err, got)
+		enc := AppendPartial(nil, want)
+		if !bytes.Equal(slices.Concat(partialPieces(want)...), enc) {
+			t.Fatalf("partial of %d: its pieces differ from its encoding", n)
+		}
+		for _, b := range [][]byte{enc, misaligned(enc)} {
+			oldGrad := into.Grad
+			got, err := DecodePartialInto(3, b, &into)
+			if err != nil || got != &into || !slices.Equal(got.Grad, want.Grad) || !slices.Equal(got.Loss, want.Loss) ||
+				!slices.Equal(got.BiasGrad, want.BiasGrad) || !slices.Equal(got.Hess, want.Hess) || got.Seconds != want.Seconds || got.Shard != 3 || got.Group {
+				t.Fatalf("partial of %d: %v %+v", n, err, got)
+			}
+			aligned := uintptr(unsafe.Pointer(&b[0]))%8 == 0
+			if within(got.Grad, b) != aligned || within(got.Loss, b) != aligned || within(got.Hess, b) != aligned {
+				t.Fatalf("partial of %d: views %v of a payload aligned %v", n, within(got.Grad, b), aligned)
+			}
+			if len(oldGrad) > 0 && &got.Grad[0] == &oldGrad[0] {
+				t.Fatalf("partial of %d: decoded into the last partial's vector", n)
+			}
 		}
 	}
 }
