@@ -251,7 +251,10 @@ func DecodePartialInto(id int, b []byte, p *shard.Partial) (*shard.Partial, erro
 	for i := range n {
 		n[i] = uint64(d.u32())
 	}
-	if d.err == nil && 8*(n[0]+n[1]+n[2]+n[3]+1) != uint64(d.left()) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	if 8*(n[0]+n[1]+n[2]+n[3]+1) != uint64(d.left()) {
 		return nil, fmt.Errorf("transport: partial: vectors of %d, %d, %d and %d values do not match %d bytes", n[0], n[1], n[2], n[3], d.left())
 	}
 	var vecs [4][]float64
