@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/train"
 )
 
 // BenchmarkBroadcast measures what the scaling model needs: bytes per
@@ -124,16 +125,12 @@ func BenchmarkRound(b *testing.B) {
 	}
 	n := len(shard.Layout(info.Size, 0))
 	shards := loadShards(b, path, n)
-	var labels []float64
-	features := 0
-	for _, s := range shards {
-		features = max(features, int(s.MaxIndex))
-		for _, l := range s.Labels {
-			if !slices.Contains(labels, l) {
-				labels = append(labels, l)
-			}
-		}
+	sum := train.Summarize(shard.NewLocal(shards, 1).Meta())
+	labels, _, err := train.Classes(sum)
+	if err != nil {
+		b.Fatal(err)
 	}
+	features := int(sum.MaxIndex)
 	rng := rand.New(rand.NewPCG(1, 2))
 	x := [][]float64{make([]float64, features+1)} // the bias weight last
 	for j := range x[0] {

@@ -512,14 +512,22 @@ func (c *Cluster) sendAssign(id string, describe ...int) {
 
 // onUp handles one result; add receives partials of the current round.
 func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
+	// The payload goes back to the Assembler now, unless a partial's
+	// vectors view it: then when the next round starts.
+	viewed := false
+	defer func() {
+		if viewed {
+			c.viewed = append(c.viewed, m.payload)
+		} else {
+			c.asm.Recycle(m.payload)
+		}
+	}()
 	switch m.kind {
 	case KindError:
-		defer c.asm.Recycle(m.payload)
 		var le LoadError
 		json.Unmarshal(m.payload, &le)
 		return fmt.Errorf("worker %s: %s", le.Worker, le.Err)
 	case KindMeta:
-		defer c.asm.Recycle(m.payload) // decoded into memory of its own
 		worker, meta, err := DecodeMeta(m.shard, m.payload)
 		if err != nil {
 			c.bad.add(err, m.kind)
@@ -539,7 +547,6 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 		c.metas[m.shard], c.haveMet[m.shard] = *meta, true
 	case KindPartial, KindGroup:
 		if m.round != c.round || add == nil {
-			c.asm.Recycle(m.payload)
 			if m.round < c.round {
 				c.bad.add(errors.New("stale round"), m.kind)
 			}
@@ -560,11 +567,10 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 		c.decoded = append(c.decoded, into)
 		p, err := DecodePartialInto(id, m.payload, into)
 		if err != nil {
-			c.asm.Recycle(m.payload)
 			c.bad.add(err, m.kind)
 			return nil
 		}
-		c.viewed = append(c.viewed, m.payload)
+		viewed = true
 		p.Group, p.Level = m.kind == KindGroup, node.Level
 		c.mu.Lock()
 		c.stats.ResultsUp++

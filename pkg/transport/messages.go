@@ -47,8 +47,9 @@ func EncodePoint(p *Point) []byte { return AppendPoint(nil, p) }
 
 // AppendPoint is EncodePoint appending to dst.
 func AppendPoint(dst []byte, p *Point) []byte {
-	e := enc{b: appendPointHead(dst, p, 8*len(p.vectors())*p.dim())}
-	for _, x := range p.vectors() {
+	vecs := p.vectors()
+	e := enc{b: appendPointHead(dst, p, 8*len(vecs)*p.dim())}
+	for _, x := range vecs {
 		e.rawF64s(x)
 	}
 	return e.b

@@ -516,15 +516,8 @@ func (d *dec) count(size int) int {
 	}
 	return n
 }
-func (d *dec) f64s() []float64 { return d.f64sInto(nil) }
-
-// f64sInto is f64s in buf's memory when it is large enough.
-func (d *dec) f64sInto(buf []float64) []float64 {
-	n := d.count(8)
-	if cap(buf) < n {
-		buf = make([]float64, n)
-	}
-	out := buf[:n]
+func (d *dec) f64s() []float64 {
+	out := make([]float64, d.count(8))
 	d.rawF64s(out)
 	return out
 }
