@@ -1,6 +1,9 @@
 package shard
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // colSet is a set of column ids kept as a bitmap with a count of members
 // before each word, so that a member's position among the members in
@@ -30,14 +33,15 @@ func (s *colSet) reset(n uint32) {
 
 func (s *colSet) add(j uint32) { s.words[j>>6] |= 1 << (j & 63) }
 
-// members lists the set in increasing order and fixes the ranks for pos.
-func (s *colSet) members() []uint32 {
+// members appends the set to out in increasing order and fixes the ranks
+// for pos.
+func (s *colSet) members(out []uint32) []uint32 {
 	n := uint32(0)
 	for i, w := range s.words {
 		s.rank[i] = n
 		n += uint32(bits.OnesCount64(w))
 	}
-	out := make([]uint32, 0, n)
+	out = slices.Grow(out, int(n))
 	for i, w := range s.words {
 		for w != 0 {
 			out = append(out, uint32(i)<<6|uint32(bits.TrailingZeros64(w)))

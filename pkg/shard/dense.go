@@ -27,9 +27,10 @@ type DenseSum struct {
 	Release func(*Partial)
 
 	n     int
-	cols  map[int][]uint32 // the held shards' columns
-	width int              // every column is below width
-	tops  []denseTop       // the highest nodes held whole, in shard order
+	cols  map[int]Columns // the held shards' columns
+	width int             // every column is below width
+	tops  []denseTop      // the highest nodes held whole, in shard order
+	buf   []uint32        // a shard's columns, decoded
 
 	// One pass's state.
 	K, hess int // problems and Hessian length, from the pass's first partial
@@ -52,13 +53,13 @@ type denseTop struct {
 // NewDenseSum prepares the sums of the nodes whose shards are all in cols
 // (shard id -> the shard's increasing global columns), for a tree over n
 // shards. It returns nil when no group is held whole.
-func NewDenseSum(n int, cols map[int][]uint32) *DenseSum {
+func NewDenseSum(n int, cols map[int]Columns) *DenseSum {
 	whole := map[int]bool{}
 	for g := range NumGroups(n) {
 		first, end := GroupShards(g, n)
 		whole[g] = true
 		for s := first; s < end; s++ {
-			if cols[s] == nil {
+			if _, ok := cols[s]; !ok {
 				whole[g] = false
 				break
 			}
@@ -66,18 +67,19 @@ func NewDenseSum(n int, cols map[int][]uint32) *DenseSum {
 	}
 	d := &DenseSum{n: n, cols: cols}
 	for s, c := range cols {
-		if len(c) > 0 && whole[GroupOf(s)] {
-			d.width = max(d.width, int(c[len(c)-1])+1)
+		if c.Len() > 0 && whole[GroupOf(s)] {
+			d.width = max(d.width, int(c.Last())+1)
 		}
 	}
 	for _, id := range wholeNodes(n, whole) {
 		t := denseTop{id: id, words: make([]uint64, (d.width+63)/64)}
 		t.first, t.end = id.Shards(n)
 		for s := t.first; s < t.end; s++ {
-			for _, j := range cols[s] {
+			d.buf = cols[s].Append(d.buf[:0])
+			for _, j := range d.buf {
 				t.words[j>>6] |= 1 << (j & 63)
 			}
-			t.held += len(cols[s])
+			t.held += cols[s].Len()
 		}
 		d.tops = append(d.tops, t)
 	}
@@ -158,7 +160,7 @@ func (d *DenseSum) Add(p *Partial) (bool, error) {
 	if d.K < 0 {
 		d.K, d.hess = len(p.Loss), len(p.Hess)
 	}
-	if len(p.Loss) != d.K || len(p.BiasGrad) != d.K || len(p.Grad) != len(d.cols[p.Shard])*d.K || len(p.Hess) != d.hess {
+	if len(p.Loss) != d.K || len(p.BiasGrad) != d.K || len(p.Grad) != d.cols[p.Shard].Len()*d.K || len(p.Hess) != d.hess {
 		return false, fmt.Errorf("shard %d: partial has the wrong size", p.Shard)
 	}
 	if d.pending == nil {
@@ -196,11 +198,11 @@ func (d *DenseSum) add(p *Partial) error {
 	}
 	grad := sum.Grad
 	if K == 1 {
-		for l, j := range d.cols[p.Shard] {
-			grad[j] += p.Grad[l]
-		}
+		d.cols[p.Shard].scatterAdd(grad, p.Grad)
 	} else {
-		for l, j := range d.cols[p.Shard] {
+		cols := d.cols[p.Shard].Append(d.buf[:0])
+		d.buf = cols
+		for l, j := range cols {
 			dst, src := grad[int(j)*K:int(j)*K+K], p.Grad[l*K:l*K+K]
 			for k := range dst {
 				dst[k] += src[k]

@@ -21,7 +21,7 @@ func TestDenseSumMatchesCombiner(t *testing.T) {
 	n := len(shards)
 	cols := make([][]uint32, n)
 	for i, s := range shards {
-		cols[i] = s.Cols
+		cols[i] = s.Cols.Slice()
 	}
 	groups := Groups(cols)
 	cases := []struct {
@@ -66,7 +66,7 @@ func TestDenseSumMatchesCombiner(t *testing.T) {
 				}
 				want := combinerSums(t, n, groups, held, parts)
 				got := map[NodeID]*Partial{}
-				ds := NewDenseSum(n, held)
+				ds := NewDenseSum(n, columnsOf(held))
 				if ds == nil {
 					if len(want) != 0 {
 						t.Fatalf("trial %d: no dense sum, the Combiner sent %d nodes", trial, len(want))
@@ -199,14 +199,14 @@ func sameBits(a, b []float64) bool {
 
 func TestDenseSumRefusesAWrongSize(t *testing.T) {
 	cols := map[int][]uint32{0: {1, 4}, 1: {0, 4, 7}}
-	ds := NewDenseSum(2, cols)
+	ds := NewDenseSum(2, columnsOf(cols))
 	ds.Emit = func(NodeID, *Partial) error { return nil }
 	ds.Reset()
 	bad := &Partial{Shard: 0, Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2, 3}}
 	if _, err := ds.Add(bad); err == nil {
 		t.Fatal("a partial longer than its shard's columns was taken")
 	}
-	if ds.Holds(2) || NewDenseSum(3, map[int][]uint32{0: {1}}) != nil {
+	if ds.Holds(2) || NewDenseSum(3, columnsOf(map[int][]uint32{0: {1}})) != nil {
 		t.Fatal("a shard of no whole group is held")
 	}
 }
@@ -243,7 +243,7 @@ func TestDenseSumPacksWideNodes(t *testing.T) {
 				}
 			}
 		}
-		ds := NewDenseSum(2, cols)
+		ds := NewDenseSum(2, columnsOf(cols))
 		var got *Partial
 		ds.Emit = func(_ NodeID, p *Partial) error { got = p; return nil }
 		ds.Reset()
@@ -295,7 +295,7 @@ func BenchmarkNodeSums(b *testing.B) {
 			}
 		}
 		b.Run(fmt.Sprintf("dense/K=%d", K), func(b *testing.B) {
-			d := NewDenseSum(n, cols)
+			d := NewDenseSum(n, columnsOf(cols))
 			d.Emit = func(NodeID, *Partial) error { return nil }
 			for b.Loop() {
 				d.Reset()
@@ -322,4 +322,13 @@ func BenchmarkNodeSums(b *testing.B) {
 			}
 		})
 	}
+}
+
+// columnsOf encodes column lists as shards hold them.
+func columnsOf(lists map[int][]uint32) map[int]Columns {
+	out := make(map[int]Columns, len(lists))
+	for s, c := range lists {
+		out[s] = NewColumns(c)
+	}
+	return out
 }

@@ -22,8 +22,9 @@ const DefaultGCPercent = 25
 // short (-compact, or -compact=auto finding it so), and the headroom over
 // the heap other than the shards is then worth a few collections more.
 // On gen1g a compact worker peaked at 296-298 MiB with 10 instead of
-// 310-311 with 25, training in the same time (BENCHMARKS.md, session 9).
-const CompactGCPercent = 10
+// 310-311 with 25 (BENCHMARKS.md, session 9), and at 283-284 MiB with 5
+// instead of 287-290 with 10 (session 13), training in the same time.
+const CompactGCPercent = 5
 
 // held is about the memory of the shards alive in this process: a build
 // adds a shard's bytes, a cleanup takes them back once the shard is

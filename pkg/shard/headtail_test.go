@@ -77,7 +77,7 @@ func (ht *headTail) scatter(gl, out []float64) {
 }
 
 func buildHeadTail(s *Shard) *headTail {
-	n := len(s.Cols)
+	n := s.Cols.Len()
 	cnt := make([]int, n)
 	for q := 0; q < s.NNZ(); q++ {
 		cnt[s.col(q)]++
@@ -217,7 +217,7 @@ func BenchmarkHeadTailIDs(b *testing.B) {
 	b.Logf("ids: %.2f B/nnz plain, %.2f head/tail", float64(bytesPlain)/float64(nnz), float64(bytesHT)/float64(nnz))
 	wmax := 0
 	for _, s := range shards {
-		wmax = max(wmax, len(s.Cols))
+		wmax = max(wmax, s.Cols.Len())
 	}
 	wl, gl, wl2 := make([]float64, wmax), make([]float64, wmax), make([]float64, wmax)
 	r := rows{w: [2]float64{1, 1}, pos: 0}
@@ -229,21 +229,25 @@ func BenchmarkHeadTailIDs(b *testing.B) {
 	// are active and some not.
 	maxIdx := uint32(0)
 	for _, s := range shards {
-		maxIdx = max(maxIdx, s.Cols[len(s.Cols)-1]+1)
+		maxIdx = max(maxIdx, s.Cols.Last()+1)
 	}
 	w := make([]float64, maxIdx)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for j := range w {
 		w[j] = rng.NormFloat64() * 0.3
 	}
-	gk, gs := make([]float64, wmax), make([]float64, len(s.Cols))
-	for l, g := range s.Cols {
+	ids := make([][]uint32, len(shards)) // the column maps decoded
+	for k, s := range shards {
+		ids[k] = s.Cols.Slice()
+	}
+	gk, gs := make([]float64, wmax), make([]float64, s.Cols.Len())
+	for l, g := range ids[0] {
 		wl[l] = w[g]
 	}
-	ht.gather(s.Cols, w, wl2)
-	want := evalBinaryLoss(s, wl[:len(s.Cols)], gl[:len(s.Cols)], &r)
-	got := ht.eval(s.Class, &r, wl2[:len(s.Cols)], gk[:len(s.Cols)], 1/s.Scale)
-	ht.scatter(gk[:len(s.Cols)], gs)
+	ht.gather(ids[0], w, wl2)
+	want := evalBinaryLoss(s, wl[:s.Cols.Len()], gl[:s.Cols.Len()], &r)
+	got := ht.eval(s.Class, &r, wl2[:s.Cols.Len()], gk[:s.Cols.Len()], 1/s.Scale)
+	ht.scatter(gk[:s.Cols.Len()], gs)
 	if math.Abs(got-want) > 1e-9*math.Abs(want) {
 		b.Fatalf("loss %v in the layout, %v in the shard", got, want)
 	}
@@ -256,9 +260,9 @@ func BenchmarkHeadTailIDs(b *testing.B) {
 	clear(wl)
 	clear(wl2)
 	kcols := make([][]uint32, len(shards))
-	for k, s := range shards {
+	for k := range shards {
 		for _, o := range hts[k].old {
-			kcols[k] = append(kcols[k], s.Cols[o])
+			kcols[k] = append(kcols[k], ids[k][o])
 		}
 	}
 	// sweep times passes over every shard, shard k by pass(k, s).
@@ -274,32 +278,32 @@ func BenchmarkHeadTailIDs(b *testing.B) {
 			b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
 		})
 	}
-	sweep("plain", func(_ int, s *Shard) { evalBinaryLoss(s, wl[:len(s.Cols)], gl[:len(s.Cols)], &r) })
-	sweep("plain+gather", func(_ int, s *Shard) {
-		for l, g := range s.Cols {
+	sweep("plain", func(_ int, s *Shard) { evalBinaryLoss(s, wl[:s.Cols.Len()], gl[:s.Cols.Len()], &r) })
+	sweep("plain+gather", func(k int, s *Shard) {
+		for l, g := range ids[k] {
 			wl[l] = w[g]
 		}
-		evalBinaryLoss(s, wl[:len(s.Cols)], gl[:len(s.Cols)], &r)
+		evalBinaryLoss(s, wl[:s.Cols.Len()], gl[:s.Cols.Len()], &r)
 	})
 	sweep("headtail+perm", func(k int, s *Shard) {
-		hts[k].gather(s.Cols, w, wl2)
-		clear(gk[:len(s.Cols)])
-		hts[k].eval(s.Class, &r, wl2[:len(s.Cols)], gk[:len(s.Cols)], 1/s.Scale)
-		hts[k].scatter(gk[:len(s.Cols)], gl[:len(s.Cols)])
+		hts[k].gather(ids[k], w, wl2)
+		clear(gk[:s.Cols.Len()])
+		hts[k].eval(s.Class, &r, wl2[:s.Cols.Len()], gk[:s.Cols.Len()], 1/s.Scale)
+		hts[k].scatter(gk[:s.Cols.Len()], gl[:s.Cols.Len()])
 	})
 	sweep("headtail+lists", func(k int, s *Shard) {
 		for l, g := range kcols[k] {
 			wl2[l] = w[g]
 		}
-		clear(gk[:len(s.Cols)])
-		hts[k].eval(s.Class, &r, wl2[:len(s.Cols)], gk[:len(s.Cols)], 1/s.Scale)
-		g := gl[:len(s.Cols)]
+		clear(gk[:s.Cols.Len()])
+		hts[k].eval(s.Class, &r, wl2[:s.Cols.Len()], gk[:s.Cols.Len()], 1/s.Scale)
+		g := gl[:s.Cols.Len()]
 		for l, o := range hts[k].old {
 			g[o] = gk[l]
 		}
 	})
 	sweep("headtail", func(k int, s *Shard) {
-		clear(gl[:len(s.Cols)])
-		hts[k].eval(s.Class, &r, wl2[:len(s.Cols)], gl[:len(s.Cols)], 1/s.Scale)
+		clear(gl[:s.Cols.Len()])
+		hts[k].eval(s.Class, &r, wl2[:s.Cols.Len()], gl[:s.Cols.Len()], 1/s.Scale)
 	})
 }

@@ -40,7 +40,9 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
 	h := out.Hess
 	// Eval's margins, from its gather: only active rows are read again.
 	sc.z = grow(sc.z, s.Rows())
-	s.rowMargins(sc.wl[:len(s.Cols)], sc.z)
+	s.rowMargins(sc.wl[:s.Cols.Len()], sc.z)
+	sc.cols = s.Cols.Append(sc.cols[:0])
+	global := sc.cols
 	r := s.rowsFor(p, 0)
 	ones := s.Values == Ones
 	// Decimals are read as mantissas and the scale applied once per row,
@@ -64,7 +66,7 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
 			if !ones {
 				x = s.number(q)
 			}
-			cols, vals = append(cols, int32(s.Cols[s.col(q)])), append(vals, x)
+			cols, vals = append(cols, int32(global[s.col(q)])), append(vals, x)
 		}
 		if p.Bias >= 0 { // in the mantissas' scale
 			cols, vals = append(cols, int32(dim-1)), append(vals, p.Bias*s.Scale)

@@ -65,6 +65,7 @@ type Scratch struct {
 	wl   []float64
 	z    []float64
 	coef []float64
+	cols []uint32 // the shard's column map, decoded
 	// A row's global columns and values, for EvalHess.
 	hcols []int32
 	hvals []float64
@@ -81,17 +82,16 @@ func grow(b []float64, n int) []float64 {
 // order (l*K+k), so one row's K margins read contiguous memory.
 func (s *Shard) gather(p *Point, sc *Scratch) []float64 {
 	K := p.K()
-	sc.wl = grow(sc.wl, len(s.Cols)*K)
+	sc.wl = grow(sc.wl, s.Cols.Len()*K)
 	wl := sc.wl
 	if K == 1 {
-		w := p.W[0]
-		for l, g := range s.Cols {
-			wl[l] = w[g]
-		}
+		s.Cols.gather(wl, p.W[0])
 		return wl
 	}
+	sc.cols = s.Cols.Append(sc.cols[:0])
+	cols := sc.cols
 	for k, w := range p.W {
-		for l, g := range s.Cols {
+		for l, g := range cols {
 			wl[l*K+k] = w[g]
 		}
 	}
@@ -102,7 +102,7 @@ func (s *Shard) newPartial(K int, out *Partial) {
 	out.Shard = s.ID
 	out.Loss = grow(out.Loss, K)
 	out.BiasGrad = grow(out.BiasGrad, K)
-	out.Grad = grow(out.Grad, len(s.Cols)*K)
+	out.Grad = grow(out.Grad, s.Cols.Len()*K)
 	out.Hess = out.Hess[:0]
 	clear(out.Loss)
 	clear(out.BiasGrad)

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -15,6 +16,9 @@ type Local struct {
 	scratch []Scratch
 	free    sync.Pool
 	folds   int // the fold count the shards are numbered for (0: none)
+	// The shards' descriptions, made once: each decodes a column map.
+	meta     []Meta
+	metaOnce sync.Once
 }
 
 // NewLocal evaluates shards with parallel goroutines.
@@ -23,11 +27,13 @@ func NewLocal(shards []*Shard, parallel int) *Local {
 }
 
 func (l *Local) Meta() []Meta {
-	out := make([]Meta, len(l.Shards))
-	for i, s := range l.Shards {
-		out[i] = MetaOf(s)
-	}
-	return out
+	l.metaOnce.Do(func() {
+		l.meta = make([]Meta, len(l.Shards))
+		for i, s := range l.Shards {
+			l.meta[i] = MetaOf(s)
+		}
+	})
+	return slices.Clone(l.meta)
 }
 
 func (l *Local) SetClasses(order []float64) error {

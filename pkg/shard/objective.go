@@ -32,7 +32,7 @@ type Meta struct {
 // MetaOf summarises a shard.
 func MetaOf(s *Shard) Meta {
 	return Meta{ID: s.ID, Rows: s.Rows(), NNZ: s.NNZ(), Pairs: s.pairs(), MaxIndex: s.MaxIndex, NormSq: s.NormSq, MaxNormSq: s.MaxNormSq,
-		Labels: s.Labels, LabelCount: s.LabelCount, Cols: s.Cols}
+		Labels: s.Labels, LabelCount: s.LabelCount, Cols: s.Cols.Slice()}
 }
 
 // Backend runs passes over every shard, wherever the shards live: in this

@@ -96,7 +96,7 @@ func fill(set *colSet, lists [][]uint32, width uint32) []uint32 {
 			set.add(j)
 		}
 	}
-	return set.members()
+	return set.members(nil)
 }
 
 // mergeColumns is setColumns by merging, for any width.

@@ -65,7 +65,7 @@ type Shard struct {
 	Table  []float64
 	Scale  float64 // 10^E for decimals, else 1
 	Values Values
-	Cols   []uint32 // local -> global feature index (0-based), increasing
+	Cols   Columns // local -> global feature index (0-based), increasing
 
 	// Labels are the distinct raw labels in order of first appearance;
 	// LabelOf holds each row's position in Labels.
@@ -131,7 +131,7 @@ func (s *Shard) Compacted() bool { return s.Code8 != nil || s.Code16 != nil || s
 func (s *Shard) Bytes() int {
 	return 4*len(s.RowPtr) + 4*len(s.Idx) + 2*len(s.Idx16) + 3*len(s.Idx24) + 4*len(s.Val32) + 8*len(s.Val64) + 4*len(s.Mant) +
 		len(s.Code8) + 2*len(s.Code16) + 8*len(s.Table) +
-		4*len(s.Cols) + 4*len(s.LabelOf) + 4*len(s.Class) + 2*len(s.Fold)
+		s.Cols.Bytes() + 4*len(s.LabelOf) + 4*len(s.Class) + 2*len(s.Fold)
 }
 
 // builder collects rows with global indices, then compacts them. One
@@ -152,9 +152,10 @@ type builder struct {
 	// decimals is the most digits after the point of any value so far
 	// (libsvm.NotDecimal when some value is not a short decimal).
 	decimals int
-	cols     colSet // scratch for remap
-	compact  bool   // Options.Compact
-	coder    coder  // scratch for the codes
+	cols     colSet   // scratch for remap
+	colList  []uint32 // the shard's columns, before NewColumns
+	compact  bool     // Options.Compact
+	coder    coder    // scratch for the codes
 
 	// Found while adding, when the values are in cache.
 	normSq, maxNormSq float64
@@ -227,12 +228,14 @@ func double[T any](s []T, n int) []T {
 
 // remap lists the columns in use in increasing order and rewrites b.idx to
 // local ids: through a colSet when the index range allows (linear time),
-// by sorting otherwise.
+// by sorting otherwise. The list is the builder's scratch, until the next
+// shard.
 func (b *builder) remap(maxIndex uint32) (cols []uint32) {
 	if maxIndex > maxColSet {
-		cols = slices.Clone(b.idx)
+		cols = append(b.colList[:0], b.idx...)
 		slices.Sort(cols)
-		cols = slices.Clip(slices.Compact(cols))
+		cols = slices.Compact(cols)
+		b.colList = cols
 		for q, g := range b.idx {
 			b.idx[q] = uint32(sort.Search(len(cols), func(i int) bool { return cols[i] >= g }))
 		}
@@ -243,7 +246,8 @@ func (b *builder) remap(maxIndex uint32) (cols []uint32) {
 	for _, g := range b.idx {
 		set.add(g)
 	}
-	cols = set.members()
+	cols = set.members(b.colList[:0])
+	b.colList = cols
 	for q, g := range b.idx {
 		b.idx[q] = set.pos(g)
 	}
@@ -258,16 +262,17 @@ func (b *builder) build() *Shard {
 	if len(b.idx) > 0 {
 		s.MaxIndex = slices.Max(b.idx) + 1
 	}
-	s.Cols = b.remap(s.MaxIndex)
+	cols := b.remap(s.MaxIndex)
+	s.Cols = NewColumns(cols)
 	switch {
 	case len(b.idx) == 0:
 		s.Idx = []uint32{}
-	case len(s.Cols) <= narrowColumns:
+	case len(cols) <= narrowColumns:
 		s.Idx16 = make([]uint16, len(b.idx))
 		for q, j := range b.idx {
 			s.Idx16[q] = uint16(j)
 		}
-	case b.compact && len(s.Cols) <= mediumColumns:
+	case b.compact && len(cols) <= mediumColumns:
 		s.Idx24 = ids24(b.idx)
 	default:
 		s.Idx = slices.Clone(b.idx)
@@ -346,7 +351,7 @@ func Compact(shards []*Shard) {
 		if s.Code8 == nil && s.Code16 == nil && s.Values != Ones && c.encode(s, s.NNZ(), s.number) {
 			s.Val32, s.Mant, s.Val64 = nil, nil, nil
 		}
-		if s.Idx != nil && len(s.Idx) > 0 && len(s.Cols) <= mediumColumns {
+		if s.Idx != nil && len(s.Idx) > 0 && s.Cols.Len() <= mediumColumns {
 			s.Idx24, s.Idx = ids24(s.Idx), nil
 		}
 		retrack(s, before, wasCompact)

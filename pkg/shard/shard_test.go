@@ -727,7 +727,7 @@ func TestRangesCoverEveryLineOnce(t *testing.T) {
 			rows += s.Rows()
 			for i := 0; i < s.Rows(); i++ {
 				for q := s.RowPtr[i]; q < s.RowPtr[i+1]; q++ {
-					cols = append(cols, s.Cols[s.col(int(q))])
+					cols = append(cols, s.Cols.Slice()[s.col(int(q))])
 				}
 			}
 		}
@@ -843,7 +843,7 @@ func TestReductionTreeIsFixed(t *testing.T) {
 		var sc Scratch
 		parts[i] = new(Partial)
 		s.Eval(p, &sc, parts[i])
-		cols[i] = s.Cols
+		cols[i] = s.Cols.Slice()
 	}
 	groups := Groups(cols)
 	reduce := func(order []int, preSummed map[int]bool) *Sum {
@@ -941,7 +941,7 @@ func TestReducerBuildsWhatSumsNeed(t *testing.T) {
 	cols := make([][]uint32, n)
 	parts := make([]*Partial, n)
 	for i, s := range shards {
-		cols[i], parts[i] = s.Cols, new(Partial)
+		cols[i], parts[i] = s.Cols.Slice(), new(Partial)
 		s.Eval(p, new(Scratch), parts[i])
 	}
 	newSum := func() *Sum {
@@ -1383,8 +1383,8 @@ func TestWideShardIDs(t *testing.T) {
 		x[0][j], v[0][j] = rng.NormFloat64()*0.05, rng.NormFloat64()
 	}
 	s := wide.Backend.(*Local).Shards[0]
-	if s.Idx24 == nil || len(s.Cols) <= 1<<16 {
-		t.Fatalf("%d columns in 24-bit ids: %v", len(s.Cols), s.Idx24 != nil)
+	if s.Idx24 == nil || s.Cols.Len() <= 1<<16 {
+		t.Fatalf("%d columns in 24-bit ids: %v", s.Cols.Len(), s.Idx24 != nil)
 	}
 	widest := objectiveFor(t, path, 1, 1, 0.01, 1) // not compact
 	if s := widest.Backend.(*Local).Shards[0]; s.Idx == nil {

@@ -189,7 +189,7 @@ func TestWorkersSendNodeSums(t *testing.T) {
 	path := testData(t)
 	// The test data's 60 features are in nearly every shard: a worker
 	// sums its nodes in dense vectors unless told otherwise.
-	cols := map[int][]uint32{}
+	cols := map[int]shard.Columns{}
 	for _, s := range loadShards(t, path, 64)[:32] {
 		cols[s.ID] = s.Cols
 	}

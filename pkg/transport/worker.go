@@ -434,7 +434,7 @@ func (w *Worker) rebuildLocal() {
 	// that is a few messages per worker, whatever the number of shards.
 	// Wide data whose shards touch most columns is summed in dense
 	// vectors; the rest in the groups' and nodes' own columns.
-	cols := make(map[int][]uint32, len(ids))
+	cols := make(map[int]shard.Columns, len(ids))
 	for _, id := range ids {
 		cols[id] = w.shards[id].Cols
 	}
@@ -451,11 +451,12 @@ func (w *Worker) rebuildLocal() {
 		first, end := shard.GroupShards(g, w.total)
 		var gc [][]uint32
 		for s := first; s < end; s++ {
-			if cols[s] == nil {
+			c, ok := cols[s]
+			if !ok {
 				gc = nil
 				break
 			}
-			gc = append(gc, cols[s])
+			gc = append(gc, c.Slice())
 		}
 		if gc != nil {
 			w.groups[g] = shard.NewGroup(g, gc)
