@@ -112,7 +112,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	}
 	return c, nc, func() {
 		st := c.Stats()
-		log.Info("bus", zap.Int("rounds", st.Rounds), zap.Int64("bytes_down", st.BytesDown), zap.Int64("bytes_up", st.BytesUp),
+		log.Info("bus", zap.Int("rounds", st.Rounds), zap.Int("rounds_without_x", st.WithoutX), zap.Int64("bytes_down", st.BytesDown), zap.Int64("bytes_up", st.BytesUp),
 			zap.Int("resends", st.Resends), zap.Int("reassignments", st.Reassignments), zap.Any("dropped", c.Dropped()))
 		closeAll()
 	}, nil

@@ -87,6 +87,12 @@ type Cluster struct {
 	reuse    []*shard.Partial
 	viewed   [][]byte
 
+	// The last round's point, by its stamp, and the workers live when it
+	// went out: a Hessian-vector product at that point goes without x
+	// (opHessVecAt) while they are the same.
+	lastStamp uint64
+	lastLive  []string
+
 	// Stats for the caller.
 	mu    sync.Mutex
 	stats Stats
@@ -95,6 +101,9 @@ type Cluster struct {
 // Stats count what crossed the bus.
 type Stats struct {
 	Rounds int
+	// WithoutX counts the Hessian-vector rounds whose point went out
+	// without x, the last round's (see opHessVecAt).
+	WithoutX int
 	// Compute sums, over rounds, the longest time a worker reported
 	// computing in the round; the rest of the rounds' time is the bus.
 	Compute       time.Duration
@@ -633,6 +642,12 @@ func (c *Cluster) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) 
 	}
 	if op == shard.OpHessVec {
 		pt.V = v.W
+		if p.Stamp != 0 && p.Stamp == c.lastStamp && slices.Equal(c.live(), c.lastLive) {
+			pt.Op = opHessVecAt
+			c.mu.Lock()
+			c.stats.WithoutX++
+			c.mu.Unlock()
+		}
 	}
 	return c.round1(pt, add)
 }
@@ -669,6 +684,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	c.viewed = c.viewed[:0]
 	payload := pointPieces(c.pointBuf, pt)
 	c.pointBuf = payload[0]
+	c.lastStamp, c.lastLive = pt.Stamp, c.live()
 	got := make([]bool, len(c.owner))
 	left := len(got)
 	compute := 0.0
@@ -745,6 +761,12 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 				c.mu.Lock()
 				c.stats.Resends++
 				c.mu.Unlock()
+				if pt.Op == opHessVecAt {
+					// Some worker may not hold x: send it again too.
+					pt.Op = shard.OpHessVec
+					payload = pointPieces(c.pointBuf, pt)
+					c.pointBuf = payload[0]
+				}
 				if err := c.broadcast(payload); err != nil {
 					return err
 				}

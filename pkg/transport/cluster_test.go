@@ -222,6 +222,43 @@ func TestWorkersSendNodeSums(t *testing.T) {
 	}
 }
 
+// TestHessVecPointsGoWithoutX: Newton's CG steps at an x after its
+// evaluation go out without x. A worker that does not hold that x (here
+// one that forgets its point, as when it missed a round) answers the
+// round's next broadcast, which brings x again; the model is the one
+// trained without a bus either way.
+func TestHessVecPointsGoWithoutX(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "newton", MaxIter: 300}
+	want := localModel(t, path, 16, cfg)
+	for _, forget := range []int{0, 2} {
+		t.Run(fmt.Sprintf("forget=%d", forget), func(t *testing.T) {
+			first := true
+			c, _, _ := clusterWithStops(t, path, 2, 16, func(w *Worker) {
+				if first {
+					w.forgetPoints, first = forget, false
+				}
+			})
+			got, err := train.Train(c, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := c.Stats()
+			if st.WithoutX == 0 {
+				t.Fatal("no Hessian-vector round went without x")
+			}
+			if (forget == 0) != (st.Resends == 0) || st.Resends > forget {
+				t.Fatalf("%d broadcasts again after %d forgotten points", st.Resends, forget)
+			}
+			for j, v := range flatten(got.Model.W) {
+				if math.Float64bits(v) != math.Float64bits(want[j]) {
+					t.Fatalf("weight %d differs from the model trained without a bus", j)
+				}
+			}
+		})
+	}
+}
+
 // TestForgedMessagesAreDropped trains while an intruder floods the job's
 // subjects with every kind of bad message. Each is dropped and counted,
 // none crashes anything, and the model is the one trained without a bus.

@@ -71,19 +71,31 @@ func pointPieces(head []byte, p *Point) [][]byte {
 }
 
 // vectors are the point's vectors in wire order: X, then V for a
-// Hessian-vector product.
+// Hessian-vector product; V alone at the last point (X stays unsent).
 func (p *Point) vectors() [][]float64 {
-	if p.Op == shard.OpHessVec {
+	switch p.Op {
+	case shard.OpHessVec:
 		return slices.Concat(p.X, p.V)
+	case opHessVecAt:
+		return p.V
+	}
+	return p.X
+}
+
+// sent are the vectors that size the message's head: X, or V alone at the
+// last point.
+func (p *Point) sent() [][]float64 {
+	if p.Op == opHessVecAt {
+		return p.V
 	}
 	return p.X
 }
 
 func (p *Point) dim() int {
-	if len(p.X) == 0 {
-		return 0
+	if v := p.sent(); len(v) > 0 {
+		return len(v[0])
 	}
-	return len(p.X[0])
+	return 0
 }
 
 // appendPointHead lays out everything before the vectors, padded so that
@@ -102,7 +114,7 @@ func appendPointHead(dst []byte, p *Point, more int) []byte {
 	e.u32(p.Holdout)
 	e.u64(p.Rows)
 	e.u64s(p.Starts)
-	e.u32(uint32(len(p.X)))
+	e.u32(uint32(len(p.sent())))
 	e.u32(uint32(p.dim()))
 	e.pad8(start)
 	return e.b
@@ -125,7 +137,7 @@ func DecodePointInto(b []byte, old *Point) (*Point, error) {
 func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	d := decParts(parts)
 	p := &Point{Op: shard.Op(d.u8())}
-	if d.err == nil && p.Op != shard.OpEval && p.Op != shard.OpHessVec && p.Op != shard.OpEvalDiag && p.Op != shard.OpEvalHess && p.Op != opCorrect {
+	if d.err == nil && p.Op != shard.OpEval && p.Op != shard.OpHessVec && p.Op != shard.OpEvalDiag && p.Op != shard.OpEvalHess && p.Op != opCorrect && p.Op != opHessVecAt {
 		return nil, fmt.Errorf("transport: point: unknown op %d", p.Op)
 	}
 	p.Bias = d.f64()
@@ -184,8 +196,10 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 		}
 		return out
 	}
-	p.X = read(oldX)
-	if p.Op == shard.OpHessVec {
+	if p.Op != opHessVecAt {
+		p.X = read(oldX)
+	}
+	if p.Op == shard.OpHessVec || p.Op == opHessVecAt {
 		p.V = read(oldV)
 	}
 	return p, d.done()

@@ -274,6 +274,18 @@ func TestMessagesRoundTrip(t *testing.T) {
 		t.Fatalf("point header differs: %+v", got)
 	}
 
+	// At the last point: V travels, X (held by the sender for a second
+	// broadcast) does not.
+	at := *p
+	at.Op = opHessVecAt
+	full, short := EncodePoint(p), EncodePoint(&at)
+	if len(full)-len(short) != 8*len(p.X)*len(p.X[0]) {
+		t.Fatalf("a point without x takes %d bytes, with x %d", len(short), len(full))
+	}
+	if got, err := DecodePoint(short); err != nil || got.Op != opHessVecAt || got.X != nil || got.Stamp != p.Stamp || !slices.Equal(got.V[2], p.V[2]) {
+		t.Fatalf("point without x: %v %+v", err, got)
+	}
+
 	hp := &Point{Op: shard.OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2, 3}}}
 	if got, err := DecodePoint(EncodePoint(hp)); err != nil || got.Op != shard.OpEvalHess || !slices.Equal(got.X[0], hp.X[0]) || got.V != nil {
 		t.Fatalf("Hessian point: %v %+v", err, got)
@@ -364,14 +376,15 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}}))
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}, Hess: []float64{1, 2, 3}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: opHessVecAt, Labels: []float64{1, -1}, Stamp: 3, V: [][]float64{{1, 2}}}))
 	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1, 7, 300}}))
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		switch which % 3 {
 		case 0:
 			p, err := DecodePoint(b)
 			if err == nil {
-				for _, x := range p.X {
-					if len(x) != len(p.X[0]) {
+				for _, x := range p.vectors() {
+					if len(x) != p.dim() {
 						t.Fatal("ragged point accepted")
 					}
 				}

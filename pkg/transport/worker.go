@@ -33,6 +33,17 @@ const (
 // Loss, correct ones as its BiasGrad.
 const opCorrect = shard.OpEvalHess + 1
 
+// opHessVecAt is a Hessian-vector product at the point the worker last
+// received, named by the stamp: the message carries V alone. Newton's CG
+// steps multiply at the x of the round before (the trial point just
+// accepted, or the step before), so their points are half the bytes (8 MB
+// a worker at 1 M features, not 16). A worker that does not hold that
+// point drops the message and answers the round's next broadcast, which
+// carries x again.
+const opHessVecAt = opCorrect + 1
+
+var errNoX = errors.New("transport: a Hessian-vector point at an x this worker does not hold (waiting for the round with x)")
+
 // WorkerConfig configures a worker.
 type WorkerConfig struct {
 	Name      string
@@ -91,6 +102,9 @@ type Worker struct {
 	// loseDescriptions, set by tests, drops that many shard descriptions
 	// as a lost connection does.
 	loseDescriptions int
+	// forgetPoints, set by tests, forgets the last point that many times
+	// when a point without x comes, as a worker that missed a round does.
+	forgetPoints int
 
 	mu     sync.Mutex // guards hb, read by the heartbeat goroutine
 	hb     Heartbeat
@@ -511,6 +525,19 @@ func (w *Worker) onPoint(m roundMsg) {
 	// MB). Decoding checks every size before it writes a vector; should
 	// it fail all the same, no point is kept.
 	p, err := DecodePointParts(m.parts, w.point)
+	if err == nil && p.Op == opHessVecAt && w.forgetPoints > 0 {
+		w.forgetPoints--
+		w.point = nil
+	}
+	if err == nil && p.Op == opHessVecAt {
+		// V was decoded into the last point's V memory; its X is the one
+		// asked for, or this round waits for a broadcast with x.
+		if w.point == nil || p.Stamp == 0 || w.point.Stamp != p.Stamp || len(w.point.X) != len(p.V) || len(p.V[0]) != len(w.point.X[0]) {
+			err = errNoX
+		} else {
+			p.Op, p.X = shard.OpHessVec, w.point.X
+		}
+	}
 	if err != nil {
 		w.badMsg.add(err, KindPoint)
 		w.point = nil
