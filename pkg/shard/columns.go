@@ -15,10 +15,12 @@ type Columns struct {
 	runs []colRun
 }
 
-// colRun is a run of columns that share their high 16 bits.
+// colRun is a run of columns that share their high 16 bits: 8 bytes, so
+// that ids spread over billions of features (a run each at worst) cost no
+// more than 4 bytes a column did, and mostly less.
 type colRun struct {
 	hi  uint32 // the high bits, in place
-	end int    // one past the run's last position
+	end int32  // one past the run's last position (shards are far smaller)
 }
 
 // NewColumns builds the map of ids, which must increase strictly.
@@ -29,7 +31,7 @@ func NewColumns(ids []uint32) Columns {
 		if hi := g &^ 0xffff; len(c.runs) == 0 || c.runs[len(c.runs)-1].hi != hi {
 			c.runs = append(c.runs, colRun{hi: hi})
 		}
-		c.runs[len(c.runs)-1].end = l + 1
+		c.runs[len(c.runs)-1].end = int32(l + 1)
 	}
 	c.runs = slices.Clip(c.runs)
 	return c
@@ -47,16 +49,16 @@ func (c Columns) Last() uint32 {
 }
 
 // Bytes is the memory the map holds.
-func (c Columns) Bytes() int { return 2*cap(c.lo) + 16*cap(c.runs) }
+func (c Columns) Bytes() int { return 2*cap(c.lo) + 8*cap(c.runs) }
 
 // Append appends the columns to dst, in order.
 func (c Columns) Append(dst []uint32) []uint32 {
 	start := 0
 	for _, r := range c.runs {
-		for _, x := range c.lo[start:r.end] {
+		for _, x := range c.lo[start:int(r.end)] {
 			dst = append(dst, r.hi|uint32(x))
 		}
-		start = r.end
+		start = int(r.end)
 	}
 	return dst
 }
@@ -70,13 +72,13 @@ func (c Columns) Append(dst []uint32) []uint32 {
 func (c Columns) gather(dst, w []float64) {
 	start := 0
 	for _, r := range c.runs {
-		lo := c.lo[start:r.end]
-		out := dst[start:r.end]
+		lo := c.lo[start:int(r.end)]
+		out := dst[start:int(r.end)]
 		out = out[:len(lo)]
 		for l, x := range lo {
 			out[l] = w[r.hi|uint32(x)]
 		}
-		start = r.end
+		start = int(r.end)
 	}
 }
 
@@ -86,13 +88,13 @@ func (c Columns) gather(dst, w []float64) {
 func (c Columns) scatterAdd(dst, src []float64) {
 	start := 0
 	for _, r := range c.runs {
-		lo := c.lo[start:r.end]
-		in := src[start:r.end]
+		lo := c.lo[start:int(r.end)]
+		in := src[start:int(r.end)]
 		in = in[:len(lo)]
 		for l, x := range lo {
 			dst[r.hi|uint32(x)] += in[l]
 		}
-		start = r.end
+		start = int(r.end)
 	}
 }
 

@@ -48,7 +48,7 @@ func TestColumnsKeepTheirIds(t *testing.T) {
 	}
 	// Below 65,536 a column takes two bytes, and there is one run.
 	dense := NewColumns(random(5000, 8000))
-	if dense.Bytes() != 2*5000+16 {
+	if dense.Bytes() != 2*5000+8 {
 		t.Fatalf("5,000 dense columns take %d bytes", dense.Bytes())
 	}
 }
