@@ -2,6 +2,7 @@ package shard
 
 import (
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -38,6 +39,51 @@ func BenchmarkHessVec(b *testing.B) {
 // counts the matrix's nonzeros, as the other kernels do.
 func BenchmarkEvalHess(b *testing.B) {
 	benchKernel(b, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.EvalHess(p, sc, part) })
+}
+
+// BenchmarkEvalMulti is BenchmarkEval with every class against the rest
+// in one pass (one-vs-rest, as multi-class files train), at a point where
+// some rows are active; Mnnz/s counts the matrix's nonzeros once.
+func BenchmarkEvalMulti(b *testing.B) {
+	files := benchFiles(b)
+	if files == nil {
+		files = []string{generated(b)}
+	}
+	for _, path := range files {
+		b.Run(filepath.Base(path), func(b *testing.B) {
+			shards, _ := loadBench(b, path)
+			var sum Summary
+			nnz := 0
+			for _, s := range shards {
+				m := MetaOf(s)
+				sum.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
+				nnz += s.NNZ()
+			}
+			order := LabelOrder(sum.Labels)
+			for _, s := range shards {
+				s.SetClasses(order)
+			}
+			p := &Point{Bias: -1, Stamp: 1}
+			rng := rand.New(rand.NewPCG(1, 2))
+			for range order {
+				w := make([]float64, sum.MaxIndex)
+				for j := range w {
+					w[j] = rng.NormFloat64() * 0.1
+				}
+				p.W = append(p.W, w)
+			}
+			var sc Scratch
+			var part Partial
+			b.ResetTimer()
+			for b.Loop() {
+				for _, s := range shards {
+					s.Eval(p, &sc, &part)
+				}
+			}
+			b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
+			b.ReportMetric(float64(len(order)), "problems")
+		})
+	}
 }
 
 func benchKernel(b *testing.B, pass func(*Shard, *Point, *Scratch, *Partial)) {
