@@ -22,13 +22,13 @@ func benchFiles(b *testing.B) []string {
 // second, at w = 0 (every row active, like fused_kernel.c's first phase)
 // and on a single goroutine, so it compares with the C reference.
 func BenchmarkEval(b *testing.B) {
-	benchKernel(b, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.Eval(p, sc, part) })
+	benchKernel(b, binaryPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.Eval(p, sc, part) })
 }
 
 // BenchmarkHessVec measures one Hessian-vector pass as Newton's CG steps
 // make them: at a point whose rows' activity the first pass cached.
 func BenchmarkHessVec(b *testing.B) {
-	benchKernel(b, func(s *Shard, p *Point, sc *Scratch, part *Partial) {
+	benchKernel(b, binaryPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) {
 		v := *p
 		s.HessVec(p, &v, sc, part)
 	})
@@ -38,55 +38,37 @@ func BenchmarkHessVec(b *testing.B) {
 // the whole Hessian over the active rows (every row, at w = 0). Mnnz/s
 // counts the matrix's nonzeros, as the other kernels do.
 func BenchmarkEvalHess(b *testing.B) {
-	benchKernel(b, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.EvalHess(p, sc, part) })
+	benchKernel(b, binaryPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.EvalHess(p, sc, part) })
 }
 
 // BenchmarkEvalMulti is BenchmarkEval with every class against the rest
-// in one pass (one-vs-rest, as multi-class files train), at a point where
-// some rows are active; Mnnz/s counts the matrix's nonzeros once.
+// in one pass (one-vs-rest, as multi-class files train), at a random
+// point where some rows are active; Mnnz/s counts each nonzero once.
 func BenchmarkEvalMulti(b *testing.B) {
-	files := benchFiles(b)
-	if files == nil {
-		files = []string{generated(b)}
-	}
-	for _, path := range files {
-		b.Run(filepath.Base(path), func(b *testing.B) {
-			shards, _ := loadBench(b, path)
-			var sum Summary
-			nnz := 0
-			for _, s := range shards {
-				m := MetaOf(s)
-				sum.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
-				nnz += s.NNZ()
-			}
-			order := LabelOrder(sum.Labels)
-			for _, s := range shards {
-				s.SetClasses(order)
-			}
-			p := &Point{Bias: -1, Stamp: 1}
-			rng := rand.New(rand.NewPCG(1, 2))
-			for range order {
-				w := make([]float64, sum.MaxIndex)
-				for j := range w {
-					w[j] = rng.NormFloat64() * 0.1
-				}
-				p.W = append(p.W, w)
-			}
-			var sc Scratch
-			var part Partial
-			b.ResetTimer()
-			for b.Loop() {
-				for _, s := range shards {
-					s.Eval(p, &sc, &part)
-				}
-			}
-			b.ReportMetric(float64(nnz)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mnnz/s")
-			b.ReportMetric(float64(len(order)), "problems")
-		})
-	}
+	benchKernel(b, oneVsRestPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.Eval(p, sc, part) })
 }
 
-func benchKernel(b *testing.B, pass func(*Shard, *Point, *Scratch, *Partial)) {
+// binaryPoint is one binary problem at w = 0, the first row's label
+// against the rest, as fused_kernel.c does on multi-class files.
+func binaryPoint(shards []*Shard, _ int, width uint32) *Point {
+	return &Point{W: [][]float64{make([]float64, width)}, Bias: -1, Classes: []int32{shards[0].Class[0]}, Stamp: 1}
+}
+
+// oneVsRestPoint is a problem per class, at a random point.
+func oneVsRestPoint(_ []*Shard, classes int, width uint32) *Point {
+	p := &Point{Bias: -1, Stamp: 1}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range classes {
+		w := make([]float64, width)
+		for j := range w {
+			w[j] = rng.NormFloat64() * 0.1
+		}
+		p.W = append(p.W, w)
+	}
+	return p
+}
+
+func benchKernel(b *testing.B, point func(shards []*Shard, classes int, width uint32) *Point, pass func(*Shard, *Point, *Scratch, *Partial)) {
 	files := benchFiles(b)
 	if files == nil {
 		files = []string{generated(b)}
@@ -105,10 +87,7 @@ func benchKernel(b *testing.B, pass func(*Shard, *Point, *Scratch, *Partial)) {
 			for _, s := range shards {
 				s.SetClasses(order)
 			}
-			// One binary problem, the first row's label against the
-			// rest, as fused_kernel.c does on multi-class files.
-			p := &Point{W: [][]float64{make([]float64, sum.MaxIndex)}, Bias: -1,
-				Classes: []int32{shards[0].Class[0]}, Stamp: 1}
+			p := point(shards, len(order), sum.MaxIndex)
 			var sc Scratch
 			var part Partial
 			// fused_kernel.c reports its fastest pass; best-Mnnz/s is

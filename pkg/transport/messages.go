@@ -73,13 +73,10 @@ func pointPieces(head []byte, p *Point) [][]byte {
 // vectors are the point's vectors in wire order: X, then V for a
 // Hessian-vector product; V alone at the last point (X stays unsent).
 func (p *Point) vectors() [][]float64 {
-	switch p.Op {
-	case shard.OpHessVec:
+	if p.Op == shard.OpHessVec {
 		return slices.Concat(p.X, p.V)
-	case opHessVecAt:
-		return p.V
 	}
-	return p.X
+	return p.sent()
 }
 
 // sent are the vectors that size the message's head: X, or V alone at the
