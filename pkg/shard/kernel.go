@@ -91,6 +91,7 @@ type Scratch struct {
 	z    []float64
 	coef []float64
 	cols []uint32 // the shard's column map, decoded
+	act  []int32  // a multi-class row's active problems
 	// A row's global columns and values, for EvalHess.
 	hcols []int32
 	hvals []float64
@@ -167,6 +168,9 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 	}
 	sc.z = grow(sc.z, K)
 	sc.coef = grow(sc.coef, K)
+	if cap(sc.act) < K {
+		sc.act = make([]int32, K)
+	}
 	switch {
 	case s.Idx16 != nil:
 		evalMany(s, s.Idx16, p, wl, sc, out)
@@ -372,8 +376,9 @@ func evalBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class 
 
 // margins finishes one row of a multi-class pass: loss terms and the
 // gradient coefficients -2 c_k y_k (1 - z_k) of the active problems, c_k
-// the row's weight in problem k (nil weights: 1).
-func margins(p *Point, class int32, z, coef, loss []float64) (active bool) {
+// the row's weight in problem k (nil weights: 1). It lists the active
+// problems in act, in order, and returns how many there are.
+func margins(p *Point, class int32, z, coef, loss []float64, act []int32) (n int) {
 	weights := p.Weights
 	for k := range z {
 		y, w := -1.0, 1.0
@@ -390,13 +395,24 @@ func margins(p *Point, class int32, z, coef, loss []float64) (active bool) {
 		if d > 0 {
 			loss[k] += w * d * d
 			coef[k] = -2 * w * y * d
-			active = true
+			act[n] = int32(k)
+			n++
 		} else {
 			coef[k] = 0
 		}
 	}
-	return active
+	return n
 }
+
+// sparseRow says a row's gradient goes problem by problem down its list
+// of active ones: near an optimum a row is active in few of many
+// one-vs-rest problems, and skipping a zero coefficient changes no bit
+// (a sum that starts at +0 never becomes -0, so adding +0 or -0 leaves
+// it as it is).
+func sparseRow(n, K int) bool { return 2*n < K && !denseRowsOnly }
+
+// denseRowsOnly turns sparseRow off, for the test that it changes no bit.
+var denseRowsOnly = false
 
 func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl []float64, sc *Scratch, out *Partial) {
 	K := p.K()
@@ -421,10 +437,25 @@ func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl [
 			z[k] /= scale
 		}
 		addBias(p, z)
-		if !margins(p, s.Class[i], z, coef, out.Loss) {
+		n := margins(p, s.Class[i], z, coef, out.Loss, sc.act)
+		if n == 0 {
 			continue
 		}
 		addBiasGrad(p, coef, out.BiasGrad)
+		if sparseRow(n, K) {
+			act := sc.act[:n]
+			for _, k := range act {
+				coef[k] /= scale
+			}
+			for q := a; q < b; q++ {
+				x, j := m.val(q), int(m.col(q))
+				g := gl[j*K : j*K+K]
+				for _, k := range act {
+					g[k] += coef[k] * x
+				}
+			}
+			continue
+		}
 		for k := range coef {
 			coef[k] /= scale
 		}
@@ -457,14 +488,25 @@ func evalMultiOnes[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scrat
 			}
 		}
 		addBias(p, z)
-		if !margins(p, s.Class[i], z, coef, out.Loss) {
+		n := margins(p, s.Class[i], z, coef, out.Loss, sc.act)
+		if n == 0 {
 			continue
 		}
-		for q := a; q < b; q++ {
-			j := int(m.col(q))
-			g := gl[j*K : j*K+K]
-			for k := range coef {
-				g[k] += coef[k]
+		if act := sc.act[:n]; sparseRow(n, K) {
+			for q := a; q < b; q++ {
+				j := int(m.col(q))
+				g := gl[j*K : j*K+K]
+				for _, k := range act {
+					g[k] += coef[k]
+				}
+			}
+		} else {
+			for q := a; q < b; q++ {
+				j := int(m.col(q))
+				g := gl[j*K : j*K+K]
+				for k := range coef {
+					g[k] += coef[k]
+				}
 			}
 		}
 		addBiasGrad(p, coef, out.BiasGrad)

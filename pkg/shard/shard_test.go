@@ -1440,3 +1440,50 @@ func TestLayoutTiles(t *testing.T) {
 		}
 	}
 }
+
+// TestSparseRowsKeepTheBits: a multi-class row's gradient taken down its
+// list of active problems gives the bits of the loop over every problem,
+// at points where rows are active in few problems and in many.
+func TestSparseRowsKeepTheBits(t *testing.T) {
+	for _, st := range []storage{storages[0], storages[1], storages[2]} {
+		for _, scale := range []float64{0.1, 3} {
+			t.Run(fmt.Sprintf("%s/scale=%v", st.name(), scale), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(7, 8))
+				d := randomData(rng, 400, 30, 9, st.data)
+				obj := objectiveOf(t, writeFile(t, d.text), 4, 2, 0.01, 1, st.compact)
+				_, K := problems(obj)
+				x := make([][]float64, K)
+				for k := range x {
+					x[k] = make([]float64, obj.Dim())
+					for j := range x[k] {
+						x[k][j] = rng.NormFloat64() * scale
+					}
+				}
+				eval := func(dense bool) ([]float64, [][]float64) {
+					denseRowsOnly = dense
+					defer func() { denseRowsOnly = false }()
+					f, g := make([]float64, K), make([][]float64, K)
+					for k := range g {
+						g[k] = make([]float64, obj.Dim())
+					}
+					if err := obj.Eval(x, f, g); err != nil {
+						t.Fatal(err)
+					}
+					return f, g
+				}
+				f, g := eval(false)
+				wf, wg := eval(true)
+				for k := range f {
+					if math.Float64bits(f[k]) != math.Float64bits(wf[k]) {
+						t.Errorf("f[%d] = %v, want %v", k, f[k], wf[k])
+					}
+					for j := range g[k] {
+						if math.Float64bits(g[k][j]) != math.Float64bits(wg[k][j]) {
+							t.Errorf("g[%d][%d] = %v, want %v", k, j, g[k][j], wg[k][j])
+						}
+					}
+				}
+			})
+		}
+	}
+}
