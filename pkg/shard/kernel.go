@@ -426,7 +426,19 @@ func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl [
 		}
 		a, b := uintptr(s.RowPtr[i]), uintptr(s.RowPtr[i+1])
 		clear(z)
-		for q := a; q < b; q++ {
+		// Two nonzeros a sweep of z, added in the order one at a time
+		// would (the same bits), halve z's loads and stores.
+		q := a
+		for ; q+2 <= b; q += 2 {
+			x0, j0 := m.val(q), int(m.col(q))
+			x1, j1 := m.val(q+1), int(m.col(q+1))
+			w0, w1 := wl[j0*K:j0*K+K], wl[j1*K:j1*K+K]
+			w0, w1 = w0[:len(z)], w1[:len(z)]
+			for k := range z {
+				z[k] = z[k] + x0*w0[k] + x1*w1[k]
+			}
+		}
+		for ; q < b; q++ {
 			x, j := m.val(q), int(m.col(q))
 			w := wl[j*K : j*K+K]
 			for k := range z {
@@ -459,7 +471,18 @@ func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl [
 		for k := range coef {
 			coef[k] /= scale
 		}
-		for q := a; q < b; q++ {
+		q = a
+		for ; q+2 <= b; q += 2 { // coef's loads shared by two nonzeros
+			x0, j0 := m.val(q), int(m.col(q))
+			x1, j1 := m.val(q+1), int(m.col(q+1))
+			g0, g1 := gl[j0*K:j0*K+K], gl[j1*K:j1*K+K]
+			g0, g1 = g0[:len(coef)], g1[:len(coef)]
+			for k, c := range coef {
+				g0[k] += c * x0
+				g1[k] += c * x1
+			}
+		}
+		for ; q < b; q++ {
 			x, j := m.val(q), int(m.col(q))
 			g := gl[j*K : j*K+K]
 			for k := range coef {
@@ -480,7 +503,16 @@ func evalMultiOnes[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scrat
 		}
 		a, b := uintptr(s.RowPtr[i]), uintptr(s.RowPtr[i+1])
 		clear(z)
-		for q := a; q < b; q++ {
+		q := a
+		for ; q+2 <= b; q += 2 { // as evalMulti
+			j0, j1 := int(m.col(q)), int(m.col(q+1))
+			w0, w1 := wl[j0*K:j0*K+K], wl[j1*K:j1*K+K]
+			w0, w1 = w0[:len(z)], w1[:len(z)]
+			for k := range z {
+				z[k] = z[k] + w0[k] + w1[k]
+			}
+		}
+		for ; q < b; q++ {
 			j := int(m.col(q))
 			w := wl[j*K : j*K+K]
 			for k := range z {
@@ -501,7 +533,17 @@ func evalMultiOnes[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scrat
 				}
 			}
 		} else {
-			for q := a; q < b; q++ {
+			q = a
+			for ; q+2 <= b; q += 2 {
+				j0, j1 := int(m.col(q)), int(m.col(q+1))
+				g0, g1 := gl[j0*K:j0*K+K], gl[j1*K:j1*K+K]
+				g0, g1 = g0[:len(coef)], g1[:len(coef)]
+				for k, c := range coef {
+					g0[k] += c
+					g1[k] += c
+				}
+			}
+			for ; q < b; q++ {
 				j := int(m.col(q))
 				g := gl[j*K : j*K+K]
 				for k := range coef {
