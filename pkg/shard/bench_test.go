@@ -95,12 +95,8 @@ func benchKernel(b *testing.B, point func(shards []*Shard, classes int, width ui
 			// like on a machine whose speed drifts within a run.
 			best := time.Duration(math.MaxInt64)
 			b.ResetTimer()
-			var wi []float64
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				if p.K() > 1 { // as Local does
-					wi = p.interleave(wi)
-				}
 				for _, s := range shards {
 					pass(s, p, &sc, &part)
 				}

@@ -29,31 +29,6 @@ type Point struct {
 	// recomputing every margin. Stamps must not repeat for different
 	// points. Single-problem points only.
 	Stamp uint64
-
-	// wi, when set, is W interleaved (wi[j*K+k]): Local makes it once a
-	// pass for multi-problem points, so that each shard's gather copies
-	// K contiguous weights a column instead of reading K vectors, which on
-	// wide data with many classes cost more than the rows themselves.
-	wi []float64
-}
-
-// interleave sets p.wi from W in buf's memory; it returns the buffer.
-// Columns go in blocks so that the K rows of a block and its output stay
-// in cache while both are walked.
-func (p *Point) interleave(buf []float64) []float64 {
-	K, dim := p.K(), len(p.W[0])
-	buf = grow(buf, K*dim)
-	const block = 256
-	for lo := 0; lo < dim; lo += block {
-		hi := min(lo+block, dim)
-		for k, w := range p.W {
-			for j, x := range w[lo:hi] {
-				buf[(lo+j)*K+k] = x
-			}
-		}
-	}
-	p.wi = buf
-	return buf
 }
 
 // class is the class problem k separates from the rest.
@@ -116,15 +91,15 @@ func (s *Shard) gather(p *Point, sc *Scratch) []float64 {
 	}
 	sc.cols = s.Cols.Append(sc.cols[:0])
 	cols := sc.cols
-	if p.wi != nil {
-		for l, g := range cols {
-			copy(wl[l*K:l*K+K], p.wi[int(g)*K:int(g)*K+K])
-		}
-		return wl
-	}
-	for k, w := range p.W {
-		for l, g := range cols {
-			wl[l*K+k] = w[g]
+	// Column by column: K reads, one from each problem's vector, and
+	// one contiguous write. Problem by problem instead wrote one weight
+	// per cache line of wl, K times over: on news20.t (20 classes, each
+	// of 16 shards touching 9,000 of 62,060 columns) that gather cost
+	// more than the rows themselves.
+	for l, g := range cols {
+		dst := wl[l*K : l*K+K]
+		for k := range dst {
+			dst[k] = p.W[k][g]
 		}
 	}
 	return wl

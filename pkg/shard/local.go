@@ -14,7 +14,6 @@ type Local struct {
 	Parallel int
 
 	scratch []Scratch
-	wi, vi  []float64 // multi-problem points interleaved (Point.wi)
 	free    sync.Pool
 	folds   int // the fold count the shards are numbered for (0: none)
 	// The shards' descriptions, made once: each decodes a column map.
@@ -53,14 +52,6 @@ func (l *Local) Eval(op Op, p, v *Point, add func(*Partial) error) error {
 	}
 	if len(l.scratch) < l.Parallel {
 		l.scratch = make([]Scratch, l.Parallel)
-	}
-	if p.K() > 1 {
-		l.wi = p.interleave(l.wi)
-		defer func() { p.wi = nil }()
-		if v != nil {
-			l.vi = v.interleave(l.vi)
-			defer func() { v.wi = nil }()
-		}
 	}
 	var (
 		next atomic.Int64
