@@ -209,34 +209,38 @@ func bench(file string, t setup) error {
 	}
 	var llRuns, ourRuns []point
 	best := math.Inf(1)
+	// Both sides are tried the same way: a run at the tolerance, then its
+	// model's objective.
+	sides := []struct {
+		runs  *[]point
+		model string
+		train func(eps string) (run, error)
+	}{
+		{&llRuns, "ll.model", theirs},
+		{&ourRuns, "ours.model", func(eps string) (run, error) { return ours("-e", eps, "-max-iter", "100000") }},
+	}
 	for e := 1; e <= 9; e++ {
 		eps := fmt.Sprintf("1e-%d", e)
-		llDone, ourDone := finished(llRuns, best, t.gap), finished(ourRuns, best, t.gap)
-		if llDone && ourDone {
+		var todo []int
+		for i, sd := range sides {
+			if !finished(*sd.runs, best, t.gap) {
+				todo = append(todo, i)
+			}
+		}
+		if len(todo) == 0 {
 			break
 		}
-		if !llDone {
-			r, err := theirs(eps)
+		for _, i := range todo {
+			sd := sides[i]
+			r, err := sd.train(eps)
 			if err != nil {
 				return err
 			}
-			f, err := objective(filepath.Join(dir, "ll.model"))
+			f, err := objective(filepath.Join(dir, sd.model))
 			if err != nil {
 				return err
 			}
-			llRuns = append(llRuns, point{eps, r.wall, f, r.maxRSS})
-			best = math.Min(best, f)
-		}
-		if !ourDone {
-			r, err := ours("-e", eps, "-max-iter", "100000")
-			if err != nil {
-				return err
-			}
-			f, err := objective(filepath.Join(dir, "ours.model"))
-			if err != nil {
-				return err
-			}
-			ourRuns = append(ourRuns, point{eps, r.wall, f, r.maxRSS})
+			*sd.runs = append(*sd.runs, point{eps, r.wall, f, r.maxRSS})
 			best = math.Min(best, f)
 		}
 	}
