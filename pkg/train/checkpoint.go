@@ -17,8 +17,9 @@ import (
 
 // checkpointVersion changes when the checkpoint layout or meaning does
 // (2: Newton keeps its preconditioner, taken at the iterate; 3: Newton's
-// trust-region radius is LIBLINEAR's, on ||s||_M).
-const checkpointVersion = 3
+// trust-region radius is LIBLINEAR's, on ||s||_M; 4: the optimiser's
+// vectors hold the live coordinates only, when dead ones were left out).
+const checkpointVersion = 4
 
 // Checkpoint is what a coordinator needs to continue a run after a crash,
 // on this host or another: the optimiser's complete state, and

@@ -202,13 +202,20 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	obj.Rows, obj.Weights, obj.Holdout = rows, weights, cfg.Holdout
 	timed := &timedObjective{Objective: obj}
 	dim := obj.Dim()
+	// The methods see n coordinates: the live ones, or all of them.
+	var eval objective = timed
+	n := dim
+	live := liveCoords(metas, features, dim)
+	if live != nil {
+		eval, n = newLiveObjective(timed, live), len(live)
+	}
 
 	zero := make([][]float64, K)
 	f0 := make([]float64, K)
 	g0 := make([][]float64, K)
 	for k := range zero {
-		zero[k] = make([]float64, dim)
-		g0[k] = make([]float64, dim)
+		zero[k] = make([]float64, n)
+		g0[k] = make([]float64, n)
 	}
 	g0norm := make([]float64, K)
 	// The whole data's shape, a held-out fold's rows included: the choice
@@ -236,11 +243,11 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		if osgm.UsesStartDiag(method, cfg.Params) {
 			d0 = make([][]float64, K)
 			for k := range d0 {
-				d0[k] = make([]float64, dim)
+				d0[k] = make([]float64, n)
 			}
-			err = timed.EvalDiagSome(nil, zero, f0, g0, d0)
+			err = eval.EvalDiagSome(nil, zero, f0, g0, d0)
 		} else {
-			err = timed.Eval(zero, f0, g0)
+			err = eval.Eval(zero, f0, g0)
 		}
 		if err != nil {
 			return nil, err
@@ -259,7 +266,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	}
 	probs := make([]osgm.Problem, K)
 	for k := range probs {
-		probs[k] = osgm.Problem{Dim: dim, L: obj.LipschitzBound(), Mu: lambda, HessPasses: shape.HessPasses()}
+		probs[k] = osgm.Problem{Dim: n, L: obj.LipschitzBound(), Mu: lambda, HessPasses: shape.HessPasses()}
 		if d0 != nil {
 			probs[k].Diag = d0[k]
 		}
@@ -287,12 +294,21 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		if x0, err = warmStart(cfg.Init, labels, dim, cfg.Bias); err != nil {
 			return nil, err
 		}
+		if live != nil { // dead coordinates start at their optimum, 0
+			x0 = gathered(x0, live)
+		}
 	default:
 		settings.F0, settings.G0 = f0, g0
 	}
-	res, err := osgm.Minimize(timed, x0, probs, settings)
+	res, err := osgm.Minimize(eval, x0, probs, settings)
 	if err != nil {
 		return nil, err
+	}
+	if live != nil {
+		for k, x := range res.X {
+			res.X[k] = make([]float64, dim)
+			expandTo(res.X[k], x, live)
+		}
 	}
 	res.Evals++ // the pass at zero for the tolerance
 	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: labels, NFeature: features, Bias: cfg.Bias, W: res.X}
@@ -305,6 +321,15 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	}
 	return &Result{Method: method, Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent,
 		FirstGradient: firstGradient}, nil
+}
+
+// objective is what Train hands the methods: every kind of pass.
+type objective interface {
+	osgm.Objective
+	osgm.HessVecer
+	osgm.Subsetter
+	osgm.EvalDiager
+	osgm.EvalHesser
 }
 
 // timedObjective measures the time spent in passes over the data (on

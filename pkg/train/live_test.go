@@ -1,0 +1,271 @@
+package train
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
+
+// sparseFeatureFile writes rows whose features are multiples of 4 up to
+// 400: three quarters of the coordinates are dead.
+func sparseFeatureFile(t *testing.T, classes int) string {
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("sparse%d.svm", classes))
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	r := rand.New(rand.NewPCG(1, uint64(classes)))
+	for i := range 300 {
+		label := i % classes
+		fmt.Fprintf(w, "%d", label+1)
+		for j := 4; j <= 400; j += 4 {
+			if r.IntN(8) == 0 {
+				// Features near the class's own range lean its way.
+				v := r.Float64()
+				if j/4%classes == label {
+					v += 0.5
+				}
+				fmt.Fprintf(w, " %d:%.3f", j, v)
+			}
+		}
+		w.WriteString("\n")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func trainKeepingDead(t *testing.T, path string, cfg Config) *Result {
+	keepDead = true
+	defer func() { keepDead = false }()
+	return trainFile(t, path, cfg)
+}
+
+// TestDeadFeaturesLeftOut: on data where most features never occur, the
+// methods run over the live coordinates only. The optimum must be the one
+// over every coordinate, with the dead weights exactly 0, for each kind of
+// method (and its kind of pass).
+func TestDeadFeaturesLeftOut(t *testing.T) {
+	for _, c := range []struct {
+		classes int
+		method  string
+	}{
+		{2, "newton"},
+		{2, "newton-full"},
+		{2, "lbfgs"},
+		{3, "lbfgs"},
+		{3, "osgm-h"},
+	} {
+		t.Run(fmt.Sprintf("%d classes %s", c.classes, c.method), func(t *testing.T) {
+			path := sparseFeatureFile(t, c.classes)
+			b := localBackend(t, path)
+			live := liveCoords(b.Meta(), 400, 400)
+			if len(live) == 0 || len(live) > 101 {
+				t.Fatalf("%d live coordinates, want 1..100 of 400", len(live))
+			}
+			cfg := Config{C: 1, Eps: 1e-8, Bias: -1, MaxIter: 100000, Method: c.method}
+			got := trainFile(t, path, cfg)
+			want := trainKeepingDead(t, path, cfg)
+			for k, w := range got.Model.W {
+				if len(w) != 400 {
+					t.Fatalf("problem %d: %d weights, want 400", k, len(w))
+				}
+				for j, v := range w {
+					if !slices.Contains(live, j) && v != 0 {
+						t.Fatalf("problem %d: dead feature %d has weight %g", k, j+1, v)
+					}
+				}
+				if gap := math.Abs(got.Primal[k]-want.Primal[k]) / want.Primal[k]; gap > 1e-9 {
+					t.Errorf("problem %d: F = %.15g over the live coordinates, %.15g over all: gap %.2e", k, got.Primal[k], want.Primal[k], gap)
+				}
+			}
+		})
+	}
+}
+
+// TestLivePassesAreTheFullOnes: every kind of pass over the live
+// coordinates gives, bit for bit, the live entries of the same pass over
+// all coordinates with the dead ones at 0.
+func TestLivePassesAreTheFullOnes(t *testing.T) {
+	path := sparseFeatureFile(t, 3)
+	b := localBackend(t, path)
+	if err := b.SetClasses([]float64{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	inner := shard.NewObjective(b, 400, 0.01, 1)
+	dim := inner.Dim()
+	live := liveCoords(b.Meta(), 400, dim)
+	if live == nil {
+		t.Fatal("no coordinates left out")
+	}
+	l := newLiveObjective(&timedObjective{Objective: inner}, live)
+	r := rand.New(rand.NewPCG(3, 4))
+	vecs := func(n, length int) [][]float64 {
+		out := make([][]float64, n)
+		for k := range out {
+			out[k] = make([]float64, length)
+		}
+		return out
+	}
+	x, v := vecs(2, len(live)), vecs(2, len(live))
+	for k := range x {
+		for i := range x[k] {
+			x[k][i], v[k][i] = r.NormFloat64()/10, r.NormFloat64()
+		}
+	}
+	fullX, fullV := gatheredInverse(x, live, dim), gatheredInverse(v, live, dim)
+	ks := []int{2, 0}
+	same := func(what string, got, full [][]float64) {
+		t.Helper()
+		want := gathered(full, live)
+		for k := range got {
+			if !slices.Equal(got[k], want[k]) {
+				t.Errorf("%s of problem %d differs from the full pass's", what, ks[k])
+			}
+		}
+	}
+
+	f, wf := make([]float64, 2), make([]float64, 2)
+	g, wg := vecs(2, len(live)), vecs(2, dim)
+	d, wd := vecs(2, len(live)), vecs(2, dim)
+	if err := l.EvalSome(ks, x, f, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.EvalSome(ks, fullX, wf, wg); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f, wf) {
+		t.Errorf("values %v, full pass %v", f, wf)
+	}
+	same("gradient", g, wg)
+
+	if err := l.HessVecSome(ks, x, v, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.HessVecSome(ks, fullX, fullV, wg); err != nil {
+		t.Fatal(err)
+	}
+	same("Hessian-vector product", g, wg)
+
+	if err := l.EvalDiagSome(ks, x, f, g, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.EvalDiagSome(ks, fullX, wf, wg, wd); err != nil {
+		t.Fatal(err)
+	}
+	same("gradient with the diagonal", g, wg)
+	same("diagonal", d, wd)
+
+	n := len(live)
+	h, wh := vecs(1, n*n), vecs(1, dim*dim)
+	if err := l.EvalHessSome(ks[:1], x[:1], f, g[:1], h); err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.EvalHessSome(ks[:1], fullX[:1], wf, wg[:1], wh); err != nil {
+		t.Fatal(err)
+	}
+	for a, ja := range live {
+		for c, jc := range live {
+			if h[0][a*n+c] != wh[0][ja*dim+jc] {
+				t.Fatalf("Hessian entry (%d, %d) is %g, the full pass's %g", ja, jc, h[0][a*n+c], wh[0][ja*dim+jc])
+			}
+		}
+	}
+}
+
+// gatheredInverse lays live vectors out in full ones, dead entries 0.
+func gatheredInverse(xs [][]float64, live []int, dim int) [][]float64 {
+	out := make([][]float64, len(xs))
+	for k, x := range xs {
+		out[k] = make([]float64, dim)
+		expandTo(out[k], x, live)
+	}
+	return out
+}
+
+// TestWarmStartZeroesDeadWeights: a starting model with weight on
+// features the data lacks ends with those weights at their optimum, 0.
+func TestWarmStartZeroesDeadWeights(t *testing.T) {
+	path := sparseFeatureFile(t, 3)
+	cfg := Config{C: 1, Eps: 1e-8, Bias: 1, MaxIter: 100000}
+	cold := trainFile(t, path, cfg)
+	init := *cold.Model
+	init.W = make([][]float64, len(cold.Model.W))
+	for k, w := range cold.Model.W {
+		init.W[k] = slices.Clone(w)
+		for j := range init.NFeature {
+			if j%4 != 3 { // feature j+1 is not a multiple of 4
+				init.W[k][j] = 1
+			}
+		}
+	}
+	cfg.Init = &init
+	warm := trainFile(t, path, cfg)
+	for k, w := range warm.Model.W {
+		for j := range warm.Model.NFeature {
+			if j%4 != 3 && w[j] != 0 {
+				t.Fatalf("problem %d: dead feature %d has weight %g", k, j+1, w[j])
+			}
+		}
+		if gap := math.Abs(warm.Primal[k]-cold.Primal[k]) / cold.Primal[k]; gap > 1e-9 {
+			t.Errorf("problem %d: warm F = %.15g, cold %.15g", k, warm.Primal[k], cold.Primal[k])
+		}
+	}
+}
+
+// TestResumeOverLiveCoordinates: a run interrupted and resumed from its
+// checkpoint writes the model of the run that was never stopped, to the
+// bit, when the checkpoint holds the live coordinates only.
+func TestResumeOverLiveCoordinates(t *testing.T) {
+	path := sparseFeatureFile(t, 3)
+	cfg := Config{C: 1, Eps: 1e-8, Bias: 1, MaxIter: 100000}
+	rounds := 0
+	count := cfg
+	count.Interrupt = func() bool { rounds++; return false }
+	want := trainFile(t, path, count)
+
+	var saved *Checkpoint
+	passes := 0
+	stop := cfg
+	stop.CheckpointEvery = 1000
+	stop.Save = func(c *Checkpoint) error { saved = c; return nil }
+	stop.Interrupt = func() bool { passes++; return passes == 20 }
+	if _, err := Train(localBackend(t, path), stop); !errors.Is(err, osgm.ErrInterrupted) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	if saved == nil || len(saved.Opt.States) == 0 {
+		t.Fatal("no checkpoint saved")
+	}
+	b, err := saved.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved, err = DecodeCheckpoint(b); err != nil {
+		t.Fatal(err)
+	}
+	resume := cfg
+	resume.Resume = saved
+	resumed := 0
+	resume.Interrupt = func() bool { resumed++; return false }
+	got := trainFile(t, path, resume)
+	if resumed >= rounds {
+		t.Fatalf("the resumed run took %d rounds, a whole run %d: it started over", resumed, rounds)
+	}
+	for k := range want.Model.W {
+		if !slices.Equal(got.Model.W[k], want.Model.W[k]) {
+			t.Fatalf("problem %d: resumed weights differ from the uninterrupted run's", k)
+		}
+	}
+}
