@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
@@ -267,5 +268,36 @@ func TestResumeOverLiveCoordinates(t *testing.T) {
 		if !slices.Equal(got.Model.W[k], want.Model.W[k]) {
 			t.Fatalf("problem %d: resumed weights differ from the uninterrupted run's", k)
 		}
+	}
+}
+
+// TestMemoryCheckCountsLiveCoordinates: a problem is refused when its
+// state would not fit, and leaving the dead coordinates out is what lets
+// a problem with many of them fit.
+func TestMemoryCheckCountsLiveCoordinates(t *testing.T) {
+	path := sparseFeatureFile(t, 3)
+	// 3 problems of 400 coordinates, 100 live: about 132 KiB with the
+	// dead ones left out, 301 KiB with them.
+	for _, c := range []struct {
+		maxBytes int64
+		keepDead bool
+		refused  bool
+	}{
+		{200_000, false, false},
+		{200_000, true, true},
+		{100_000, false, true},
+		{400_000, true, false},
+	} {
+		t.Run(fmt.Sprintf("%d keepDead=%v", c.maxBytes, c.keepDead), func(t *testing.T) {
+			keepDead = c.keepDead
+			defer func() { keepDead = false }()
+			_, err := Train(localBackend(t, path), Config{C: 1, Eps: 0.1, Bias: -1, MaxBytes: c.maxBytes})
+			switch {
+			case c.refused && (err == nil || !strings.Contains(err.Error(), "largest feature index 400")):
+				t.Fatalf("want a refusal naming the largest feature index, got %v", err)
+			case !c.refused && err != nil:
+				t.Fatal(err)
+			}
+		})
 	}
 }

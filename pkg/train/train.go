@@ -188,10 +188,6 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	if cfg.Init != nil && cfg.Init.NFeature > features {
 		features = cfg.Init.NFeature
 	}
-	if need := StateBytes(features, K); cfg.MaxBytes > 0 && need > cfg.MaxBytes {
-		return nil, fmt.Errorf("largest feature index %d with %d problem(s) needs about %s for the model and the optimiser's state; only %s is available",
-			features, K, human(need), human(cfg.MaxBytes))
-	}
 	// Only checkpoints need the fingerprints; hashing every shard's
 	// column map took 15 ms of gen100k's time to the first gradient.
 	var dataFP, flagsFP string
@@ -208,6 +204,10 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	live := liveCoords(metas, features, dim)
 	if live != nil {
 		eval, n = newLiveObjective(timed, live), len(live)
+	}
+	if need := StateBytes(dim, n, K); cfg.MaxBytes > 0 && need > cfg.MaxBytes {
+		return nil, fmt.Errorf("largest feature index %d (%d of them in the data) with %d problem(s) needs about %s for the model and the optimiser's state; only %s is available",
+			features, n, K, human(need), human(cfg.MaxBytes))
 	}
 
 	zero := make([][]float64, K)
@@ -440,16 +440,19 @@ func ObjectiveFor(path string, m *libsvm.Model, c float64, parallel int) (*shard
 	return shard.NewObjective(b, features, 1/(c*float64(sum.Rows)), bias), nil
 }
 
-// stateVectors is how many vectors of the problem dimension the
-// coordinator holds per problem at most: L-BFGS's 10 pairs and its
-// iterate, gradient, direction and trial point, the objective's buffers,
-// and the result.
-const stateVectors = 32
+// The coordinator holds per problem at most methodVectors vectors of the
+// methods' length (L-BFGS's 10 pairs and its iterate, gradient, direction
+// and trial point) and fullVectors of the whole length (the passes'
+// arguments and results, the model).
+const (
+	methodVectors = 24
+	fullVectors   = 8
+)
 
-// StateBytes estimates the coordinator's memory for features and K
-// problems.
-func StateBytes(features, K int) int64 {
-	return int64(features+1) * int64(K) * 8 * stateVectors
+// StateBytes estimates the coordinator's memory for K problems of dim
+// coordinates, n of which the methods work over.
+func StateBytes(dim, n, K int) int64 {
+	return int64(K) * 8 * (int64(n)*methodVectors + int64(dim)*fullVectors)
 }
 
 func human(b int64) string {
