@@ -29,6 +29,11 @@ type Point struct {
 	// recomputing every margin. Stamps must not repeat for different
 	// points. Single-problem points only.
 	Stamp uint64
+	// Live, when set, says that W carries the live coordinates only, in
+	// order, the bias weight last as ever (see LiveMap): workers get
+	// points without the features no row holds. Shards must have seen
+	// the map (CheckLive).
+	Live *LiveMap
 }
 
 // class is the class problem k separates from the rest.
@@ -85,11 +90,12 @@ func (s *Shard) gather(p *Point, sc *Scratch) []float64 {
 	K := p.K()
 	sc.wl = grow(sc.wl, s.Cols.Len()*K)
 	wl := sc.wl
+	cm := s.colsFor(p)
 	if K == 1 {
-		s.Cols.gather(wl, p.W[0])
+		cm.gather(wl, p.W[0])
 		return wl
 	}
-	sc.cols = s.Cols.Append(sc.cols[:0])
+	sc.cols = cm.Append(sc.cols[:0])
 	cols := sc.cols
 	// Column by column: K reads, one from each problem's vector, and
 	// one contiguous write. Problem by problem instead wrote one weight

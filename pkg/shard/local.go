@@ -50,6 +50,9 @@ func (l *Local) Eval(op Op, p, v *Point, add func(*Partial) error) error {
 	if err := CheckFolds(l.Shards, p); err != nil {
 		return err
 	}
+	if err := CheckLive(l.Shards, p.Live); err != nil {
+		return err
+	}
 	if len(l.scratch) < l.Parallel {
 		l.scratch = make([]Scratch, l.Parallel)
 	}
@@ -122,6 +125,9 @@ func (l *Local) SetFolds(n int) error {
 
 func (l *Local) Tally(p *Point) (Tally, error) {
 	if err := CheckFolds(l.Shards, p); err != nil {
+		return Tally{}, err
+	}
+	if err := CheckLive(l.Shards, p.Live); err != nil {
 		return Tally{}, err
 	}
 	tallies := make([]Tally, len(l.Shards))

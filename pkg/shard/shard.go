@@ -87,6 +87,11 @@ type Shard struct {
 
 	act     activityCache
 	tracked bool // its bytes are in held (see track)
+
+	// liveCols is the column map into the vectors of points that carry
+	// liveOf's coordinates only (see CheckLive).
+	liveCols Columns
+	liveOf   *LiveMap
 }
 
 // activityCache remembers which rows were active at the last stamped

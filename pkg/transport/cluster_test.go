@@ -421,3 +421,98 @@ func TestRoundGivesUpWithoutWorkers(t *testing.T) {
 		t.Fatal("the round still waits with no worker")
 	}
 }
+
+// spreadData writes a data set whose features are multiples of 4 up to
+// 240: three quarters of the coordinates are dead.
+func spreadData(t *testing.T, classes int) string {
+	rng := rand.New(rand.NewPCG(7, uint64(classes)))
+	var b strings.Builder
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&b, "%d", 1+rng.IntN(classes))
+		for j := 4; j <= 240; j += 4 {
+			if rng.Float64() < 0.2 {
+				fmt.Fprintf(&b, " %d:%.3f", j, rng.NormFloat64())
+			}
+		}
+		b.WriteString("\n")
+	}
+	path := filepath.Join(t.TempDir(), "data")
+	os.WriteFile(path, []byte(b.String()), 0o644)
+	return path
+}
+
+// TestPointsCarryLiveCoordinates: on data with dead features the points
+// carry the live coordinates only, a quarter of the bytes here, and every
+// kind of round (Newton's Hessian-vector rounds without x among them,
+// also when a worker lost the point they refer to) gives the model
+// trained without a bus, to the bit, and its tally.
+func TestPointsCarryLiveCoordinates(t *testing.T) {
+	for _, c := range []struct {
+		classes int
+		method  string
+		forget  int
+		kill    bool // a worker dies: its shards map their columns anew
+	}{
+		{3, "lbfgs", 0, false},
+		{3, "lbfgs", 0, true},
+		{2, "newton", 0, false},
+		{2, "newton", 1, false},
+	} {
+		t.Run(fmt.Sprintf("%d classes %s forget=%d kill=%v", c.classes, c.method, c.forget, c.kill), func(t *testing.T) {
+			path := spreadData(t, c.classes)
+			cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: c.method, MaxIter: 300}
+			want := localModel(t, path, 8, cfg)
+			first := true
+			cl, _, stops := clusterWithStops(t, path, 2, 8, func(w *Worker) {
+				if first {
+					w.forgetPoints, first = c.forget, false
+				}
+			})
+			records := 0
+			if c.kill {
+				cfg.Trace = func(osgm.Record) {
+					if records++; records == 10 {
+						stops[1]()
+					}
+				}
+			}
+			res, err := train.Train(cl, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.kill && cl.Stats().Reassignments == 0 {
+				t.Fatalf("no worker was lost (%d records)", records)
+			}
+			if cl.liveBits == nil || len(cl.liveIdx) > 61 {
+				t.Fatalf("points carry %d coordinates, want the 61 live ones", len(cl.liveIdx))
+			}
+			st := cl.Stats()
+			if c.method == "newton" && st.WithoutX == 0 {
+				t.Fatal("no Hessian-vector round went without x")
+			}
+			if !c.kill && st.Resends > c.forget {
+				t.Fatalf("%d broadcasts again after %d forgotten points", st.Resends, c.forget)
+			}
+			// K vectors of 61 coordinates, not 241: under 1,000 bytes a
+			// round for one problem (1,928 with all coordinates).
+			if perRound := st.BytesDown / int64(st.Rounds); perRound > int64(c.classes*(61*8+600)) {
+				t.Fatalf("%d bytes down a round", perRound)
+			}
+			for j, v := range flatten(res.Model.W) {
+				if math.Float64bits(v) != math.Float64bits(want[j]) {
+					t.Fatalf("weight %d differs from the model trained without a bus", j)
+				}
+			}
+			tally, err := cl.Tally(res.Obj.Point(res.Model.W))
+			if err != nil {
+				t.Fatal(err)
+			}
+			local := shard.NewLocal(loadShards(t, path, 8), 1)
+			local.SetClasses(shard.LabelOrder(train.Summarize(local.Meta()).Labels))
+			if want, _ := local.Tally(res.Obj.Point(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
+				!slices.Equal(tally.Correct, want.Correct) || want.Correct[0] == 0 {
+				t.Fatalf("cluster tallies %+v, in-process %+v", tally, want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -38,8 +39,13 @@ type Point struct {
 	Folds, Holdout uint32
 	Rows           uint64
 	Starts         []uint64
-	X              [][]float64 // K vectors of dim entries (features, then bias weight)
-	V              [][]float64 // OpHessVec only
+	// Full, when not 0, is the vectors' length with every coordinate, and
+	// X and V carry only those set in the bitmap Live (see shard.LiveMap):
+	// features no row holds are not sent.
+	Full uint32
+	Live []uint64
+	X    [][]float64 // K vectors of dim entries (features, then bias weight)
+	V    [][]float64 // OpHessVec only
 }
 
 // EncodePoint lays out a point as little-endian float64s.
@@ -100,7 +106,7 @@ func (p *Point) dim() int {
 // bytes after it.
 func appendPointHead(dst []byte, p *Point, more int) []byte {
 	start := len(dst)
-	e := enc{b: slices.Grow(dst, 72+4*len(p.Classes)+8*(len(p.Labels)+len(p.Weights)+len(p.Starts))+more)}
+	e := enc{b: slices.Grow(dst, 80+4*len(p.Classes)+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+len(p.Live))+more)}
 	e.u8(uint8(p.Op))
 	e.f64(p.Bias)
 	e.f64s(p.Labels)
@@ -111,6 +117,8 @@ func appendPointHead(dst []byte, p *Point, more int) []byte {
 	e.u32(p.Holdout)
 	e.u64(p.Rows)
 	e.u64s(p.Starts)
+	e.u32(p.Full)
+	e.u64s(p.Live)
 	e.u32(uint32(len(p.sent())))
 	e.u32(uint32(p.dim()))
 	e.pad8(start)
@@ -145,6 +153,12 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	p.Folds, p.Holdout = d.u32(), d.u32()
 	p.Rows = d.u64()
 	p.Starts = d.u64s()
+	p.Full = d.u32()
+	var oldLive []uint64
+	if old != nil {
+		oldLive = old.Live
+	}
+	p.Live = d.u64sInto(oldLive)
 	K, dim := int(d.u32()), int(d.u32())
 	d.skipPad()
 	vecs := K
@@ -167,6 +181,9 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	}
 	if len(p.Weights) != 0 && len(p.Weights) != 2*K {
 		return nil, fmt.Errorf("transport: point: %d class weights for %d problems", len(p.Weights), K)
+	}
+	if err := checkLive(p.Full, p.Live, dim); err != nil {
+		return nil, err
 	}
 	if p.Holdout > p.Folds || (p.Folds > 0 && p.Folds > shard.MaxFolds) {
 		return nil, fmt.Errorf("transport: point: fold %d held out of %d", p.Holdout, p.Folds)
@@ -200,6 +217,28 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 		p.V = read(oldV)
 	}
 	return p, d.done()
+}
+
+// checkLive checks that a point's bitmap covers its full length, and no
+// more, and carries dim coordinates: what shard.NewLiveMap needs.
+func checkLive(full uint32, live []uint64, dim int) error {
+	if full == 0 && len(live) == 0 {
+		return nil
+	}
+	if uint64(len(live)) != (uint64(full)+63)/64 {
+		return fmt.Errorf("transport: point: %d words of live coordinates for %d coordinates", len(live), full)
+	}
+	if r := full % 64; r != 0 && live[len(live)-1]>>r != 0 {
+		return fmt.Errorf("transport: point: live coordinates past the %d there are", full)
+	}
+	n := 0
+	for _, w := range live {
+		n += bits.OnesCount64(w)
+	}
+	if n != dim {
+		return fmt.Errorf("transport: point: %d live coordinates for vectors of %d", n, dim)
+	}
+	return nil
 }
 
 // EncodePartial lays out one shard's partial sums: the four vectors'

@@ -27,7 +27,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 6
+const Version = 7
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40
@@ -544,6 +544,16 @@ func (d *dec) u64s() []uint64 {
 		out[i] = d.u64()
 	}
 	return out
+}
+
+// u64sInto is u64s into dst's memory when it is large enough.
+func (d *dec) u64sInto(dst []uint64) []uint64 {
+	n := d.count(8)
+	dst = slices.Grow(dst[:0], n)[:n]
+	for i := range dst {
+		dst[i] = d.u64()
+	}
+	return dst
 }
 func (d *dec) u32s() []uint32 {
 	n := d.count(4)

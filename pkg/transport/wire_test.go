@@ -286,6 +286,12 @@ func TestMessagesRoundTrip(t *testing.T) {
 		t.Fatalf("point without x: %v %+v", err, got)
 	}
 
+	// Vectors of 70 coordinates that carry 3 of them.
+	lp := &Point{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b101, 1 << 5}, X: [][]float64{{1, 2, 3}}}
+	if got, err := DecodePoint(EncodePoint(lp)); err != nil || got.Full != 70 || !slices.Equal(got.Live, lp.Live) || !slices.Equal(got.X[0], lp.X[0]) {
+		t.Fatalf("point with live coordinates: %v %+v", err, got)
+	}
+
 	hp := &Point{Op: shard.OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2, 3}}}
 	if got, err := DecodePoint(EncodePoint(hp)); err != nil || got.Op != shard.OpEvalHess || !slices.Equal(got.X[0], hp.X[0]) || got.V != nil {
 		t.Fatalf("Hessian point: %v %+v", err, got)
@@ -340,9 +346,14 @@ func TestDecodeRejectsLies(t *testing.T) {
 	for _, lie := range []*Point{
 		{Op: shard.OpEval, Labels: []float64{1, -1}, Weights: []float64{1, 2, 3}, X: [][]float64{{1, 2}}},
 		{Op: shard.OpEval, Labels: []float64{1, -1}, Folds: 3, Holdout: 4, X: [][]float64{{1, 2}}},
+		{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b111, 0}, X: [][]float64{{1, 2}}},
+		{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
+		{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 4, Live: []uint64{0b10001}, X: [][]float64{{1, 2}}},
+		{Op: shard.OpEval, Labels: []float64{1, -1}, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
 	} {
 		if _, err := DecodePoint(EncodePoint(lie)); err == nil {
-			t.Errorf("a point with %d weights for 1 problem or fold %d of %d decoded", len(lie.Weights), lie.Holdout, lie.Folds)
+			t.Errorf("a point with %d weights for 1 problem, fold %d of %d, or live coordinates %b of %d decoded",
+				len(lie.Weights), lie.Holdout, lie.Folds, lie.Live, lie.Full)
 		}
 	}
 	// A length prefix claiming more items than the payload holds must be
@@ -377,6 +388,7 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}, Hess: []float64{1, 2, 3}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: opHessVecAt, Labels: []float64{1, -1}, Stamp: 3, V: [][]float64{{1, 2}}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{1, 1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1, 7, 300}}))
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		switch which % 3 {
@@ -386,6 +398,11 @@ func FuzzDecodeMessages(f *testing.F) {
 				for _, x := range p.vectors() {
 					if len(x) != p.dim() {
 						t.Fatal("ragged point accepted")
+					}
+				}
+				if len(p.Live) > 0 {
+					if m, err := shard.NewLiveMap(p.Live, int(p.Full)); err != nil || m.Len() != p.dim() {
+						t.Fatalf("live coordinates %b of %d accepted for vectors of %d: %v", p.Live, p.Full, p.dim(), err)
 					}
 				}
 			}

@@ -78,6 +78,7 @@ type Worker struct {
 	foldN    uint32   // the folds foldIDs numbers (0: none yet)
 	foldIDs  []uint16 // every row's fold, for the current point's folds
 	point    *Point
+	live     *shard.LiveMap // the coordinates points carry (nil: all)
 	round    uint64
 	answered map[int][]byte            // this round's encoded partials, for resends
 	sums     map[shard.NodeID][][]byte // this round's node sums as sent, for resends
@@ -558,6 +559,24 @@ func (w *Worker) onPoint(m roundMsg) {
 	w.evaluate(w.local.Shards, true)
 }
 
+// liveMap is the map of the coordinates p carries (nil: all), the last
+// one while the points bring the same bitmap, so that shards build their
+// column maps into it once.
+func (w *Worker) liveMap(p *Point) (*shard.LiveMap, error) {
+	if len(p.Live) == 0 {
+		return nil, nil
+	}
+	if w.live != nil && w.live.Full == int(p.Full) && slices.Equal(w.live.Bits, p.Live) {
+		return w.live, nil
+	}
+	m, err := shard.NewLiveMap(slices.Clone(p.Live), int(p.Full))
+	if err != nil {
+		return nil, err
+	}
+	w.live = m
+	return m, nil
+}
+
 // evaluate computes and publishes the partials of the given shards at the
 // current point; with grouped set, the groups it holds whole go up as one
 // sum each.
@@ -566,12 +585,23 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		return
 	}
 	p := w.point
-	features := len(p.X[0])
+	live, err := w.liveMap(p)
+	if err != nil {
+		w.log.Error("point's live coordinates", zap.Error(err))
+		return
+	}
+	// at is where the vectors hold the bias weight: last, whether they
+	// carry every coordinate or the live ones.
+	at, features := len(p.X[0]), len(p.X[0])
+	if live != nil {
+		features = live.Full
+	}
 	if p.Bias >= 0 {
+		at--
 		features--
 	}
-	pt := shard.NewPoint(p.X, p.Bias, features)
-	pt.Holdout, pt.Stamp = int(p.Holdout), p.Stamp
+	pt := shard.NewPoint(p.X, p.Bias, at)
+	pt.Holdout, pt.Stamp, pt.Live = int(p.Holdout), p.Stamp, live
 	if len(p.Weights) > 0 {
 		pt.Weights = p.Weights
 	}
@@ -586,6 +616,10 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 			w.log.Error("point is shorter than the shard's features", zap.Int("shard", s.ID))
 			return
 		}
+	}
+	if err := shard.CheckLive(shards, live); err != nil {
+		w.log.Error("point's live coordinates", zap.Error(err))
+		return
 	}
 	// The full set reuses the worker's backend and its scratch memory;
 	// only a resend or a late load evaluates a subset.
@@ -608,7 +642,8 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 	}
 	var vp *shard.Point
 	if p.Op == shard.OpHessVec {
-		vp = shard.NewPoint(p.V, p.Bias, features)
+		vp = shard.NewPoint(p.V, p.Bias, at)
+		vp.Live = live
 	}
 	sums := map[int]*shard.GroupSum{}
 	hess := 0

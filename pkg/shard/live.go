@@ -1,0 +1,131 @@
+package shard
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// A feature that no row holds enters the objective through the
+// regulariser alone: its weight's optimum is exactly 0, where every method
+// started from 0 leaves it. Such coordinates need not be optimised over
+// nor sent to workers (37% of news20.t's 62,060 features never occur).
+// Below an eighth of dead coordinates, leaving them out costs about what
+// it saves: copies in and out of every pass, a second column map per
+// shard.
+const minDeadShare = 8
+
+// LiveBits marks the coordinates of a problem vector of length dim
+// (features, then the bias when dim > features) that some shard's column
+// holds, the bias always; nil when fewer than an eighth are dead.
+func LiveBits(metas []Meta, features, dim int) []uint64 {
+	b := make([]uint64, (dim+63)/64)
+	for _, m := range metas {
+		for _, c := range m.Cols {
+			b[c/64] |= 1 << (c % 64)
+		}
+	}
+	for j := features; j < dim; j++ {
+		b[j/64] |= 1 << (j % 64)
+	}
+	n := 0
+	for _, w := range b {
+		n += bits.OnesCount64(w)
+	}
+	if (dim-n)*minDeadShare < dim {
+		return nil
+	}
+	return b
+}
+
+// LiveMap says which coordinates a point's vectors carry when they leave
+// out dead ones (see Point.Live): coordinate j is carried when bit j of
+// Bits is set, and carried coordinates keep their order.
+type LiveMap struct {
+	Bits   []uint64
+	Full   int      // the length of the vectors with every coordinate
+	before []uint32 // carried coordinates in the words before each word
+}
+
+// NewLiveMap checks bits against the full length and indexes them.
+func NewLiveMap(b []uint64, full int) (*LiveMap, error) {
+	if full <= 0 || len(b) != (full+63)/64 {
+		return nil, fmt.Errorf("shard: %d words of live coordinates for %d coordinates", len(b), full)
+	}
+	if r := full % 64; r != 0 && b[len(b)-1]>>r != 0 {
+		return nil, fmt.Errorf("shard: live coordinates past the %d there are", full)
+	}
+	m := &LiveMap{Bits: b, Full: full, before: make([]uint32, len(b)+1)}
+	for i, w := range b {
+		m.before[i+1] = m.before[i] + uint32(bits.OnesCount64(w))
+	}
+	return m, nil
+}
+
+// Len is the number of carried coordinates.
+func (m *LiveMap) Len() int { return int(m.before[len(m.Bits)]) }
+
+// Indices lists the carried coordinates in order.
+func (m *LiveMap) Indices() []int { return SetBits(m.Bits) }
+
+// SetBits lists the positions of b's set bits in order.
+func SetBits(b []uint64) []int {
+	var out []int
+	for i, w := range b {
+		for ; w != 0; w &= w - 1 {
+			out = append(out, 64*i+bits.TrailingZeros64(w))
+		}
+	}
+	return out
+}
+
+// rank is the position of coordinate j among the carried ones.
+func (m *LiveMap) rank(j uint32) (uint32, bool) {
+	if int(j) >= m.Full {
+		return 0, false
+	}
+	w := m.Bits[j/64]
+	bit := uint64(1) << (j % 64)
+	return m.before[j/64] + uint32(bits.OnesCount64(w&(bit-1))), w&bit != 0
+}
+
+// CheckLive makes every shard ready for points that carry m's
+// coordinates: each builds its column map into them, once per map. A
+// shard with a column m does not carry cannot be evaluated at such points.
+func CheckLive(shards []*Shard, m *LiveMap) error {
+	if m == nil {
+		return nil
+	}
+	for _, s := range shards {
+		if err := s.useLive(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Shard) useLive(m *LiveMap) error {
+	if s.liveOf == m {
+		return nil
+	}
+	ids := s.Cols.Append(nil)
+	for l, g := range ids {
+		r, ok := m.rank(g)
+		if !ok {
+			return fmt.Errorf("shard %d: feature %d is not among the point's %d coordinates", s.ID, g+1, m.Len())
+		}
+		ids[l] = r
+	}
+	s.liveCols, s.liveOf = NewColumns(ids), m
+	return nil
+}
+
+// colsFor is the column map into p's vectors.
+func (s *Shard) colsFor(p *Point) Columns {
+	if p.Live == nil {
+		return s.Cols
+	}
+	if s.liveOf != p.Live {
+		panic(fmt.Sprintf("shard %d: a point with live coordinates before CheckLive", s.ID))
+	}
+	return s.liveCols
+}

@@ -1,0 +1,154 @@
+package shard
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// spreadData writes rows whose features are multiples of 3 up to 90 (two
+// thirds of the coordinates dead), labels 1..classes.
+func spreadData(rng *rand.Rand, rows, classes int) string {
+	var b strings.Builder
+	for i := range rows {
+		fmt.Fprintf(&b, "%d", i%classes+1)
+		for j := 3; j <= 90; j += 3 {
+			if rng.IntN(4) == 0 {
+				fmt.Fprintf(&b, " %d:%.3f", j, rng.Float64()*2-1)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// TestLivePointsGiveTheSameBits: a point that carries the live
+// coordinates only gives every shard the partial sums, to the bit, that
+// the full point gives, for every kind of pass.
+func TestLivePointsGiveTheSameBits(t *testing.T) {
+	for _, classes := range []int{2, 3} {
+		for _, bias := range []float64{-1, 1} {
+			t.Run(fmt.Sprintf("%d classes, bias %v", classes, bias), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(5, uint64(classes)))
+				obj := objectiveOf(t, writeFile(t, spreadData(rng, 200, classes)), 3, 1, 0.01, bias, false)
+				order, K := problems(obj)
+				local := obj.Backend.(*Local)
+				if err := local.SetClasses(order); err != nil {
+					t.Fatal(err)
+				}
+				dim := obj.Dim()
+				bitsOf := LiveBits(local.Meta(), obj.Features, dim)
+				if bitsOf == nil {
+					t.Fatal("LiveBits left nothing out of data with two thirds dead")
+				}
+				m, err := NewLiveMap(bitsOf, dim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				live := m.Indices()
+				if live[len(live)-1] != dim-1 && bias >= 0 {
+					t.Fatalf("the bias coordinate %d is not live: %v", dim-1, live)
+				}
+				full := func() [][]float64 {
+					x := make([][]float64, K)
+					for k := range x {
+						x[k] = make([]float64, dim)
+						for _, j := range live {
+							x[k][j] = rng.NormFloat64()
+						}
+					}
+					return x
+				}
+				compact := func(x [][]float64) [][]float64 {
+					out := make([][]float64, len(x))
+					for k := range x {
+						for _, j := range live {
+							out[k] = append(out[k], x[k][j])
+						}
+					}
+					return out
+				}
+				x, v := full(), full()
+				px, pv := obj.Point(x), obj.Point(v)
+				lx, lv := NewPoint(compact(x), bias, m.Len()-1), NewPoint(compact(v), bias, m.Len()-1)
+				if bias < 0 {
+					lx, lv = NewPoint(compact(x), bias, m.Len()), NewPoint(compact(v), bias, m.Len())
+				}
+				lx.Live, lv.Live = m, m
+				if err := CheckLive(local.Shards, m); err != nil {
+					t.Fatal(err)
+				}
+				var sc Scratch
+				for _, s := range local.Shards {
+					for _, op := range []Op{OpEval, OpEvalDiag, OpHessVec} {
+						var want, got Partial
+						switch op {
+						case OpEval:
+							s.Eval(px, &sc, &want)
+							s.Eval(lx, &sc, &got)
+						case OpEvalDiag:
+							s.EvalDiag(px, &sc, &want)
+							s.EvalDiag(lx, &sc, &got)
+						case OpHessVec:
+							s.HessVec(px, pv, &sc, &want)
+							s.HessVec(lx, lv, &sc, &got)
+						}
+						if !slices.Equal(got.Loss, want.Loss) || !slices.Equal(got.BiasGrad, want.BiasGrad) || !slices.Equal(got.Grad, want.Grad) {
+							t.Errorf("shard %d, op %d: partial at the live point differs from the full point's", s.ID, op)
+						}
+					}
+				}
+				want, err := local.Tally(px)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := local.Tally(lx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got.Correct, want.Correct) || !slices.Equal(got.Rows, want.Rows) {
+					t.Errorf("tally at the live point %v, at the full point %v", got, want)
+				}
+			})
+		}
+	}
+}
+
+// TestLiveMapRefusesWhatItCannotHold: a map must cover the full length
+// exactly, and a shard with a column the map does not carry is refused.
+func TestLiveMapRefusesWhatItCannotHold(t *testing.T) {
+	for _, c := range []struct {
+		bits []uint64
+		full int
+		ok   bool
+	}{
+		{[]uint64{0b1011}, 4, true},
+		{[]uint64{0b1011}, 70, false}, // one word for 70 coordinates
+		{[]uint64{0b11011}, 4, false}, // bit 4 past the end
+		{[]uint64{1, 1 << 5}, 70, true},
+		{nil, 0, false},
+	} {
+		m, err := NewLiveMap(c.bits, c.full)
+		if (err == nil) != c.ok {
+			t.Errorf("NewLiveMap(%b, %d): %v", c.bits, c.full, err)
+		}
+		if err == nil && m.Len() != len(m.Indices()) {
+			t.Errorf("NewLiveMap(%b, %d): Len %d, Indices %v", c.bits, c.full, m.Len(), m.Indices())
+		}
+	}
+	path := writeFile(t, "1 1:1 3:2\n2 2:1\n")
+	info, err := Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, err := Load(path, Layout(info.Size, 1), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := NewLiveMap([]uint64{0b101}, 3) // features 1 and 3, not 2
+	if err := CheckLive(shards, m); err == nil || !strings.Contains(err.Error(), "feature 2") {
+		t.Fatalf("a shard with feature 2 at a point without it: %v", err)
+	}
+}
