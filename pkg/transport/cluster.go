@@ -83,8 +83,8 @@ type Cluster struct {
 	asm      Assembler // results; their payloads go back to it
 	pointBuf []byte
 	chunks   chunker
-	decoded  []*shard.Partial
-	reuse    []*shard.Partial
+	decoded  []*decodedPartial
+	reuse    []*decodedPartial
 	viewed   [][]byte
 
 	// The last round's point, by its stamp, and the workers live when it
@@ -576,14 +576,14 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 			node, _ = shard.NodeFromWire(uint32(m.shard), len(c.owner)) // checked on arrival
 			id = node.Index
 		}
-		var into *shard.Partial
+		var into *decodedPartial
 		if n := len(c.reuse); n > 0 {
 			into, c.reuse = c.reuse[n-1], c.reuse[:n-1]
 		} else {
-			into = new(shard.Partial)
+			into = new(decodedPartial)
 		}
 		c.decoded = append(c.decoded, into)
-		p, err := DecodePartialInto(id, m.payload, into)
+		p, err := DecodePartialInto(id, m.payload, &into.Partial, &into.grad)
 		if err != nil {
 			c.bad.add(err, m.kind)
 			return nil
@@ -596,6 +596,13 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 		return add(p)
 	}
 	return nil
+}
+
+// decodedPartial is a result decoded in a round, with the memory its
+// gradient was laid out in when it came sparse.
+type decodedPartial struct {
+	shard.Partial
+	grad []float64
 }
 
 func sameMeta(a, b *shard.Meta) bool {

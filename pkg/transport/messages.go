@@ -3,6 +3,7 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 
@@ -242,58 +243,108 @@ func checkLive(full uint32, live []uint64, dim int) error {
 }
 
 // EncodePartial lays out one shard's partial sums: the four vectors'
-// lengths, then their values and the compute time, every float64 8-byte
-// aligned from the payload's start so that they are read in place.
+// lengths and the gradient's bitmap size, then their values and the
+// compute time, every float64 8-byte aligned from the payload's start so
+// that they are read in place.
+//
+// The gradient goes as its entries that are not +0, after a bitmap of
+// which they are, when at least a quarter are +0: a column's entry is +0
+// in a problem where no row holding it is active, and near news20.t's
+// optimum three quarters of a node sum's entries are, while sums are the
+// bulk of what goes up. -0 goes as a value, so decoding gives back the
+// sums to the bit.
 func EncodePartial(p *shard.Partial) []byte { return AppendPartial(nil, p) }
+
+// A gradient goes sparse when at least 1/sparseShare of it is +0.
+const sparseShare = 4
+
+// wholeGradients, set by tests, sends every gradient whole.
+var wholeGradients = false
+
+// sparseLayout is the size of the bitmap of g's entries that are not +0
+// (0 when g goes whole) and how many values g sends.
+func sparseLayout(g []float64) (words, values int) {
+	zeros := 0
+	for _, x := range g {
+		if math.Float64bits(x) == 0 {
+			zeros++
+		}
+	}
+	if wholeGradients || len(g) < 64 || zeros*sparseShare < len(g) {
+		return 0, len(g)
+	}
+	return (len(g) + 63) / 64, len(g) - zeros
+}
 
 // AppendPartial is EncodePartial appending to dst.
 func AppendPartial(dst []byte, p *shard.Partial) []byte {
-	e := enc{b: slices.Grow(dst, 16+8*(2*len(p.Loss)+len(p.Grad)+len(p.Hess)+1))}
-	e.partialHead(p)
-	for _, v := range partialVectors(p) {
-		e.rawF64s(v)
+	words, values := sparseLayout(p.Grad)
+	e := enc{b: slices.Grow(dst, 24+8*(2*len(p.Loss)+words+values+len(p.Hess)+1))}
+	e.partialHead(p, words)
+	e.rawF64s(p.Loss)
+	e.rawF64s(p.BiasGrad)
+	if words == 0 {
+		e.rawF64s(p.Grad)
+	} else {
+		for w := range words {
+			var word uint64
+			for i, x := range p.Grad[64*w : min(64*w+64, len(p.Grad))] {
+				if math.Float64bits(x) != 0 {
+					word |= 1 << i
+				}
+			}
+			e.u64(word)
+		}
+		for _, x := range p.Grad {
+			if math.Float64bits(x) != 0 {
+				e.f64(x)
+			}
+		}
 	}
+	e.rawF64s(p.Hess)
 	e.f64(p.Seconds)
 	return e.b
 }
 
-func partialVectors(p *shard.Partial) [][]float64 {
-	return [][]float64{p.Loss, p.BiasGrad, p.Grad, p.Hess}
-}
-
-func (e *enc) partialHead(p *shard.Partial) {
-	for _, v := range partialVectors(p) {
+func (e *enc) partialHead(p *shard.Partial, words int) {
+	for _, v := range [][]float64{p.Loss, p.BiasGrad, p.Grad, p.Hess} {
 		e.u32(uint32(len(v)))
 	}
+	e.u32(uint32(words))
+	e.u32(0) // the values start 8-byte aligned
 }
 
 // partialPieces is AppendPartial's payload as pieces that view p's
 // vectors rather than copy them (on little-endian machines): a worker
 // sends a node sum of a million columns and keeps it for resends without
-// a second copy. The pieces are valid while p's memory is.
-func partialPieces(p *shard.Partial) [][]byte {
-	if !littleEndian {
-		return [][]byte{AppendPartial(nil, p)}
+// a second copy. The pieces are valid while p's memory is. A sparse
+// gradient is laid out in buf's memory instead, as one piece.
+func partialPieces(p *shard.Partial, buf []byte) [][]byte {
+	if words, _ := sparseLayout(p.Grad); !littleEndian || words > 0 {
+		return [][]byte{AppendPartial(buf[:0], p)}
 	}
 	var head, tail enc
-	head.partialHead(p)
+	head.partialHead(p, 0)
 	tail.f64(p.Seconds)
 	pieces := [][]byte{head.b}
-	for _, v := range partialVectors(p) {
+	for _, v := range [][]float64{p.Loss, p.BiasGrad, p.Grad, p.Hess} {
 		pieces = append(pieces, f64Bytes(v))
 	}
 	return append(pieces, tail.b)
 }
 
 // DecodePartial reads a partial for shard id.
-func DecodePartial(id int, b []byte) (*shard.Partial, error) { return DecodePartialInto(id, b, nil) }
+func DecodePartial(id int, b []byte) (*shard.Partial, error) {
+	return DecodePartialInto(id, b, nil, nil)
+}
 
 // DecodePartialInto is DecodePartial into p (p may be nil): the
 // coordinator decodes each round's partials into the last round's. The
 // vectors are views of b where f64View allows, so b must then stay
 // untouched while p is used; elsewhere they are fresh copies (never p's
-// old vectors, which may view a payload since put to other use).
-func DecodePartialInto(id int, b []byte, p *shard.Partial) (*shard.Partial, error) {
+// old vectors, which may view a payload since put to other use). A sparse
+// gradient is laid out whole in *grad's memory (grad may be nil).
+func DecodePartialInto(id int, b []byte, p *shard.Partial, grad *[]float64) (*shard.Partial, error) {
 	if p == nil {
 		p = new(shard.Partial)
 	}
@@ -302,22 +353,51 @@ func DecodePartialInto(id int, b []byte, p *shard.Partial) (*shard.Partial, erro
 	for i := range n {
 		n[i] = uint64(d.u32())
 	}
+	words, pad := uint64(d.u32()), d.u32()
 	if d.err != nil {
 		return nil, d.err
 	}
-	if 8*(n[0]+n[1]+n[2]+n[3]+1) != uint64(d.left()) {
+	if pad != 0 || (words != 0 && words != (n[2]+63)/64) {
+		return nil, fmt.Errorf("transport: partial: a bitmap of %d words for a gradient of %d", words, n[2])
+	}
+	sent := n[2] // gradient values that travel
+	if words > 0 {
+		sent = 0
+		if 8*(n[0]+n[1]+words) > uint64(d.left()) {
+			return nil, errTruncated
+		}
+	}
+	if words == 0 && 8*(n[0]+n[1]+n[2]+n[3]+1) != uint64(d.left()) {
 		return nil, fmt.Errorf("transport: partial: vectors of %d, %d, %d and %d values do not match %d bytes", n[0], n[1], n[2], n[3], d.left())
 	}
-	var vecs [4][]float64
-	for i := range vecs {
-		v, ok := d.viewF64s(int(n[i]))
+	vec := func(n uint64) []float64 {
+		v, ok := d.viewF64s(int(n))
 		if !ok {
-			v = make([]float64, n[i])
+			v = make([]float64, n)
 			d.rawF64s(v)
 		}
-		vecs[i] = v
+		return v
 	}
-	*p = shard.Partial{Shard: id, Loss: vecs[0], BiasGrad: vecs[1], Grad: vecs[2], Hess: vecs[3]}
+	*p = shard.Partial{Shard: id, Loss: vec(n[0]), BiasGrad: vec(n[1])}
+	var bitmap []uint64
+	if words > 0 {
+		bitmap = make([]uint64, words)
+		for w := range bitmap {
+			bitmap[w] = d.u64()
+			sent += uint64(bits.OnesCount64(bitmap[w]))
+		}
+		if r := n[2] % 64; r != 0 && bitmap[words-1]>>r != 0 {
+			return nil, errors.New("transport: partial: bitmap past the gradient's end")
+		}
+		if 8*(sent+n[3]+1) != uint64(d.left()) {
+			return nil, fmt.Errorf("transport: partial: %d gradient and %d Hessian values do not match %d bytes", sent, n[3], d.left())
+		}
+	}
+	p.Grad = vec(sent)
+	if words > 0 {
+		p.Grad = expand(p.Grad, bitmap, int(n[2]), grad)
+	}
+	p.Hess = vec(n[3])
 	p.Seconds = d.f64()
 	if err := d.done(); err != nil {
 		return nil, err
@@ -329,6 +409,30 @@ func DecodePartialInto(id int, b []byte, p *shard.Partial) (*shard.Partial, erro
 		return nil, errors.New("transport: partial: compute time out of range")
 	}
 	return p, nil
+}
+
+// expand lays out the values of a sparse gradient of n entries, those of
+// bitmap's set bits in order, in *buf's memory (buf may be nil), +0
+// elsewhere.
+func expand(vals []float64, bitmap []uint64, n int, buf *[]float64) []float64 {
+	var out []float64
+	if buf != nil && cap(*buf) >= n {
+		out = (*buf)[:n]
+		clear(out)
+	} else {
+		out = make([]float64, n)
+		if buf != nil {
+			*buf = out
+		}
+	}
+	i := 0
+	for w, word := range bitmap {
+		for ; word != 0; word &= word - 1 {
+			out[64*w+bits.TrailingZeros64(word)] = vals[i]
+			i++
+		}
+	}
+	return out
 }
 
 // EncodeMeta lays out a shard's description, tagged with the worker.

@@ -133,12 +133,12 @@ func TestDecodingInPlace(t *testing.T) {
 			want.Grad[j] = float64(n * j)
 		}
 		enc := AppendPartial(nil, want)
-		if !bytes.Equal(slices.Concat(partialPieces(want)...), enc) {
+		if !bytes.Equal(slices.Concat(partialPieces(want, nil)...), enc) {
 			t.Fatalf("partial of %d: its pieces differ from its encoding", n)
 		}
 		for _, b := range [][]byte{enc, misaligned(enc)} {
 			oldGrad := into.Grad
-			got, err := DecodePartialInto(3, b, &into)
+			got, err := DecodePartialInto(3, b, &into, nil)
 			if err != nil || got != &into || !slices.Equal(got.Grad, want.Grad) || !slices.Equal(got.Loss, want.Loss) ||
 				!slices.Equal(got.BiasGrad, want.BiasGrad) || !slices.Equal(got.Hess, want.Hess) || got.Seconds != want.Seconds || got.Shard != 3 || got.Group {
 				t.Fatalf("partial of %d: %v %+v", n, err, got)
@@ -211,13 +211,13 @@ func TestPiecesAreThePayload(t *testing.T) {
 		{Loss: []float64{1}, BiasGrad: []float64{0}},
 	} {
 		want := EncodePartial(p)
-		if got := bytes.Join(partialPieces(p), nil); !bytes.Equal(got, want) {
+		if got := bytes.Join(partialPieces(p, nil), nil); !bytes.Equal(got, want) {
 			t.Fatalf("pieces %x, encoding %x", got, want)
 		}
 		for _, size := range []int{HeaderSize + 1, HeaderSize + 7, HeaderSize + 1000} {
 			var c chunker
 			var got [][]byte
-			c.sendPieces(KindGroup, 7, 2, 3, partialPieces(p), size, func(b []byte) error { got = append(got, slices.Clone(b)); return nil })
+			c.sendPieces(KindGroup, 7, 2, 3, partialPieces(p, nil), size, func(b []byte) error { got = append(got, slices.Clone(b)); return nil })
 			if w := chunksOf(t, KindGroup, 2, 3, want, size); !reflect.DeepEqual(got, w) {
 				t.Fatalf("chunks of %d bytes differ from the encoding's", size)
 			}
@@ -386,6 +386,9 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}}))
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}, Hess: []float64{1, 2, 3}}))
+	sparse := make([]float64, 70)
+	sparse[3], sparse[66] = 1, -2
+	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: sparse}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: opHessVecAt, Labels: []float64{1, -1}, Stamp: 3, V: [][]float64{{1, 2}}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{1, 1}, X: [][]float64{{1, 2}}}))
@@ -418,8 +421,23 @@ func FuzzDecodeMessages(f *testing.F) {
 				t.Fatalf("in pieces: %v, %v; whole: %v, %v", q, qerr, p, err)
 			}
 		case 1:
-			if p, err := DecodePartial(0, b); err == nil && len(p.Loss) != len(p.BiasGrad) {
+			p, err := DecodePartial(0, b)
+			if err != nil {
+				return
+			}
+			if len(p.Loss) != len(p.BiasGrad) {
 				t.Fatal("inconsistent partial accepted")
+			}
+			// What decodes encodes again (sparse or whole) to the same
+			// gradient, bit for bit.
+			q, err := DecodePartial(0, EncodePartial(p))
+			if err != nil || len(q.Grad) != len(p.Grad) {
+				t.Fatalf("re-encoded partial: %v", err)
+			}
+			for j := range p.Grad {
+				if math.Float64bits(q.Grad[j]) != math.Float64bits(p.Grad[j]) {
+					t.Fatalf("entry %d re-encoded as %v, was %v", j, q.Grad[j], p.Grad[j])
+				}
 			}
 		case 2:
 			if _, m, err := DecodeMeta(0, b); err == nil {
@@ -431,4 +449,87 @@ func FuzzDecodeMessages(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSparseGradients: gradients with enough +0 entries travel as a
+// bitmap and the other values, in fewer bytes, and decode to the same
+// bits (-0 and NaN included), in the memory given or fresh.
+func TestSparseGradients(t *testing.T) {
+	negZero := math.Copysign(0, -1)
+	mk := func(n int, zeroEvery int) []float64 {
+		g := make([]float64, n)
+		for j := range g {
+			switch {
+			case j%zeroEvery == 0:
+				g[j] = float64(j) + 0.5
+			case j == 7:
+				g[j] = negZero
+			case j == 9:
+				g[j] = math.NaN()
+			}
+		}
+		return g
+	}
+	for _, c := range []struct {
+		name   string
+		grad   []float64
+		sparse bool
+	}{
+		{"dense", mk(300, 1), false},
+		{"a quarter set", mk(300, 4), true},
+		{"a third set", mk(300, 3), true},
+		{"short", mk(40, 4), false},            // under 64 entries: whole
+		{"past a word", mk(129, 8), true},      // a last word of one bit
+		{"all +0", make([]float64, 200), true}, // a bitmap alone
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &shard.Partial{Loss: []float64{1, 2}, BiasGrad: []float64{3, 4}, Grad: c.grad, Hess: []float64{5}, Seconds: 0.5}
+			enc := EncodePartial(p)
+			whole := 8 * (len(p.Grad) + 6)
+			if sparse := len(enc) < whole; sparse != c.sparse {
+				t.Fatalf("%d bytes for a gradient of %d entries: sparse %v, want %v", len(enc), len(p.Grad), sparse, c.sparse)
+			}
+			if !bytes.Equal(bytes.Join(partialPieces(p, make([]byte, 3)), nil), enc) {
+				t.Fatal("pieces differ from the encoding")
+			}
+			buf := make([]float64, 5, 1000)
+			for _, into := range []*[]float64{nil, &buf} {
+				for _, b := range [][]byte{enc, misaligned(enc)} {
+					got, err := DecodePartialInto(3, b, nil, into)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for j := range p.Grad {
+						if math.Float64bits(got.Grad[j]) != math.Float64bits(p.Grad[j]) {
+							t.Fatalf("entry %d: %v, want %v", j, got.Grad[j], p.Grad[j])
+						}
+					}
+					if len(got.Grad) != len(p.Grad) || !slices.Equal(got.Hess, p.Hess) || !slices.Equal(got.Loss, p.Loss) || got.Seconds != 0.5 {
+						t.Fatalf("decoded %+v", got)
+					}
+					if c.sparse && into != nil && &got.Grad[0] != &buf[:1][0] {
+						t.Fatal("a sparse gradient was not laid out in the memory given")
+					}
+				}
+			}
+		})
+	}
+	// Lies about the bitmap are refused.
+	p := &shard.Partial{Loss: []float64{1}, BiasGrad: []float64{2}, Grad: mk(100, 4)}
+	enc := EncodePartial(p)
+	// The head is six uint32s (the fifth the bitmap's words), then Loss
+	// and BiasGrad; the bitmap's second word covers entries 64-127.
+	second := 24 + 8 + 8 + 8
+	for name, lie := range map[string]func([]byte){
+		"words":        func(b []byte) { binary.LittleEndian.PutUint32(b[16:], 3) },
+		"padding":      func(b []byte) { binary.LittleEndian.PutUint32(b[20:], 1) },
+		"past the end": func(b []byte) { b[second+7] |= 0x80 }, // entry 127 of 100
+		"one bit more": func(b []byte) { b[second] |= 0x02 },   // entry 65: +0, now claimed
+	} {
+		b := bytes.Clone(enc)
+		lie(b)
+		if _, err := DecodePartial(0, b); err == nil {
+			t.Errorf("%s: a lying bitmap decoded", name)
+		}
+	}
 }

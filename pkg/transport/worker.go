@@ -82,6 +82,8 @@ type Worker struct {
 	round    uint64
 	answered map[int][]byte            // this round's encoded partials, for resends
 	sums     map[shard.NodeID][][]byte // this round's node sums as sent, for resends
+	laidOut  [][]byte                  // memory of this round's sums sent sparse
+	spare    [][]byte                  // and of the last rounds', free again
 	total    int                       // shards in the job
 	groups   map[int]*shard.Group
 	comb     *shard.Combiner // sums the tree's nodes this worker holds whole
@@ -483,8 +485,17 @@ func (w *Worker) rebuildLocal() {
 func (w *Worker) sendNode(id shard.NodeID, sum *shard.Partial) error {
 	sum.Seconds = time.Since(w.started).Seconds()
 	// The sum's memory is not written again before the next round, so
-	// the message is sent, and kept for resends, as views of it.
-	pieces := partialPieces(sum)
+	// the message is sent, and kept for resends, as views of it; or, when
+	// its gradient goes sparse, laid out in memory of its own that serves
+	// again from the next round on.
+	var buf []byte
+	if n := len(w.spare); n > 0 {
+		buf, w.spare = w.spare[n-1], w.spare[:n-1]
+	}
+	pieces := partialPieces(sum, buf)
+	if len(pieces) == 1 {
+		w.laidOut = append(w.laidOut, pieces[0])
+	}
 	w.sums[id] = pieces
 	w.publishUp(KindGroup, w.round, id.Wire(), pieces...)
 	return nil
@@ -545,6 +556,7 @@ func (w *Worker) onPoint(m roundMsg) {
 		return
 	}
 	w.round, w.point, w.answered, w.sums = m.round, p, map[int][]byte{}, map[shard.NodeID][][]byte{}
+	w.spare, w.laidOut = append(w.spare, w.laidOut...), w.laidOut[:0]
 	if !slices.Equal(p.Labels, w.order) {
 		w.order = p.Labels
 		for _, s := range w.shards {
