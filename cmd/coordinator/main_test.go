@@ -139,7 +139,7 @@ func TestRunReportsBadInput(t *testing.T) {
 		{"nan", "1 1:nan\n-1 2:1\n", nil, "nan:1: index 1: value is NaN"},
 		{"qid", "1 qid:3 1:1\n", nil, "qid:1: qid is not supported"},
 		{"index-overflow", "1 4294967296:1\n", nil, "index-overflow:1: index 4294967296 out of range"},
-		{"huge-index", "1 1:1\n-1 4294967295:1\n", nil, "needs about 256.0 GiB"}, // the model alone is 32 GiB
+		{"huge-index", "1 1:1\n-1 4294967295:1\n", nil, "needs about 64.0 GiB"}, // the model alone is 32 GiB
 		{"one-class", "1 1:1\n1 2:1\n", nil, "one-class: only one class"},
 		{"empty", "", nil, "empty: no data lines"},
 		{"comments-only", "# nothing\n\n", nil, "comments-only: no data lines"},

@@ -171,7 +171,7 @@ func run(o *options) error {
 		zap.Float64s("objective", res.Primal), zap.Int("converged", conv), zap.Int("problems", len(res.Primal)),
 		zap.Duration("load", loaded), zap.Duration("first_gradient", trainStart.Sub(start)+res.FirstGradient), zap.Duration("train", trainTime),
 		zap.Duration("compute", compute), zap.Duration("communication", comm), zap.Duration("method_time", trainTime-res.PassTime)}
-	if t, err := backend.Tally(res.Obj.Point(res.Model.W)); err == nil {
+	if t, err := backend.Tally(res.Obj.ModelPoint(res.Model.W)); err == nil {
 		rows, correct := t.Total()
 		fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(rows)))
 	}

@@ -59,7 +59,7 @@ func run(dataPath, modelPath string, c float64) error {
 	for k := range f {
 		fmt.Printf("problem %d objective %s\n", k, strconv.FormatFloat(f[k]/obj.Lambda, 'g', 17, 64))
 	}
-	t, err := obj.Backend.Tally(obj.Point(m.W))
+	t, err := obj.Backend.Tally(obj.ModelPoint(m.W))
 	if err != nil {
 		return err
 	}

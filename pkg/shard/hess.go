@@ -29,8 +29,11 @@ func HessAt(dim, a, b int) int { return a*dim - a*(a-1)/2 + b - a }
 // the gradient; the method asks for it only where that, and the solve,
 // cost less than the CG steps it saves.
 func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
-	dim := len(p.W[0])
-	if features := dim - btoi(p.Bias >= 0); int(s.MaxIndex) > features {
+	dim, full := len(p.W[0]), len(p.W[0])
+	if p.Live != nil {
+		full = p.Live.Full
+	}
+	if features := full - btoi(p.Bias >= 0); int(s.MaxIndex) > features {
 		// The updates below write unchecked.
 		panic(fmt.Sprintf("shard %d: feature %d beyond the point's %d", s.ID, s.MaxIndex, features))
 	}
@@ -41,7 +44,7 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
 	// Eval's margins, from its gather: only active rows are read again.
 	sc.z = grow(sc.z, s.Rows())
 	s.rowMargins(sc.wl[:s.Cols.Len()], sc.z)
-	sc.cols = s.Cols.Append(sc.cols[:0])
+	sc.cols = s.colsFor(p).Append(sc.cols[:0])
 	global := sc.cols
 	r := s.rowsFor(p, 0)
 	ones := s.Values == Ones

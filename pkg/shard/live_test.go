@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -150,5 +151,89 @@ func TestLiveMapRefusesWhatItCannotHold(t *testing.T) {
 	m, _ := NewLiveMap([]uint64{0b101}, 3) // features 1 and 3, not 2
 	if err := CheckLive(shards, m); err == nil || !strings.Contains(err.Error(), "feature 2") {
 		t.Fatalf("a shard with feature 2 at a point without it: %v", err)
+	}
+}
+
+// TestObjectiveOverLiveCoordinates: every kind of pass of an objective
+// that left the dead coordinates out gives, bit for bit, the live entries
+// of the same pass over all coordinates with the dead ones at 0.
+func TestObjectiveOverLiveCoordinates(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	path := writeFile(t, spreadData(rng, 300, 3))
+	full := objectiveOf(t, path, 3, 2, 0.01, 1, false)
+	order, K := problems(full)
+	if err := full.Backend.SetClasses(order); err != nil {
+		t.Fatal(err)
+	}
+	live := objectiveOf(t, path, 3, 2, 0.01, 1, false)
+	if err := live.Backend.SetClasses(order); err != nil {
+		t.Fatal(err)
+	}
+	idx := live.LeaveOutDead()
+	dim, n := full.Dim(), live.Dim()
+	if idx == nil || n != len(idx) || n != 31 {
+		t.Fatalf("%d live coordinates (%d positions), want 30 features and the bias", n, len(idx))
+	}
+	vecs := func(length int) [][]float64 {
+		out := make([][]float64, K)
+		for k := range out {
+			out[k] = make([]float64, length)
+		}
+		return out
+	}
+	x, v := vecs(n), vecs(n)
+	fx, fv := vecs(dim), vecs(dim)
+	for k := range x {
+		for i, j := range idx {
+			x[k][i], v[k][i] = rng.NormFloat64()/10, rng.NormFloat64()
+			fx[k][j], fv[k][j] = x[k][i], v[k][i]
+		}
+	}
+	ks := []int{2, 0}
+	same := func(what string, got, want [][]float64) {
+		t.Helper()
+		for k := range got {
+			for i, j := range idx {
+				if math.Float64bits(got[k][i]) != math.Float64bits(want[k][j]) {
+					t.Fatalf("%s of problem %d, coordinate %d: %v, the full pass's %v", what, ks[k], j, got[k][i], want[k][j])
+				}
+			}
+		}
+	}
+	pick := func(xs [][]float64) [][]float64 { return [][]float64{xs[2], xs[0]} }
+	f, wf := make([]float64, 2), make([]float64, 2)
+	g, wg, d, wd := vecs(n)[:2], vecs(dim)[:2], vecs(n)[:2], vecs(dim)[:2]
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	check(live.EvalSome(ks, pick(x), f, g))
+	check(full.EvalSome(ks, pick(fx), wf, wg))
+	if !slices.Equal(f, wf) {
+		t.Fatalf("values %v, the full pass's %v", f, wf)
+	}
+	same("gradient", g, wg)
+
+	check(live.HessVecSome(ks, pick(x), pick(v), g))
+	check(full.HessVecSome(ks, pick(fx), pick(fv), wg))
+	same("Hessian-vector product", g, wg)
+
+	check(live.EvalDiagSome(ks, pick(x), f, g, d))
+	check(full.EvalDiagSome(ks, pick(fx), wf, wg, wd))
+	same("gradient with the diagonal", g, wg)
+	same("diagonal", d, wd)
+
+	h, wh := [][]float64{make([]float64, n*n)}, [][]float64{make([]float64, dim*dim)}
+	check(live.EvalHessSome(ks[:1], pick(x)[:1], f, g[:1], h))
+	check(full.EvalHessSome(ks[:1], pick(fx)[:1], wf, wg[:1], wh))
+	for a, ja := range idx {
+		for c, jc := range idx {
+			if math.Float64bits(h[0][a*n+c]) != math.Float64bits(wh[0][ja*dim+jc]) {
+				t.Fatalf("Hessian entry (%d, %d) is %g, the full pass's %g", ja, jc, h[0][a*n+c], wh[0][ja*dim+jc])
+			}
+		}
 	}
 }

@@ -71,6 +71,9 @@ type Objective struct {
 	Holdout int
 
 	cols [][]uint32
+	// live, when set, is the coordinates the objective works over (see
+	// LeaveOutDead); cols are then positions among them.
+	live *LiveMap
 	sum  Sum
 	// The last stamped point and its stamp (see Point.Stamp).
 	lastKs    []int
@@ -107,17 +110,69 @@ func Groups(cols [][]uint32) []*Group {
 	return out
 }
 
-// Dim is the length of each problem's vector: the features, plus the bias.
-func (o *Objective) Dim() int {
+// LeaveOutDead makes the objective work over the coordinates of features
+// some row holds, and the bias, when enough others are dead (see
+// LiveBits): its vectors, and the points workers get, hold those only.
+// It returns their positions in the full vectors, or nil when it changed
+// nothing. Call it before any pass.
+func (o *Objective) LeaveOutDead() []int {
+	full := o.fullDim()
+	b := LiveBits(o.Backend.Meta(), o.Features, full)
+	if b == nil {
+		return nil
+	}
+	live, err := NewLiveMap(b, full)
+	if err != nil {
+		return nil // LiveBits sizes b for full: not reached
+	}
+	for i, cols := range o.cols {
+		ranked := make([]uint32, len(cols))
+		for l, c := range cols {
+			ranked[l], _ = live.rank(c) // LiveBits set every shard's columns
+		}
+		o.cols[i] = ranked
+	}
+	release := o.red.Release
+	o.red = NewReducer(o.cols)
+	o.red.Release = release
+	o.live = live
+	return live.Indices()
+}
+
+// fullDim is the length of a model's vectors: the features, plus the bias.
+func (o *Objective) fullDim() int {
 	if o.Bias >= 0 {
 		return o.Features + 1
 	}
 	return o.Features
 }
 
-// Point views x as a kernel point.
+// Dim is the length of each problem's vector: the (live) features, plus
+// the bias.
+func (o *Objective) Dim() int {
+	if o.live != nil {
+		return o.live.Len()
+	}
+	return o.fullDim()
+}
+
+// features is how many of a vector's coordinates are features': the bias
+// weight, if any, sits there.
+func (o *Objective) features() int {
+	return o.Dim() - btoi(o.Bias >= 0)
+}
+
+// Point views x, vectors of Dim coordinates, as a kernel point.
 func (o *Objective) Point(x [][]float64) *Point {
-	p := NewPoint(x, o.Bias, o.Features)
+	p := NewPoint(x, o.Bias, o.features())
+	p.Weights, p.Holdout, p.Live = o.Weights, o.Holdout, o.live
+	return p
+}
+
+// ModelPoint views a model's weights, vectors of every feature, as a
+// kernel point for this objective's data, class weights and held-out fold.
+func (o *Objective) ModelPoint(w [][]float64) *Point {
+	p := NewPoint(w, o.Bias, o.Features)
 	p.Weights, p.Holdout = o.Weights, o.Holdout
 	return p
 }
@@ -187,7 +242,7 @@ func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]
 		o.sum.Hess = grow(o.sum.Hess, HessLen(o.Dim()))
 	}
 	for k := range out {
-		o.sum.Grad = append(o.sum.Grad, out[k][:o.Features])
+		o.sum.Grad = append(o.sum.Grad, out[k][:o.features()])
 	}
 	red := o.red
 	red.Reset(&o.sum)
@@ -214,7 +269,7 @@ func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]
 	}
 	if o.Bias >= 0 {
 		for k := range out {
-			out[k][o.Features] = o.sum.BiasGrad[k]
+			out[k][o.features()] = o.sum.BiasGrad[k]
 		}
 	}
 	return o.sum.Loss, nil

@@ -60,7 +60,7 @@ func CrossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model)
 		if c.Init != nil && weightDistance(c.Init, res.Model) > 1e-15 {
 			out.Unchanged = false
 		}
-		t, err := b.Tally(res.Obj.Point(res.Model.W)) // the objective holds fold f out
+		t, err := b.Tally(res.Obj.ModelPoint(res.Model.W)) // the objective holds fold f out
 		if err != nil {
 			return nil, err
 		}

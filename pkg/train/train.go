@@ -132,6 +132,10 @@ func problemWeights(ws []ClassWeight, labels []int) (out []float64, unknown []in
 	return out, unknown
 }
 
+// keepDead makes every problem keep all its coordinates, dead ones
+// included (see shard.Objective.LeaveOutDead): tests compare the two.
+var keepDead = false
+
 // Train fits the model on the backend's shards.
 func Train(b shard.Backend, cfg Config) (*Result, error) {
 	start := time.Now()
@@ -197,14 +201,14 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	obj := shard.NewObjective(b, features, lambda, cfg.Bias)
 	obj.Rows, obj.Weights, obj.Holdout = rows, weights, cfg.Holdout
 	timed := &timedObjective{Objective: obj}
+	// The methods see n coordinates of a model's dim: the live ones (see
+	// shard.Objective.LeaveOutDead), or all of them.
 	dim := obj.Dim()
-	// The methods see n coordinates: the live ones, or all of them.
-	var eval objective = timed
-	n := dim
-	live := liveCoords(metas, features, dim)
-	if live != nil {
-		eval, n = newLiveObjective(timed, live), len(live)
+	var live []int
+	if !keepDead {
+		live = obj.LeaveOutDead()
 	}
+	n := obj.Dim()
 	if need := StateBytes(dim, n, K); cfg.MaxBytes > 0 && need > cfg.MaxBytes {
 		return nil, fmt.Errorf("largest feature index %d (%d of them in the data) with %d problem(s) needs about %s for the model and the optimiser's state; only %s is available",
 			features, n, K, human(need), human(cfg.MaxBytes))
@@ -245,9 +249,9 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 			for k := range d0 {
 				d0[k] = make([]float64, n)
 			}
-			err = eval.EvalDiagSome(nil, zero, f0, g0, d0)
+			err = timed.EvalDiagSome(nil, zero, f0, g0, d0)
 		} else {
-			err = eval.Eval(zero, f0, g0)
+			err = timed.Eval(zero, f0, g0)
 		}
 		if err != nil {
 			return nil, err
@@ -295,19 +299,26 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		if live != nil { // dead coordinates start at their optimum, 0
-			x0 = gathered(x0, live)
+			for k, x := range x0 {
+				x0[k] = make([]float64, n)
+				for i, j := range live {
+					x0[k][i] = x[j]
+				}
+			}
 		}
 	default:
 		settings.F0, settings.G0 = f0, g0
 	}
-	res, err := osgm.Minimize(eval, x0, probs, settings)
+	res, err := osgm.Minimize(timed, x0, probs, settings)
 	if err != nil {
 		return nil, err
 	}
 	if live != nil {
 		for k, x := range res.X {
 			res.X[k] = make([]float64, dim)
-			expandTo(res.X[k], x, live)
+			for i, j := range live {
+				res.X[k][j] = x[i]
+			}
 		}
 	}
 	res.Evals++ // the pass at zero for the tolerance
@@ -321,15 +332,6 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	}
 	return &Result{Method: method, Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent,
 		FirstGradient: firstGradient}, nil
-}
-
-// objective is what Train hands the methods: every kind of pass.
-type objective interface {
-	osgm.Objective
-	osgm.HessVecer
-	osgm.Subsetter
-	osgm.EvalDiager
-	osgm.EvalHesser
 }
 
 // timedObjective measures the time spent in passes over the data (on
@@ -442,11 +444,11 @@ func ObjectiveFor(path string, m *libsvm.Model, c float64, parallel int) (*shard
 
 // The coordinator holds per problem at most methodVectors vectors of the
 // methods' length (L-BFGS's 10 pairs and its iterate, gradient, direction
-// and trial point) and fullVectors of the whole length (the passes'
-// arguments and results, the model).
+// and trial point, the passes' arguments and results) and fullVectors of
+// a model's (the model, and the one it started from).
 const (
-	methodVectors = 24
-	fullVectors   = 8
+	methodVectors = 30
+	fullVectors   = 2
 )
 
 // StateBytes estimates the coordinator's memory for K problems of dim

@@ -93,15 +93,6 @@ type Cluster struct {
 	lastStamp uint64
 	lastLive  []string
 
-	// Points carry the coordinates of features some shard holds, when
-	// enough are dead (shard.LiveBits): liveBits over vectors of liveDim,
-	// liveIdx their positions, and the round's vectors of those in liveX
-	// and liveV.
-	liveDim      int
-	liveBits     []uint64
-	liveIdx      []int
-	liveX, liveV [][]float64
-
 	// Stats for the caller.
 	mu    sync.Mutex
 	stats Stats
@@ -644,42 +635,13 @@ func (c *Cluster) point(op shard.Op, p *shard.Point) (*Point, error) {
 	for _, k := range p.Classes {
 		pt.Classes = append(pt.Classes, uint32(k))
 	}
-	if op != shard.OpEvalHess { // a Hessian pass's layout is the full one
-		pt.X, pt.Live, pt.Full = c.carried(&c.liveX, p.W, p.Bias)
+	if p.Live != nil {
+		pt.Live, pt.Full = p.Live.Bits, uint32(p.Live.Full)
 	}
 	if c.folds > 0 {
 		pt.Folds, pt.Rows, pt.Starts = c.folds, c.rows, c.starts
 	}
 	return pt, nil
-}
-
-// carried is what a point sends of vectors x: their live coordinates,
-// copied into buf, with the bitmap and the full length; or x itself when
-// too few coordinates are dead.
-func (c *Cluster) carried(buf *[][]float64, x [][]float64, bias float64) ([][]float64, []uint64, uint32) {
-	dim := len(x[0])
-	if dim != c.liveDim {
-		features := dim
-		if bias >= 0 {
-			features--
-		}
-		c.liveDim, c.liveBits = dim, shard.LiveBits(c.metas, features, dim)
-		c.liveIdx = shard.SetBits(c.liveBits)
-	}
-	if c.liveBits == nil {
-		return x, nil, 0
-	}
-	for len(*buf) < len(x) {
-		*buf = append(*buf, make([]float64, len(c.liveIdx)))
-	}
-	out := (*buf)[:len(x)]
-	for k, xk := range x {
-		o := out[k][:len(c.liveIdx)]
-		for i, j := range c.liveIdx {
-			o[i] = xk[j]
-		}
-	}
-	return out, c.liveBits, uint32(dim)
 }
 
 // Eval runs one round: broadcast the point, gather every shard's partial.
@@ -689,7 +651,7 @@ func (c *Cluster) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) 
 		return err
 	}
 	if op == shard.OpHessVec {
-		pt.V, _, _ = c.carried(&c.liveV, v.W, p.Bias)
+		pt.V = v.W
 		if p.Stamp != 0 && p.Stamp == c.lastStamp && slices.Equal(c.live(), c.lastLive) {
 			pt.Op = opHessVecAt
 			c.mu.Lock()

@@ -332,13 +332,13 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 		}
 	}
 	// Counting correct predictions is a round of its own kind.
-	tally, err := c.Tally(res.Obj.Point(res.Model.W))
+	tally, err := c.Tally(res.Obj.ModelPoint(res.Model.W))
 	if err != nil {
 		t.Fatal(err)
 	}
 	local := shard.NewLocal(loadShards(t, path, 5), 1)
 	local.SetClasses(shard.LabelOrder(train.Summarize(local.Meta()).Labels))
-	if want, _ := local.Tally(res.Obj.Point(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
+	if want, _ := local.Tally(res.Obj.ModelPoint(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
 		!slices.Equal(tally.Correct, want.Correct) || want.Correct[0] == 0 {
 		t.Fatalf("cluster tallies %+v, in-process %+v", tally, want)
 	}
@@ -483,8 +483,8 @@ func TestPointsCarryLiveCoordinates(t *testing.T) {
 			if c.kill && cl.Stats().Reassignments == 0 {
 				t.Fatalf("no worker was lost (%d records)", records)
 			}
-			if cl.liveBits == nil || len(cl.liveIdx) > 61 {
-				t.Fatalf("points carry %d coordinates, want the 61 live ones", len(cl.liveIdx))
+			if res.Obj.Dim() != 61 {
+				t.Fatalf("the problem has %d coordinates, want the 61 live ones", res.Obj.Dim())
 			}
 			st := cl.Stats()
 			if c.method == "newton" && st.WithoutX == 0 {
@@ -503,13 +503,13 @@ func TestPointsCarryLiveCoordinates(t *testing.T) {
 					t.Fatalf("weight %d differs from the model trained without a bus", j)
 				}
 			}
-			tally, err := cl.Tally(res.Obj.Point(res.Model.W))
+			tally, err := cl.Tally(res.Obj.ModelPoint(res.Model.W))
 			if err != nil {
 				t.Fatal(err)
 			}
 			local := shard.NewLocal(loadShards(t, path, 8), 1)
 			local.SetClasses(shard.LabelOrder(train.Summarize(local.Meta()).Labels))
-			if want, _ := local.Tally(res.Obj.Point(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
+			if want, _ := local.Tally(res.Obj.ModelPoint(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
 				!slices.Equal(tally.Correct, want.Correct) || want.Correct[0] == 0 {
 				t.Fatalf("cluster tallies %+v, in-process %+v", tally, want)
 			}
