@@ -472,6 +472,11 @@ func DecodeMeta(id int, b []byte) (string, *shard.Meta, error) {
 	if len(m.Labels) != len(m.LabelCount) || m.Rows < 0 || m.NNZ < 0 || m.Pairs < 0 {
 		return "", nil, errors.New("transport: meta: sizes differ")
 	}
+	// Columns are zero-based, MaxIndex one-based: the coordinator sizes
+	// the problem by MaxIndex and indexes it by the columns.
+	if n := len(m.Cols); n > 0 && m.Cols[n-1] >= m.MaxIndex {
+		return "", nil, fmt.Errorf("transport: meta: column %d past the largest feature index %d", m.Cols[n-1], m.MaxIndex)
+	}
 	return worker, m, nil
 }
 

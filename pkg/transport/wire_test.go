@@ -308,8 +308,8 @@ func TestMessagesRoundTrip(t *testing.T) {
 		}
 	}
 
-	m := &shard.Meta{Rows: 10, NNZ: 30, Pairs: 55, MaxIndex: 99, NormSq: 2.5, MaxNormSq: 0.75, Labels: []float64{1, -1}, LabelCount: []int{4, 6},
-		Cols: []uint32{0, 5, 98, 1 << 20, math.MaxUint32 - 1, math.MaxUint32}}
+	m := &shard.Meta{Rows: 10, NNZ: 30, Pairs: 55, MaxIndex: math.MaxUint32, NormSq: 2.5, MaxNormSq: 0.75, Labels: []float64{1, -1}, LabelCount: []int{4, 6},
+		Cols: []uint32{0, 5, 98, 1 << 20, math.MaxUint32 - 2, math.MaxUint32 - 1}}
 	w, gm, err := DecodeMeta(2, EncodeMeta("w1", m))
 	if err != nil || w != "w1" || gm.Rows != 10 || gm.Pairs != 55 || gm.MaxNormSq != 0.75 || !slices.Equal(gm.Cols, m.Cols) || !slices.Equal(gm.LabelCount, m.LabelCount) {
 		t.Fatalf("meta: %v %s %+v", err, w, gm)
@@ -356,6 +356,9 @@ func TestDecodeRejectsLies(t *testing.T) {
 				len(lie.Weights), lie.Holdout, lie.Folds, lie.Live, lie.Full)
 		}
 	}
+	if _, _, err := DecodeMeta(0, EncodeMeta("w", &shard.Meta{MaxIndex: 8, Cols: []uint32{2, 8}})); err == nil {
+		t.Error("a description with column 8 (feature 9) of 8 features decoded")
+	}
 	// A length prefix claiming more items than the payload holds must be
 	// refused before anything is allocated.
 	huge := []byte{0xff, 0xff, 0xff, 0x7f}
@@ -392,7 +395,7 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: opHessVecAt, Labels: []float64{1, -1}, Stamp: 3, V: [][]float64{{1, 2}}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{1, 1}, X: [][]float64{{1, 2}}}))
-	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1, 7, 300}}))
+	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{MaxIndex: 301, Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1, 7, 300}}))
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		switch which % 3 {
 		case 0:
@@ -445,6 +448,9 @@ func FuzzDecodeMessages(f *testing.F) {
 					if m.Cols[i] <= m.Cols[i-1] {
 						t.Fatalf("column map %v accepted: not increasing", m.Cols)
 					}
+				}
+				if n := len(m.Cols); n > 0 && m.Cols[n-1] >= m.MaxIndex {
+					t.Fatalf("column %d accepted with largest feature index %d", m.Cols[n-1], m.MaxIndex)
 				}
 			}
 		}
