@@ -67,7 +67,7 @@ func TestDeadFeaturesLeftOut(t *testing.T) {
 		{2, "newton-full"},
 		{2, "lbfgs"},
 		{3, "lbfgs"},
-		{3, "osgm-h"},
+		{3, "newton"},
 	} {
 		t.Run(fmt.Sprintf("%d classes %s", c.classes, c.method), func(t *testing.T) {
 			path := sparseFeatureFile(t, c.classes)
