@@ -171,6 +171,32 @@ func localModel(t *testing.T, path string, n int, cfg train.Config) []float64 {
 	return flatten(res.Model.W)
 }
 
+// sameModel fails unless res's weights are want's to the bit.
+func sameModel(t *testing.T, res *train.Result, want []float64) {
+	t.Helper()
+	for j, v := range flatten(res.Model.W) {
+		if math.Float64bits(v) != math.Float64bits(want[j]) {
+			t.Fatalf("weight %d differs from the model trained without a bus", j)
+		}
+	}
+}
+
+// sameTally fails unless the cluster counts res's correct predictions as
+// the file's shards in this process do (and some are correct).
+func sameTally(t *testing.T, c *Cluster, path string, shards int, res *train.Result) {
+	t.Helper()
+	tally, err := c.Tally(res.Obj.ModelPoint(res.Model.W))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := shard.NewLocal(loadShards(t, path, shards), 1)
+	local.SetClasses(shard.LabelOrder(train.Summarize(local.Meta()).Labels))
+	if want, _ := local.Tally(res.Obj.ModelPoint(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
+		!slices.Equal(tally.Correct, want.Correct) || want.Correct[0] == 0 {
+		t.Fatalf("cluster tallies %+v, in-process %+v", tally, want)
+	}
+}
+
 func flatten(w [][]float64) []float64 {
 	var out []float64
 	for _, v := range w {
@@ -212,11 +238,7 @@ func TestWorkersSendNodeSums(t *testing.T) {
 				if rounds == 0 || results != 2*rounds {
 					t.Fatalf("%d result messages in %d rounds, want 2 per round", results, rounds)
 				}
-				for j, v := range flatten(got.Model.W) {
-					if math.Float64bits(v) != math.Float64bits(want[j]) {
-						t.Fatalf("weight %d differs from the model trained without a bus", j)
-					}
-				}
+				sameModel(t, got, want)
 			})
 		}
 	}
@@ -250,11 +272,7 @@ func TestHessVecPointsGoWithoutX(t *testing.T) {
 			if (forget == 0) != (st.Resends == 0) || st.Resends > forget {
 				t.Fatalf("%d broadcasts again after %d forgotten points", st.Resends, forget)
 			}
-			for j, v := range flatten(got.Model.W) {
-				if math.Float64bits(v) != math.Float64bits(want[j]) {
-					t.Fatalf("weight %d differs from the model trained without a bus", j)
-				}
-			}
+			sameModel(t, got, want)
 		})
 	}
 }
@@ -325,23 +343,9 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := flatten(res.Model.W)
-	for j := range want {
-		if math.Float64bits(got[j]) != math.Float64bits(want[j]) {
-			t.Fatalf("weight %d differs from the model trained without a bus", j)
-		}
-	}
+	sameModel(t, res, want)
 	// Counting correct predictions is a round of its own kind.
-	tally, err := c.Tally(res.Obj.ModelPoint(res.Model.W))
-	if err != nil {
-		t.Fatal(err)
-	}
-	local := shard.NewLocal(loadShards(t, path, 5), 1)
-	local.SetClasses(shard.LabelOrder(train.Summarize(local.Meta()).Labels))
-	if want, _ := local.Tally(res.Obj.ModelPoint(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
-		!slices.Equal(tally.Correct, want.Correct) || want.Correct[0] == 0 {
-		t.Fatalf("cluster tallies %+v, in-process %+v", tally, want)
-	}
+	sameTally(t, c, path, 5, res)
 	dropped := c.Dropped()
 	for _, reason := range []string{ErrShort.Error(), ErrChecksum.Error(), ErrVersion.Error(), ErrChunk.Error(),
 		"wrong job id", "stale round", "shard id out of range"} {
@@ -498,21 +502,8 @@ func TestPointsCarryLiveCoordinates(t *testing.T) {
 			if perRound := st.BytesDown / int64(st.Rounds); perRound > int64(c.classes*(61*8+600)) {
 				t.Fatalf("%d bytes down a round", perRound)
 			}
-			for j, v := range flatten(res.Model.W) {
-				if math.Float64bits(v) != math.Float64bits(want[j]) {
-					t.Fatalf("weight %d differs from the model trained without a bus", j)
-				}
-			}
-			tally, err := cl.Tally(res.Obj.ModelPoint(res.Model.W))
-			if err != nil {
-				t.Fatal(err)
-			}
-			local := shard.NewLocal(loadShards(t, path, 8), 1)
-			local.SetClasses(shard.LabelOrder(train.Summarize(local.Meta()).Labels))
-			if want, _ := local.Tally(res.Obj.ModelPoint(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
-				!slices.Equal(tally.Correct, want.Correct) || want.Correct[0] == 0 {
-				t.Fatalf("cluster tallies %+v, in-process %+v", tally, want)
-			}
+			sameModel(t, res, want)
+			sameTally(t, cl, path, 8, res)
 		})
 	}
 }
@@ -557,11 +548,7 @@ func TestSparseSumsKeepTheBits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for j, v := range flatten(res.Model.W) {
-				if math.Float64bits(v) != math.Float64bits(want[j]) {
-					t.Fatalf("weight %d differs from the model trained without a bus", j)
-				}
-			}
+			sameModel(t, res, want)
 			st := c.Stats()
 			up[whole] = st.BytesUp / int64(st.Rounds)
 		})

@@ -279,6 +279,11 @@ func sparseLayout(g []float64) (words, values int) {
 // AppendPartial is EncodePartial appending to dst.
 func AppendPartial(dst []byte, p *shard.Partial) []byte {
 	words, values := sparseLayout(p.Grad)
+	return appendPartial(dst, p, words, values)
+}
+
+// appendPartial is AppendPartial with the gradient's layout known.
+func appendPartial(dst []byte, p *shard.Partial, words, values int) []byte {
 	e := enc{b: slices.Grow(dst, 24+8*(2*len(p.Loss)+words+values+len(p.Hess)+1))}
 	e.partialHead(p, words)
 	e.rawF64s(p.Loss)
@@ -320,8 +325,8 @@ func (e *enc) partialHead(p *shard.Partial, words int) {
 // a second copy. The pieces are valid while p's memory is. A sparse
 // gradient is laid out in buf's memory instead, as one piece.
 func partialPieces(p *shard.Partial, buf []byte) [][]byte {
-	if words, _ := sparseLayout(p.Grad); !littleEndian || words > 0 {
-		return [][]byte{AppendPartial(buf[:0], p)}
+	if words, values := sparseLayout(p.Grad); !littleEndian || words > 0 {
+		return [][]byte{appendPartial(buf[:0], p, words, values)}
 	}
 	var head, tail enc
 	head.partialHead(p, 0)
@@ -379,14 +384,15 @@ func DecodePartialInto(id int, b []byte, p *shard.Partial, grad *[]float64) (*sh
 		return v
 	}
 	*p = shard.Partial{Shard: id, Loss: vec(n[0]), BiasGrad: vec(n[1])}
-	var bitmap []uint64
+	// The bitmap is read in place too, as the float64s whose bits its
+	// words are: no allocation a message.
+	var bitmap []float64
 	if words > 0 {
-		bitmap = make([]uint64, words)
-		for w := range bitmap {
-			bitmap[w] = d.u64()
-			sent += uint64(bits.OnesCount64(bitmap[w]))
+		bitmap = vec(words)
+		for _, w := range bitmap {
+			sent += uint64(bits.OnesCount64(math.Float64bits(w)))
 		}
-		if r := n[2] % 64; r != 0 && bitmap[words-1]>>r != 0 {
+		if r := n[2] % 64; r != 0 && math.Float64bits(bitmap[words-1])>>r != 0 {
 			return nil, errors.New("transport: partial: bitmap past the gradient's end")
 		}
 		if 8*(sent+n[3]+1) != uint64(d.left()) {
@@ -412,9 +418,9 @@ func DecodePartialInto(id int, b []byte, p *shard.Partial, grad *[]float64) (*sh
 }
 
 // expand lays out the values of a sparse gradient of n entries, those of
-// bitmap's set bits in order, in *buf's memory (buf may be nil), +0
-// elsewhere.
-func expand(vals []float64, bitmap []uint64, n int, buf *[]float64) []float64 {
+// bitmap's set bits in order (its words held as float64s' bits), in
+// *buf's memory (buf may be nil), +0 elsewhere.
+func expand(vals, bitmap []float64, n int, buf *[]float64) []float64 {
 	var out []float64
 	if buf != nil && cap(*buf) >= n {
 		out = (*buf)[:n]
@@ -426,8 +432,8 @@ func expand(vals []float64, bitmap []uint64, n int, buf *[]float64) []float64 {
 		}
 	}
 	i := 0
-	for w, word := range bitmap {
-		for ; word != 0; word &= word - 1 {
+	for w, f := range bitmap {
+		for word := math.Float64bits(f); word != 0; word &= word - 1 {
 			out[64*w+bits.TrailingZeros64(word)] = vals[i]
 			i++
 		}
