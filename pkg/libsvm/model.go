@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -111,18 +112,21 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 				if err != nil {
 					return nil, fail("label %q is not an integer", a)
 				}
+				if slices.Contains(m.Labels, l) {
+					return nil, fail("label %d appears twice", l)
+				}
 				m.Labels = append(m.Labels, l)
 			}
 		case "nr_feature":
 			n, err := strconv.Atoi(args[0])
-			if err != nil || n < 0 {
-				return nil, fail("nr_feature %q is not a non-negative integer", args[0])
+			if err != nil || n < 0 || n > math.MaxInt32 {
+				return nil, fail("nr_feature %q is not an integer from 0 to %d", args[0], math.MaxInt32)
 			}
 			m.NFeature = n
 		case "bias":
 			b, err := strconv.ParseFloat(args[0], 64)
-			if err != nil {
-				return nil, fail("bias %q is not a number", args[0])
+			if err != nil || math.IsNaN(b) || math.IsInf(b, 0) {
+				return nil, fail("bias %q is not a finite number", args[0])
 			}
 			m.Bias = b
 		default:
@@ -142,11 +146,11 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 	if nrClass == 2 {
 		nrW = 1
 	}
+	// The weights grow with the rows read, not with the header's claim:
+	// a file that promises more features than it holds ends in an error,
+	// not in an allocation the size of the promise.
 	dim := m.Dim()
 	m.W = make([][]float64, nrW)
-	for k := range m.W {
-		m.W[k] = make([]float64, dim)
-	}
 	for j := 0; j < dim; j++ {
 		if !sc.Scan() {
 			if err := sc.Err(); err != nil {
@@ -164,7 +168,7 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 				return nil, fail("weight %q is not a finite number", f)
 			}
-			m.W[k][j] = v
+			m.W[k] = append(m.W[k], v)
 		}
 	}
 	return m, nil

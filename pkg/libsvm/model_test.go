@@ -5,6 +5,7 @@ import (
 	"flag"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,6 +64,12 @@ func TestReadModelErrors(t *testing.T) {
 		{"solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\nx \n", `m:7: weight "x" is not a finite number`},
 		{"solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\n", `missing "w" line`},
 		{"solver_type L2R_L2LOSS_SVC\nfoo 1\n", `unknown header "foo"`},
+		{"solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias nan\nw\n1\n2\n", `m:5: bias "nan" is not a finite number`},
+		{"solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 1\nnr_feature 1\nbias -1\nw\n1\n", `m:3: label 1 appears twice`},
+		{"solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 9223372036854775807\nbias 1\nw\n1\n", `m:4: nr_feature "9223372036854775807" is not an integer from 0 to 2147483647`},
+		// A header that promises two billion features of a file that holds
+		// one: an error after one row, not a 16 GB allocation first.
+		{"solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 2147483647\nbias -1\nw\n1\n", "m:7: 1 weight rows, expected 2147483647"},
 	}
 	for _, tc := range tests {
 		_, err := ReadModel(strings.NewReader(tc.text), "m")
@@ -90,4 +97,56 @@ func TestPredictRule(t *testing.T) {
 	if p := multi.Predict(nil, nil, nil); p != 7 {
 		t.Errorf("bias only gave %d", p)
 	}
+}
+
+// FuzzReadModel: any bytes give a model or an error naming the file, never
+// a panic; a model read is whole (a weight for every feature of every
+// problem) and reads back the same after Write.
+func FuzzReadModel(f *testing.F) {
+	for _, name := range []string{"testdata/model.golden"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 2\nbias -1\nw\n0.5\n-1e-3\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ReadModel(bytes.NewReader(b), "fuzz.model")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.model:") {
+				t.Fatalf("error without the file's name: %v", err)
+			}
+			return
+		}
+		problems := len(m.Labels)
+		if problems == 2 {
+			problems = 1
+		}
+		if len(m.Labels) < 2 || len(m.W) != problems {
+			t.Fatalf("%d labels, %d weight vectors", len(m.Labels), len(m.W))
+		}
+		for k := range m.W {
+			if len(m.W[k]) != m.Dim() {
+				t.Fatalf("problem %d: %d weights for %d coordinates", k, len(m.W[k]), m.Dim())
+			}
+		}
+		m.Predict([]uint32{1, uint32(m.NFeature) + 1}, []float64{1, 1}, nil)
+		var out bytes.Buffer
+		if err := m.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		again, err := ReadModel(&out, "again")
+		if err != nil {
+			t.Fatalf("a model written from one read does not read: %v\n%s", err, out.Bytes())
+		}
+		if again.Bias != m.Bias || again.NFeature != m.NFeature || !slices.Equal(again.Labels, m.Labels) {
+			t.Fatalf("header %+v read back as %+v", m, again)
+		}
+		for k := range m.W {
+			if !slices.Equal(again.W[k], m.W[k]) {
+				t.Fatalf("problem %d: weights %v read back as %v", k, m.W[k], again.W[k])
+			}
+		}
+	})
 }

@@ -6,14 +6,70 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 )
 
 // stateful methods keep everything they need to continue in one struct of
-// exported fields, which a checkpoint encodes whole.
-type stateful interface{ state() any }
+// exported fields, which a checkpoint encodes whole. fits says whether a
+// state decoded from one can continue a problem of n coordinates: a state
+// that does not would index out of range at its first step, so it is
+// refused with an error instead.
+type stateful interface {
+	state() any
+	fits(n int) error
+}
 
 func (m *osgm) state() any  { return &m.osgmState }
 func (m *lbfgs) state() any { return &m.S }
+
+func (m *osgm) fits(n int) error {
+	s := &m.osgmState
+	if err := vectors(n, s.X, s.Gr, s.XPrev, s.XH, s.GH, s.P, s.Acc, s.U); err != nil {
+		return err
+	}
+	if len(s.HV) != 0 { // osgm-g only
+		return vectors(n, s.HV)
+	}
+	return nil
+}
+
+func (m *lbfgs) fits(n int) error {
+	s := &m.S
+	if err := vectors(n, s.X, s.G, s.Dir, s.XT); err != nil {
+		return err
+	}
+	if len(s.Hs) != m.mem || len(s.Hy) != m.mem || len(s.Rho) != m.mem || len(s.Alpha) != m.mem {
+		return fmt.Errorf("a history of %d, %d, %d and %d entries for a memory of %d", len(s.Hs), len(s.Hy), len(s.Rho), len(s.Alpha), m.mem)
+	}
+	if s.Head < 0 || s.Head >= m.mem || s.Cnt < 0 || s.Cnt > m.mem {
+		return fmt.Errorf("history head %d and count %d for a memory of %d", s.Head, s.Cnt, m.mem)
+	}
+	if err := vectors(n, s.Hs...); err != nil {
+		return err
+	}
+	return vectors(n, s.Hy...)
+}
+
+func (m *newton) fits(n int) error {
+	s := &m.S
+	if err := vectors(n, s.X, s.G, s.M, s.Step, s.R, s.D, s.HD, s.Z, s.XT); err != nil {
+		return err
+	}
+	if len(s.H) != 0 && (!m.full || len(s.H) != n*n) {
+		return fmt.Errorf("a Hessian of %d entries for %d coordinates (newton-full: %v)", len(s.H), n, m.full)
+	}
+	return nil
+}
+
+// vectors checks that every v has n entries.
+func vectors(n int, vs ...[]float64) error {
+	for i, v := range vs {
+		if len(v) != n {
+			return fmt.Errorf("vector %d of the state has %d entries, the problem %d", i, len(v), n)
+		}
+	}
+	return nil
+}
 
 // ErrNoCheckpoint is returned for a method whose state cannot be saved.
 var ErrNoCheckpoint = errors.New("osgm: this method cannot be checkpointed")
@@ -41,7 +97,9 @@ func saveMethod(m Method) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func loadMethod(m Method, b []byte) error {
+// loadMethod replaces m's state, which Init sized for n coordinates, by
+// the one b holds.
+func loadMethod(m Method, n int, b []byte) error {
 	st, ok := m.(stateful)
 	if !ok {
 		return ErrNoCheckpoint
@@ -51,6 +109,23 @@ func loadMethod(m Method, b []byte) error {
 	reflect.ValueOf(st.state()).Elem().SetZero()
 	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(st.state()); err != nil {
 		return fmt.Errorf("osgm: method state: %w", err)
+	}
+	if err := st.fits(n); err != nil {
+		return fmt.Errorf("osgm: method state does not fit the problem: %w", err)
+	}
+	return nil
+}
+
+// fits says whether snapshot s can resume method for k problems.
+func (s *Snapshot) fits(method string, k int) error {
+	if s.Method != method {
+		return fmt.Errorf("osgm: the snapshot is of %s, this run %s", s.Method, method)
+	}
+	if len(s.States) != k || len(s.Iters) != k || len(s.Converged) != k || len(s.Stalled) != k {
+		return fmt.Errorf("osgm: the snapshot holds %d, %d, %d and %d entries for %d problems", len(s.States), len(s.Iters), len(s.Converged), len(s.Stalled), k)
+	}
+	if s.Evals < 0 || slices.ContainsFunc(s.Iters, func(i int) bool { return i < 0 }) {
+		return errors.New("osgm: the snapshot counts negative passes or iterations")
 	}
 	return nil
 }

@@ -5,8 +5,11 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -162,4 +165,140 @@ func TestStoppedPassEndsAsInterrupted(t *testing.T) {
 			}
 		}
 	}
+}
+
+// snapshotsOf runs every checkpointable method on a 2-problem quadratic
+// of n coordinates and returns, per method, the snapshot taken after 9
+// passes: what a checkpoint would hold.
+func snapshotsOf(t testing.TB, n int) map[string]*Snapshot {
+	out := map[string]*Snapshot{}
+	for _, name := range Methods() {
+		if !Checkpointable(name) {
+			continue
+		}
+		q, zero, s := resumable(name, n)
+		s.CheckpointEvery = 9
+		s.Checkpoint = func(snap *Snapshot) error {
+			if out[name] == nil {
+				out[name] = snap
+			}
+			return nil
+		}
+		if _, err := Minimize(q, zero(), q.problems(), s); err != nil {
+			t.Fatal(err)
+		}
+		if out[name] == nil {
+			t.Fatalf("%s: no snapshot", name)
+		}
+	}
+	return out
+}
+
+// resumable is the objective, start and settings a method's snapshots
+// are taken and resumed with: newton-full holds a Hessian by pass 9.
+func resumable(name string, n int) (interface {
+	Objective
+	problems() []Problem
+}, func() [][]float64, Settings) {
+	q := diagQuadratic{newQuadratic(rand.New(rand.NewPCG(4, 4)), n, 2, 50, true)}
+	probs := q.problems()
+	for k := range probs {
+		probs[k].HessPasses = 1
+	}
+	zero := func() [][]float64 { return [][]float64{make([]float64, n), make([]float64, n)} }
+	return hessPassesOf{q, probs}, zero, Settings{Method: name, MaxIter: 60, GradTol: []float64{1e-10, 1e-10}, Params: Params{NoDiag: true}}
+}
+
+// hessPassesOf is an objective whose problems are probs.
+type hessPassesOf struct {
+	diagQuadratic
+	probs []Problem
+}
+
+func (h hessPassesOf) problems() []Problem { return h.probs }
+
+// TestResumeRefusesStatesThatDoNotFit: a snapshot that is not of this run
+// (another method, another number of problems, vectors of another length,
+// a history index out of range) is refused with an error before any step;
+// the snapshots themselves resume.
+func TestResumeRefusesStatesThatDoNotFit(t *testing.T) {
+	snaps := snapshotsOf(t, 12)
+	resume := func(name string, n int, snap *Snapshot) error {
+		q, zero, s := resumable(name, n)
+		s.Resume = snap
+		_, err := Minimize(q, zero(), q.problems(), s)
+		return err
+	}
+	for name, snap := range snaps {
+		if err := resume(name, 12, snap); err != nil {
+			t.Errorf("%s: its own snapshot: %v", name, err)
+		}
+	}
+	// mutated is snap with its second state decoded into st, changed by
+	// change, and encoded again.
+	mutated := func(snap *Snapshot, st any, change func()) *Snapshot {
+		if err := gob.NewDecoder(bytes.NewReader(snap.States[1])).Decode(st); err != nil {
+			t.Fatal(err)
+		}
+		change()
+		var b bytes.Buffer
+		if err := gob.NewEncoder(&b).Encode(st); err != nil {
+			t.Fatal(err)
+		}
+		out := *snap
+		out.States = [][]byte{snap.States[0], b.Bytes()}
+		return &out
+	}
+	var ls lbfgsState
+	lbfgsHead := mutated(snaps["lbfgs"], &ls, func() { ls.Head = len(ls.Rho) })
+	var ns newtonState
+	shortHessian := mutated(snaps["newton-full"], &ns, func() {
+		if len(ns.H) != 144 {
+			t.Fatalf("newton-full's snapshot holds a Hessian of %d entries, want 144", len(ns.H))
+		}
+		ns.H = ns.H[:143]
+	})
+	oneState := *snaps["newton"]
+	oneState.States = oneState.States[:1]
+	for _, c := range []struct {
+		name, method string
+		n            int
+		snap         *Snapshot
+		want         string
+	}{
+		{"another method", "lbfgs", 12, snaps["hdm"], "the snapshot is of hdm"},
+		{"one state for two problems", "newton", 12, &oneState, "for 2 problems"},
+		{"a history index out of range", "lbfgs", 12, lbfgsHead, "history head 10"},
+		{"lbfgs, shorter vectors", "lbfgs", 10, snaps["lbfgs"], "has 12 entries, the problem 10"},
+		{"newton, longer vectors", "newton", 14, snaps["newton"], "has 12 entries, the problem 14"},
+		{"newton-full, a Hessian short of an entry", "newton-full", 12, shortHessian, "a Hessian of 143 entries"},
+		{"newton-full, fewer coordinates", "newton-full", 11, snaps["newton-full"], "has 12 entries, the problem 11"},
+		{"osgm-g, shorter vectors", "osgm-g", 11, snaps["osgm-g"], "has 12 entries, the problem 11"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := resume(c.method, c.n, c.snap)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error with %q", err, c.want)
+			}
+		})
+	}
+}
+
+// FuzzResume: whatever bytes a snapshot's states hold, resuming from them
+// returns (an error, or a result) and never panics. The seeds are real
+// states of every checkpointable method.
+func FuzzResume(f *testing.F) {
+	snaps := snapshotsOf(f, 6)
+	names := slices.Sorted(maps.Keys(snaps))
+	for i, name := range names {
+		f.Add(uint8(i), snaps[name].States[0], snaps[name].States[1])
+	}
+	f.Fuzz(func(t *testing.T, method uint8, a, b []byte) {
+		name := names[int(method)%len(names)]
+		q, zero, s := resumable(name, 6)
+		s.Resume = &Snapshot{Method: name, Evals: 9, Iters: []int{3, 3}, Converged: []bool{false, false}, Stalled: []bool{false, false}, States: [][]byte{a, b}}
+		rounds := 0
+		s.Interrupt = func() bool { rounds++; return rounds > 200 } // a state may never finish an iteration
+		Minimize(q, zero(), q.problems(), s)
+	})
 }

@@ -111,6 +111,9 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	switch {
 	case s.Resume != nil:
 		// The methods' states replace what Init sets up below.
+		if err := s.Resume.fits(s.Method, K); err != nil {
+			return nil, err
+		}
 	case s.F0 != nil:
 		copy(f, s.F0)
 		for k := range g {
@@ -138,7 +141,7 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	for k, m := range ms {
 		m.Init(x0[k], f[k], g[k])
 		if s.Resume != nil {
-			if err := loadMethod(m, s.Resume.States[k]); err != nil {
+			if err := loadMethod(m, len(x0[k]), s.Resume.States[k]); err != nil {
 				return nil, err
 			}
 			res.Iters[k], stalled[k] = s.Resume.Iters[k], s.Resume.Stalled[k]

@@ -18,8 +18,15 @@ import (
 // checkpointVersion changes when the checkpoint layout or meaning does
 // (2: Newton keeps its preconditioner, taken at the iterate; 3: Newton's
 // trust-region radius is LIBLINEAR's, on ||s||_M; 4: the optimiser's
-// vectors hold the live coordinates only, when dead ones were left out).
-const checkpointVersion = 4
+// vectors hold the live coordinates only, when dead ones were left out;
+// 5: framed by checkpointMagic and a checksum).
+const checkpointVersion = 5
+
+// A checkpoint file is checkpointMagic, the gob-encoded Checkpoint, and
+// the SHA-256 of both. The checksum is what stops a damaged copy (a flipped
+// bit on disk or in the object store) from resuming into a different
+// model without a word: the fingerprints only say which run it belongs to.
+const checkpointMagic = "osgm checkpoint\n"
 
 // Checkpoint is what a coordinator needs to continue a run after a crash,
 // on this host or another: the optimiser's complete state, and
@@ -34,15 +41,26 @@ type Checkpoint struct {
 
 // Encode serialises a checkpoint.
 func (c *Checkpoint) Encode() ([]byte, error) {
-	var b bytes.Buffer
-	err := gob.NewEncoder(&b).Encode(c)
-	return b.Bytes(), err
+	b := bytes.NewBufferString(checkpointMagic)
+	if err := gob.NewEncoder(b).Encode(c); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b.Bytes())
+	return append(b.Bytes(), sum[:]...), nil
 }
 
-// DecodeCheckpoint reads a checkpoint written by Encode.
+// DecodeCheckpoint reads a checkpoint written by Encode. Whether its
+// state fits the run is checked when the run resumes from it.
 func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
+	if !bytes.HasPrefix(b, []byte(checkpointMagic)) {
+		return nil, errors.New("not a checkpoint of this format (no header; one written before version 5 cannot be resumed by this build)")
+	}
+	body, sum := b[:max(len(b)-sha256.Size, 0)], b[max(len(b)-sha256.Size, 0):]
+	if want := sha256.Sum256(body); len(body) < len(checkpointMagic) || !bytes.Equal(sum, want[:]) {
+		return nil, fmt.Errorf("damaged checkpoint: its checksum does not match its %d bytes", len(b))
+	}
 	var c Checkpoint
-	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&c); err != nil {
+	if err := gob.NewDecoder(bytes.NewReader(body[len(checkpointMagic):])).Decode(&c); err != nil {
 		return nil, fmt.Errorf("not a checkpoint: %w", err)
 	}
 	if c.Version != checkpointVersion {

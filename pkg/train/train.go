@@ -237,6 +237,9 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		if err := cfg.Resume.check(dataFP, flagsFP); err != nil {
 			return nil, err
 		}
+		if len(cfg.Resume.G0Norm) != K {
+			return nil, fmt.Errorf("%w: it holds %d problems' starting gradients, this run has %d problems", ErrMismatch, len(cfg.Resume.G0Norm), K)
+		}
 		copy(g0norm, cfg.Resume.G0Norm)
 	} else {
 		// The pass at 0 that the tolerance needs brings the diagonal too:
