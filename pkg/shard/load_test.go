@@ -1,0 +1,103 @@
+package shard
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/osgm-svm/osgm/pkg/libsvm"
+)
+
+// FuzzLoad: whatever the text, however many shards it is cut into, and
+// whether the file is plain (read range by range in parallel) or gzip
+// (streamed once), the shards hold exactly the rows libsvm.Reader reads
+// from the whole text (labels, columns and values, in order), or the load
+// fails as the reader does, naming the file and the same line.
+func FuzzLoad(f *testing.F) {
+	for _, text := range []string{
+		"1 1:1\n-1 2:1\n\n1 3:1 4:2 # long comment here\n-1\n1 5:1\n-1 6:1",
+		"3 1:1 7:1\n3 2:1\n-1 40000:0.3 70000:1.5\n2 5:-3.125\n1 2:0.1 3:1e-30\n1 1:2\n5 20000000:1\n-1 1:1 16777300:2\n\n# nothing\n1 3:0.5\n",
+		"+1 1:0.5 3:-2\r\n-1 2:1e3\r\n",
+		"1 1:1\n-1 3:oops\n1 2:1\n",
+		"1 2:1 1:1\n",
+		"1 1:-0 2:0 3:00.50\n-1\t4:1\v\n",
+	} {
+		for _, n := range []uint8{1, 3, 7, 8 + 3} {
+			f.Add([]byte(text), n)
+		}
+	}
+	f.Fuzz(func(t *testing.T, text []byte, n uint8) {
+		path := writeFile(t, string(text))
+		if n&8 != 0 {
+			var z bytes.Buffer
+			w := gzip.NewWriter(&z)
+			w.Write(text)
+			w.Close()
+			path = writeFile(t, z.String())
+		}
+		shards, err := Load(path, Layout(int64(len(text)), int(n%8)+1), Options{Parallel: 2})
+
+		var want []libsvm.Row
+		var wantErr error
+		rd := libsvm.NewReader(bytes.NewReader(text), path)
+		for {
+			var row libsvm.Row
+			if e := rd.Next(&row); e != nil {
+				if !errors.Is(e, io.EOF) {
+					wantErr = e
+				}
+				break
+			}
+			want = append(want, row)
+		}
+		if err != nil || wantErr != nil {
+			if err == nil || wantErr == nil || err.Error() != wantErr.Error() {
+				t.Fatalf("load: %v\nreader: %v", err, wantErr)
+			}
+			if !strings.HasPrefix(err.Error(), path+":") {
+				t.Fatalf("the error does not name the file: %v", err)
+			}
+			return
+		}
+		i := 0
+		for _, s := range shards {
+			for r := 0; r < s.Rows(); r, i = r+1, i+1 {
+				if i >= len(want) {
+					t.Fatalf("the shards hold more than the reader's %d rows", len(want))
+				}
+				w := want[i]
+				if l := s.Labels[s.LabelOf[r]]; l != w.Label {
+					t.Fatalf("row %d: label %v, the reader's %v", i, l, w.Label)
+				}
+				var idx []uint32
+				var val []float64
+				for q := s.RowPtr[r]; q < s.RowPtr[r+1]; q++ {
+					idx = append(idx, s.Cols.Slice()[s.col(int(q))]+1)
+					val = append(val, s.rowValue(int(q)))
+				}
+				if !equalRow(idx, val, w.Index, w.Value) {
+					t.Fatalf("row %d: %v %v, the reader's %v %v", i, idx, val, w.Index, w.Value)
+				}
+			}
+		}
+		if i != len(want) {
+			t.Fatalf("the shards hold %d rows, the reader %d", i, len(want))
+		}
+	})
+}
+
+func equalRow(idx []uint32, val []float64, wantIdx []uint32, wantVal []float64) bool {
+	if len(idx) != len(wantIdx) || len(val) != len(wantVal) {
+		return false
+	}
+	for q := range idx {
+		if idx[q] != wantIdx[q] || val[q] != wantVal[q] {
+			return false
+		}
+	}
+	return true
+}
