@@ -28,6 +28,7 @@ type lbfgsState struct {
 	// ring: pair i lives at (Head - Count + i) mod len.
 	Hs, Hy    [][]float64
 	Rho       []float64
+	Gamma     float64 // s·y / y·y of the newest pair: H0 = Gamma I
 	Head, Cnt int
 	Trials    int
 	Fresh     bool // Dir is steepest descent (history just reset)
@@ -62,27 +63,35 @@ func (m *lbfgs) Init(x []float64, f float64, g []float64) {
 }
 
 // startSearch sets Dir = -H g by the two-loop recursion and the first
-// trial step.
+// trial step. Each loop's update and the next dot product go in one sweep
+// (sweep.go), with the bits of the loops written out one operation at a
+// time: pair i's update is followed by pair i-1's dot product in the
+// first loop, and by pair i+1's in the second.
 func (m *lbfgs) startSearch() {
 	s := &m.S
-	copy(s.Dir, s.G)
 	k := len(s.Rho)
-	for i := s.Cnt - 1; i >= 0; i-- {
-		j := (s.Head - s.Cnt + i + k) % k
-		s.Alpha[j] = s.Rho[j] * floats.Dot(s.Hs[j], s.Dir)
-		floats.AddScaled(s.Dir, -s.Alpha[j], s.Hy[j])
+	at := func(i int) int { return (s.Head - s.Cnt + i + k) % k } // pair i, 0 the oldest
+	if s.Cnt == 0 {
+		copy(s.Dir, s.G)
+		floats.Scale(-1, s.Dir)
+		s.D0 = floats.Dot(s.G, s.Dir)
+	} else {
+		j := at(s.Cnt - 1)
+		s.Alpha[j] = s.Rho[j] * copyDot(s.Dir, s.G, s.Hs[j])
+		for i := s.Cnt - 1; i > 0; i-- {
+			j, next := at(i), at(i-1)
+			s.Alpha[next] = s.Rho[next] * axpyDot(s.Dir, -s.Alpha[j], s.Hy[j], s.Hs[next])
+		}
+		// H0 = gamma I, gamma = s·y / y·y of the newest pair.
+		j = at(0)
+		beta := s.Rho[j] * axpyScaleDot(s.Dir, -s.Alpha[j], s.Hy[j], s.Gamma, s.Hy[j])
+		for i := 0; i < s.Cnt-1; i++ {
+			j, next := at(i), at(i+1)
+			beta = s.Rho[next] * axpyDot(s.Dir, s.Alpha[j]-beta, s.Hs[j], s.Hy[next])
+		}
+		j = at(s.Cnt - 1)
+		s.D0 = axpyScaleDot(s.Dir, s.Alpha[j]-beta, s.Hs[j], -1, s.G) // Dir = -H g
 	}
-	if s.Cnt > 0 { // H0 = gamma I with gamma = s·y / y·y of the newest pair
-		j := (s.Head - 1 + k) % k
-		floats.Scale(floats.Dot(s.Hs[j], s.Hy[j])/floats.Dot(s.Hy[j], s.Hy[j]), s.Dir)
-	}
-	for i := 0; i < s.Cnt; i++ {
-		j := (s.Head - s.Cnt + i + k) % k
-		beta := s.Rho[j] * floats.Dot(s.Hy[j], s.Dir)
-		floats.AddScaled(s.Dir, s.Alpha[j]-beta, s.Hs[j])
-	}
-	floats.Scale(-1, s.Dir)
-	s.D0 = floats.Dot(s.G, s.Dir)
 	s.Fresh = s.Cnt == 0
 	if !(s.D0 < 0) { // not a descent direction: forget the history
 		s.Cnt = 0
@@ -144,18 +153,18 @@ func (m *lbfgs) accept(r Reply) {
 	s := &m.S
 	k := len(s.Rho)
 	j := s.Head
-	floats.SubTo(s.Hs[j], s.XT, s.X)
-	floats.SubTo(s.Hy[j], r.G, s.G)
-	sy := floats.Dot(s.Hs[j], s.Hy[j])
+	sy, yy := pairDots(s.Hs[j], s.Hy[j], s.XT, s.X, r.G, s.G) // and G = r.G
 	// Keep the pair only with positive curvature, so H stays positive
 	// definite (always true for this convex problem, up to rounding).
-	if sy > minCurvRate*floats.Dot(s.Hy[j], s.Hy[j]) && sy > 0 {
-		s.Rho[j] = 1 / sy
+	switch {
+	case sy > minCurvRate*yy && sy > 0:
+		s.Rho[j], s.Gamma = 1/sy, sy/yy
 		s.Head = (s.Head + 1) % k
 		s.Cnt = min(s.Cnt+1, k)
+	case s.Cnt == k:
+		s.Cnt-- // the pair just overwritten was the oldest one kept
 	}
 	s.X, s.XT = s.XT, s.X
-	copy(s.G, r.G)
 	s.F = r.F
 }
 

@@ -19,7 +19,8 @@ import (
 // (2: Newton keeps its preconditioner, taken at the iterate; 3: Newton's
 // trust-region radius is LIBLINEAR's, on ||s||_M; 4: the optimiser's
 // vectors hold the live coordinates only, when dead ones were left out;
-// 5: framed by checkpointMagic and a checksum).
+// 5: framed by checkpointMagic and a checksum; L-BFGS keeps its H0
+// scale, Gamma).
 const checkpointVersion = 5
 
 // A checkpoint file is checkpointMagic, the gob-encoded Checkpoint, and
