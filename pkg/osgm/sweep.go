@@ -8,7 +8,8 @@ package osgm
 // DotUnitary (four running sums: elements 4i, 4i+1, 4i+2, 4i+3, the tail
 // into the first, then (s0+s2)+(s1+s3)), and their updates round as its
 // AxpyUnitary does, so the results are floats.Dot's and floats.AddScaled's
-// to the bit (TestSweepsMatchGonum). The float64 conversions forbid fused
+// to the bit on amd64 (TestSweepsMatchGonum), and the same on every
+// platform. The float64 conversions forbid fused
 // multiply-adds, which would round differently.
 
 // dotSum finishes a sum kept as dotUnitary keeps it.

@@ -3,6 +3,7 @@ package osgm
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -22,8 +23,12 @@ func sameBits(a, b []float64) bool {
 }
 
 // TestSweepsMatchGonum: each fused sweep gives the bits of the gonum
-// calls it replaces, at every length's tail.
+// calls it replaces, at every length's tail. The order copied is that of
+// gonum's amd64 assembly; elsewhere gonum adds up in another order.
 func TestSweepsMatchGonum(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("gonum's summation order here is not its amd64 one")
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 64, 1001} {
 		a, c := rng.NormFloat64(), rng.NormFloat64()
@@ -92,7 +97,7 @@ func twoLoop(s *lbfgsState) (dir []float64, d0 float64) {
 
 // TestDirectionIsTheTwoLoopRecursion runs L-BFGS on a quadratic and, at
 // every iteration (histories filling, full, wrapping round the ring),
-// checks its search direction against twoLoop's, bit for bit.
+// checks its search direction against twoLoop's, bit for bit on amd64.
 func TestDirectionIsTheTwoLoopRecursion(t *testing.T) {
 	const n = 23
 	q := newQuadratic(rand.New(rand.NewPCG(9, 9)), n, 1, 1e3, true)
@@ -108,7 +113,11 @@ func TestDirectionIsTheTwoLoopRecursion(t *testing.T) {
 	for it := 0; it < 60 && !m.S.Stalled; it++ {
 		if m.S.Trials == 0 && m.S.Cnt > 0 {
 			dir, d0 := twoLoop(&m.S)
-			if !sameBits(m.S.Dir, dir) || math.Float64bits(m.S.D0) != math.Float64bits(d0) {
+			same := sameBits(m.S.Dir, dir) && math.Float64bits(m.S.D0) == math.Float64bits(d0)
+			if runtime.GOARCH != "amd64" { // gonum adds up in another order
+				same = floats.EqualApprox(m.S.Dir, dir, 1e-12*floats.Norm(dir, math.Inf(1)))
+			}
+			if !same {
 				t.Fatalf("iteration %d (%d pairs from %d): the direction differs from the two-loop recursion's", it, m.S.Cnt, m.S.Head)
 			}
 			checked++
