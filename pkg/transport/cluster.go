@@ -161,7 +161,7 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		case h.Job != cfg.Job:
 			c.bad.add(errors.New("wrong job id"), h.Kind)
 			return
-		case h.Kind != KindPartial && h.Kind != KindMeta && h.Kind != KindError && h.Kind != KindGroup:
+		case h.Kind != KindPartial && h.Kind != KindMeta && h.Kind != KindError && h.Kind != KindGroup && h.Kind != KindNeedX:
 			c.bad.add(nil, h.Kind)
 			return
 		case h.Kind != KindGroup && int(h.Shard) >= n:
@@ -731,6 +731,21 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 		case hb := <-c.hbs:
 			c.onHeartbeat(hb)
 		case m := <-c.ups:
+			if m.kind == KindNeedX {
+				if m.round == c.round && pt.Op == opHessVecAt {
+					c.log.Info("a worker lacks x: broadcasting the point with x",
+						zap.Uint64("round", c.round), zap.String("worker", string(m.payload)))
+					c.mu.Lock()
+					c.stats.Resends++
+					c.mu.Unlock()
+					var err error
+					if payload, err = c.sendX(pt); err != nil {
+						return err
+					}
+				}
+				c.asm.Recycle(m.payload)
+				continue
+			}
 			before := left
 			if err := c.onUp(m, accept); err != nil {
 				return err
@@ -771,13 +786,14 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 				c.mu.Lock()
 				c.stats.Resends++
 				c.mu.Unlock()
+				var err error
 				if pt.Op == opHessVecAt {
 					// Some worker may not hold x: send it again too.
-					pt.Op = shard.OpHessVec
-					payload = pointPieces(c.pointBuf, pt)
-					c.pointBuf = payload[0]
+					payload, err = c.sendX(pt)
+				} else {
+					err = c.broadcast(payload)
 				}
-				if err := c.broadcast(payload); err != nil {
+				if err != nil {
 					return err
 				}
 				lastProgress = time.Now()
@@ -789,6 +805,15 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	c.stats.Compute += time.Duration(compute * float64(time.Second))
 	c.mu.Unlock()
 	return nil
+}
+
+// sendX turns the round's point without x into one with x and
+// broadcasts it; it returns the new payload, for later resends.
+func (c *Cluster) sendX(pt *Point) ([][]byte, error) {
+	pt.Op = shard.OpHessVec
+	payload := pointPieces(c.pointBuf, pt)
+	c.pointBuf = payload[0]
+	return payload, c.broadcast(payload)
 }
 
 func (c *Cluster) broadcast(payload [][]byte) error {

@@ -246,9 +246,9 @@ func TestWorkersSendNodeSums(t *testing.T) {
 
 // TestHessVecPointsGoWithoutX: Newton's CG steps at an x after its
 // evaluation go out without x. A worker that does not hold that x (here
-// one that forgets its point, as when it missed a round) answers the
-// round's next broadcast, which brings x again; the model is the one
-// trained without a bus either way.
+// one that forgets its point, as when it missed a round) asks for it, and
+// the coordinator broadcasts the point with x at once, not after
+// ResendAfter; the model is the one trained without a bus either way.
 func TestHessVecPointsGoWithoutX(t *testing.T) {
 	path := testData(t)
 	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "newton", MaxIter: 300}
@@ -261,6 +261,10 @@ func TestHessVecPointsGoWithoutX(t *testing.T) {
 					w.forgetPoints, first = forget, false
 				}
 			})
+			// A worker without x asks for it: no round waits for a resend.
+			stop := make(chan struct{})
+			c.cfg.ResendAfter, c.cfg.Stop = time.Hour, stop
+			defer time.AfterFunc(20*time.Second, func() { close(stop) }).Stop()
 			got, err := train.Train(c, cfg)
 			if err != nil {
 				t.Fatal(err)

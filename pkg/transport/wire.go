@@ -27,7 +27,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 7
+const Version = 8
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40
@@ -43,11 +43,12 @@ const (
 	KindHeartbeat                 // worker: alive, and what it holds
 	KindError                     // worker: a shard failed to load
 	KindGroup                     // worker: a whole group's sum (Shard is the group)
+	KindNeedX                     // worker: the round's point came without x, and this worker does not hold it
 	maxKind
 )
 
 func (k Kind) String() string {
-	names := [...]string{"?", "point", "partial", "meta", "assign", "heartbeat", "error", "group"}
+	names := [...]string{"?", "point", "partial", "meta", "assign", "heartbeat", "error", "group", "need-x"}
 	if int(k) < len(names) {
 		return names[k]
 	}

@@ -38,8 +38,8 @@ const opCorrect = shard.OpEvalHess + 1
 // steps multiply at the x of the round before (the trial point just
 // accepted, or the step before), so their points are half the bytes (8 MB
 // a worker at 1 M features, not 16). A worker that does not hold that
-// point drops the message and answers the round's next broadcast, which
-// carries x again.
+// point (it missed the round before) says so (KindNeedX) and answers the
+// broadcast with x that the coordinator sends at once.
 const opHessVecAt = opCorrect + 1
 
 var errNoX = errors.New("transport: a Hessian-vector point at an x this worker does not hold (waiting for the round with x)")
@@ -549,6 +549,10 @@ func (w *Worker) onPoint(m roundMsg) {
 		} else {
 			p.Op, p.X = shard.OpHessVec, w.point.X
 		}
+	}
+	if err == errNoX {
+		w.log.Info("a point without x at an x this worker does not hold: asking for x", zap.Uint64("round", m.round))
+		w.publishUp(KindNeedX, m.round, 0, []byte(w.ID))
 	}
 	if err != nil {
 		w.badMsg.add(err, KindPoint)
