@@ -24,35 +24,33 @@ func (m *lbfgs) state() any { return &m.S }
 
 func (m *osgm) fits(n int) error {
 	s := &m.osgmState
-	if err := vectors(n, s.X, s.Gr, s.XPrev, s.XH, s.GH, s.P, s.Acc, s.U); err != nil {
-		return err
-	}
+	vs := []vec{{"X", s.X}, {"Gr", s.Gr}, {"XPrev", s.XPrev}, {"XH", s.XH}, {"GH", s.GH}, {"P", s.P}, {"Acc", s.Acc}, {"U", s.U}}
 	if len(s.HV) != 0 { // osgm-g only
-		return vectors(n, s.HV)
+		vs = append(vs, vec{"HV", s.HV})
 	}
-	return nil
+	return vectors(n, vs...)
 }
 
 func (m *lbfgs) fits(n int) error {
 	s := &m.S
-	if err := vectors(n, s.X, s.G, s.Dir, s.XT); err != nil {
-		return err
-	}
 	if len(s.Hs) != m.mem || len(s.Hy) != m.mem || len(s.Rho) != m.mem || len(s.Alpha) != m.mem {
 		return fmt.Errorf("a history of %d, %d, %d and %d entries for a memory of %d", len(s.Hs), len(s.Hy), len(s.Rho), len(s.Alpha), m.mem)
 	}
 	if s.Head < 0 || s.Head >= m.mem || s.Cnt < 0 || s.Cnt > m.mem {
 		return fmt.Errorf("history head %d and count %d for a memory of %d", s.Head, s.Cnt, m.mem)
 	}
-	if err := vectors(n, s.Hs...); err != nil {
-		return err
+	vs := []vec{{"X", s.X}, {"G", s.G}, {"Dir", s.Dir}, {"XT", s.XT}}
+	for i := range s.Hs {
+		vs = append(vs, vec{fmt.Sprintf("Hs[%d]", i), s.Hs[i]}, vec{fmt.Sprintf("Hy[%d]", i), s.Hy[i]})
 	}
-	return vectors(n, s.Hy...)
+	return vectors(n, vs...)
 }
 
 func (m *newton) fits(n int) error {
 	s := &m.S
-	if err := vectors(n, s.X, s.G, s.M, s.Step, s.R, s.D, s.HD, s.Z, s.XT); err != nil {
+	err := vectors(n, vec{"X", s.X}, vec{"G", s.G}, vec{"M", s.M}, vec{"Step", s.Step}, vec{"R", s.R},
+		vec{"D", s.D}, vec{"HD", s.HD}, vec{"Z", s.Z}, vec{"XT", s.XT})
+	if err != nil {
 		return err
 	}
 	if len(s.H) != 0 && (!m.full || len(s.H) != n*n) {
@@ -61,11 +59,17 @@ func (m *newton) fits(n int) error {
 	return nil
 }
 
-// vectors checks that every v has n entries.
-func vectors(n int, vs ...[]float64) error {
-	for i, v := range vs {
-		if len(v) != n {
-			return fmt.Errorf("vector %d of the state has %d entries, the problem %d", i, len(v), n)
+// vec is a state's vector and its field's name, for errors.
+type vec struct {
+	name string
+	v    []float64
+}
+
+// vectors checks that every vector has n entries.
+func vectors(n int, vs ...vec) error {
+	for _, v := range vs {
+		if len(v.v) != n {
+			return fmt.Errorf("%s has %d entries, the problem %d", v.name, len(v.v), n)
 		}
 	}
 	return nil

@@ -269,11 +269,11 @@ func TestResumeRefusesStatesThatDoNotFit(t *testing.T) {
 		{"another method", "lbfgs", 12, snaps["hdm"], "the snapshot is of hdm"},
 		{"one state for two problems", "newton", 12, &oneState, "for 2 problems"},
 		{"a history index out of range", "lbfgs", 12, lbfgsHead, "history head 10"},
-		{"lbfgs, shorter vectors", "lbfgs", 10, snaps["lbfgs"], "has 12 entries, the problem 10"},
-		{"newton, longer vectors", "newton", 14, snaps["newton"], "has 12 entries, the problem 14"},
+		{"lbfgs, shorter vectors", "lbfgs", 10, snaps["lbfgs"], "X has 12 entries, the problem 10"},
+		{"newton, longer vectors", "newton", 14, snaps["newton"], "X has 12 entries, the problem 14"},
 		{"newton-full, a Hessian short of an entry", "newton-full", 12, shortHessian, "a Hessian of 143 entries"},
-		{"newton-full, fewer coordinates", "newton-full", 11, snaps["newton-full"], "has 12 entries, the problem 11"},
-		{"osgm-g, shorter vectors", "osgm-g", 11, snaps["osgm-g"], "has 12 entries, the problem 11"},
+		{"newton-full, fewer coordinates", "newton-full", 11, snaps["newton-full"], "X has 12 entries, the problem 11"},
+		{"osgm-g, shorter vectors", "osgm-g", 11, snaps["osgm-g"], "X has 12 entries, the problem 11"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := resume(c.method, c.n, c.snap)
