@@ -54,6 +54,22 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 	if bad.err == nil || !strings.Contains(bad.output(), "other data") {
 		t.Fatalf("resume on other data: %v\n%s", bad.err, bad.output())
 	}
+	// So must a copy with one bit flipped.
+	b := readFile(t, ckpt)
+	b[len(b)/2] ^= 8
+	damaged := ckpt + ".damaged"
+	if err := os.WriteFile(damaged, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad = start(t, "coordinator", append(append([]string{}, args...), "-local", "-checkpoint", damaged, "-resume", data, model+".y")...)
+	select {
+	case <-bad.done:
+	case <-time.After(time.Minute):
+		t.Fatal("resume from a damaged checkpoint hung")
+	}
+	if bad.err == nil || !strings.Contains(bad.output(), damaged+": damaged checkpoint") {
+		t.Fatalf("resume from a damaged checkpoint: %v\n%s", bad.err, bad.output())
+	}
 }
 
 // TestNATSServerRestarted stops the NATS server in the middle of training
