@@ -35,30 +35,9 @@ func copyDot(dst, src, s []float64) float64 {
 	return dotSum(s0, s1, s2, s3)
 }
 
-// axpyDot sets d += a*x and returns s·d (the new d).
-func axpyDot(d []float64, a float64, x, s []float64) float64 {
-	n := len(d)
-	x, s = x[:n], s[:n]
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= n; i += 4 {
-		d0 := d[i] + float64(a*x[i])
-		d1 := d[i+1] + float64(a*x[i+1])
-		d2 := d[i+2] + float64(a*x[i+2])
-		d3 := d[i+3] + float64(a*x[i+3])
-		d[i], d[i+1], d[i+2], d[i+3] = d0, d1, d2, d3
-		s0 += float64(s[i] * d0)
-		s1 += float64(s[i+1] * d1)
-		s2 += float64(s[i+2] * d2)
-		s3 += float64(s[i+3] * d3)
-	}
-	for ; i < n; i++ {
-		di := d[i] + float64(a*x[i])
-		d[i] = di
-		s0 += float64(s[i] * di)
-	}
-	return dotSum(s0, s1, s2, s3)
-}
+// axpyDot sets d += a*x and returns s·d (the new d): axpyScaleDot with
+// c = 1, which rounds nothing.
+func axpyDot(d []float64, a float64, x, s []float64) float64 { return axpyScaleDot(d, a, x, 1, s) }
 
 // axpyScaleDot sets d = c*(d + a*x) and returns s·d (the new d).
 func axpyScaleDot(d []float64, a float64, x []float64, c float64, s []float64) float64 {

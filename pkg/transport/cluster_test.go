@@ -24,11 +24,16 @@ import (
 
 // testData writes a random 3-class data set.
 func testData(t *testing.T) string {
-	rng := rand.New(rand.NewPCG(5, 6))
+	return randomData(t, rand.New(rand.NewPCG(5, 6)), 3000, 3, 1, 60)
+}
+
+// randomData writes rows with labels 1 to classes and, at every step-th
+// feature up to last, a value one time in five.
+func randomData(t *testing.T, rng *rand.Rand, rows, classes, step, last int) string {
 	var b strings.Builder
-	for i := 0; i < 3000; i++ {
-		fmt.Fprintf(&b, "%d", 1+rng.IntN(3))
-		for j := 1; j <= 60; j++ {
+	for i := 0; i < rows; i++ {
+		fmt.Fprintf(&b, "%d", 1+rng.IntN(classes))
+		for j := step; j <= last; j += step {
 			if rng.Float64() < 0.2 {
 				fmt.Fprintf(&b, " %d:%.3f", j, rng.NormFloat64())
 			}
@@ -433,20 +438,7 @@ func TestRoundGivesUpWithoutWorkers(t *testing.T) {
 // spreadData writes a data set whose features are multiples of 4 up to
 // 240: three quarters of the coordinates are dead.
 func spreadData(t *testing.T, classes int) string {
-	rng := rand.New(rand.NewPCG(7, uint64(classes)))
-	var b strings.Builder
-	for i := 0; i < 2000; i++ {
-		fmt.Fprintf(&b, "%d", 1+rng.IntN(classes))
-		for j := 4; j <= 240; j += 4 {
-			if rng.Float64() < 0.2 {
-				fmt.Fprintf(&b, " %d:%.3f", j, rng.NormFloat64())
-			}
-		}
-		b.WriteString("\n")
-	}
-	path := filepath.Join(t.TempDir(), "data")
-	os.WriteFile(path, []byte(b.String()), 0o644)
-	return path
+	return randomData(t, rand.New(rand.NewPCG(7, uint64(classes))), 2000, classes, 4, 240)
 }
 
 // TestPointsCarryLiveCoordinates: on data with dead features the points
