@@ -151,7 +151,7 @@ func BenchmarkRound(b *testing.B) {
 	}
 	b.Run("local", func(b *testing.B) { round(b, shard.NewLocal(shards, runtime.NumCPU())) })
 	b.Run("nats", func(b *testing.B) {
-		c, _, _ := startCluster(b, path, 2, n, true, runtime.NumCPU())
+		c, _, _ := startCluster(b, path, 2, n, clusterOptions{inProcess: true, parallel: runtime.NumCPU()})
 		round(b, c)
 	})
 }

@@ -76,6 +76,16 @@ type Cluster struct {
 
 	heldSince map[int]time.Time // Load: since when a shard held is undescribed
 
+	// A NATS server restart loses what was in flight, and clients come
+	// back one by one. Whoever is back last makes the round go out again
+	// at once: this coordinator (reconnected) or a worker (its heartbeat's
+	// Reconnects grew: resendSoon). While cut off (deafSince) the
+	// coordinator hears no heartbeat and declares nobody dead for it.
+	reconnected chan struct{}
+	unhook      func() // gives the connection its own handler back
+	resendSoon  bool
+	deafSince   time.Time
+
 	// Memory kept from round to round: the point's head and chunks, and
 	// the partials decoded in the last round with the payloads their
 	// vectors view, free again once the next round starts (its reduction
@@ -115,11 +125,12 @@ type Stats struct {
 }
 
 type peer struct {
-	id, name string
-	lastSeen time.Time
-	held     []int
-	loading  []int
-	dead     bool
+	id, name   string
+	lastSeen   time.Time
+	reconnects uint64
+	held       []int
+	loading    []int
+	dead       bool
 }
 
 type upMsg struct {
@@ -147,7 +158,7 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		cfg.Log = zap.NewNop()
 	}
 	n := len(cfg.Ranges)
-	c := &Cluster{cfg: cfg, nc: nc, log: cfg.Log, ups: make(chan upMsg, upQueue), hbs: make(chan Heartbeat, 256),
+	c := &Cluster{cfg: cfg, nc: nc, log: cfg.Log, ups: make(chan upMsg, upQueue), hbs: make(chan Heartbeat, 256), reconnected: make(chan struct{}, 1),
 		workers: map[string]*peer{}, owner: make([]string, n), incoming: map[int]string{}, metas: make([]shard.Meta, n), haveMet: make([]bool, n)}
 	c.bad.log = c.log
 	asm := &c.asm
@@ -217,6 +228,17 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
+	prev := nc.ReconnectHandler()
+	nc.SetReconnectHandler(func(nc *nats.Conn) {
+		if prev != nil {
+			prev(nc)
+		}
+		select {
+		case c.reconnected <- struct{}{}:
+		default:
+		}
+	})
+	c.unhook = func() { nc.SetReconnectHandler(prev) }
 	return c, nil
 }
 
@@ -243,6 +265,9 @@ func (c *Cluster) Dropped() map[string]int { return c.bad.Dropped() }
 func (c *Cluster) Close() {
 	for _, s := range c.subs {
 		s.Unsubscribe()
+	}
+	if c.unhook != nil {
+		c.unhook()
 	}
 }
 
@@ -326,7 +351,7 @@ func (c *Cluster) live() []string {
 func (c *Cluster) onHeartbeat(hb Heartbeat) {
 	p := c.workers[hb.ID]
 	if p == nil {
-		p = &peer{id: hb.ID, name: hb.Name}
+		p = &peer{id: hb.ID, name: hb.Name, reconnects: hb.Reconnects}
 		c.workers[hb.ID] = p
 		c.log.Info("worker joined", zap.String("worker", hb.ID))
 	}
@@ -338,6 +363,10 @@ func (c *Cluster) onHeartbeat(hb Heartbeat) {
 	}
 	p.lastSeen = time.Now()
 	p.held, p.loading = hb.Held, hb.Loading
+	if hb.Reconnects > p.reconnects {
+		c.log.Info("worker reconnected to NATS", zap.String("worker", hb.ID))
+		p.reconnects, c.resendSoon = hb.Reconnects, true
+	}
 	for s, to := range c.incoming {
 		if to == hb.ID && slices.Contains(hb.Held, s) {
 			// The new owner has it: the old one may let go.
@@ -390,6 +419,20 @@ func (c *Cluster) load(id string) int {
 // how a worker that joined gets shards.
 func (c *Cluster) checkWorkers(moves bool) {
 	now := time.Now()
+	if !c.nc.IsConnected() {
+		if c.deafSince.IsZero() {
+			c.deafSince = now
+		}
+		return
+	}
+	if !c.deafSince.IsZero() {
+		// Heartbeats could not reach us: count silence from now.
+		c.log.Info("back on NATS", zap.Duration("cut off", now.Sub(c.deafSince)))
+		c.deafSince = time.Time{}
+		for _, p := range c.workers {
+			p.lastSeen = now
+		}
+	}
 	for _, id := range c.live() {
 		p := c.workers[id]
 		if now.Sub(p.lastSeen) > c.cfg.HeartbeatTimeout {
@@ -716,6 +759,13 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 		}
 		return add(part)
 	}
+	// This broadcast reaches whoever is connected now: reconnections
+	// before it need no other.
+	c.resendSoon = false
+	select {
+	case <-c.reconnected:
+	default:
+	}
 	if err := c.broadcast(payload); err != nil {
 		return err
 	}
@@ -724,10 +774,26 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	lastProgress := time.Now()
 	resends := 0
 	var alone time.Time // since when no worker has been live
+	again := func() error {
+		c.mu.Lock()
+		c.stats.Resends++
+		c.mu.Unlock()
+		var err error
+		if pt.Op == opHessVecAt {
+			// Some worker may not hold x: send it again too.
+			payload, err = c.sendX(pt)
+		} else {
+			err = c.broadcast(payload)
+		}
+		lastProgress = time.Now()
+		return err
+	}
 	for left > 0 {
 		select {
 		case <-c.cfg.Stop:
 			return fmt.Errorf("round %d: %w", c.round, ErrStopped)
+		case <-c.reconnected:
+			c.resendSoon = true
 		case hb := <-c.hbs:
 			c.onHeartbeat(hb)
 		case m := <-c.ups:
@@ -735,11 +801,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 				if m.round == c.round && pt.Op == opHessVecAt {
 					c.log.Info("a worker lacks x: broadcasting the point with x",
 						zap.Uint64("round", c.round), zap.String("worker", string(m.payload)))
-					c.mu.Lock()
-					c.stats.Resends++
-					c.mu.Unlock()
-					var err error
-					if payload, err = c.sendX(pt); err != nil {
+					if err := again(); err != nil {
 						return err
 					}
 				}
@@ -757,7 +819,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 			owners := slices.Clone(c.owner)
 			c.checkWorkers(false)
 			switch {
-			case len(c.live()) > 0:
+			case len(c.live()) > 0 && c.nc.IsConnected():
 				alone = time.Time{}
 			case alone.IsZero():
 				alone = time.Now()
@@ -766,6 +828,19 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 			}
 			if !slices.Equal(owners, c.owner) {
 				lastProgress = time.Now() // moved shards are loading
+			}
+			if !c.nc.IsConnected() {
+				// Nothing can be heard or sent; reconnecting sends the
+				// round again.
+				continue
+			}
+			if c.resendSoon {
+				c.resendSoon = false
+				c.log.Info("back on NATS after an outage: broadcasting the point again", zap.Uint64("round", c.round))
+				if err := again(); err != nil {
+					return err
+				}
+				continue
 			}
 			if time.Since(lastProgress) > c.cfg.ResendAfter {
 				resends++
@@ -783,20 +858,9 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 				}
 				c.log.Warn("round waiting on shards; broadcasting the point again",
 					zap.Uint64("round", c.round), zap.Ints("shards", missing))
-				c.mu.Lock()
-				c.stats.Resends++
-				c.mu.Unlock()
-				var err error
-				if pt.Op == opHessVecAt {
-					// Some worker may not hold x: send it again too.
-					payload, err = c.sendX(pt)
-				} else {
-					err = c.broadcast(payload)
-				}
-				if err != nil {
+				if err := again(); err != nil {
 					return err
 				}
-				lastProgress = time.Now()
 			}
 		}
 	}
@@ -826,5 +890,11 @@ func (c *Cluster) broadcast(payload [][]byte) error {
 	c.mu.Lock()
 	c.stats.BytesDown += sent
 	c.mu.Unlock()
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		// Cut off from NATS, with its buffer full: the point goes out
+		// again once reconnected, so the round need not fail.
+		c.log.Warn("NATS unreachable: the point will go out on reconnection", zap.Uint64("round", c.round))
+		return nil
+	}
 	return err
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -55,24 +59,39 @@ func cluster(t *testing.T, path string, n, shards int) (*Cluster, *nats.Conn) {
 // clusterWithStops is cluster that also returns a function per worker
 // that stops it (its connection closes, as when a process dies).
 func clusterWithStops(t *testing.T, path string, n, shards int, setup ...func(*Worker)) (*Cluster, *nats.Conn, []func()) {
-	return startCluster(t, path, n, shards, false, 1, setup...)
+	return startCluster(t, path, n, shards, clusterOptions{parallel: 1}, setup...)
 }
 
-// startCluster is clusterWithStops with the choices the coordinator makes
-// for its own workers: connections through memory (inProcess) and
-// parallel goroutines per worker.
-func startCluster(t testing.TB, path string, n, shards int, inProcess bool, parallel int, setup ...func(*Worker)) (*Cluster, *nats.Conn, []func()) {
-	srv, err := Embedded(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+// clusterOptions are startCluster's choices beyond the data.
+type clusterOptions struct {
+	// inProcess and parallel are the coordinator's choices for its own
+	// workers: connections through memory, goroutines per worker.
+	inProcess bool
+	parallel  int
+	// server, when set, is the server to use (a new embedded one
+	// otherwise); coordinator and worker are options of those
+	// connections.
+	server              *server.Server
+	coordinator, worker []nats.Option
+}
+
+// startCluster starts n in-process workers and a Cluster backend over the
+// file's shards, with the bus as o says.
+func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, setup ...func(*Worker)) (*Cluster, *nats.Conn, []func()) {
+	srv := o.server
+	if srv == nil {
+		var err error
+		if srv, err = Embedded(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Shutdown)
 	}
-	t.Cleanup(srv.Shutdown)
 	var opts []nats.Option
-	if inProcess {
+	if o.inProcess {
 		opts = append(opts, nats.InProcessServer(srv))
 	}
-	connect := func(name string) *nats.Conn {
-		nc, err := Connect(srv.ClientURL(), name, Auth{}, zap.NewNop(), opts...)
+	connect := func(name string, extra ...nats.Option) *nats.Conn {
+		nc, err := Connect(srv.ClientURL(), name, Auth{}, zap.NewNop(), append(slices.Clone(extra), opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +106,7 @@ func startCluster(t testing.TB, path string, n, shards int, inProcess bool, para
 		t.Fatal(err)
 	}
 	id, _ := shard.Identify(path)
-	c, err := NewCluster(connect("coordinator"), ClusterConfig{Ranges: shard.Layout(info.Size, shards), MinWorkers: n,
+	c, err := NewCluster(connect("coordinator", o.coordinator...), ClusterConfig{Ranges: shard.Layout(info.Size, shards), MinWorkers: n,
 		Source: Source{Path: path, File: id}, HeartbeatTimeout: 2 * time.Second, ResendAfter: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -97,8 +116,8 @@ func startCluster(t testing.TB, path string, n, shards int, inProcess bool, para
 	t.Cleanup(func() { cancel(); wg.Wait(); c.Close() })
 	var stops []func()
 	for i := 0; i < n; i++ {
-		nc := connect("worker")
-		w := NewWorker(nc, WorkerConfig{Name: fmt.Sprint("t", i), Parallel: parallel})
+		nc := connect("worker", o.worker...)
+		w := NewWorker(nc, WorkerConfig{Name: fmt.Sprint("t", i), Parallel: o.parallel})
 		for _, f := range setup {
 			f(w)
 		}
@@ -555,4 +574,133 @@ func TestSparseSumsKeepTheBits(t *testing.T) {
 		t.Fatalf("%d bytes up a round with sparse gradients, %d whole", up[false], up[true])
 	}
 	t.Logf("bytes up a round: %d sparse, %d whole", up[false], up[true])
+}
+
+// TestServerRestartSendsTheRoundAgain: the NATS server dies between
+// rounds, a round starts while every client is cut off, and a new server
+// comes up on the port. Whoever reconnects last, coordinator or workers,
+// the round goes out again as soon as everyone is back: with ResendAfter
+// at an hour a round that waited for it would not end. The cut-off
+// coordinator declares no worker dead, and the round's results are those
+// of the same point before the restart.
+func TestServerRestartSendsTheRoundAgain(t *testing.T) {
+	path := testData(t)
+	quick := nats.CustomReconnectDelay(func(int) time.Duration { return 20 * time.Millisecond })
+	slow := nats.CustomReconnectDelay(func(int) time.Duration { return 1500 * time.Millisecond })
+	for _, tc := range []struct {
+		name                string
+		coordinator, worker []nats.Option
+		heartbeat           time.Duration // the workers' (0: the default)
+		silence             time.Duration // the heartbeat timeout
+	}{
+		// The point the coordinator buffered goes out before any worker
+		// listens: the workers' heartbeats bring it back.
+		{"workers last", []nats.Option{quick}, []nats.Option{slow}, 0, 10 * time.Second},
+		// Workers say they are back while nobody listens, and send no
+		// other heartbeat; the coordinator, which buffers nothing, has
+		// sent nothing: its own reconnection brings the point.
+		{"coordinator last", []nats.Option{slow, nats.ReconnectBufSize(-1)}, []nats.Option{quick}, time.Hour, 10 * time.Second},
+		// Cut off for longer than the heartbeat timeout, the coordinator
+		// does not take it for the workers' silence.
+		{"coordinator cut off too long", []nats.Option{slow, nats.ReconnectBufSize(-1)}, []nats.Option{quick}, 0, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t)
+			srv := serverOn(t, port)
+			c, _, _ := startCluster(t, path, 2, 4, clusterOptions{parallel: 1, server: srv, coordinator: tc.coordinator, worker: tc.worker},
+				func(w *Worker) {
+					if tc.heartbeat > 0 {
+						w.cfg.Heartbeat = tc.heartbeat
+					}
+				})
+			core, logs := observer.New(zap.InfoLevel)
+			c.log = zap.New(core)
+			stop := make(chan struct{})
+			c.cfg.ResendAfter, c.cfg.HeartbeatTimeout, c.cfg.Stop = time.Hour, tc.silence, stop
+			defer time.AfterFunc(30*time.Second, func() { close(stop) }).Stop()
+
+			features := uint32(0)
+			for _, m := range c.Meta() {
+				features = max(features, m.MaxIndex)
+			}
+			w := make([]float64, features)
+			for j := range w {
+				w[j] = 0.01 * float64(j%7-3)
+			}
+			p := &shard.Point{W: [][]float64{w}, Bias: -1}
+			c.SetClasses([]float64{1, 2, 3})
+			eval := func() (map[string]float64, error) {
+				got := map[string]float64{}
+				err := c.Eval(shard.OpEval, p, nil, func(part *shard.Partial) error {
+					got[fmt.Sprint(part.Group, part.Level, part.Shard)] = part.Loss[0]
+					return nil
+				})
+				return got, err
+			}
+			want, err := eval()
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			srv.Shutdown()
+			waitFor(t, 10*time.Second, "the coordinator to be cut off", func() bool { return !c.nc.IsConnected() })
+			done := make(chan error, 1)
+			var got map[string]float64
+			go func() {
+				var err error
+				got, err = eval()
+				done <- err
+			}()
+			serverOn(t, port)
+			if err := <-done; err != nil {
+				t.Fatalf("the round after the restart: %v (resends %d)", err, c.Stats().Resends)
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("results after the restart %v, before %v", got, want)
+			}
+			if n := logs.FilterMessage("worker lost").Len(); n > 0 {
+				t.Fatalf("%d workers declared lost over a server restart", n)
+			}
+			if c.Stats().Resends == 0 {
+				t.Fatal("the round went through without being sent again: nothing was tested")
+			}
+		})
+	}
+}
+
+// serverOn starts a NATS server on the loopback port, stopped when the
+// test ends.
+func serverOn(t *testing.T, port int) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatalf("no NATS server on port %d", port)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// freePort is a loopback port nobody listened on a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", timeout, what)
+		}
+	}
 }

@@ -69,13 +69,12 @@ func (a Auth) options() ([]nats.Option, error) {
 }
 
 // Connect opens a connection that keeps reconnecting through server
-// restarts and says so in the log.
+// restarts and says so in the log; extra options override its own.
 func Connect(url, name string, auth Auth, log *zap.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	opts, err := auth.options()
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, extra...)
 	opts = append(opts,
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -105,6 +104,7 @@ func Connect(url, name string, auth Auth, log *zap.Logger, extra ...nats.Option)
 			log.Error("NATS error", zap.String("subject", subj), zap.Error(err))
 		}),
 	)
+	opts = append(opts, extra...) // after the defaults, which they may override
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", url, err)

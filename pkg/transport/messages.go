@@ -172,6 +172,11 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	if K == 0 || dim == 0 || uint64(vecs)*uint64(dim)*8 != uint64(d.left()) {
 		return nil, fmt.Errorf("transport: point: %d x %d vectors do not match %d bytes", vecs, dim, d.left())
 	}
+	if len(p.Labels) == 0 {
+		// Shards number their rows' classes by the labels: without them
+		// a kernel would read classes that were never set.
+		return nil, errors.New("transport: point: no class labels")
+	}
 	if len(p.Classes) != 0 && len(p.Classes) != K {
 		return nil, fmt.Errorf("transport: point: %d classes for %d problems", len(p.Classes), K)
 	}
@@ -520,6 +525,12 @@ type Heartbeat struct {
 	Job     uint64 `json:"job"`
 	Held    []int  `json:"held"`    // shards loaded
 	Loading []int  `json:"loading"` // shards being loaded
+	// Reconnects counts the worker's reconnections to NATS. A worker
+	// sends a heartbeat as soon as it is back, and a coordinator that
+	// sees the count grow broadcasts the round under way again: what was
+	// sent while the worker was cut off is lost, and waiting for
+	// ResendAfter would waste seconds.
+	Reconnects uint64 `json:"reconnects,omitempty"`
 }
 
 // LoadError reports a shard a worker could not load.

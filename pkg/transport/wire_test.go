@@ -350,10 +350,11 @@ func TestDecodeRejectsLies(t *testing.T) {
 		{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
 		{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 4, Live: []uint64{0b10001}, X: [][]float64{{1, 2}}},
 		{Op: shard.OpEval, Labels: []float64{1, -1}, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
+		{Op: shard.OpEval, X: [][]float64{{1, 2}}},
 	} {
 		if _, err := DecodePoint(EncodePoint(lie)); err == nil {
-			t.Errorf("a point with %d weights for 1 problem, fold %d of %d, or live coordinates %b of %d decoded",
-				len(lie.Weights), lie.Holdout, lie.Folds, lie.Live, lie.Full)
+			t.Errorf("a point with %d labels, %d weights for 1 problem, fold %d of %d, or live coordinates %b of %d decoded",
+				len(lie.Labels), len(lie.Weights), lie.Holdout, lie.Folds, lie.Live, lie.Full)
 		}
 	}
 	if _, _, err := DecodeMeta(0, EncodeMeta("w", &shard.Meta{MaxIndex: 8, Cols: []uint32{2, 8}})); err == nil {

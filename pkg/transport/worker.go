@@ -111,6 +111,7 @@ type Worker struct {
 
 	mu     sync.Mutex // guards hb, read by the heartbeat goroutine
 	hb     Heartbeat
+	beat   chan struct{} // a heartbeat now, not at the next tick
 	badMsg counter
 }
 
@@ -146,7 +147,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 	}
 	w := &Worker{ID: id, cfg: cfg, nc: nc, log: cfg.Log.With(zap.String("worker", id)),
 		cmds: make(chan Assign, 16), points: make(chan roundMsg, 64), loaded: make(chan loadResult, 4),
-		shards: map[int]*shard.Shard{}, want: map[int]shard.Range{}, loading: map[int]bool{}}
+		shards: map[int]*shard.Shard{}, want: map[int]shard.Range{}, loading: map[int]bool{}, beat: make(chan struct{}, 1)}
 	w.badMsg.log = w.log
 	w.hb = Heartbeat{ID: id, Name: cfg.Name}
 	return w
@@ -174,6 +175,20 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer sub.Unsubscribe()
+	prev := w.nc.ReconnectHandler()
+	w.nc.SetReconnectHandler(func(nc *nats.Conn) {
+		if prev != nil {
+			prev(nc)
+		}
+		w.mu.Lock()
+		w.hb.Reconnects++
+		w.mu.Unlock()
+		select {
+		case w.beat <- struct{}{}:
+		default:
+		}
+	})
+	defer w.nc.SetReconnectHandler(prev)
 	go w.heartbeats(ctx)
 	w.log.Info("worker ready", zap.String("subject", WorkerSubject(w.ID)))
 	for {
@@ -207,6 +222,7 @@ func (w *Worker) heartbeats(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-w.beat:
 		}
 	}
 }
