@@ -33,7 +33,7 @@ func testData(t *testing.T) string {
 
 // randomData writes rows with labels 1 to classes and, at every step-th
 // feature up to last, a value one time in five.
-func randomData(t *testing.T, rng *rand.Rand, rows, classes, step, last int) string {
+func randomData(t testing.TB, rng *rand.Rand, rows, classes, step, last int) string {
 	var b strings.Builder
 	for i := 0; i < rows; i++ {
 		fmt.Fprintf(&b, "%d", 1+rng.IntN(classes))

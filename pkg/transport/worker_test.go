@@ -1,0 +1,89 @@
+package transport
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
+
+// FuzzWorkerPoint hands a worker holding real shards any point message,
+// whole or cut into two chunks: it must evaluate it or drop it, never
+// panic. Decoding alone (FuzzDecodeMessages) does not see what a point
+// that decodes does to the kernels: one without labels once did.
+func FuzzWorkerPoint(f *testing.F) {
+	path := randomData(f, rand.New(rand.NewPCG(3, 4)), 200, 3, 1, 60)
+	srv, err := Embedded("")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(srv.Shutdown)
+	nc, err := Connect(srv.ClientURL(), "fuzz", Auth{}, zap.NewNop())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(nc.Close)
+	if err := WaitConnected(nc, 5*time.Second); err != nil {
+		f.Fatal(err)
+	}
+	info, err := shard.Stat(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	id, err := shard.Identify(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	const job = 7
+	ranges := shard.Layout(info.Size, 4)
+	w := NewWorker(nc, WorkerConfig{Parallel: 2})
+	w.assign(Assign{Job: job, Source: Source{Path: path, File: id}, Shards: ranges, Total: len(ranges)})
+	if r := <-w.loaded; r.err != nil {
+		f.Fatal(r.err)
+	} else {
+		w.finishLoad(r)
+	}
+
+	labels := []float64{1, 2, 3}
+	vec := func(dim int, scale float64) []float64 {
+		v := make([]float64, dim)
+		for j := range v {
+			v[j] = scale * float64(j%5-2)
+		}
+		return v
+	}
+	three := func(dim int, scale float64) [][]float64 {
+		return [][]float64{vec(dim, scale), vec(dim, -scale), vec(dim, scale/2)}
+	}
+	for _, p := range []*Point{
+		// First, while the shards have never been given the labels.
+		{Op: shard.OpEval, Bias: 1, X: three(61, 0.1)},
+		{Op: shard.OpEval, Bias: 1, Labels: labels, X: three(61, 0.1)},
+		{Op: shard.OpEval, Bias: -1, Labels: labels, Classes: []uint32{2}, Weights: []float64{1, 2}, X: [][]float64{vec(60, 0.1)}},
+		{Op: shard.OpHessVec, Bias: 1, Labels: labels, Stamp: 5, X: three(61, 0.1), V: three(61, 1)},
+		{Op: opHessVecAt, Bias: 1, Labels: labels, Stamp: 5, V: three(61, 1)},
+		{Op: shard.OpEvalDiag, Bias: 1, Labels: labels, Stamp: 6, X: [][]float64{vec(61, 0.1)}},
+		{Op: shard.OpEvalHess, Bias: 1, Labels: labels, X: [][]float64{vec(61, 0.1)}},
+		{Op: opCorrect, Bias: 1, Labels: labels, X: three(61, 0.1)},
+		{Op: shard.OpEval, Bias: 1, Labels: labels, Folds: 3, Holdout: 2, Rows: 200, Starts: []uint64{0, 50, 100, 150}, X: three(61, 0.1)},
+		{Op: shard.OpEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<61 - 1}, X: three(61, 0.1)},
+	} {
+		b := EncodePoint(p)
+		f.Add(b, uint16(0))
+		f.Add(b, uint16(len(b)/2))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, cut uint16) {
+		// The worker keeps the point, which may view its message: the
+		// fuzzer's bytes are not ours to keep.
+		b = bytes.Clone(b)
+		parts := [][]byte{b}
+		if c := int(cut); c > 0 && c < len(b) {
+			parts = [][]byte{b[:c], b[c:]}
+		}
+		w.onPoint(roundMsg{round: w.round + 1, job: job, parts: parts})
+	})
+}
