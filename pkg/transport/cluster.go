@@ -297,6 +297,8 @@ func (c *Cluster) Load(ctx context.Context) error {
 			if err := c.onUp(m, nil); err != nil {
 				return err
 			}
+		case <-c.reconnected:
+			c.resendSoon = true
 		case <-tick.C:
 			c.checkWorkers(false)
 			c.askAgain()
@@ -306,15 +308,20 @@ func (c *Cluster) Load(ctx context.Context) error {
 }
 
 // askAgain asks workers for the descriptions of shards they hold but
-// whose descriptions have not come for ResendAfter. Descriptions are sent
-// once, and a server that cuts off a slow consumer (all of a large job's
-// column maps arriving at once) drops what it had queued: Load would wait
-// for ever.
+// whose descriptions have not come for ResendAfter, or at once after a
+// reconnection (resendSoon). Descriptions are sent once, and a server
+// that cuts off a slow consumer (all of a large job's column maps
+// arriving at once) or restarts drops what it had queued: Load would
+// wait for ever.
 func (c *Cluster) askAgain() {
 	if c.heldSince == nil {
 		c.heldSince = map[int]time.Time{}
 	}
 	now := time.Now()
+	all := c.resendSoon && c.nc.IsConnected()
+	if all {
+		c.resendSoon = false
+	}
 	ask := map[string][]int{}
 	for s, ok := range c.haveMet {
 		id := c.target(s)
@@ -322,7 +329,7 @@ func (c *Cluster) askAgain() {
 		if ok || p == nil || p.dead || !slices.Contains(p.held, s) {
 			continue
 		}
-		if since, seen := c.heldSince[s]; !seen || now.Sub(since) < c.cfg.ResendAfter {
+		if since, seen := c.heldSince[s]; !all && (!seen || now.Sub(since) < c.cfg.ResendAfter) {
 			if !seen {
 				c.heldSince[s] = now
 			}

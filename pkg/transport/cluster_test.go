@@ -73,6 +73,7 @@ type clusterOptions struct {
 	// connections.
 	server              *server.Server
 	coordinator, worker []nats.Option
+	config              func(*ClusterConfig) // changes the test's defaults
 }
 
 // startCluster starts n in-process workers and a Cluster backend over the
@@ -106,8 +107,12 @@ func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, se
 		t.Fatal(err)
 	}
 	id, _ := shard.Identify(path)
-	c, err := NewCluster(connect("coordinator", o.coordinator...), ClusterConfig{Ranges: shard.Layout(info.Size, shards), MinWorkers: n,
-		Source: Source{Path: path, File: id}, HeartbeatTimeout: 2 * time.Second, ResendAfter: 500 * time.Millisecond})
+	cfg := ClusterConfig{Ranges: shard.Layout(info.Size, shards), MinWorkers: n,
+		Source: Source{Path: path, File: id}, HeartbeatTimeout: 2 * time.Second, ResendAfter: 500 * time.Millisecond}
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	c, err := NewCluster(connect("coordinator", o.coordinator...), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,9 +397,47 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 func TestLostDescriptionsAreAskedAgain(t *testing.T) {
 	path := testData(t)
 	c, _, _ := clusterWithStops(t, path, 2, 8, func(w *Worker) { w.loseDescriptions = 3 })
-	local := loadShards(t, path, 8)
+	sameMetas(t, c, path, 8)
+}
+
+// TestReconnectedWorkersAreAskedAgain: descriptions lost to a NATS
+// outage are asked for as soon as the worker says it reconnected, not
+// after ResendAfter (an hour here, so Load would not end).
+func TestReconnectedWorkersAreAskedAgain(t *testing.T) {
+	path := testData(t)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(done)
+	o := clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) { cfg.ResendAfter = time.Hour }}
+	c, _, _ := startCluster(t, path, 2, 8, o, func(w *Worker) {
+		w.loseDescriptions = 4 // all of them
+		wg.Add(1)
+		go func() {
+			// What the connection does when it is back: the worker's
+			// handler, installed once it runs, counts a reconnection.
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(200 * time.Millisecond):
+					if h := w.nc.ReconnectHandler(); h != nil {
+						h(w.nc)
+					}
+				}
+			}
+		}()
+	})
+	sameMetas(t, c, path, 8)
+}
+
+// sameMetas checks the cluster's shard descriptions against the shards
+// loaded here.
+func sameMetas(t *testing.T, c *Cluster, path string, n int) {
+	t.Helper()
 	got := c.Meta()
-	for i, s := range local {
+	for i, s := range loadShards(t, path, n) {
 		want := shard.MetaOf(s)
 		if !sameMeta(&got[i], &want) {
 			t.Errorf("shard %d: description %+v, want %+v", i, got[i], want)
