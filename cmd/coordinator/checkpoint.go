@@ -87,13 +87,53 @@ func (c *checkpoints) load() (*train.Checkpoint, error) {
 	return cp, nil
 }
 
+// checkOutputs makes sure, before any loading or training, that the
+// files the run will write can be made: a model that cannot be saved
+// should cost seconds, not the hours of training before it.
+func checkOutputs(o *options) error {
+	outs := []struct{ what, path string }{{"-checkpoint", o.checkpoint}, {"-plot", o.plot}, {"-trace", o.trace}}
+	if o.folds == 0 {
+		outs = append(outs, struct{ what, path string }{"model file", o.model})
+	}
+	for _, out := range outs {
+		if out.path == "" {
+			continue
+		}
+		if fi, err := os.Stat(out.path); err == nil && fi.IsDir() {
+			return fmt.Errorf("%s %s is a directory", out.what, out.path)
+		}
+		tmp, err := createBeside(out.path)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", out.what, out.path, err)
+		}
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}
+	return nil
+}
+
+// createBeside creates a temporary file in path's directory, for writing
+// path atomically; its error names the directory, not the temporary name.
+func createBeside(path string) (*os.File, error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("cannot create a file in %s: %w", dir, err)
+	}
+	return tmp, nil
+}
+
 // writeAtomic replaces path with b so that a crash leaves the old file or
 // the new one, never a torn one: temp file, fsync, rename, fsync the dir.
 func writeAtomic(path string, b []byte) error {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	tmp, err := createBeside(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(b); err != nil {

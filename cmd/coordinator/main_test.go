@@ -184,6 +184,38 @@ func TestRunReportsBadInput(t *testing.T) {
 	}
 }
 
+// TestRunRefusesUnwritableOutputs: a file the run would write that
+// cannot be made is refused before anything is loaded (the training file
+// here does not even exist), with the flag, the path and the reason.
+func TestRunRefusesUnwritableOutputs(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no-such-dir")
+	data := filepath.Join(dir, "not-read")
+	model := filepath.Join(dir, "m")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{data, filepath.Join(missing, "m")}, "model file " + missing + "/m: cannot create a file in " + missing + ": no such file or directory"},
+		{[]string{data, dir}, "model file " + dir + " is a directory"},
+		{[]string{"-checkpoint", filepath.Join(missing, "ck"), data, model}, "-checkpoint " + missing + "/ck: cannot create"},
+		{[]string{"-plot", filepath.Join(missing, "p.png"), data, model}, "-plot " + missing + "/p.png: cannot create"},
+		{[]string{"-trace", filepath.Join(missing, "t.csv"), data, model}, "-trace " + missing + "/t.csv: cannot create"},
+		{[]string{"-v", "3", data, filepath.Join(missing, "m")}, "open " + data}, // -v writes no model
+	} {
+		o, err := parse(append([]string{"-q", "-local"}, tc.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run(o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the checks left files behind: %v", entries)
+	}
+}
+
 // TestClassWeightFlags: LIBLINEAR's -wi pairs, negative labels included,
 // come out of the arguments before the flag package sees them; -workers
 // and friends are left alone.

@@ -39,6 +39,9 @@ func run(o *options) error {
 		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
+	if err := checkOutputs(o); err != nil {
+		return err
+	}
 
 	info, err := shard.Stat(o.train)
 	if err != nil {
