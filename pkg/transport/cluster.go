@@ -78,12 +78,12 @@ type Cluster struct {
 
 	// A NATS server restart loses what was in flight, and clients come
 	// back one by one. Whoever is back last makes the round go out again
-	// at once: this coordinator (reconnected) or a worker (its heartbeat's
-	// Reconnects grew: resendSoon). While cut off (deafSince) the
+	// soon (resendAt): this coordinator (reconnected) or a worker (its
+	// heartbeat's Reconnects grew). While cut off (deafSince) the
 	// coordinator hears no heartbeat and declares nobody dead for it.
 	reconnected chan struct{}
 	unhook      func() // gives the connection its own handler back
-	resendSoon  bool
+	resendAt    time.Time
 	deafSince   time.Time
 
 	// Memory kept from round to round: the point's head and chunks, and
@@ -298,7 +298,7 @@ func (c *Cluster) Load(ctx context.Context) error {
 				return err
 			}
 		case <-c.reconnected:
-			c.resendSoon = true
+			c.soon()
 		case <-tick.C:
 			c.checkWorkers(false)
 			c.askAgain()
@@ -309,7 +309,7 @@ func (c *Cluster) Load(ctx context.Context) error {
 
 // askAgain asks workers for the descriptions of shards they hold but
 // whose descriptions have not come for ResendAfter, or at once after a
-// reconnection (resendSoon). Descriptions are sent once, and a server
+// reconnection (resendAt). Descriptions are sent once, and a server
 // that cuts off a slow consumer (all of a large job's column maps
 // arriving at once) or restarts drops what it had queued: Load would
 // wait for ever.
@@ -318,10 +318,7 @@ func (c *Cluster) askAgain() {
 		c.heldSince = map[int]time.Time{}
 	}
 	now := time.Now()
-	all := c.resendSoon && c.nc.IsConnected()
-	if all {
-		c.resendSoon = false
-	}
+	all := c.due(now)
 	ask := map[string][]int{}
 	for s, ok := range c.haveMet {
 		id := c.target(s)
@@ -372,7 +369,8 @@ func (c *Cluster) onHeartbeat(hb Heartbeat) {
 	p.held, p.loading = hb.Held, hb.Loading
 	if hb.Reconnects > p.reconnects {
 		c.log.Info("worker reconnected to NATS", zap.String("worker", hb.ID))
-		p.reconnects, c.resendSoon = hb.Reconnects, true
+		p.reconnects = hb.Reconnects
+		c.soon()
 	}
 	for s, to := range c.incoming {
 		if to == hb.ID && slices.Contains(hb.Held, s) {
@@ -768,7 +766,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	}
 	// This broadcast reaches whoever is connected now: reconnections
 	// before it need no other.
-	c.resendSoon = false
+	c.resendAt = time.Time{}
 	select {
 	case <-c.reconnected:
 	default:
@@ -800,7 +798,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 		case <-c.cfg.Stop:
 			return fmt.Errorf("round %d: %w", c.round, ErrStopped)
 		case <-c.reconnected:
-			c.resendSoon = true
+			c.soon()
 		case hb := <-c.hbs:
 			c.onHeartbeat(hb)
 		case m := <-c.ups:
@@ -841,8 +839,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 				// round again.
 				continue
 			}
-			if c.resendSoon {
-				c.resendSoon = false
+			if c.due(time.Now()) {
 				c.log.Info("back on NATS after an outage: broadcasting the point again", zap.Uint64("round", c.round))
 				if err := again(); err != nil {
 					return err
@@ -876,6 +873,30 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	c.stats.Compute += time.Duration(compute * float64(time.Second))
 	c.mu.Unlock()
 	return nil
+}
+
+// reconnectSettle is how long a reconnection waits before the round
+// goes out again, for the clients that come back with it: after a server
+// restart they all retry on the same backoff schedule and are back within
+// a few hundred milliseconds, and one broadcast then serves them all
+// where one each would multiply the bytes by the number of workers.
+const reconnectSettle = 250 * time.Millisecond
+
+// soon asks for the round, or Load's missing descriptions, to go out
+// again after reconnectSettle.
+func (c *Cluster) soon() {
+	if c.resendAt.IsZero() {
+		c.resendAt = time.Now().Add(reconnectSettle)
+	}
+}
+
+// due reports whether what soon asked for is due, and clears it if so.
+func (c *Cluster) due(now time.Time) bool {
+	if c.resendAt.IsZero() || now.Before(c.resendAt) || !c.nc.IsConnected() {
+		return false
+	}
+	c.resendAt = time.Time{}
+	return true
 }
 
 // sendX turns the round's point without x into one with x and

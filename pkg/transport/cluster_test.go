@@ -747,3 +747,23 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 	}
 }
+
+// TestReconnectionsSettle: reconnections that come within
+// reconnectSettle of the first make one broadcast, due that long after
+// the first, not one each nor later with every new one.
+func TestReconnectionsSettle(t *testing.T) {
+	c, _ := cluster(t, testData(t), 1, 2)
+	c.soon()
+	first := time.Now()
+	if c.due(first) {
+		t.Fatal("due at once")
+	}
+	time.Sleep(10 * time.Millisecond)
+	c.soon() // a later one does not push the first back
+	if !c.due(first.Add(reconnectSettle)) {
+		t.Fatal("not due reconnectSettle after the first")
+	}
+	if c.due(first.Add(2 * reconnectSettle)) {
+		t.Fatal("due twice")
+	}
+}
