@@ -109,8 +109,7 @@ func TestComposeCommands(t *testing.T) {
 	}
 	run("nats", "")
 	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })
-	run("worker", "w-secret")
-	run("worker", "w-secret")
+	good := []*proc{run("worker", "w-secret"), run("worker", "w-secret")}
 	intruder := run("worker", "wrong")
 	c := run("coordinator", "c-secret")
 	c.wait(t, 2*time.Minute)
@@ -125,6 +124,11 @@ func TestComposeCommands(t *testing.T) {
 	})
 	if n := strings.Count(c.output(), `"msg":"worker joined"`); n != 2 {
 		t.Fatalf("%d workers joined; the one with the wrong password must not", n)
+	}
+	for _, w := range good {
+		if out := w.output(); strings.Contains(out, "ermissions") {
+			t.Fatalf("a worker was refused a subject it needs:\n%s", tail(out, 2000))
+		}
 	}
 	// A worker may publish what workers publish, and nothing else.
 	violations := make(chan error, 4)
@@ -143,14 +147,16 @@ func TestComposeCommands(t *testing.T) {
 		t.Fatalf("publishing a heartbeat was refused: %v", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	nc.Publish("osgm.j.0000000000000001.down", []byte("forged point"))
-	nc.Flush()
-	select {
-	case err := <-violations:
-		if !strings.Contains(err.Error(), "ermissions") {
-			t.Fatalf("unexpected error: %v", err)
+	for _, subject := range []string{"osgm.j.0000000000000001.down", "osgm.hello"} {
+		nc.Publish(subject, []byte("forged"))
+		nc.Flush()
+		select {
+		case err := <-violations:
+			if !strings.Contains(err.Error(), "ermissions") {
+				t.Fatalf("unexpected error: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a worker could publish on %s: the permissions are too wide", subject)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a worker could publish a point: the permissions are too wide")
 	}
 }

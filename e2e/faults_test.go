@@ -13,13 +13,14 @@ import (
 
 // TestCoordinatorKilledAndResumed kills the coordinator with SIGKILL in
 // the middle of a cluster run and resumes it from its checkpoint: the
-// model must be byte-identical to an uninterrupted run.
+// model must be byte-identical to an uninterrupted run, and the workers
+// keep the shards they had loaded.
 func TestCoordinatorKilledAndResumed(t *testing.T) {
 	data := dataset(t, "a9a")
 	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "6"}
 	want := train(t, data, append(args, "-local")...)
 	url := natsServer(t)
-	workers(t, url, 2, "r")
+	ws := workers(t, url, 2, "r")
 	ckpt := filepath.Join(t.TempDir(), "run.ckpt")
 	model := filepath.Join(t.TempDir(), "model")
 	cluster := append(args, "-nats", url, "-min-workers", "2", "-checkpoint", ckpt, "-checkpoint-every", "25")
@@ -42,6 +43,11 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 	}
 	if !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("model after kill and resume differs from the uninterrupted run")
+	}
+	for _, w := range ws {
+		if out := w.output(); strings.Count(out, `"msg":"loading shards"`) != 1 || !strings.Contains(out, "shards kept for the new job") {
+			t.Fatalf("a worker loaded its shards again for the resumed run:\n%s", tail(out, 3000))
+		}
 	}
 	// Another data set must be refused.
 	other := dataset(t, "heart_scale")

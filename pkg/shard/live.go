@@ -104,6 +104,16 @@ func CheckLive(shards []*Shard, m *LiveMap) error {
 	return nil
 }
 
+// Reuse readies the shard for another job over the same data: what it
+// holds from the last job's points (the rows' activity by stamp, whose
+// numbers a new coordinator uses again for other points, the folds and
+// the column map into live coordinates) does not hold for the next.
+func (s *Shard) Reuse() {
+	s.act = activityCache{}
+	s.Fold = nil
+	s.liveCols, s.liveOf = Columns{}, nil
+}
+
 func (s *Shard) useLive(m *LiveMap) error {
 	if s.liveOf == m {
 		return nil

@@ -222,9 +222,13 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	}
 	c.subs = []*nats.Subscription{up, hb}
 	// Workers started right after this (the embedded ones) announce
-	// themselves at once; a heartbeat that reached the server before our
-	// subscription would leave us waiting a whole heartbeat period.
+	// themselves at once; those running already answer the hello, once
+	// the subscription is in place, instead of at their next heartbeat.
 	if err := nc.Flush(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := nc.Publish(SubjectHello, nil); err != nil {
 		c.Close()
 		return nil, err
 	}

@@ -767,3 +767,55 @@ func TestReconnectionsSettle(t *testing.T) {
 		t.Fatal("due twice")
 	}
 }
+
+// TestShardsOutliveTheJob: a second coordinator's job over the same file
+// and layout (a resumed run, or another C) finds the workers' shards
+// loaded: no worker reads the file again, and the model is the one
+// trained without a bus. The workers beat once an hour: the second
+// coordinator learns of them by its hello.
+func TestShardsOutliveTheJob(t *testing.T) {
+	path := testData(t)
+	core, logs := observer.New(zap.InfoLevel)
+	hourly := clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) { cfg.HeartbeatTimeout = time.Hour }}
+	first, _, _ := startCluster(t, path, 2, 8, hourly, func(w *Worker) { w.log, w.cfg.Heartbeat = zap.New(core), time.Hour })
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "newton", MaxIter: 300}
+	if _, err := train.Train(first, cfg); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+
+	nc, err := Connect(first.nc.ConnectedUrl(), "second", Auth{}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ccfg := first.cfg
+	ccfg.Job = 0
+	ccfg.ResendAfter = time.Hour // kept shards are described unasked
+	second, err := NewCluster(nc, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if second.Job() == first.Job() {
+		t.Fatal("the same job id twice")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := second.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.FilterMessage("loading shards").Len(); n != 2 {
+		t.Errorf("workers loaded shards %d times, want 2 (the first job's)", n)
+	}
+	if n := logs.FilterMessage("shards kept for the new job").Len(); n != 2 {
+		t.Errorf("%d workers kept their shards, want 2", n)
+	}
+	sameMetas(t, second, path, 8)
+	cfg.C = 4 // other points at stamps of their own
+	got, err := train.Train(second, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, got, localModel(t, path, 8, cfg))
+}

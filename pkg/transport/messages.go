@@ -13,6 +13,10 @@ import (
 // Subjects of the protocol.
 const (
 	SubjectHeartbeat = "osgm.hb"
+	// SubjectHello is where a coordinator that starts asks every worker
+	// for a heartbeat now, instead of waiting up to a heartbeat period to
+	// learn who is there.
+	SubjectHello = "osgm.hello"
 )
 
 // WorkerSubject is where one worker takes commands.

@@ -9,6 +9,7 @@
 // Subjects:
 //
 //	osgm.hb             workers' heartbeats (JSON), every HeartbeatEvery
+//	osgm.hello          a coordinator's call for heartbeats (any payload)
 //	osgm.w.<worker>     commands to one worker (Assign, JSON)
 //	osgm.j.<job>.down   evaluation points, broadcast to the job's workers
 //	osgm.j.<job>.up     shard descriptions, partial sums and errors

@@ -175,6 +175,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer sub.Unsubscribe()
+	hello, err := w.nc.Subscribe(SubjectHello, func(*nats.Msg) { w.beatNow() })
+	if err != nil {
+		return err
+	}
+	defer hello.Unsubscribe()
 	prev := w.nc.ReconnectHandler()
 	w.nc.SetReconnectHandler(func(nc *nats.Conn) {
 		if prev != nil {
@@ -183,10 +188,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Lock()
 		w.hb.Reconnects++
 		w.mu.Unlock()
-		select {
-		case w.beat <- struct{}{}:
-		default:
-		}
+		w.beatNow()
 	})
 	defer w.nc.SetReconnectHandler(prev)
 	go w.heartbeats(ctx)
@@ -208,6 +210,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
+// minBeatGap spaces the heartbeats that beatNow asks for, so that a flood
+// of hellos cannot make every worker flood the bus in turn.
+const minBeatGap = 50 * time.Millisecond
+
+// beatNow asks for a heartbeat before the next tick.
+func (w *Worker) beatNow() {
+	select {
+	case w.beat <- struct{}{}:
+	default:
+	}
+}
+
 func (w *Worker) heartbeats(ctx context.Context) {
 	t := time.NewTicker(w.cfg.Heartbeat)
 	defer t.Stop()
@@ -218,11 +232,17 @@ func (w *Worker) heartbeats(ctx context.Context) {
 		Chunks(KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {
 			return w.nc.Publish(SubjectHeartbeat, b)
 		})
+		sent := time.Now()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-w.beat:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(minBeatGap - time.Since(sent)):
+			}
 		}
 	}
 }
@@ -248,8 +268,10 @@ func (w *Worker) publishState() {
 
 // assign makes the held shards match the coordinator's list.
 func (w *Worker) assign(a Assign) {
+	describe := a.Describe
 	if a.Job != w.job {
-		w.switchJob(a.Job)
+		// The new coordinator knows nothing of the shards kept.
+		describe = append(w.switchJob(a), describe...)
 	}
 	w.source, w.total = a.Source, a.Total
 	w.want = map[int]shard.Range{}
@@ -271,7 +293,7 @@ func (w *Worker) assign(a Assign) {
 	}
 	w.rebuildLocal()
 	w.publishState()
-	for _, id := range a.Describe {
+	for _, id := range describe {
 		if s := w.shards[id]; s != nil {
 			w.describe(s)
 		}
@@ -287,12 +309,32 @@ func (w *Worker) assign(a Assign) {
 	}(a.Job, a.Source)
 }
 
-func (w *Worker) switchJob(job uint64) {
+// switchJob leaves the last job for a's. Shards of the same file, cut at
+// the same bytes, stay: a coordinator resumed from a checkpoint, or the
+// next training of the same file (another C, say), finds them loaded
+// instead of waiting for every worker to read the file again. It returns
+// the ids of the shards kept.
+func (w *Worker) switchJob(a Assign) []int {
+	job := a.Job
 	if w.down != nil {
 		w.down.Unsubscribe()
 	}
+	kept, ids := map[int]*shard.Shard{}, []int{}
+	if a.Source.Bucket == "" && w.source.Bucket == "" && a.Source.Path == w.source.Path && a.Source.File == w.source.File {
+		for _, r := range a.Shards {
+			if s := w.shards[r.ID]; s != nil && w.want[r.ID] == r {
+				s.Reuse()
+				kept[r.ID] = s
+				ids = append(ids, r.ID)
+			}
+		}
+	}
+	if len(kept) > 0 {
+		w.log.Info("shards kept for the new job", zap.Int("count", len(kept)), zap.String("path", a.Source.Path))
+	}
 	w.job, w.round, w.point, w.answered, w.sums, w.order = job, 0, nil, nil, nil, nil
-	clear(w.shards)
+	w.live, w.foldN, w.foldIDs = nil, 0, nil
+	w.shards = kept
 	clear(w.loading)
 	var asm Assembler
 	asm.MaxPending = 4
@@ -309,11 +351,12 @@ func (w *Worker) switchJob(job uint64) {
 	})
 	if err != nil {
 		w.log.Error("subscribe", zap.Error(err))
-		return
+		return ids
 	}
 	// A large broadcast must never be dropped silently for want of room.
 	sub.SetPendingLimits(-1, -1)
 	w.down = sub
+	return ids
 }
 
 func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
