@@ -840,7 +840,8 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 			}
 			if !c.nc.IsConnected() {
 				// Nothing can be heard or sent; reconnecting sends the
-				// round again.
+				// round again, and only then does silence count.
+				lastProgress = time.Now()
 				continue
 			}
 			if c.due(time.Now()) {

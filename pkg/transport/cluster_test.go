@@ -635,17 +635,20 @@ func TestServerRestartSendsTheRoundAgain(t *testing.T) {
 		coordinator, worker []nats.Option
 		heartbeat           time.Duration // the workers' (0: the default)
 		silence             time.Duration // the heartbeat timeout
+		resendAfter         time.Duration
 	}{
 		// The point the coordinator buffered goes out before any worker
 		// listens: the workers' heartbeats bring it back.
-		{"workers last", []nats.Option{quick}, []nats.Option{slow}, 0, 10 * time.Second},
+		{"workers last", []nats.Option{quick}, []nats.Option{slow}, 0, 10 * time.Second, time.Hour},
 		// Workers say they are back while nobody listens, and send no
 		// other heartbeat; the coordinator, which buffers nothing, has
-		// sent nothing: its own reconnection brings the point.
-		{"coordinator last", []nats.Option{slow, nats.ReconnectBufSize(-1)}, []nats.Option{quick}, time.Hour, 10 * time.Second},
+		// sent nothing: its own reconnection brings the point. The
+		// outage is longer than ResendAfter, whose clock starts again
+		// at the reconnection.
+		{"coordinator last", []nats.Option{slow, nats.ReconnectBufSize(-1)}, []nats.Option{quick}, time.Hour, 10 * time.Second, time.Second},
 		// Cut off for longer than the heartbeat timeout, the coordinator
 		// does not take it for the workers' silence.
-		{"coordinator cut off too long", []nats.Option{slow, nats.ReconnectBufSize(-1)}, []nats.Option{quick}, 0, time.Second},
+		{"coordinator cut off too long", []nats.Option{slow, nats.ReconnectBufSize(-1)}, []nats.Option{quick}, 0, time.Second, time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			port := freePort(t)
@@ -659,7 +662,7 @@ func TestServerRestartSendsTheRoundAgain(t *testing.T) {
 			core, logs := observer.New(zap.InfoLevel)
 			c.log = zap.New(core)
 			stop := make(chan struct{})
-			c.cfg.ResendAfter, c.cfg.HeartbeatTimeout, c.cfg.Stop = time.Hour, tc.silence, stop
+			c.cfg.ResendAfter, c.cfg.HeartbeatTimeout, c.cfg.Stop = tc.resendAfter, tc.silence, stop
 			defer time.AfterFunc(30*time.Second, func() { close(stop) }).Stop()
 
 			features := uint32(0)
@@ -703,6 +706,9 @@ func TestServerRestartSendsTheRoundAgain(t *testing.T) {
 			}
 			if n := logs.FilterMessage("worker lost").Len(); n > 0 {
 				t.Fatalf("%d workers declared lost over a server restart", n)
+			}
+			if n := logs.FilterMessage("round waiting on shards; broadcasting the point again").Len(); n > 0 {
+				t.Fatalf("the round went out again %d times for want of results, not for the reconnection", n)
 			}
 			if c.Stats().Resends == 0 {
 				t.Fatal("the round went through without being sent again: nothing was tested")
