@@ -80,7 +80,8 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 
 // TestNATSServerRestarted stops the NATS server in the middle of training
 // and starts a new one on the same port: clients reconnect, the round is
-// broadcast again, and the model is unchanged.
+// broadcast again as they come back (not after 3 s without results), and
+// the model is unchanged.
 func TestNATSServerRestarted(t *testing.T) {
 	data := dataset(t, "a9a")
 	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "6"}
@@ -104,6 +105,9 @@ func TestNATSServerRestarted(t *testing.T) {
 	c.wait(t, 5*time.Minute)
 	if !strings.Contains(c.output(), "reconnected to NATS") {
 		t.Fatalf("no reconnection logged:\n%s", tail(c.output(), 3000))
+	}
+	if strings.Contains(c.output(), "round waiting on shards") {
+		t.Fatalf("a round waited for results after the restart:\n%s", tail(c.output(), 3000))
 	}
 	if !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("model after a NATS restart differs")
