@@ -31,8 +31,9 @@ type ClusterConfig struct {
 	// move to it), and only this or NoWorkerTimeout ends the wait.
 	Stop <-chan struct{}
 	// NoWorkerTimeout, when positive, fails a round that has had no live
-	// worker for this long (ErrNoWorkers); zero waits for ever, for
-	// workers that a supervisor restarts.
+	// worker, or no connection to NATS, for this long (ErrNoWorkers);
+	// zero waits for ever, for workers or a server that a supervisor
+	// restarts.
 	NoWorkerTimeout time.Duration
 	Log             *zap.Logger
 }

@@ -497,6 +497,29 @@ func TestRoundGivesUpWithoutWorkers(t *testing.T) {
 	}
 }
 
+// TestRoundGivesUpWithoutNATS: a coordinator cut off from NATS for
+// NoWorkerTimeout fails its round with ErrNoWorkers, though the workers
+// it last heard from are not declared lost.
+func TestRoundGivesUpWithoutNATS(t *testing.T) {
+	srv := serverOn(t, freePort(t))
+	c, _, _ := startCluster(t, testData(t), 1, 4, clusterOptions{parallel: 1, server: srv,
+		config: func(cfg *ClusterConfig) { cfg.HeartbeatTimeout, cfg.NoWorkerTimeout = time.Hour, 300*time.Millisecond }})
+	c.SetClasses([]float64{1, 2, 3})
+	srv.Shutdown()
+	waitFor(t, 10*time.Second, "the coordinator to be cut off", func() bool { return !c.nc.IsConnected() })
+	p := &shard.Point{W: [][]float64{make([]float64, 61)}, Bias: -1}
+	done := make(chan error, 1)
+	go func() { done <- c.Eval(shard.OpEval, p, nil, func(*shard.Partial) error { return nil }) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNoWorkers) {
+			t.Fatalf("round ended with %v, want ErrNoWorkers", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the round still waits with NATS gone")
+	}
+}
+
 // spreadData writes a data set whose features are multiples of 4 up to
 // 240: three quarters of the coordinates are dead.
 func spreadData(t *testing.T, classes int) string {
