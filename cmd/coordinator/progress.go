@@ -63,6 +63,7 @@ func (p *progress) export(r osgm.Record) {
 		setCounter(m.Bytes.WithLabelValues("down"), float64(st.BytesDown))
 		setCounter(m.Bytes.WithLabelValues("up"), float64(st.BytesUp))
 		setCounter(m.Reassignments, float64(st.Reassignments))
+		setCounter(m.Resends, float64(st.Resends))
 	}
 }
 

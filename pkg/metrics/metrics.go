@@ -24,6 +24,7 @@ type Coordinator struct {
 	Round         prometheus.Histogram // seconds per pass over the data
 	Bytes         *prometheus.CounterVec
 	Reassignments prometheus.Counter
+	Resends       prometheus.Counter // rounds broadcast again (lost points, reconnections)
 	Workers       prometheus.Gauge
 }
 
@@ -43,9 +44,11 @@ func NewCoordinator() *Coordinator {
 		Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "osgm_bus_bytes_total",
 			Help: "Bytes on the NATS bus, by direction."}, []string{"direction"}),
 		Reassignments: prometheus.NewCounter(prometheus.CounterOpts{Name: "osgm_shard_reassignments_total", Help: "Shards moved between workers."}),
-		Workers:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "osgm_workers_alive", Help: "Workers currently alive."}),
+		Resends: prometheus.NewCounter(prometheus.CounterOpts{Name: "osgm_round_resends_total",
+			Help: "Rounds whose point was broadcast again: results missing, a worker without x, or clients back after a NATS outage."}),
+		Workers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "osgm_workers_alive", Help: "Workers currently alive."}),
 	}
-	r.MustRegister(c.Iterations, c.Passes, c.Objective, c.GradientRatio, c.Round, c.Bytes, c.Reassignments, c.Workers)
+	r.MustRegister(c.Iterations, c.Passes, c.Objective, c.GradientRatio, c.Round, c.Bytes, c.Reassignments, c.Resends, c.Workers)
 	return c
 }
 

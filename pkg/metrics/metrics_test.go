@@ -17,6 +17,7 @@ func TestScrape(t *testing.T) {
 	c.Round.Observe(0.002)
 	c.Bytes.WithLabelValues("up").Add(1024)
 	c.Workers.Set(3)
+	c.Resends.Add(2)
 	addr, stop, err := Serve("127.0.0.1:0", c.Registry)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +33,7 @@ func TestScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks := map[string]float64{"osgm_iterations_total": 7, "osgm_objective": 13742.5, "osgm_workers_alive": 3, "osgm_bus_bytes_total": 1024}
+	checks := map[string]float64{"osgm_iterations_total": 7, "osgm_objective": 13742.5, "osgm_workers_alive": 3, "osgm_bus_bytes_total": 1024, "osgm_round_resends_total": 2}
 	for name, want := range checks {
 		f := families[name]
 		if f == nil || len(f.Metric) == 0 {
