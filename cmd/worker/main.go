@@ -36,7 +36,7 @@ func main() {
 	var compact shard.Compaction
 	fs.Var(&compact, "compact", "store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at this address; off by default")
-	memProfile := fs.String("memprofile", "", "write a heap profile (pprof) to this file on SIGUSR1 (between jobs a worker holds no shards)")
+	memProfile := fs.String("memprofile", "", "write a heap profile (pprof) to this file on SIGUSR1 (a worker keeps the last job's shards until a job over another file comes)")
 	var auth transport.Auth
 	fs.StringVar(&auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")
 	fs.StringVar(&auth.NKeyFile, "nkey", os.Getenv("NATS_NKEY_FILE"), "NATS NKey seed file (or NATS_NKEY_FILE)")
