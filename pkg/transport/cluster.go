@@ -359,6 +359,14 @@ func (c *Cluster) live() []string {
 
 func (c *Cluster) onHeartbeat(hb Heartbeat) {
 	p := c.workers[hb.ID]
+	if hb.Leaving {
+		// Its shards move at the next check (checkWorkers).
+		if p != nil && !p.dead {
+			p.dead = true
+			c.log.Info("worker left", zap.String("worker", hb.ID))
+		}
+		return
+	}
 	if p == nil {
 		p = &peer{id: hb.ID, name: hb.Name, reconnects: hb.Reconnects}
 		c.workers[hb.ID] = p

@@ -57,7 +57,8 @@ func cluster(t *testing.T, path string, n, shards int) (*Cluster, *nats.Conn) {
 }
 
 // clusterWithStops is cluster that also returns a function per worker
-// that stops it (its connection closes, as when a process dies).
+// that stops it as SIGTERM stops a worker process: it says it leaves and
+// its connection closes. (e2e's TestWorkerKilled kills one outright.)
 func clusterWithStops(t *testing.T, path string, n, shards int, setup ...func(*Worker)) (*Cluster, *nats.Conn, []func()) {
 	return startCluster(t, path, n, shards, clusterOptions{parallel: 1}, setup...)
 }
@@ -494,6 +495,31 @@ func TestRoundGivesUpWithoutWorkers(t *testing.T) {
 		}
 	case <-time.After(c.cfg.HeartbeatTimeout + 10*time.Second):
 		t.Fatal("the round still waits with no worker")
+	}
+}
+
+// TestLeavingWorkerHandsOver: a worker that stops says so, and its
+// shards move at once: with the heartbeat timeout and ResendAfter at an
+// hour, training would otherwise wait until Stop.
+func TestLeavingWorkerHandsOver(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	want := localModel(t, path, 8, cfg)
+	stop := make(chan struct{})
+	defer time.AfterFunc(20*time.Second, func() { close(stop) }).Stop()
+	c, _, stops := startCluster(t, path, 2, 8, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
+		cfg.HeartbeatTimeout, cfg.ResendAfter, cfg.Stop = time.Hour, time.Hour, stop
+	}})
+	core, logs := observer.New(zap.InfoLevel)
+	c.log = zap.New(core)
+	stops[0]()
+	got, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, got, want)
+	if logs.FilterMessage("worker left").Len() != 1 || c.Live() != 1 {
+		t.Fatalf("%d workers live, left: %v", c.Live(), logs.FilterMessage("worker left").All())
 	}
 }
 

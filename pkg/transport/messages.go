@@ -535,6 +535,10 @@ type Heartbeat struct {
 	// sent while the worker was cut off is lost, and waiting for
 	// ResendAfter would waste seconds.
 	Reconnects uint64 `json:"reconnects,omitempty"`
+	// Leaving is a worker's last heartbeat when it stops (SIGTERM, a
+	// scale-down): its shards move at once, not after the heartbeat
+	// timeout.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // LoadError reports a shard a worker could not load.

@@ -199,6 +199,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			if w.down != nil {
 				w.down.Unsubscribe()
 			}
+			w.sayGoodbye()
 			return nil
 		case a := <-w.cmds:
 			w.assign(a)
@@ -210,9 +211,31 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
+// sayGoodbye sends the last heartbeat, Leaving, and waits for the server
+// to have it. Every later heartbeat says Leaving too: the heartbeat
+// goroutine may not have stopped yet.
+func (w *Worker) sayGoodbye() {
+	w.mu.Lock()
+	w.hb.Leaving = true
+	w.mu.Unlock()
+	w.sendHeartbeat()
+	if err := w.nc.FlushTimeout(time.Second); err != nil {
+		w.log.Warn("could not say goodbye", zap.Error(err))
+	}
+}
+
 // minBeatGap spaces the heartbeats that beatNow asks for, so that a flood
 // of hellos cannot make every worker flood the bus in turn.
 const minBeatGap = 50 * time.Millisecond
+
+func (w *Worker) sendHeartbeat() {
+	w.mu.Lock()
+	hb, _ := json.Marshal(w.hb)
+	w.mu.Unlock()
+	Chunks(KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {
+		return w.nc.Publish(SubjectHeartbeat, b)
+	})
+}
 
 // beatNow asks for a heartbeat before the next tick.
 func (w *Worker) beatNow() {
@@ -226,12 +249,7 @@ func (w *Worker) heartbeats(ctx context.Context) {
 	t := time.NewTicker(w.cfg.Heartbeat)
 	defer t.Stop()
 	for {
-		w.mu.Lock()
-		hb, _ := json.Marshal(w.hb)
-		w.mu.Unlock()
-		Chunks(KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {
-			return w.nc.Publish(SubjectHeartbeat, b)
-		})
+		w.sendHeartbeat()
 		sent := time.Now()
 		select {
 		case <-ctx.Done():
