@@ -217,26 +217,39 @@ func TestSameModelEverywhere(t *testing.T) {
 }
 
 // TestWorkerKilled kills one of three workers with SIGKILL in the middle of
-// training; its shards move, the round is redone, the model is the same.
+// training, or stops it with SIGTERM; its shards move (after the heartbeat
+// timeout, or at once: with SIGTERM the timeout is an hour), the round is
+// redone, the model is the same.
 func TestWorkerKilled(t *testing.T) {
 	data := dataset(t, "a9a")
-	args := []string{"-e", "1e-6", "-heartbeat-timeout", "1s", "-shards", "9"}
+	args := []string{"-e", "1e-6", "-shards", "9"}
 	want := train(t, data, append(args, "-local")...)
-	url := natsServer(t)
-	ws := workers(t, url, 3, "k")
-	model := filepath.Join(t.TempDir(), "model")
-	c := start(t, "coordinator", append(args, "-nats", url, "-min-workers", "3", data, model)...)
-	checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
-	ws[1].cmd.Process.Signal(syscall.SIGKILL)
-	c.wait(t, 5*time.Minute)
-	out := c.output()
-	if !strings.Contains(out, `"msg":"worker lost"`) || !strings.Contains(out, `"msg":"shard reassigned"`) {
-		t.Fatalf("the coordinator did not log the lost worker and moved shards:\n%s", tail(out, 3000))
+	for _, tc := range []struct {
+		sig     syscall.Signal
+		timeout string
+		logged  string
+	}{
+		{syscall.SIGKILL, "1s", `"msg":"worker lost"`},
+		{syscall.SIGTERM, "1h", `"msg":"worker left"`},
+	} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			url := natsServer(t)
+			ws := workers(t, url, 3, "k")
+			model := filepath.Join(t.TempDir(), "model")
+			c := start(t, "coordinator", append(args, "-heartbeat-timeout", tc.timeout, "-nats", url, "-min-workers", "3", data, model)...)
+			checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
+			ws[1].cmd.Process.Signal(tc.sig)
+			c.wait(t, 5*time.Minute)
+			out := c.output()
+			if !strings.Contains(out, tc.logged) || !strings.Contains(out, `"msg":"shard reassigned"`) {
+				t.Fatalf("the coordinator did not log %s and moved shards:\n%s", tc.logged, tail(out, 3000))
+			}
+			if !bytes.Equal(readFile(t, model), want) {
+				t.Fatal("model after a killed worker differs from the uninterrupted run")
+			}
+			t.Logf("moves: %d", strings.Count(out, `"shard reassigned"`))
+		})
 	}
-	if strings.Contains(out, `"msg":"trained"`) && !bytes.Equal(readFile(t, model), want) {
-		t.Fatal("model after a killed worker differs from the uninterrupted run")
-	}
-	t.Logf("moves: %d", strings.Count(out, `"shard reassigned"`))
 }
 
 // TestWorkerJoins starts training with one worker and adds a second: it
