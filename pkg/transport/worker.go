@@ -224,10 +224,7 @@ func (w *Worker) sayGoodbye() {
 	}
 }
 
-// minBeatGap spaces the heartbeats that beatNow asks for, so that a flood
-// of hellos cannot make every worker flood the bus in turn.
-const minBeatGap = 50 * time.Millisecond
-
+// sendHeartbeat announces the worker and what it holds.
 func (w *Worker) sendHeartbeat() {
 	w.mu.Lock()
 	hb, _ := json.Marshal(w.hb)
@@ -236,6 +233,10 @@ func (w *Worker) sendHeartbeat() {
 		return w.nc.Publish(SubjectHeartbeat, b)
 	})
 }
+
+// minBeatGap spaces the heartbeats that beatNow asks for, so that a flood
+// of hellos cannot make every worker flood the bus in turn.
+const minBeatGap = 50 * time.Millisecond
 
 // beatNow asks for a heartbeat before the next tick.
 func (w *Worker) beatNow() {
