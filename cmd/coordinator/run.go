@@ -114,6 +114,9 @@ func run(o *options) error {
 			ck.nc = nc
 		}
 		cfg.Save, cfg.CheckpointEvery = ck.save, o.ckptEvery
+		if !o.set["checkpoint-every"] {
+			cfg.CheckpointShare = checkpointShare
+		}
 		if o.resume {
 			if cfg.Resume, err = ck.load(); err != nil {
 				return err

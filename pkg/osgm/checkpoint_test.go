@@ -8,9 +8,11 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestResumeIsBitIdentical interrupts every checkpointable method in the
@@ -237,16 +239,16 @@ func TestResumeRefusesStatesThatDoNotFit(t *testing.T) {
 	// mutated is snap with its second state decoded into st, changed by
 	// change, and encoded again.
 	mutated := func(snap *Snapshot, st any, change func()) *Snapshot {
-		if err := gob.NewDecoder(bytes.NewReader(snap.States[1])).Decode(st); err != nil {
+		if err := decodeState(snap.States[1], st); err != nil {
 			t.Fatal(err)
 		}
 		change()
-		var b bytes.Buffer
-		if err := gob.NewEncoder(&b).Encode(st); err != nil {
+		b, err := encodeState(st)
+		if err != nil {
 			t.Fatal(err)
 		}
 		out := *snap
-		out.States = [][]byte{snap.States[0], b.Bytes()}
+		out.States = [][]byte{snap.States[0], b}
 		return &out
 	}
 	var ls lbfgsState
@@ -301,4 +303,90 @@ func FuzzResume(f *testing.F) {
 		s.Interrupt = func() bool { rounds++; return rounds > 200 } // a state may never finish an iteration
 		Minimize(q, zero(), q.problems(), s)
 	})
+}
+
+// TestStateCodec: a state comes back field for field and bit for bit (a
+// nil vector stays nil, an empty one empty, NaN and -0 keep their bits),
+// and every cut of its bytes, and one byte too many, is refused.
+func TestStateCodec(t *testing.T) {
+	type state struct {
+		A, Nil, Empty []float64
+		H             [][]float64
+		NoH           [][]float64
+		F             float64
+		N             int
+		B             bool
+	}
+	nan := math.Float64frombits(0x7ff8000000000123)
+	in := state{A: []float64{1.5, math.Copysign(0, -1), nan, math.Inf(-1)}, Empty: []float64{},
+		H: [][]float64{{2}, nil, {3, 4}}, F: -7.25, N: 9, B: true}
+	b, err := encodeState(&in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out state
+	out.N = 5 // overwritten, and a field saved as zero comes back zero
+	if err := decodeState(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(bitsOf(out.A), bitsOf(in.A)) || out.Nil != nil || out.Empty == nil || len(out.Empty) != 0 ||
+		len(out.H) != 3 || out.H[1] != nil || !slices.Equal(out.H[2], in.H[2]) || out.NoH != nil ||
+		out.F != in.F || out.N != in.N || !out.B {
+		t.Fatalf("got %+v, want %+v", out, in)
+	}
+	for cut := range len(b) {
+		if err := decodeState(b[:cut], &out); err == nil {
+			t.Fatalf("%d of %d bytes decoded", cut, len(b))
+		}
+	}
+	if err := decodeState(append(slices.Clone(b), 0), &out); err == nil {
+		t.Fatal("a byte too many decoded")
+	}
+}
+
+func bitsOf(x []float64) []uint64 {
+	out := make([]uint64, len(x))
+	for i, v := range x {
+		out[i] = math.Float64bits(v)
+	}
+	return out
+}
+
+// clocked is an objective whose passes take pass on the fake clock t.
+type clocked struct {
+	*quadratic
+	t    *time.Time
+	pass time.Duration
+}
+
+func (c clocked) Eval(x [][]float64, f []float64, g [][]float64) error {
+	*c.t = c.t.Add(c.pass)
+	return c.quadratic.Eval(x, f, g)
+}
+
+// TestCheckpointShareSpacesSnapshots: on a clock where a pass takes 10 ms
+// and a snapshot 100 ms, a 5% share lets one through in 2 s (200
+// passes), where CheckpointEvery alone takes one every 7 passes.
+func TestCheckpointShareSpacesSnapshots(t *testing.T) {
+	count := func(share float64) (snaps, evals int) {
+		clock := time.Unix(0, 0)
+		q := clocked{newQuadratic(rand.New(rand.NewPCG(9, 9)), 40, 1, 1e4, true), &clock, 10 * time.Millisecond}
+		s := Settings{Method: "lbfgs", MaxIter: 2000, GradTol: []float64{1e-12}, Params: Params{NoDiag: true},
+			Now: func() time.Time { return clock }, CheckpointEvery: 7, CheckpointShare: share,
+			Checkpoint: func(*Snapshot) error { snaps++; clock = clock.Add(100 * time.Millisecond); return nil }}
+		res, err := Minimize(q, [][]float64{make([]float64, 40)}, q.problems(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snaps, res.Evals
+	}
+	all, evals := count(0)
+	spaced, _ := count(0.05)
+	if want := (evals - 1) / 7; all < want-1 || all > want+1 {
+		t.Fatalf("without a share: %d snapshots in %d passes, want about %d", all, evals, want)
+	}
+	if want := 1 + (evals-8)/200; spaced < want-1 || spaced > want+1 {
+		t.Fatalf("with a 5%% share: %d snapshots in %d passes, want about %d", spaced, evals, want)
+	}
+	t.Logf("%d passes: %d snapshots, %d with the share", evals, all, spaced)
 }

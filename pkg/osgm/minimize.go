@@ -44,6 +44,12 @@ type Settings struct {
 	// save.
 	Checkpoint      func(*Snapshot) error
 	CheckpointEvery int
+	// CheckpointShare, when positive, also spaces snapshots in time: the
+	// next is not taken before the last one (its encoding and what
+	// Checkpoint did with it) has cost at most this share of the time
+	// since it began. A state is as large as the problems (news20.t's
+	// L-BFGS: 150 MB), and written every 50 passes it doubled the run.
+	CheckpointShare float64
 	Interrupt       func() bool
 }
 
@@ -170,6 +176,14 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 		return s.Checkpoint(snap)
 	}
 	lastSnap := res.Evals
+	var snapAt time.Time       // when the last snapshot began
+	var snapCost time.Duration // and what it cost
+	due := func() bool {
+		if s.CheckpointEvery <= 0 || res.Evals-lastSnap < s.CheckpointEvery {
+			return false
+		}
+		return s.CheckpointShare <= 0 || snapAt.IsZero() || float64(snapCost) <= s.CheckpointShare*float64(now().Sub(snapAt))
+	}
 
 	xs := make([][]float64, K)
 	vs := make([][]float64, K)
@@ -257,10 +271,12 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	}
 	for active > 0 {
 		interrupted := s.Interrupt != nil && s.Interrupt()
-		if s.Checkpoint != nil && (interrupted || (s.CheckpointEvery > 0 && res.Evals-lastSnap >= s.CheckpointEvery)) {
+		if s.Checkpoint != nil && (interrupted || due()) {
+			snapAt = now()
 			if err := snapshot(); err != nil {
 				return nil, err
 			}
+			snapCost = now().Sub(snapAt)
 			lastSnap = res.Evals
 		}
 		if interrupted {

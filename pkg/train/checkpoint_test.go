@@ -2,6 +2,7 @@ package train
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/gob"
 	"errors"
 	"reflect"
@@ -46,6 +47,14 @@ func TestCheckpointRefusesDamage(t *testing.T) {
 	gob.NewEncoder(&old).Encode(&v4)
 	if _, err := DecodeCheckpoint(old.Bytes()); err == nil || !strings.Contains(err.Error(), "before version 5") {
 		t.Fatalf("the format before checksums: %v", err)
+	}
+	v5 := *cp // version 5: the states inside the gob
+	v5.Version = 5
+	framed := bytes.NewBufferString(checkpointMagic)
+	gob.NewEncoder(framed).Encode(&v5)
+	sum := sha256.Sum256(framed.Bytes())
+	if _, err := DecodeCheckpoint(append(framed.Bytes(), sum[:]...)); err == nil || !strings.Contains(err.Error(), "checkpoint version 5, this build reads 6") {
+		t.Fatalf("version 5: %v", err)
 	}
 	other := *cp
 	other.Version = checkpointVersion + 1

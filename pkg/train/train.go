@@ -44,6 +44,7 @@ type Config struct {
 	// Interrupt reports true (then Train returns osgm.ErrInterrupted).
 	Save            func(*Checkpoint) error
 	CheckpointEvery int
+	CheckpointShare float64 // see osgm.Settings.CheckpointShare
 	Interrupt       func() bool
 }
 
@@ -279,7 +280,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		}
 	}
 	settings := osgm.Settings{Method: method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol,
-		CheckpointEvery: cfg.CheckpointEvery, Interrupt: cfg.Interrupt}
+		CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
 	if cfg.Trace != nil {
 		settings.Trace = func(r osgm.Record) {
 			r.F /= lambda // report LIBLINEAR's objective, as the log and model do
