@@ -119,7 +119,10 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 }
 
 func startWorkers(ctx context.Context, url string, n int, compact shard.Compaction, opts []nats.Option) (stop func(), err error) {
-	wctx, cancel := context.WithCancel(ctx)
+	// The workers outlive a SIGINT or SIGTERM, which ends ctx: the round
+	// under way completes and the state after it is saved, then stop
+	// ends them.
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{}, n)
 	started := 0
 	stop = func() {

@@ -22,9 +22,10 @@ const checkpointBucket = "osgm-checkpoints"
 // checkpoints writes and reads a run's checkpoint: a local file, written
 // atomically, and in cluster mode a copy in the object store.
 type checkpoints struct {
-	path string
-	nc   *nats.Conn // nil without a cluster
-	log  *zap.Logger
+	path    string
+	nc      *nats.Conn // nil without a cluster
+	log     *zap.Logger
+	written int // by this run
 }
 
 func (c *checkpoints) save(cp *train.Checkpoint) error {
@@ -43,6 +44,7 @@ func (c *checkpoints) save(cp *train.Checkpoint) error {
 	if err := writeAtomic(c.path, b); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", c.path, err)
 	}
+	c.written++
 	c.log.Debug("checkpoint written", zap.String("path", c.path), zap.Int("bytes", len(b)), zap.Int("passes", cp.Opt.Evals))
 	return nil
 }

@@ -106,8 +106,9 @@ func run(o *options) error {
 		prog.record(r)
 	}
 	cfg.Interrupt = func() bool { return ctx.Err() != nil }
+	var ck *checkpoints
 	if o.checkpoint != "" {
-		ck := &checkpoints{path: o.checkpoint, log: log}
+		ck = &checkpoints{path: o.checkpoint, log: log}
 		if o.natsURL != "" {
 			// A copy on the bus is for a coordinator on another host; an
 			// embedded server ends with this process.
@@ -138,13 +139,19 @@ func run(o *options) error {
 	} else {
 		res, err = train.Train(backend, cfg)
 	}
+	// The state is in the checkpoint if this run wrote one, or resumed
+	// from it and wrote none since.
+	saved := ck != nil && (ck.written > 0 || o.resume)
 	if errors.Is(err, osgm.ErrInterrupted) {
-		if o.checkpoint != "" {
+		if saved {
 			return fmt.Errorf("interrupted; the state is in %s: continue with the same flags and -resume", o.checkpoint)
+		}
+		if o.checkpoint != "" {
+			return fmt.Errorf("interrupted before a checkpoint was written: %w", err)
 		}
 		return errors.New("interrupted")
 	}
-	if errors.Is(err, transport.ErrNoWorkers) && o.checkpoint != "" {
+	if errors.Is(err, transport.ErrNoWorkers) && saved {
 		return fmt.Errorf("%w; the state is in %s: continue with the same flags and -resume once workers run", err, o.checkpoint)
 	}
 	if err != nil {

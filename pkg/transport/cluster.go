@@ -26,9 +26,11 @@ type ClusterConfig struct {
 	HeartbeatTimeout time.Duration
 	// ResendAfter re-broadcasts a round's point when results stop coming.
 	ResendAfter time.Duration
-	// Stop, when closed, ends the round under way with ErrStopped: with
-	// every worker gone, a round waits for one to come (their shards
-	// move to it), and only this or NoWorkerTimeout ends the wait.
+	// Stop, when closed, ends the round under way with ErrStopped unless
+	// it completes within stopGrace: with every worker gone, a round
+	// waits for one to come (their shards move to it), and only this or
+	// NoWorkerTimeout ends the wait; a round that is going well ends, and
+	// the state after it can be saved.
 	Stop <-chan struct{}
 	// NoWorkerTimeout, when positive, fails a round that has had no live
 	// worker, or no connection to NATS, for this long (ErrNoWorkers);
@@ -48,6 +50,10 @@ var (
 // maxResends bounds the broadcasts of one round that bring nothing back
 // while workers are alive.
 const maxResends = 20
+
+// stopGrace is how long a round may go on once Stop is closed: a round
+// takes milliseconds to seconds, and docker stop kills after 10 s.
+const stopGrace = 2 * time.Second
 
 // Cluster is a shard.Backend whose shards live on workers reached over
 // NATS. It assigns shards, notices workers that die or join, and moves
@@ -806,9 +812,13 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 		lastProgress = time.Now()
 		return err
 	}
+	stop := c.cfg.Stop
+	var stopped <-chan time.Time
 	for left > 0 {
 		select {
-		case <-c.cfg.Stop:
+		case <-stop:
+			stop, stopped = nil, time.After(stopGrace)
+		case <-stopped:
 			return fmt.Errorf("round %d: %w", c.round, ErrStopped)
 		case <-c.reconnected:
 			c.soon()

@@ -484,6 +484,23 @@ func TestStopEndsAWaitingRound(t *testing.T) {
 	}
 }
 
+// TestStopLetsAGoingRoundEnd: with Stop closed, a round whose workers
+// answer completes (its state can then be saved); only one that waits
+// longer than stopGrace ends with ErrStopped.
+func TestStopLetsAGoingRoundEnd(t *testing.T) {
+	path := testData(t)
+	stop := make(chan struct{})
+	close(stop)
+	c, _ := cluster(t, path, 2, 8)
+	c.cfg.Stop = stop
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	got, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, got, localModel(t, path, 8, cfg))
+}
+
 // TestRoundGivesUpWithoutWorkers: with NoWorkerTimeout set, a round that
 // has had no live worker for that long fails with ErrNoWorkers.
 func TestRoundGivesUpWithoutWorkers(t *testing.T) {
