@@ -99,11 +99,11 @@ const checkpointShare = 0.05
 // files the run will write can be made: a model that cannot be saved
 // should cost seconds, not the hours of training before it.
 func checkOutputs(o *options) error {
-	outs := []struct{ what, path string }{{"-checkpoint", o.checkpoint}, {"-plot", o.plot}, {"-trace", o.trace}}
-	if o.folds == 0 {
-		outs = append(outs, struct{ what, path string }{"model file", o.model})
+	model := o.model
+	if o.folds > 0 {
+		model = "" // cross-validation writes no model
 	}
-	for _, out := range outs {
+	for _, out := range []struct{ what, path string }{{"-checkpoint", o.checkpoint}, {"-plot", o.plot}, {"-trace", o.trace}, {"model file", model}} {
 		if out.path == "" {
 			continue
 		}

@@ -239,17 +239,12 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
-	prev := nc.ReconnectHandler()
-	nc.SetReconnectHandler(func(nc *nats.Conn) {
-		if prev != nil {
-			prev(nc)
-		}
+	c.unhook = onReconnect(nc, func() {
 		select {
 		case c.reconnected <- struct{}{}:
 		default:
 		}
 	})
-	c.unhook = func() { nc.SetReconnectHandler(prev) }
 	return c, nil
 }
 

@@ -456,10 +456,30 @@ func roundWithoutWorkers(t *testing.T, cfg func(*ClusterConfig)) (*Cluster, <-ch
 	for _, m := range c.Meta() {
 		features = max(features, m.MaxIndex)
 	}
+	return c, evalAsync(c, features)
+}
+
+// evalAsync starts a round at a point of the given features; its error
+// comes on the channel.
+func evalAsync(c *Cluster, features uint32) <-chan error {
 	p := &shard.Point{W: [][]float64{make([]float64, features)}, Bias: -1}
 	done := make(chan error, 1)
 	go func() { done <- c.Eval(shard.OpEval, p, nil, func(*shard.Partial) error { return nil }) }()
-	return c, done
+	return done
+}
+
+// roundEndsWith waits up to within for the round's error, which must be
+// want.
+func roundEndsWith(t *testing.T, done <-chan error, want error, within time.Duration) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, want) {
+			t.Fatalf("round ended with %v, want %v", err, want)
+		}
+	case <-time.After(within):
+		t.Fatalf("the round still waits after %v", within)
+	}
 }
 
 // TestStopEndsAWaitingRound: with its only worker gone a round waits for
@@ -474,14 +494,7 @@ func TestStopEndsAWaitingRound(t *testing.T) {
 	case <-time.After(c.cfg.HeartbeatTimeout + 500*time.Millisecond):
 	}
 	close(stop)
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrStopped) {
-			t.Fatalf("round ended with %v, want ErrStopped", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the round still waits after the stop")
-	}
+	roundEndsWith(t, done, ErrStopped, 5*time.Second)
 }
 
 // TestStopLetsAGoingRoundEnd: with Stop closed, a round whose workers
@@ -505,14 +518,7 @@ func TestStopLetsAGoingRoundEnd(t *testing.T) {
 // has had no live worker for that long fails with ErrNoWorkers.
 func TestRoundGivesUpWithoutWorkers(t *testing.T) {
 	c, done := roundWithoutWorkers(t, func(cfg *ClusterConfig) { cfg.NoWorkerTimeout = 300 * time.Millisecond })
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrNoWorkers) {
-			t.Fatalf("round ended with %v, want ErrNoWorkers", err)
-		}
-	case <-time.After(c.cfg.HeartbeatTimeout + 10*time.Second):
-		t.Fatal("the round still waits with no worker")
-	}
+	roundEndsWith(t, done, ErrNoWorkers, c.cfg.HeartbeatTimeout+10*time.Second)
 }
 
 // TestLeavingWorkerHandsOver: a worker that stops says so, and its
@@ -550,17 +556,7 @@ func TestRoundGivesUpWithoutNATS(t *testing.T) {
 	c.SetClasses([]float64{1, 2, 3})
 	srv.Shutdown()
 	waitFor(t, 10*time.Second, "the coordinator to be cut off", func() bool { return !c.nc.IsConnected() })
-	p := &shard.Point{W: [][]float64{make([]float64, 61)}, Bias: -1}
-	done := make(chan error, 1)
-	go func() { done <- c.Eval(shard.OpEval, p, nil, func(*shard.Partial) error { return nil }) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrNoWorkers) {
-			t.Fatalf("round ended with %v, want ErrNoWorkers", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the round still waits with NATS gone")
-	}
+	roundEndsWith(t, evalAsync(c, 61), ErrNoWorkers, 10*time.Second)
 }
 
 // spreadData writes a data set whose features are multiples of 4 up to
@@ -787,13 +783,9 @@ func TestServerRestartSendsTheRoundAgain(t *testing.T) {
 // test ends.
 func serverOn(t *testing.T, port int) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true})
+	s, err := embedded("", port)
 	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatalf("no NATS server on port %d", port)
+		t.Fatalf("port %d: %v", port, err)
 	}
 	t.Cleanup(s.Shutdown)
 	return s

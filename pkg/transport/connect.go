@@ -112,6 +112,19 @@ func Connect(url, name string, auth Auth, log *zap.Logger, extra ...nats.Option)
 	return nc, nil
 }
 
+// onReconnect has nc call fn after its reconnect handler each time it is
+// back; restore gives it its handler alone again.
+func onReconnect(nc *nats.Conn, fn func()) (restore func()) {
+	prev := nc.ReconnectHandler()
+	nc.SetReconnectHandler(func(nc *nats.Conn) {
+		if prev != nil {
+			prev(nc)
+		}
+		fn()
+	})
+	return func() { nc.SetReconnectHandler(prev) }
+}
+
 // WaitConnected blocks until the connection is up or the timeout passes;
 // with RetryOnFailedConnect, Connect returns before that.
 func WaitConnected(nc *nats.Conn, timeout time.Duration) error {
@@ -131,9 +144,13 @@ func WaitConnected(nc *nats.Conn, timeout time.Duration) error {
 // Embedded starts a NATS server inside this process on a random loopback
 // port, with JetStream storing in dir; without JetStream when dir is
 // empty (JetStream adds 1-3 ms to the server's start on a 2-core VM).
-func Embedded(dir string) (*server.Server, error) {
+func Embedded(dir string) (*server.Server, error) { return embedded(dir, -1) }
+
+// embedded is Embedded on a given port (-1: a random one); tests restart
+// a server on the port of the one they stopped.
+func embedded(dir string, port int) (*server.Server, error) {
 	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+		Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true,
 		JetStream: dir != "", StoreDir: dir,
 	})
 	if err != nil {

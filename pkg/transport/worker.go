@@ -180,17 +180,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer hello.Unsubscribe()
-	prev := w.nc.ReconnectHandler()
-	w.nc.SetReconnectHandler(func(nc *nats.Conn) {
-		if prev != nil {
-			prev(nc)
-		}
+	defer onReconnect(w.nc, func() {
 		w.mu.Lock()
 		w.hb.Reconnects++
 		w.mu.Unlock()
 		w.beatNow()
-	})
-	defer w.nc.SetReconnectHandler(prev)
+	})()
 	go w.heartbeats(ctx)
 	w.log.Info("worker ready", zap.String("subject", WorkerSubject(w.ID)))
 	for {
