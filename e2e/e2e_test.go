@@ -217,9 +217,11 @@ func TestSameModelEverywhere(t *testing.T) {
 }
 
 // TestWorkerKilled kills one of three workers with SIGKILL in the middle of
-// training, or stops it with SIGTERM; its shards move (after the heartbeat
-// timeout, or at once: with SIGTERM the timeout is an hour), the round is
-// redone, the model is the same.
+// training, freezes it with SIGSTOP, or stops it with SIGTERM; its shards
+// move, the round is redone, the model is the same. A killed worker's
+// connection closes, which probes find (the heartbeat timeout is an hour);
+// a frozen one keeps its connection and is missed after the heartbeat
+// timeout; a stopped one says goodbye.
 func TestWorkerKilled(t *testing.T) {
 	data := dataset(t, "a9a")
 	args := []string{"-e", "1e-6", "-shards", "9"}
@@ -229,7 +231,8 @@ func TestWorkerKilled(t *testing.T) {
 		timeout string
 		logged  string
 	}{
-		{syscall.SIGKILL, "1s", `"msg":"worker lost"`},
+		{syscall.SIGKILL, "1h", `"why":"its connection closed"`},
+		{syscall.SIGSTOP, "1s", `"msg":"worker lost"`},
 		{syscall.SIGTERM, "1h", `"msg":"worker left"`},
 	} {
 		t.Run(tc.sig.String(), func(t *testing.T) {

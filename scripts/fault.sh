@@ -1,12 +1,13 @@
 #!/bin/bash
-# fault.sh restart|leave BINDIR FILE [coordinator flags]: trains FILE with
+# fault.sh restart|leave|kill BINDIR FILE [coordinator flags]: trains FILE with
 # a nats-server and two `worker -parallel 1` processes, and once training
 # has run for AFTER seconds (default 2):
 #   restart  kills the server (SIGKILL) and starts a new one on the same
 #            port DOWN seconds later (default 1); prints when the clients
 #            were cut off and back, and when the round went out again;
 #   leave    stops worker 2 with SIGTERM, as a scale-down does; prints
-#            when the coordinator saw it go and gave its shards away.
+#            when the coordinator saw it go and gave its shards away;
+#   kill     the same with SIGKILL, as the OOM killer does.
 # Times are in seconds from the fault; then the objective and the training
 # time. BINDIR holds coordinator, worker and nats-server. Logs:
 # $TMPDIR/fault.*
@@ -36,13 +37,15 @@ restart)
 	ns=$!
 	events='reconnected|disconnected|again|back on|lost|worker back'
 	;;
-leave)
-	kill -TERM ${pids##* }
+leave | kill)
+	sig=TERM
+	[ "$mode" = kill ] && sig=KILL
+	kill -$sig ${pids##* }
 	at=$(date +%s.%N)
 	events='"worker (left|lost)"|"shard reassigned"'
 	;;
 *)
-	echo "fault.sh: restart or leave, not $mode" >&2
+	echo "fault.sh: restart, leave or kill, not $mode" >&2
 	exit 2
 	;;
 esac

@@ -128,7 +128,7 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the optimiser's state to this file (atomically) every -checkpoint-every passes and on SIGINT/SIGTERM")
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 50, "passes between checkpoints (by default also spaced so that writing them takes at most 5% of the time)")
 	fs.BoolVar(&o.resume, "resume", false, "continue from -checkpoint (refused if made for other data or flags)")
-	fs.DurationVar(&o.hbTimeout, "heartbeat-timeout", transport.DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move")
+	fs.DurationVar(&o.hbTimeout, "heartbeat-timeout", transport.DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move (one whose connection closes, sooner)")
 	fs.DurationVar(&o.noWorkers, "no-worker-timeout", 0, "with every worker lost, or NATS out of reach, fail after this long (0: wait for workers to come back); with -checkpoint, resume from it")
 	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
 	fs.Var(&o.compact, "compact", "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory)")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,6 +94,15 @@ type Cluster struct {
 	resendAt    time.Time
 	deafSince   time.Time
 
+	// A worker killed outright says no goodbye, and its heartbeats stop
+	// only one HeartbeatTimeout before it is missed; but the server drops
+	// its subscriptions as soon as its connection closes. While a round
+	// or Load waits, the workers it waits on are probed (see probe), and
+	// the server's "no responders" for a probe comes to gone.
+	probeInbox string
+	gone       chan string
+	probeQuiet time.Time // until when a reconnection makes probes' answers moot
+
 	// Memory kept from round to round: the point's head and chunks, and
 	// the partials decoded in the last round with the payloads their
 	// vectors view, free again once the next round starts (its reduction
@@ -138,6 +148,8 @@ type peer struct {
 	held       []int
 	loading    []int
 	dead       bool
+	probed     time.Time // the last probe sent
+	noSub      time.Time // since when probes find nobody on its subject (zero: they do not)
 }
 
 type upMsg struct {
@@ -165,7 +177,7 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		cfg.Log = zap.NewNop()
 	}
 	n := len(cfg.Ranges)
-	c := &Cluster{cfg: cfg, nc: nc, log: cfg.Log, ups: make(chan upMsg, upQueue), hbs: make(chan Heartbeat, 256), reconnected: make(chan struct{}, 1),
+	c := &Cluster{cfg: cfg, nc: nc, log: cfg.Log, ups: make(chan upMsg, upQueue), hbs: make(chan Heartbeat, 256), reconnected: make(chan struct{}, 1), gone: make(chan string, 16),
 		workers: map[string]*peer{}, owner: make([]string, n), incoming: map[int]string{}, metas: make([]shard.Meta, n), haveMet: make([]bool, n)}
 	c.bad.log = c.log
 	asm := &c.asm
@@ -227,7 +239,24 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		up.Unsubscribe()
 		return nil, err
 	}
-	c.subs = []*nats.Subscription{up, hb}
+	c.probeInbox = nc.NewInbox()
+	probes, err := nc.Subscribe(c.probeInbox+".>", func(m *nats.Msg) {
+		// Workers never answer a probe: only the server does, with
+		// this status, when nobody holds the subject.
+		if m.Header.Get("Status") != noResponders {
+			return
+		}
+		select {
+		case c.gone <- strings.TrimPrefix(m.Subject, c.probeInbox+"."):
+		default: // the next probe asks again
+		}
+	})
+	if err != nil {
+		up.Unsubscribe()
+		hb.Unsubscribe()
+		return nil, err
+	}
+	c.subs = []*nats.Subscription{up, hb, probes}
 	// Workers started right after this (the embedded ones) announce
 	// themselves at once; those running already answer the hello, once
 	// the subscription is in place, instead of at their next heartbeat.
@@ -305,9 +334,18 @@ func (c *Cluster) Load(ctx context.Context) error {
 			}
 		case <-c.reconnected:
 			c.soon()
+		case id := <-c.gone:
+			c.onGone(id)
 		case <-tick.C:
 			c.checkWorkers(false)
 			c.askAgain()
+			var owing []string
+			for s, ok := range c.haveMet {
+				if !ok {
+					owing = append(owing, c.target(s))
+				}
+			}
+			c.probe(owing)
 		}
 	}
 	return nil
@@ -379,7 +417,7 @@ func (c *Cluster) onHeartbeat(hb Heartbeat) {
 		p.dead = false
 		c.log.Info("worker back", zap.String("worker", hb.ID))
 	}
-	p.lastSeen = time.Now()
+	p.lastSeen, p.noSub = time.Now(), time.Time{}
 	p.held, p.loading = hb.Held, hb.Loading
 	if hb.Reconnects > p.reconnects {
 		c.log.Info("worker reconnected to NATS", zap.String("worker", hb.ID))
@@ -401,6 +439,66 @@ func (c *Cluster) onHeartbeat(hb Heartbeat) {
 	if want := c.assigned(hb.ID); hb.Job != c.cfg.Job && len(want) > 0 {
 		c.sendAssign(hb.ID) // it lost our assignment (a restart): say it again
 	}
+}
+
+// noResponders is the status the server gives a message with a reply
+// subject that no subscription takes.
+const noResponders = "503"
+
+// probeConfirm is how long probes must find nobody on a worker's subject
+// before it is lost: a worker whose connection broke, reconnecting to a
+// server that is up, is absent for a few milliseconds.
+const probeConfirm = 500 * time.Millisecond
+
+// probe asks the server whether these workers are still connected: each
+// gets a probe on its own subject with a reply subject that names it, and
+// the server answers there only when nobody holds the worker's subject
+// (see onGone). At most one probe per worker goes out per call.
+func (c *Cluster) probe(ids []string) {
+	slices.Sort(ids)
+	now := time.Now()
+	for _, id := range slices.Compact(ids) {
+		p := c.workers[id]
+		if p == nil || p.dead {
+			continue
+		}
+		p.probed = now
+		err := Chunks(KindProbe, c.cfg.Job, 0, 0, nil, int(c.nc.MaxPayload()), func(b []byte) error {
+			return c.nc.PublishMsg(&nats.Msg{Subject: WorkerSubject(id), Reply: c.probeInbox + "." + id, Data: b})
+		})
+		if err != nil {
+			c.log.Debug("probe", zap.String("worker", id), zap.Error(err))
+		}
+	}
+}
+
+// onGone handles the server's answer that nobody holds worker id's
+// subject, and reports whether the worker is now lost (its shards move).
+// It is lost once probes have found it gone for probeConfirm with no
+// heartbeat in between. Answers that a heartbeat since the probe
+// contradicts do not count, nor do those of an outage: after a server
+// restart workers come back over seconds, and until HeartbeatTimeout has
+// passed since a reconnection (see sawReconnect) only heartbeats tell.
+func (c *Cluster) onGone(id string) bool {
+	p := c.workers[id]
+	now := time.Now()
+	switch {
+	case p == nil || p.dead:
+		return false
+	case !c.deafSince.IsZero() || now.Before(c.probeQuiet) || p.lastSeen.After(p.probed):
+		p.noSub = time.Time{}
+		return false
+	case p.noSub.IsZero():
+		p.noSub = now
+		return false
+	case now.Sub(p.noSub) < probeConfirm:
+		return false
+	}
+	p.dead = true
+	c.log.Warn("worker lost", zap.String("worker", id), zap.String("why", "its connection closed"),
+		zap.Duration("silent", now.Sub(p.lastSeen)))
+	c.balance(false)
+	return true
 }
 
 // target is where a shard is going: its incoming owner, else its owner.
@@ -448,6 +546,7 @@ func (c *Cluster) checkWorkers(moves bool) {
 		// Heartbeats could not reach us: count silence from now.
 		c.log.Info("back on NATS", zap.Duration("cut off", now.Sub(c.deafSince)))
 		c.deafSince = time.Time{}
+		c.sawReconnect()
 		for _, p := range c.workers {
 			p.lastSeen = now
 		}
@@ -783,6 +882,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	c.resendAt = time.Time{}
 	select {
 	case <-c.reconnected:
+		c.sawReconnect()
 	default:
 	}
 	if err := c.broadcast(payload); err != nil {
@@ -819,6 +919,10 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 			c.soon()
 		case hb := <-c.hbs:
 			c.onHeartbeat(hb)
+		case id := <-c.gone:
+			if c.onGone(id) {
+				lastProgress = time.Now() // its shards are loading elsewhere
+			}
 		case m := <-c.ups:
 			if m.kind == KindNeedX {
 				if m.round == c.round && pt.Op == opHessVecAt {
@@ -852,6 +956,13 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 			if !slices.Equal(owners, c.owner) {
 				lastProgress = time.Now() // moved shards are loading
 			}
+			var owing []string
+			for s, ok := range got {
+				if !ok {
+					owing = append(owing, c.owner[s])
+				}
+			}
+			c.probe(owing)
 			if !c.nc.IsConnected() {
 				// Nothing can be heard or sent; reconnecting sends the
 				// round again, and only then does silence count.
@@ -904,9 +1015,17 @@ const reconnectSettle = 250 * time.Millisecond
 // soon asks for the round, or Load's missing descriptions, to go out
 // again after reconnectSettle.
 func (c *Cluster) soon() {
+	c.sawReconnect()
 	if c.resendAt.IsZero() {
 		c.resendAt = time.Now().Add(reconnectSettle)
 	}
+}
+
+// sawReconnect notes a reconnection, this coordinator's or a worker's: for
+// a heartbeat timeout, workers missing on the server may be on their way
+// back, and only their silence counts (see onGone).
+func (c *Cluster) sawReconnect() {
+	c.probeQuiet = time.Now().Add(c.cfg.HeartbeatTimeout)
 }
 
 // due reports whether what soon asked for is due, and clears it if so.

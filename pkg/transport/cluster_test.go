@@ -546,6 +546,68 @@ func TestLeavingWorkerHandsOver(t *testing.T) {
 	}
 }
 
+// TestKilledWorkerIsProbed: a worker whose connection closes without a
+// goodbye (killed outright) is lost as soon as probes find its subject
+// empty, long before its heartbeats are missed (an hour here), in a round
+// and in Load; its shards move and the model is the same.
+func TestKilledWorkerIsProbed(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	want := localModel(t, path, 8, cfg)
+	for _, during := range []string{"round", "load"} {
+		t.Run(during, func(t *testing.T) {
+			stop := make(chan struct{})
+			defer time.AfterFunc(20*time.Second, func() { close(stop) }).Stop()
+			var ws []*Worker
+			keep := func(w *Worker) { ws = append(ws, w) }
+			if during == "load" {
+				// The victim loads its shards, never describes them, and
+				// is gone.
+				keep = func(w *Worker) {
+					if ws = append(ws, w); len(ws) > 1 {
+						return
+					}
+					w.loseDescriptions = 1 << 30
+					go func() {
+						for range 1000 {
+							w.mu.Lock()
+							held := len(w.hb.Held)
+							w.mu.Unlock()
+							if held > 0 {
+								break
+							}
+							time.Sleep(10 * time.Millisecond)
+						}
+						w.nc.Close()
+					}()
+				}
+			}
+			start := time.Now()
+			c, _, _ := startCluster(t, path, 2, 8, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
+				cfg.HeartbeatTimeout, cfg.ResendAfter, cfg.Stop = time.Hour, time.Hour, stop
+			}}, keep)
+			core, logs := observer.New(zap.InfoLevel)
+			c.log = zap.New(core)
+			if during == "round" {
+				ws[0].nc.Close()
+				start = time.Now()
+			}
+			got, err := train.Train(c, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameModel(t, got, want)
+			if c.Live() != 1 || c.Stats().Reassignments == 0 {
+				t.Fatalf("%d workers live, %d reassignments", c.Live(), c.Stats().Reassignments)
+			}
+			if during == "round" && logs.FilterMessage("worker lost").Len() != 1 {
+				t.Fatalf("lost: %v", logs.FilterMessage("worker lost").All())
+			}
+			t.Logf("%s: trained %v after the connection closed", during, time.Since(start))
+		})
+	}
+}
+
 // TestRoundGivesUpWithoutNATS: a coordinator cut off from NATS for
 // NoWorkerTimeout fails its round with ErrNoWorkers, though the workers
 // it last heard from are not declared lost.

@@ -10,7 +10,7 @@
 //
 //	osgm.hb             workers' heartbeats (JSON), every HeartbeatEvery
 //	osgm.hello          a coordinator's call for heartbeats (any payload)
-//	osgm.w.<worker>     commands to one worker (Assign, JSON)
+//	osgm.w.<worker>     commands to one worker (Assign, JSON), and probes
 //	osgm.j.<job>.down   evaluation points, broadcast to the job's workers
 //	osgm.j.<job>.up     shard descriptions, partial sums and errors
 package transport
@@ -45,11 +45,12 @@ const (
 	KindError                     // worker: a shard failed to load
 	KindGroup                     // worker: a whole group's sum (Shard is the group)
 	KindNeedX                     // worker: the round's point came without x, and this worker does not hold it
+	KindProbe                     // coordinator: is this worker still connected? (workers ignore it; see Cluster.probe)
 	maxKind
 )
 
 func (k Kind) String() string {
-	names := [...]string{"?", "point", "partial", "meta", "assign", "heartbeat", "error", "group", "need-x"}
+	names := [...]string{"?", "point", "partial", "meta", "assign", "heartbeat", "error", "group", "need-x", "probe"}
 	if int(k) < len(names) {
 		return names[k]
 	}

@@ -157,6 +157,9 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 func (w *Worker) Run(ctx context.Context) error {
 	sub, err := w.nc.Subscribe(WorkerSubject(w.ID), func(m *nats.Msg) {
 		h, payload, err := DecodeChunk(m.Data)
+		if err == nil && h.Kind == KindProbe {
+			return // the server answers for us if we are gone
+		}
 		if err != nil || h.Kind != KindAssign {
 			w.badMsg.add(err, h.Kind)
 			return
