@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,27 +31,27 @@ type checkpoints struct {
 }
 
 func (c *checkpoints) save(cp *train.Checkpoint) error {
-	b, err := cp.Encode()
+	pieces, err := cp.Pieces()
 	if err != nil {
 		return err
 	}
 	// The remote copy first: once the local file exists, so does a copy
 	// at least as new on the bus, for a coordinator on another host.
 	if c.nc != nil {
-		if err := c.putRemote(b); err != nil {
+		if err := c.putRemote(pieces); err != nil {
 			// A missing remote copy only matters if this host is lost too.
 			c.log.Warn("checkpoint not copied to the object store", zap.Error(err))
 		}
 	}
-	if err := writeAtomic(c.path, b); err != nil {
+	if err := writeAtomic(c.path, pieces...); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", c.path, err)
 	}
 	c.written++
-	c.log.Debug("checkpoint written", zap.String("path", c.path), zap.Int("bytes", len(b)), zap.Int("passes", cp.Opt.Evals))
+	c.log.Debug("checkpoint written", zap.String("path", c.path), zap.Int("passes", cp.Opt.Evals))
 	return nil
 }
 
-func (c *checkpoints) putRemote(b []byte) error {
+func (c *checkpoints) putRemote(pieces [][]byte) error {
 	ctx := context.Background()
 	js, err := jetstream.New(c.nc)
 	if err != nil {
@@ -59,7 +61,11 @@ func (c *checkpoints) putRemote(b []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = store.PutBytes(ctx, filepath.Base(c.path), b)
+	readers := make([]io.Reader, len(pieces))
+	for i, p := range pieces {
+		readers[i] = bytes.NewReader(p)
+	}
+	_, err = store.Put(ctx, jetstream.ObjectMeta{Name: filepath.Base(c.path)}, io.MultiReader(readers...))
 	return err
 }
 
@@ -135,18 +141,21 @@ func createBeside(path string) (*os.File, error) {
 	return tmp, nil
 }
 
-// writeAtomic replaces path with b so that a crash leaves the old file or
-// the new one, never a torn one: temp file, fsync, rename, fsync the dir.
-func writeAtomic(path string, b []byte) error {
+// writeAtomic replaces path with the pieces, in order, so that a crash
+// leaves the old file or the new one, never a torn one: temp file, fsync,
+// rename, fsync the dir.
+func writeAtomic(path string, pieces ...[]byte) error {
 	dir := filepath.Dir(path)
 	tmp, err := createBeside(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
+	for _, b := range pieces {
+		if _, err := tmp.Write(b); err != nil {
+			tmp.Close()
+			return err
+		}
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()

@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"unsafe"
 )
 
 // stateful methods keep everything they need to continue in one struct of
@@ -179,11 +180,24 @@ func encodeState(st any) ([]byte, error) {
 		out = binary.AppendVarint(out, l)
 	}
 	for _, x := range vecs {
-		for _, f := range x {
-			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(f))
-		}
+		out = appendFloats(out, x)
 	}
 	return out, nil
+}
+
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// appendFloats appends x's float64 bits, little-endian: on a
+// little-endian machine as one copy of x's memory (news20.t's L-BFGS
+// state, 150 MB, took 70 ms a number at a time).
+func appendFloats(out []byte, x []float64) []byte {
+	if littleEndian && len(x) > 0 {
+		return append(out, unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 8*len(x))...)
+	}
+	for _, f := range x {
+		out = binary.LittleEndian.AppendUint64(out, math.Float64bits(f))
+	}
+	return out
 }
 
 // decodeState replaces *st by the state b encodes. Every length is

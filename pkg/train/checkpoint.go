@@ -42,30 +42,31 @@ type Checkpoint struct {
 
 // Encode serialises a checkpoint: checkpointMagic, the checkpoint
 // without the methods' states (gob), the states (a count, then each as
-// its length and bytes), and the SHA-256 of all that. The states are the
-// bulk (news20.t's L-BFGS: 150 MB) and are copied once, into a buffer of
-// the exact size: gob would copy them into a buffer it grows as it goes.
+// its length and bytes), and the SHA-256 of all that.
 func (c *Checkpoint) Encode() ([]byte, error) {
+	pieces, err := c.Pieces()
+	return bytes.Join(pieces, nil), err
+}
+
+// Pieces is Encode's bytes in pieces, in order, which view the states
+// instead of copying them: they are the bulk (news20.t's L-BFGS: 150 MB),
+// and a writer takes pieces as well as a whole.
+func (c *Checkpoint) Pieces() ([][]byte, error) {
 	head := *c
 	head.Opt.States = nil
-	var h bytes.Buffer
-	if err := gob.NewEncoder(&h).Encode(&head); err != nil {
+	h := bytes.NewBufferString(checkpointMagic)
+	if err := gob.NewEncoder(h).Encode(&head); err != nil {
 		return nil, err
 	}
-	size := len(checkpointMagic) + h.Len() + binary.MaxVarintLen64 + sha256.Size
+	pieces := [][]byte{binary.AppendUvarint(h.Bytes(), uint64(len(c.Opt.States)))}
 	for _, st := range c.Opt.States {
-		size += binary.MaxVarintLen64 + len(st)
+		pieces = append(pieces, binary.AppendUvarint(nil, uint64(len(st))), st)
 	}
-	b := make([]byte, 0, size)
-	b = append(b, checkpointMagic...)
-	b = append(b, h.Bytes()...)
-	b = binary.AppendUvarint(b, uint64(len(c.Opt.States)))
-	for _, st := range c.Opt.States {
-		b = binary.AppendUvarint(b, uint64(len(st)))
-		b = append(b, st...)
+	sum := sha256.New()
+	for _, p := range pieces {
+		sum.Write(p)
 	}
-	sum := sha256.Sum256(b)
-	return append(b, sum[:]...), nil
+	return append(pieces, sum.Sum(nil)), nil
 }
 
 // DecodeCheckpoint reads a checkpoint written by Encode. Whether its
