@@ -120,6 +120,11 @@ type Cluster struct {
 	lastStamp uint64
 	lastLive  []string
 
+	// How long the last rounds took, to tell a stuck worker from a slow
+	// round (see unstick).
+	took    [16]time.Duration
+	tookPos int
+
 	// Stats for the caller.
 	mu    sync.Mutex
 	stats Stats
@@ -150,6 +155,7 @@ type peer struct {
 	dead       bool
 	probed     time.Time // the last probe sent
 	noSub      time.Time // since when probes find nobody on its subject (zero: they do not)
+	stuck      bool      // lost for this job though alive: it stopped answering rounds (see unstick)
 }
 
 type upMsg struct {
@@ -410,6 +416,9 @@ func (c *Cluster) onHeartbeat(hb Heartbeat) {
 		p = &peer{id: hb.ID, name: hb.Name, reconnects: hb.Reconnects}
 		c.workers[hb.ID] = p
 		c.log.Info("worker joined", zap.String("worker", hb.ID))
+	}
+	if p.stuck {
+		return // alive, but not to be given shards again in this job
 	}
 	if p.dead {
 		// Back after an outage: it counts again and gets shards at the
@@ -891,6 +900,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lastProgress := time.Now()
+	began := lastProgress
 	resends := 0
 	var alone time.Time // since when no worker has been live
 	again := func() error {
@@ -978,6 +988,10 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 			}
 			if time.Since(lastProgress) > c.cfg.ResendAfter {
 				resends++
+				if resends >= stuckResends && c.unstick(got, time.Since(began)) {
+					lastProgress, resends = time.Now(), 0
+					continue
+				}
 				if resends > maxResends && len(c.live()) > 0 {
 					// Workers are alive but nothing comes back: they are
 					// refusing the point. Waiting longer will not help.
@@ -998,11 +1012,58 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 			}
 		}
 	}
+	c.took[c.tookPos%len(c.took)] = time.Since(began)
+	c.tookPos++
 	c.mu.Lock()
 	c.stats.Rounds++
 	c.stats.Compute += time.Duration(compute * float64(time.Second))
 	c.mu.Unlock()
 	return nil
+}
+
+// A worker is stuck when it heartbeats, holds its subject and the shards
+// it owes, and yet sends nothing for a round that has gone out
+// stuckResends times and taken stuckFactor times the longest of the last
+// rounds: a hung evaluation. Waiting would fail the round after
+// maxResends. One still loading a shard it owes (moved to it from a lost
+// worker) is not stuck: large shards take seconds to read.
+const (
+	stuckResends = 3
+	stuckFactor  = 10
+)
+
+// unstick moves the shards of the round's missing results away from
+// their owners if they are stuck and another worker is live, and reports
+// whether it did. A stuck worker is lost for the rest of the job (its
+// heartbeats no longer revive it) and is told to let go of its shards. A
+// round that has no history to compare with, or that every live worker
+// owes, is left to its resends: that is a slow round, or a point every
+// worker refuses.
+func (c *Cluster) unstick(got []bool, waited time.Duration) bool {
+	longest := slices.Max(c.took[:])
+	if longest == 0 || waited < stuckFactor*longest {
+		return false
+	}
+	var owing []string
+	for s, ok := range got {
+		if p := c.workers[c.owner[s]]; !ok && p != nil && !p.dead && slices.Contains(p.held, s) {
+			owing = append(owing, p.id)
+		}
+	}
+	slices.Sort(owing)
+	owing = slices.Compact(owing)
+	if len(owing) == 0 || len(owing) == len(c.live()) {
+		return false
+	}
+	for _, id := range owing {
+		p := c.workers[id]
+		p.dead, p.stuck = true, true
+		c.log.Warn("worker stuck: it heartbeats but sends no results; its shards move for the rest of the job",
+			zap.String("worker", id), zap.Uint64("round", c.round), zap.Duration("waited", waited), zap.Duration("longest recent round", longest))
+		c.sendAssign(id)
+	}
+	c.balance(false)
+	return true
 }
 
 // reconnectSettle is how long a reconnection waits before the round

@@ -608,6 +608,39 @@ func TestKilledWorkerIsProbed(t *testing.T) {
 	}
 }
 
+// TestStuckWorkerLosesItsShards: a worker that keeps heartbeating and
+// holding its subject but stops answering rounds (from round 5) loses its
+// shards once a round has gone out stuckResends times and waited ten
+// times the longest recent round; without that the round would fail after
+// maxResends. The model is the same, and the stuck worker's heartbeats do
+// not bring it back.
+func TestStuckWorkerLosesItsShards(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	want := localModel(t, path, 8, cfg)
+	n := 0
+	c, _, _ := startCluster(t, path, 2, 8, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
+		cfg.ResendAfter = 100 * time.Millisecond // maxResends of them: 2 s
+	}}, func(w *Worker) {
+		if n++; n == 1 {
+			w.hangAfter = 5
+		}
+	})
+	core, logs := observer.New(zap.InfoLevel)
+	c.log = zap.New(core)
+	got, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, got, want)
+	if stuck := logs.FilterMessageSnippet("worker stuck").Len(); stuck != 1 || c.Live() != 1 {
+		t.Fatalf("%d workers live, %d stuck", c.Live(), stuck)
+	}
+	if lost := logs.FilterMessage("worker lost").Len() + logs.FilterMessage("worker back").Len(); lost > 0 {
+		t.Fatalf("%d workers lost or back: the stuck one was seen as something else", lost)
+	}
+}
+
 // TestRoundGivesUpWithoutNATS: a coordinator cut off from NATS for
 // NoWorkerTimeout fails its round with ErrNoWorkers, though the workers
 // it last heard from are not declared lost.

@@ -108,6 +108,9 @@ type Worker struct {
 	// forgetPoints, set by tests, forgets the last point that many times
 	// when a point without x comes, as a worker that missed a round does.
 	forgetPoints int
+	// hangAfter, set by tests, ignores the points of rounds after this
+	// one, while heartbeats go on, as a hung evaluation does.
+	hangAfter uint64
 
 	mu     sync.Mutex // guards hb, read by the heartbeat goroutine
 	hb     Heartbeat
@@ -588,7 +591,7 @@ func (w *Worker) sent(s int) bool {
 }
 
 func (w *Worker) onPoint(m roundMsg) {
-	if m.job != w.job || m.round < w.round {
+	if m.job != w.job || m.round < w.round || (w.hangAfter > 0 && m.round > w.hangAfter) {
 		return
 	}
 	if m.round == w.round && w.point != nil {
