@@ -13,9 +13,10 @@ import (
 )
 
 // TestCoordinatorKilledAndResumed kills the coordinator with SIGKILL in
-// the middle of a cluster run and resumes it from its checkpoint: the
-// model must be byte-identical to an uninterrupted run, and the workers
-// keep the shards they had loaded.
+// the middle of a cluster run and starts it again with the same command,
+// as compose's restart policy does (-resume=auto): it resumes from its
+// checkpoint, the model is byte-identical to an uninterrupted run, and
+// the workers keep the shards they had loaded.
 func TestCoordinatorKilledAndResumed(t *testing.T) {
 	data := dataset(t, "a9a")
 	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "6"}
@@ -24,20 +25,20 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 	ws := workers(t, url, 2, "r")
 	ckpt := filepath.Join(t.TempDir(), "run.ckpt")
 	model := filepath.Join(t.TempDir(), "model")
-	cluster := append(args, "-nats", url, "-min-workers", "2", "-checkpoint", ckpt, "-checkpoint-every", "25")
+	cluster := append(args, "-nats", url, "-min-workers", "2", "-checkpoint", ckpt, "-checkpoint-every", "25", "-resume=auto")
 	c := start(t, "coordinator", append(cluster, data, model)...)
 	checkFor(t, 60*time.Second, "the first checkpoint", func() bool { return fileSize(ckpt) > 0 })
 	c.cmd.Process.Signal(syscall.SIGKILL)
 	<-c.done
-	if strings.Contains(c.output(), `"msg":"trained"`) {
-		t.Fatal("the run finished before the kill; nothing was tested")
+	if strings.Contains(c.output(), `"msg":"trained"`) || !strings.Contains(c.output(), "no checkpoint yet: training from the start") {
+		t.Fatalf("the first run did not start afresh, or finished before the kill:\n%s", tail(c.output(), 2000))
 	}
 	// The coordinator comes back on "another host": the local file is
 	// gone, the copy in the JetStream object store remains.
 	if err := os.Remove(ckpt); err != nil {
 		t.Fatal(err)
 	}
-	r := start(t, "coordinator", append(cluster, "-resume", data, model)...)
+	r := start(t, "coordinator", append(cluster, data, model)...)
 	r.wait(t, 5*time.Minute)
 	if !strings.Contains(r.output(), `"msg":"resuming"`) || !strings.Contains(r.output(), "checkpoint read from the object store") {
 		t.Fatalf("did not resume from the object store:\n%s", tail(r.output(), 2000))

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -69,19 +70,54 @@ func (c *checkpoints) putRemote(pieces [][]byte) error {
 	return err
 }
 
+// resumeMode is -resume: off, on (the checkpoint must exist), or auto
+// (resume from it if it exists, else start): a supervisor that restarts
+// a coordinator which died (compose's restart: on-failure) runs the same
+// command the first time and every time after.
+type resumeMode uint8
+
+const (
+	resumeOff resumeMode = iota
+	resumeOn
+	resumeAuto
+)
+
+func (r resumeMode) String() string { return [...]string{"false", "true", "auto"}[r] }
+
+func (r *resumeMode) Set(s string) error {
+	if s == "auto" {
+		*r = resumeAuto
+		return nil
+	}
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true, false or auto")
+	}
+	*r = resumeOff
+	if on {
+		*r = resumeOn
+	}
+	return nil
+}
+
+func (r *resumeMode) IsBoolFlag() bool { return true }
+
+// errNoCheckpoint: neither the file nor a copy in the object store exists.
+var errNoCheckpoint = errors.New("no checkpoint there, nor in the object store")
+
 // load reads the checkpoint from the file, or from the object store when
 // the file is not on this host.
 func (c *checkpoints) load() (*train.Checkpoint, error) {
 	b, err := os.ReadFile(c.path)
-	if errors.Is(err, fs.ErrNotExist) && c.nc != nil {
-		js, jerr := jetstream.New(c.nc)
-		if jerr == nil {
-			store, serr := js.ObjectStore(context.Background(), checkpointBucket)
-			if serr == nil {
-				if rb, gerr := store.GetBytes(context.Background(), filepath.Base(c.path)); gerr == nil {
-					c.log.Info("checkpoint read from the object store", zap.String("name", filepath.Base(c.path)))
-					b, err = rb, nil
-				}
+	if errors.Is(err, fs.ErrNotExist) {
+		err = fmt.Errorf("%s: %w", c.path, errNoCheckpoint)
+		if c.nc != nil {
+			switch rb, rerr := c.getRemote(); {
+			case rerr == nil:
+				c.log.Info("checkpoint read from the object store", zap.String("name", filepath.Base(c.path)))
+				b, err = rb, nil
+			case !errors.Is(rerr, jetstream.ErrBucketNotFound) && !errors.Is(rerr, jetstream.ErrObjectNotFound):
+				err = fmt.Errorf("%s: not on this host, and the object store: %w", c.path, rerr)
 			}
 		}
 	}
@@ -93,6 +129,18 @@ func (c *checkpoints) load() (*train.Checkpoint, error) {
 		return nil, fmt.Errorf("resume: %s: %w", c.path, err)
 	}
 	return cp, nil
+}
+
+func (c *checkpoints) getRemote() ([]byte, error) {
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		return nil, err
+	}
+	store, err := js.ObjectStore(context.Background(), checkpointBucket)
+	if err != nil {
+		return nil, err
+	}
+	return store.GetBytes(context.Background(), filepath.Base(c.path))
 }
 
 // checkpointShare bounds the time checkpoints take, unless

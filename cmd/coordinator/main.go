@@ -53,7 +53,7 @@ type options struct {
 	noWorkers    time.Duration
 	checkpoint   string
 	ckptEvery    int
-	resume       bool
+	resume       resumeMode
 	plot         string
 	compare      []string
 	metricsAddr  string
@@ -127,7 +127,7 @@ func parse(args []string) (*options, error) {
 	compare := fs.String("compare", "", "run these methods on the same shards (comma-separated) and print and plot their comparison")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the optimiser's state to this file (atomically) every -checkpoint-every passes and on SIGINT/SIGTERM")
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 50, "passes between checkpoints (by default also spaced so that writing them takes at most 5% of the time)")
-	fs.BoolVar(&o.resume, "resume", false, "continue from -checkpoint (refused if made for other data or flags)")
+	fs.Var(&o.resume, "resume", "continue from -checkpoint (refused if made for other data or flags); -resume=auto: if it exists, else start (what a supervisor that restarts the coordinator gives every time)")
 	fs.DurationVar(&o.hbTimeout, "heartbeat-timeout", transport.DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move (one whose connection closes, sooner)")
 	fs.DurationVar(&o.noWorkers, "no-worker-timeout", 0, "with every worker lost, or NATS out of reach, fail after this long (0: wait for workers to come back); with -checkpoint, resume from it")
 	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
@@ -231,7 +231,7 @@ func parse(args []string) (*options, error) {
 	if o.plot != "" && !strings.HasSuffix(o.plot, ".png") && !strings.HasSuffix(o.plot, ".svg") {
 		return nil, errors.New("-plot needs a .png or .svg file name")
 	}
-	if o.resume && o.checkpoint == "" {
+	if o.resume != resumeOff && o.checkpoint == "" {
 		return nil, errors.New("-resume needs -checkpoint FILE")
 	}
 	if o.checkpoint != "" && !osgm.Checkpointable(o.method) {

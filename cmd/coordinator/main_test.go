@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +51,10 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-v", "5", "-checkpoint", "ck", "data"}, "drop -checkpoint"},
 		{[]string{"-C", "-i", "m", "data"}, "drop -i"},
 		{[]string{"-v", "3", "-t", "test", "data"}, "drop -t"},
+		{[]string{"-resume", "data"}, "-resume needs -checkpoint"},
+		{[]string{"-resume=auto", "data"}, "-resume needs -checkpoint"},
+		{[]string{"-resume=auto", "-checkpoint", "ck", "data"}, ""},
+		{[]string{"-resume=maybe", "-checkpoint", "ck", "data"}, "want true, false or auto"},
 		{[]string{"-w1", "data"}, "the weight must be a positive number"},
 		{[]string{"-w1", "0", "data"}, "the weight must be a positive number"},
 		{[]string{"data", "-w1"}, "needs a weight"},
@@ -354,4 +359,54 @@ func captureStdout(t *testing.T, fn func()) string {
 	w.Close()
 	os.Stdout = old
 	return <-done
+}
+
+// TestResumeAuto: -resume needs the checkpoint to exist; -resume=auto
+// starts without one, and the same command run again resumes (here from
+// the state at the end: the same model). Other flags are refused with
+// the way out named.
+func TestResumeAuto(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "train")
+	var b strings.Builder
+	for i := range 300 {
+		b.WriteString(fmt.Sprintf("%d 1:%s 2:%s\n", 2*(i%2)-1, ftoa(float64(i%7)/7), ftoa(float64(i%11)/11-float64(i%2)/3)))
+	}
+	os.WriteFile(data, []byte(b.String()), 0o644)
+	ck := filepath.Join(dir, "ck")
+	runWith := func(model string, args ...string) error {
+		o, err := parse(append(append([]string{"-q", "-local", "-e", "1e-4", "-method", "lbfgs", "-checkpoint", ck, "-checkpoint-every", "3"}, args...), data, filepath.Join(dir, model)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run(o)
+	}
+	if err := runWith("m0", "-resume"); err == nil || !strings.Contains(err.Error(), ck+": no checkpoint there") {
+		t.Fatalf("-resume without a checkpoint: %v", err)
+	}
+	if err := runWith("m1", "-resume=auto"); err != nil {
+		t.Fatal(err)
+	}
+	if fileSize(ck) <= 0 {
+		t.Fatal("no checkpoint written")
+	}
+	if err := runWith("m2", "-resume=auto"); err != nil {
+		t.Fatal(err)
+	}
+	m1, _ := os.ReadFile(filepath.Join(dir, "m1"))
+	m2, _ := os.ReadFile(filepath.Join(dir, "m2"))
+	if len(m1) == 0 || !bytes.Equal(m1, m2) {
+		t.Fatal("the resumed run wrote another model")
+	}
+	if err := runWith("m3", "-resume=auto", "-c", "2"); err == nil || !strings.Contains(err.Error(), "remove "+ck+" to train from the start") {
+		t.Fatalf("-resume=auto with other flags: %v", err)
+	}
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return fi.Size()
 }

@@ -118,11 +118,16 @@ func run(o *options) error {
 		if !o.set["checkpoint-every"] {
 			cfg.CheckpointShare = checkpointShare
 		}
-		if o.resume {
-			if cfg.Resume, err = ck.load(); err != nil {
+		if o.resume != resumeOff {
+			cfg.Resume, err = ck.load()
+			switch {
+			case errors.Is(err, errNoCheckpoint) && o.resume == resumeAuto:
+				log.Info("no checkpoint yet: training from the start", zap.String("checkpoint", o.checkpoint))
+			case err != nil:
 				return err
+			default:
+				log.Info("resuming", zap.String("checkpoint", o.checkpoint), zap.Int("passes", cfg.Resume.Opt.Evals))
 			}
-			log.Info("resuming", zap.String("checkpoint", o.checkpoint), zap.Int("passes", cfg.Resume.Opt.Evals))
 		}
 	}
 	if o.folds > 0 {
@@ -141,7 +146,7 @@ func run(o *options) error {
 	}
 	// The state is in the checkpoint if this run wrote one, or resumed
 	// from it and wrote none since.
-	saved := ck != nil && (ck.written > 0 || o.resume)
+	saved := ck != nil && (ck.written > 0 || cfg.Resume != nil)
 	if errors.Is(err, osgm.ErrInterrupted) {
 		if saved {
 			return fmt.Errorf("interrupted; the state is in %s: continue with the same flags and -resume", o.checkpoint)
@@ -153,6 +158,9 @@ func run(o *options) error {
 	}
 	if errors.Is(err, transport.ErrNoWorkers) && saved {
 		return fmt.Errorf("%w; the state is in %s: continue with the same flags and -resume once workers run", err, o.checkpoint)
+	}
+	if errors.Is(err, train.ErrMismatch) {
+		return fmt.Errorf("%s: %w; remove %s to train from the start", o.train, err, o.checkpoint)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.train, err)
