@@ -90,6 +90,12 @@ type Snapshot struct {
 	Converged []bool
 	Stalled   []bool
 	States    [][]byte // one per problem (see encodeState)
+
+	// In batches (Settings.Batch), the above are of the batch of Batch
+	// problems from First, and Done holds the problems before it
+	// (batchDone, encoded as a state).
+	Batch, First int
+	Done         []byte
 }
 
 // saveMethod encodes m's state.

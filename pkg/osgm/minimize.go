@@ -51,6 +51,10 @@ type Settings struct {
 	// L-BFGS: 150 MB), and written every 50 passes it doubled the run.
 	CheckpointShare float64
 	Interrupt       func() bool
+	// Batch, when positive and below the number of problems, minimises
+	// them this many at a time (see minimizeBatches): the same result,
+	// with the methods' memory bounded by the batch.
+	Batch int
 }
 
 // ErrInterrupted is returned when Interrupt stopped a run; the last
@@ -87,6 +91,13 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	K := len(x0)
 	if len(probs) != K || len(s.GradTol) != K {
 		return nil, errors.New("osgm: x0, problems and tolerances differ in number")
+	}
+	batched := s.Batch > 0 && s.Batch < K
+	if s.Resume != nil {
+		batched = s.Resume.Batch > 0 // a run goes on as its snapshot was taken
+	}
+	if batched {
+		return minimizeBatches(obj, x0, probs, s)
 	}
 	now := s.Now
 	if now == nil {

@@ -47,6 +47,13 @@ func (p *Point) class(k int) int32 {
 // K is the number of problems.
 func (p *Point) K() int { return len(p.W) }
 
+// binary reports whether a point of K problems takes the single-problem
+// kernels: two classes only. A one-vs-rest problem takes the multi-class
+// kernels even alone (the last still learning, or a batch of one), whose
+// sums are in another order: its bits then do not depend on which
+// problems share its passes.
+func (s *Shard) binary(K int) bool { return K == 1 && s.classes <= 2 }
+
 // Partial is one shard's contribution to the data term, in the shard's
 // local columns. The coordinator adds partials in shard order.
 type Partial struct {
@@ -129,7 +136,7 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(K, out)
 	wl := s.gather(p, sc)
-	if K == 1 {
+	if s.binary(K) {
 		wb := 0.0
 		if p.Bias >= 0 {
 			wb = p.WBias[0]
@@ -559,7 +566,7 @@ func addBiasGrad(p *Point, coef, gb []float64) {
 func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(K, out)
-	if K == 1 {
+	if s.binary(K) {
 		var gb float64
 		r := s.rowsFor(p, 0)
 		s.activity(p, &r)
@@ -811,7 +818,7 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(2*K, out)
 	wl := s.gather(p, sc)
-	if K == 1 {
+	if s.binary(K) {
 		r := s.rowsFor(p, 0)
 		s.activity(p, &r)
 		wb := 0.0

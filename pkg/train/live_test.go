@@ -171,32 +171,124 @@ func TestResumeOverLiveCoordinates(t *testing.T) {
 	}
 }
 
-// TestMemoryCheckCountsLiveCoordinates: a problem is refused when its
-// state would not fit, and leaving the dead coordinates out is what lets
-// a problem with many of them fit.
+// TestMemoryCheckCountsLiveCoordinates: problems whose methods' state
+// would not fit are minimised in batches that do, to the same model bits,
+// and refused only when one at a time does not fit; leaving the dead
+// coordinates out is what lets more of them fit.
 func TestMemoryCheckCountsLiveCoordinates(t *testing.T) {
 	path := sparseFeatureFile(t, 3)
-	// 3 problems of 400 coordinates, 100 live: about 89 KiB with the
-	// dead ones left out, 300 KiB with them.
+	cfg := Config{C: 1, Eps: 0.1, Bias: -1}
+	want := trainFile(t, path, cfg)
+	// 3 problems of 400 coordinates, 100 live: the models take 19,200
+	// bytes, a method 24,000 with the dead coordinates left out, 96,000
+	// with them.
 	for _, c := range []struct {
 		maxBytes int64
 		keepDead bool
-		refused  bool
+		batch    int // -1: refused
 	}{
-		{200_000, false, false},
-		{200_000, true, true},
-		{80_000, false, true},
-		{400_000, true, false},
+		{200_000, false, 0},
+		{200_000, true, 1},
+		{80_000, false, 2},
+		{40_000, false, -1},
+		{400_000, true, 0},
 	} {
 		t.Run(fmt.Sprintf("%d keepDead=%v", c.maxBytes, c.keepDead), func(t *testing.T) {
 			keepDead = c.keepDead
 			defer func() { keepDead = false }()
-			_, err := Train(localBackend(t, path), Config{C: 1, Eps: 0.1, Bias: -1, MaxBytes: c.maxBytes})
+			cfg := cfg
+			cfg.MaxBytes = c.maxBytes
+			got, err := Train(localBackend(t, path), cfg)
 			switch {
-			case c.refused && (err == nil || !strings.Contains(err.Error(), "largest feature index 400")):
+			case c.batch < 0 && (err == nil || !strings.Contains(err.Error(), "largest feature index 400")):
 				t.Fatalf("want a refusal naming the largest feature index, got %v", err)
-			case !c.refused && err != nil:
+			case c.batch < 0:
+				return
+			case err != nil:
 				t.Fatal(err)
+			case got.Batch != c.batch:
+				t.Fatalf("batches of %d problems, want %d", got.Batch, c.batch)
+			}
+			for k := range want.Model.W {
+				if !slices.Equal(got.Model.W[k], want.Model.W[k]) {
+					t.Fatalf("problem %d: weights differ from all problems at once", k)
+				}
+			}
+		})
+	}
+}
+
+// TestBatchesGiveTheSameModel: one-vs-rest problems minimised some at a
+// time give the model of all at once, to the bit, with every method that
+// takes several problems; and a run interrupted in its second batch and
+// resumed from the checkpoint (taken in batches of 2, resumed on a host
+// that would take all 5 at once) gives it too, without starting over.
+func TestBatchesGiveTheSameModel(t *testing.T) {
+	path := sparseFeatureFile(t, 5)
+	for _, method := range []string{"lbfgs", "hdm", "newton"} {
+		t.Run(method, func(t *testing.T) {
+			cfg := Config{C: 1, Eps: 1e-4, Bias: 1, Method: method, MaxIter: 3000}
+			want := trainFile(t, path, cfg)
+			for _, batch := range []int{2, 4, 1} {
+				b := cfg
+				b.Batch = batch
+				traced := map[int]bool{}
+				b.Trace = func(r osgm.Record) { traced[r.Problem] = true }
+				got := trainFile(t, path, b)
+				if got.Batch != batch || len(traced) != 5 {
+					t.Fatalf("batch %d: ran in batches of %d, traced problems %v", batch, got.Batch, traced)
+				}
+				for k := range want.Model.W {
+					if !slices.Equal(got.Model.W[k], want.Model.W[k]) {
+						t.Fatalf("batch %d: problem %d's weights differ from all problems at once", batch, k)
+					}
+				}
+			}
+		})
+	}
+	// HDM starts from the Hessian's diagonal at 0 and here from a model:
+	// the problems of the batches after the resumed one need both again.
+	warm := trainFile(t, path, Config{C: 1, Eps: 0.5, Bias: 1, MaxIter: 3000}).Model
+	for _, cfg := range []Config{
+		{C: 1, Eps: 1e-6, Bias: 1, Method: "lbfgs", MaxIter: 3000, Batch: 2},
+		{C: 1, Eps: 1e-4, Bias: 1, Method: "hdm", MaxIter: 3000, Batch: 2, Init: warm},
+	} {
+		t.Run("resumed "+cfg.Method, func(t *testing.T) {
+			want := trainFile(t, path, cfg)
+			var saved *Checkpoint
+			stop := cfg
+			stop.CheckpointEvery = 1
+			stop.Save = func(c *Checkpoint) error { saved = c; return nil }
+			stop.Interrupt = func() bool { return saved != nil && saved.Opt.First == 2 && saved.Opt.Evals > 3 }
+			if _, err := Train(localBackend(t, path), stop); !errors.Is(err, osgm.ErrInterrupted) {
+				t.Fatalf("interrupted run: %v", err)
+			}
+			b, err := saved.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if saved, err = DecodeCheckpoint(b); err != nil {
+				t.Fatal(err)
+			}
+			resume := cfg
+			resume.Batch, resume.Resume = 0, saved
+			first := -1
+			resume.Trace = func(r osgm.Record) {
+				if first < 0 {
+					first = r.Problem
+				}
+			}
+			got := trainFile(t, path, resume)
+			if first != 2 {
+				t.Fatalf("the resumed run began with problem %d, not the interrupted batch's first, 2", first)
+			}
+			for k := range want.Model.W {
+				if !slices.Equal(got.Model.W[k], want.Model.W[k]) {
+					t.Fatalf("problem %d: resumed weights differ from the uninterrupted run's", k)
+				}
+			}
+			if got.Opt.Evals != want.Opt.Evals {
+				t.Fatalf("the resumed run counts %d passes, the uninterrupted %d", got.Opt.Evals, want.Opt.Evals)
 			}
 		})
 	}

@@ -34,9 +34,14 @@ type Config struct {
 	Holdout int
 	// Init, when set, is the starting model (warm start).
 	Init *libsvm.Model
-	// MaxBytes, when positive, refuses problems whose vectors (the model
-	// and the optimiser's state) would need more memory than this.
+	// MaxBytes, when positive, bounds the memory of the problems' vectors
+	// (the models and the optimiser's state): one-vs-rest problems that
+	// need more are minimised in batches that fit, with the same result,
+	// and problems that do not fit one at a time are refused.
 	MaxBytes int64
+	// Batch, when positive, minimises at most this many problems at a
+	// time whatever the memory (tests).
+	Batch int
 
 	// Resume continues from a checkpoint; it must match the data and flags.
 	Resume *Checkpoint
@@ -66,6 +71,8 @@ type Result struct {
 	// start point: the objective built (the reduction tree) and its first
 	// pass. With Resume there is no such pass: the objective alone.
 	FirstGradient time.Duration
+	// Batch is how many problems were minimised at a time (0: all).
+	Batch int
 }
 
 // Summarize merges the shards' descriptions in shard order.
@@ -210,9 +217,19 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		live = obj.LeaveOutDead()
 	}
 	n := obj.Dim()
+	batch := cfg.Batch
 	if need := StateBytes(dim, n, K); cfg.MaxBytes > 0 && need > cfg.MaxBytes {
-		return nil, fmt.Errorf("largest feature index %d (%d of them in the data) with %d problem(s) needs about %s for the model and the optimiser's state; only %s is available",
-			features, n, K, human(need), human(cfg.MaxBytes))
+		fit := batchFitting(dim, n, K, cfg.MaxBytes)
+		if fit < 1 {
+			return nil, fmt.Errorf("largest feature index %d (%d of them in the data) with %d problem(s) needs about %s for the model and the optimiser's state (%s with one problem at a time); it may take %s",
+				features, n, K, human(need), human(StateBytes(dim, n, 1)+int64(K-1)*8*int64(dim)*fullVectors), human(cfg.MaxBytes))
+		}
+		if batch <= 0 || batch > fit {
+			batch = fit
+		}
+	}
+	if batch >= K {
+		batch = 0
 	}
 
 	zero := make([][]float64, K)
@@ -242,7 +259,13 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("%w: it holds %d problems' starting gradients, this run has %d problems", ErrMismatch, len(cfg.Resume.G0Norm), K)
 		}
 		copy(g0norm, cfg.Resume.G0Norm)
-	} else {
+	}
+	// A run resumed in batches has problems yet to start, which need what
+	// the first run's pass at 0 gave them (the gradient, the diagonal): it
+	// is made again, and counted as before.
+	r := cfg.Resume
+	zeroPass := r == nil || (r.Opt.Batch > 0 && r.Opt.First+r.Opt.Batch < K)
+	if zeroPass {
 		// The pass at 0 that the tolerance needs brings the diagonal too:
 		// every row is active there, so it is the data's column squares
 		// (with class weights), reduced as gradients are, the same bits
@@ -260,8 +283,10 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		for k := range g0norm {
-			g0norm[k] = floats.Norm(g0[k], 2)
+		if r == nil {
+			for k := range g0norm {
+				g0norm[k] = floats.Norm(g0[k], 2)
+			}
 		}
 	}
 	firstGradient := time.Since(start)
@@ -279,7 +304,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 			probs[k].Diag = d0[k]
 		}
 	}
-	settings := osgm.Settings{Method: method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol,
+	settings := osgm.Settings{Method: method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol, Batch: batch,
 		CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
 	if cfg.Trace != nil {
 		settings.Trace = func(r osgm.Record) {
@@ -294,10 +319,13 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 			return cfg.Save(&Checkpoint{Version: checkpointVersion, Data: dataFP, Flags: flagsFP, G0Norm: g0norm, Opt: *s})
 		}
 	}
+	// A resumed run starts its problems yet to start (in batches) where the
+	// first run did; the others' x0 gives their dimensions only.
 	x0 := zero
+	if r != nil {
+		settings.Resume = &r.Opt
+	}
 	switch {
-	case cfg.Resume != nil:
-		settings.Resume = &cfg.Resume.Opt
 	case cfg.Init != nil:
 		if x0, err = warmStart(cfg.Init, labels, dim, cfg.Bias); err != nil {
 			return nil, err
@@ -310,7 +338,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 				}
 			}
 		}
-	default:
+	case zeroPass:
 		settings.F0, settings.G0 = f0, g0
 	}
 	res, err := osgm.Minimize(timed, x0, probs, settings)
@@ -335,7 +363,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		primal[k] = res.F[k] / lambda
 	}
 	return &Result{Method: method, Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent,
-		FirstGradient: firstGradient}, nil
+		FirstGradient: firstGradient, Batch: batch}, nil
 }
 
 // timedObjective measures the time spent in passes over the data (on
@@ -454,6 +482,16 @@ const (
 	methodVectors = 30
 	fullVectors   = 2
 )
+
+// batchFitting is how many of K problems the methods can work on at once
+// in max bytes, every problem's model held (0: not even one).
+func batchFitting(dim, n, K int, max int64) int {
+	free := max - int64(K)*8*int64(dim)*fullVectors
+	if free <= 0 {
+		return 0
+	}
+	return int(min(free/(8*int64(n)*methodVectors), int64(K)))
+}
 
 // StateBytes estimates the coordinator's memory for K problems of dim
 // coordinates, n of which the methods work over.

@@ -641,6 +641,25 @@ func TestStuckWorkerLosesItsShards(t *testing.T) {
 	}
 }
 
+// TestBatchesOverTheBus: one-vs-rest problems minimised one at a time
+// over the bus (a point of one class, which workers evaluate with the
+// multi-class kernels) give the model of all at once in-process.
+func TestBatchesOverTheBus(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	want := localModel(t, path, 8, cfg)
+	c, _, _ := startCluster(t, path, 2, 8, clusterOptions{parallel: 1})
+	cfg.Batch = 1
+	got, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Batch != 1 {
+		t.Fatalf("batches of %d", got.Batch)
+	}
+	sameModel(t, got, want)
+}
+
 // TestRoundGivesUpWithoutNATS: a coordinator cut off from NATS for
 // NoWorkerTimeout fails its round with ErrNoWorkers, though the workers
 // it last heard from are not declared lost.

@@ -1,0 +1,163 @@
+package osgm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// One-vs-rest problems share passes over the data but nothing else: each
+// has its own method, and a pass computes each problem's value and
+// gradient on its own. So they can be minimised Settings.Batch at a time,
+// which bounds the methods' memory (L-BFGS holds some 30 vectors a
+// problem) by the batch instead of by every class, and gives the same
+// bits as all at once: a batch is Minimize over those problems alone, on
+// an objective that evaluates just them (a Subsetter).
+
+// batchDone is what the batches before the current one left, kept in a
+// snapshot so that a run resumed in a later batch returns them all.
+type batchDone struct {
+	X         [][]float64
+	F         []float64
+	GradNorm  []float64
+	Iters     []int
+	Converged []bool
+	Evals     int // their passes
+}
+
+func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Result, error) {
+	sub, ok := obj.(Subsetter)
+	if !ok {
+		return nil, errors.New("osgm: problems in batches need an objective that evaluates some of them (a Subsetter)")
+	}
+	K, B := len(x0), s.Batch
+	// The method is the whole run's choice, not a batch's.
+	s.Method = Choose(s.Method, K, s.Shape)
+	res := &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
+		Iters: make([]int, K), Converged: make([]bool, K)}
+	first, before := 0, 0 // the batch to start at, and the passes made before it
+	if r := s.Resume; r != nil {
+		if r.Batch < 1 || r.First < 0 || r.First >= K || r.First%r.Batch != 0 {
+			return nil, fmt.Errorf("osgm: the snapshot's batch (%d problems from problem %d) does not fit %d problems", r.Batch, r.First, K)
+		}
+		// The batch size depends on the memory of the host that started
+		// the run; results do not, so the snapshot's goes on.
+		B, first = r.Batch, r.First
+		var done batchDone
+		if err := decodeState(r.Done, &done); err != nil {
+			return nil, fmt.Errorf("osgm: the snapshot's finished problems: %w", err)
+		}
+		if len(done.X) != first || len(done.F) != first || len(done.GradNorm) != first || len(done.Iters) != first || len(done.Converged) != first || done.Evals < 0 {
+			return nil, fmt.Errorf("osgm: the snapshot's finished problems do not number %d", first)
+		}
+		for k, x := range done.X {
+			if len(x) != len(x0[k]) {
+				return nil, fmt.Errorf("osgm: the snapshot's problem %d has %d coordinates, this run %d", k, len(x), len(x0[k]))
+			}
+		}
+		copy(res.X, done.X)
+		copy(res.F, done.F)
+		copy(res.GradNorm, done.GradNorm)
+		copy(res.Iters, done.Iters)
+		copy(res.Converged, done.Converged)
+		before = done.Evals
+	}
+	for lo := first; lo < K; lo += B {
+		hi := min(lo+B, K)
+		ks := make([]int, hi-lo)
+		for i := range ks {
+			ks[i] = lo + i
+		}
+		bs := s
+		bs.Batch, bs.GradTol = 0, s.GradTol[lo:hi]
+		if s.F0 != nil {
+			bs.F0, bs.G0 = s.F0[lo:hi], s.G0[lo:hi]
+		}
+		bs.Resume = nil
+		if r := s.Resume; r != nil && lo == first {
+			bs.Resume = &Snapshot{Method: r.Method, Evals: r.Evals, Iters: r.Iters, Converged: r.Converged, Stalled: r.Stalled, States: r.States}
+		}
+		if s.Trace != nil {
+			bs.Trace = func(r Record) {
+				r.Problem += lo
+				r.Evals += before
+				s.Trace(r)
+			}
+		}
+		if s.Checkpoint != nil {
+			bs.Checkpoint = func(snap *Snapshot) error {
+				done, err := encodeState(&batchDone{X: res.X[:lo], F: res.F[:lo], GradNorm: res.GradNorm[:lo],
+					Iters: res.Iters[:lo], Converged: res.Converged[:lo], Evals: before})
+				if err != nil {
+					return err
+				}
+				snap.Batch, snap.First, snap.Done = B, lo, done
+				return s.Checkpoint(snap)
+			}
+		}
+		r, err := Minimize(batchOf(sub, obj, ks), x0[lo:hi], probs[lo:hi], bs)
+		if err != nil {
+			return nil, err
+		}
+		copy(res.X[lo:], r.X)
+		copy(res.F[lo:], r.F)
+		copy(res.GradNorm[lo:], r.GradNorm)
+		copy(res.Iters[lo:], r.Iters)
+		copy(res.Converged[lo:], r.Converged)
+		before += r.Evals
+	}
+	res.Evals = before
+	return res, nil
+}
+
+// batch is problems ks of an objective, as problems 0, 1, ... of their
+// own.
+type batch struct {
+	sub Subsetter
+	ks  []int
+	buf []int
+}
+
+// batchOf is ks of obj, an EvalDiager too if obj is one: what a method
+// asks for depends on it.
+func batchOf(sub Subsetter, obj Objective, ks []int) Objective {
+	b := &batch{sub: sub, ks: ks}
+	if ed, ok := obj.(EvalDiager); ok {
+		return diagBatch{b, ed}
+	}
+	return b
+}
+
+// of maps the batch's problems to obj's (nil: all of the batch).
+func (b *batch) of(ks []int) []int {
+	if ks == nil {
+		return b.ks
+	}
+	b.buf = b.buf[:0]
+	for _, k := range ks {
+		b.buf = append(b.buf, b.ks[k])
+	}
+	return b.buf
+}
+
+func (b *batch) Eval(x [][]float64, f []float64, g [][]float64) error {
+	return b.sub.EvalSome(b.ks, x, f, g)
+}
+
+func (b *batch) HessVec(x, v, hv [][]float64) error { return b.sub.HessVecSome(b.ks, x, v, hv) }
+
+func (b *batch) EvalSome(ks []int, x [][]float64, f []float64, g [][]float64) error {
+	return b.sub.EvalSome(b.of(ks), x, f, g)
+}
+
+func (b *batch) HessVecSome(ks []int, x, v, hv [][]float64) error {
+	return b.sub.HessVecSome(b.of(ks), x, v, hv)
+}
+
+type diagBatch struct {
+	*batch
+	ed EvalDiager
+}
+
+func (b diagBatch) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
+	return b.ed.EvalDiagSome(b.of(ks), x, f, g, d)
+}
