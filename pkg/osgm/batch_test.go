@@ -1,0 +1,97 @@
+package osgm
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// someQuadratic is a quadratic that evaluates some of its problems: the
+// problems share A and differ in their centre c.
+type someQuadratic struct{ *quadratic }
+
+func (q someQuadratic) EvalSome(ks []int, x [][]float64, f []float64, g [][]float64) error {
+	for i, k := range ks {
+		one := &quadratic{A: q.A, c: [][]float64{q.c[k]}}
+		one.Eval(x[i:i+1], f[i:i+1], g[i:i+1])
+	}
+	q.evals++
+	return nil
+}
+
+func (q someQuadratic) HessVecSome(ks []int, x, v, hv [][]float64) error { return q.HessVec(x, v, hv) }
+
+func batchRun(method string) (someQuadratic, [][]float64, Settings) {
+	q := someQuadratic{newQuadratic(rand.New(rand.NewPCG(5, 6)), 8, 5, 30, true)}
+	x0 := make([][]float64, 5)
+	for k := range x0 {
+		x0[k] = make([]float64, 8)
+	}
+	return q, x0, Settings{Method: method, MaxIter: 500, GradTol: slices.Repeat([]float64{1e-9}, 5)}
+}
+
+// TestBatchesAreIndependent: problems minimised 1, 2 or 4 at a time end
+// where all at once do, bit for bit, in as many passes as their batches
+// took; the trace names every problem by its own index.
+func TestBatchesAreIndependent(t *testing.T) {
+	for _, method := range []string{"lbfgs", "hdm", "osgm-h", "newton"} {
+		q, x0, s := batchRun(method)
+		want, err := Minimize(q, x0, q.problems(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, batch := range []int{1, 2, 4} {
+			s.Batch = batch
+			seen := map[int]bool{}
+			s.Trace = func(r Record) { seen[r.Problem] = true }
+			got, err := Minimize(q, x0, q.problems(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range want.X {
+				if !slices.Equal(got.X[k], want.X[k]) || got.F[k] != want.F[k] || got.Iters[k] != want.Iters[k] || got.Converged[k] != want.Converged[k] {
+					t.Fatalf("%s, batches of %d: problem %d differs from all at once", method, batch, k)
+				}
+			}
+			if len(seen) != 5 || got.Evals < want.Evals {
+				t.Fatalf("%s, batches of %d: traced %v, %d passes against %d", method, batch, seen, got.Evals, want.Evals)
+			}
+		}
+	}
+}
+
+// FuzzResumeBatches resumes a run in batches from a snapshot whose batch
+// fields (the batch size, its first problem, the finished problems'
+// bytes) are anything: it is refused or resumed, never a panic.
+func FuzzResumeBatches(f *testing.F) {
+	q, x0, s := batchRun("lbfgs")
+	s.Batch, s.CheckpointEvery = 2, 5
+	var snaps []*Snapshot
+	s.Checkpoint = func(snap *Snapshot) error { snaps = append(snaps, snap); return nil }
+	if _, err := Minimize(q, x0, q.problems(), s); err != nil {
+		f.Fatal(err)
+	}
+	for _, snap := range snaps {
+		if snap.First > 0 {
+			f.Add(snap.Batch, snap.First, snap.Done, snap.States[0])
+			break
+		}
+	}
+	f.Add(2, 0, []byte{}, []byte{})
+	f.Fuzz(func(t *testing.T, batch, first int, done, state []byte) {
+		for _, snap := range snaps {
+			if snap.First != first || len(snap.States) == 0 {
+				continue
+			}
+			q, x0, s := batchRun("lbfgs")
+			states := slices.Clone(snap.States)
+			states[0] = state
+			s.Resume = &Snapshot{Method: "lbfgs", Evals: snap.Evals, Iters: snap.Iters, Converged: snap.Converged, Stalled: snap.Stalled,
+				States: states, Batch: batch, First: first, Done: done}
+			rounds := 0
+			s.Interrupt = func() bool { rounds++; return rounds > 300 }
+			Minimize(q, x0, q.problems(), s)
+			return
+		}
+	})
+}
