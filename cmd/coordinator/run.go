@@ -255,4 +255,3 @@ func testAccuracy(path string, m *libsvm.Model) (libsvm.Accuracy, error) {
 	defer f.Close()
 	return libsvm.PredictAll(f, path, m, nil)
 }
-
