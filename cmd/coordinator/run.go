@@ -60,11 +60,9 @@ func run(o *options) error {
 		zap.Uint32("features", sum.MaxIndex), zap.Int("classes", len(sum.Labels)), zap.Int("shards", len(ranges)),
 		zap.Duration("took", loaded))
 
-	// Half the memory left now that the shards are loaded (under a
-	// container's limit too) bounds the problems the methods hold at
-	// once; passes' buffers and the collector's headroom take the rest
-	// (news20.t peaked at 1.8 times the state's estimate).
-	cfg := train.Config{MaxBytes: max(shard.Available(), 0) / 2, C: o.c, Lambda: o.lambda, Eps: o.eps, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
+	// The memory left now that the shards are loaded (under a
+	// container's limit too) bounds the problems the methods hold at once.
+	cfg := train.Config{MaxBytes: max(shard.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
 		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}, Weights: o.weights}
 	if o.initModel != "" {
 		if cfg.Init, err = readModel(o.initModel); err != nil {

@@ -34,10 +34,10 @@ type Config struct {
 	Holdout int
 	// Init, when set, is the starting model (warm start).
 	Init *libsvm.Model
-	// MaxBytes, when positive, bounds the memory of the problems' vectors
-	// (the models and the optimiser's state): one-vs-rest problems that
-	// need more are minimised in batches that fit, with the same result,
-	// and problems that do not fit one at a time are refused.
+	// MaxBytes, when positive, is the memory available: one-vs-rest
+	// problems whose vectors (the models and the optimiser's state) need
+	// more than half of it are minimised in batches that fit, with the
+	// same result, and a problem that does not fit in it alone is refused.
 	MaxBytes int64
 	// Batch, when positive, minimises at most this many problems at a
 	// time whatever the memory (tests).
@@ -217,11 +217,16 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		live = obj.LeaveOutDead()
 	}
 	n := obj.Dim()
+	// The state's estimate may take half of MaxBytes: passes' buffers and
+	// the collector's headroom need the rest (news20.t peaked at 1.8 times
+	// the estimate). Problems that do not fit in it go in batches that do,
+	// one at a time if need be; only a problem that does not fit in
+	// MaxBytes alone is refused.
 	batch := cfg.Batch
-	if need := StateBytes(dim, n, K); cfg.MaxBytes > 0 && need > cfg.MaxBytes {
-		fit := batchFitting(dim, n, K, cfg.MaxBytes)
-		if fit < 1 {
-			return nil, fmt.Errorf("largest feature index %d (%d of them in the data) with %d problem(s) needs about %s for the model and the optimiser's state (%s with one problem at a time); it may take %s",
+	if need := StateBytes(dim, n, K); cfg.MaxBytes > 0 && need > cfg.MaxBytes/2 {
+		fit := max(batchFitting(dim, n, K, cfg.MaxBytes/2), 1)
+		if batchFitting(dim, n, K, cfg.MaxBytes) < 1 {
+			return nil, fmt.Errorf("largest feature index %d (%d of them in the data) with %d problem(s) needs about %s for the model and the optimiser's state (%s with one problem at a time); only %s is available",
 				features, n, K, human(need), human(StateBytes(dim, n, 1)+int64(K-1)*8*int64(dim)*fullVectors), human(cfg.MaxBytes))
 		}
 		if batch <= 0 || batch > fit {

@@ -464,6 +464,9 @@ const probeConfirm = 500 * time.Millisecond
 // the server answers there only when nobody holds the worker's subject
 // (see onGone). At most one probe per worker goes out per call.
 func (c *Cluster) probe(ids []string) {
+	if !c.nc.IsConnected() {
+		return // the answers would come of the outage (see onGone)
+	}
 	slices.Sort(ids)
 	now := time.Now()
 	for _, id := range slices.Compact(ids) {
