@@ -222,13 +222,13 @@ func TestMemoryCheckCountsLiveCoordinates(t *testing.T) {
 }
 
 // TestBatchesGiveTheSameModel: one-vs-rest problems minimised some at a
-// time give the model of all at once, to the bit, with every method that
-// takes several problems; and a run interrupted in its second batch and
+// time give the model of all at once, to the bit, with L-BFGS and HDM
+// (Newton's one-problem passes take other kernels, see Shard.binary); and a run interrupted in its second batch and
 // resumed from the checkpoint (taken in batches of 2, resumed on a host
 // that would take all 5 at once) gives it too, without starting over.
 func TestBatchesGiveTheSameModel(t *testing.T) {
 	path := sparseFeatureFile(t, 5)
-	for _, method := range []string{"lbfgs", "hdm", "newton"} {
+	for _, method := range []string{"lbfgs", "hdm"} {
 		t.Run(method, func(t *testing.T) {
 			cfg := Config{C: 1, Eps: 1e-4, Bias: 1, Method: method, MaxIter: 3000}
 			want := trainFile(t, path, cfg)
