@@ -13,17 +13,6 @@ import (
 // bits as all at once: a batch is Minimize over those problems alone, on
 // an objective that evaluates just them (a Subsetter).
 
-// batchDone is what the batches before the current one left, kept in a
-// snapshot so that a run resumed in a later batch returns them all.
-type batchDone struct {
-	X         [][]float64
-	F         []float64
-	GradNorm  []float64
-	Iters     []int
-	Converged []bool
-	Evals     int // their passes
-}
-
 func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Result, error) {
 	sub, ok := obj.(Subsetter)
 	if !ok {
@@ -42,7 +31,8 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 		// The batch size depends on the memory of the host that started
 		// the run; results do not, so the snapshot's goes on.
 		B, first = r.Batch, r.First
-		var done batchDone
+		// What the batches before it left, their passes in Evals.
+		var done Result
 		if err := decodeState(r.Done, &done); err != nil {
 			return nil, fmt.Errorf("osgm: the snapshot's finished problems: %w", err)
 		}
@@ -54,11 +44,7 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 				return nil, fmt.Errorf("osgm: the snapshot's problem %d has %d coordinates, this run %d", k, len(x), len(x0[k]))
 			}
 		}
-		copy(res.X, done.X)
-		copy(res.F, done.F)
-		copy(res.GradNorm, done.GradNorm)
-		copy(res.Iters, done.Iters)
-		copy(res.Converged, done.Converged)
+		res.place(0, &done)
 		before = done.Evals
 	}
 	for lo := first; lo < K; lo += B {
@@ -85,7 +71,7 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 		}
 		if s.Checkpoint != nil {
 			bs.Checkpoint = func(snap *Snapshot) error {
-				done, err := encodeState(&batchDone{X: res.X[:lo], F: res.F[:lo], GradNorm: res.GradNorm[:lo],
+				done, err := encodeState(&Result{X: res.X[:lo], F: res.F[:lo], GradNorm: res.GradNorm[:lo],
 					Iters: res.Iters[:lo], Converged: res.Converged[:lo], Evals: before})
 				if err != nil {
 					return err
@@ -98,15 +84,20 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 		if err != nil {
 			return nil, err
 		}
-		copy(res.X[lo:], r.X)
-		copy(res.F[lo:], r.F)
-		copy(res.GradNorm[lo:], r.GradNorm)
-		copy(res.Iters[lo:], r.Iters)
-		copy(res.Converged[lo:], r.Converged)
+		res.place(lo, r)
 		before += r.Evals
 	}
 	res.Evals = before
 	return res, nil
+}
+
+// place copies r's problems into res's from problem lo on.
+func (res *Result) place(lo int, r *Result) {
+	copy(res.X[lo:], r.X)
+	copy(res.F[lo:], r.F)
+	copy(res.GradNorm[lo:], r.GradNorm)
+	copy(res.Iters[lo:], r.Iters)
+	copy(res.Converged[lo:], r.Converged)
 }
 
 // batch is problems ks of an objective, as problems 0, 1, ... of their

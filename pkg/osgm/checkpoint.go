@@ -92,8 +92,8 @@ type Snapshot struct {
 	States    [][]byte // one per problem (see encodeState)
 
 	// In batches (Settings.Batch), the above are of the batch of Batch
-	// problems from First, and Done holds the problems before it
-	// (batchDone, encoded as a state).
+	// problems from First, and Done holds the problems before it (a
+	// Result, encoded as a state).
 	Batch, First int
 	Done         []byte
 }

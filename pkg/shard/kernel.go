@@ -52,10 +52,10 @@ func (p *Point) K() int { return len(p.W) }
 // the multi-class one even alone (the last still learning, or a batch of
 // one), whose sums are in another order: its bits then do not depend on
 // which problems share its passes. Hessian-vector and diagonal passes
-// keep the single-problem kernels for one problem: Newton on one-vs-rest
-// data (not the default) then depends on the batch, and with the
-// multi-class diagonal kernel for one problem it stalled above -e 1e-8 on
-// a test set (not understood; see the session 18 note).
+// keep the single-problem kernels for one problem, so Newton on
+// one-vs-rest data (not the default) depends on the batch: routed through
+// the multi-class diagonal kernel, Newton stalled above -e 1e-8 on the
+// 3-class set of TestDeadFeaturesLeftOut, for a reason not yet found.
 func (s *Shard) binary(K int) bool { return K == 1 && s.classes <= 2 }
 
 // Partial is one shard's contribution to the data term, in the shard's

@@ -137,25 +137,10 @@ func TestResumeOverLiveCoordinates(t *testing.T) {
 	count.Interrupt = func() bool { rounds++; return false }
 	want := trainFile(t, path, count)
 
-	var saved *Checkpoint
 	passes := 0
 	stop := cfg
 	stop.CheckpointEvery = 1000
-	stop.Save = func(c *Checkpoint) error { saved = c; return nil }
-	stop.Interrupt = func() bool { passes++; return passes == 20 }
-	if _, err := Train(localBackend(t, path), stop); !errors.Is(err, osgm.ErrInterrupted) {
-		t.Fatalf("interrupted run: %v", err)
-	}
-	if saved == nil || len(saved.Opt.States) == 0 {
-		t.Fatal("no checkpoint saved")
-	}
-	b, err := saved.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if saved, err = DecodeCheckpoint(b); err != nil {
-		t.Fatal(err)
-	}
+	saved := interrupted(t, path, stop, func(*Checkpoint) bool { passes++; return passes == 20 })
 	resume := cfg
 	resume.Resume = saved
 	resumed := 0
@@ -258,21 +243,9 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 	} {
 		t.Run("resumed "+cfg.Method, func(t *testing.T) {
 			want := trainFile(t, path, cfg)
-			var saved *Checkpoint
 			stop := cfg
 			stop.CheckpointEvery = 1
-			stop.Save = func(c *Checkpoint) error { saved = c; return nil }
-			stop.Interrupt = func() bool { return saved != nil && saved.Opt.First == 2 && saved.Opt.Evals > 3 }
-			if _, err := Train(localBackend(t, path), stop); !errors.Is(err, osgm.ErrInterrupted) {
-				t.Fatalf("interrupted run: %v", err)
-			}
-			b, err := saved.Encode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if saved, err = DecodeCheckpoint(b); err != nil {
-				t.Fatal(err)
-			}
+			saved := interrupted(t, path, stop, func(last *Checkpoint) bool { return last != nil && last.Opt.First == 2 && last.Opt.Evals > 3 })
 			resume := cfg
 			resume.Batch, resume.Resume = 0, saved
 			first := -1
@@ -295,4 +268,28 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// interrupted trains with cfg until stop, shown the last checkpoint saved
+// (nil: none yet), says so between rounds, and returns the checkpoint the
+// run saved at the interruption, after a trip through its bytes.
+func interrupted(t *testing.T, path string, cfg Config, stop func(last *Checkpoint) bool) *Checkpoint {
+	t.Helper()
+	var saved *Checkpoint
+	cfg.Save = func(c *Checkpoint) error { saved = c; return nil }
+	cfg.Interrupt = func() bool { return stop(saved) }
+	if _, err := Train(localBackend(t, path), cfg); !errors.Is(err, osgm.ErrInterrupted) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	if saved == nil || len(saved.Opt.States) == 0 {
+		t.Fatal("no checkpoint saved")
+	}
+	b, err := saved.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved, err = DecodeCheckpoint(b); err != nil {
+		t.Fatal(err)
+	}
+	return saved
 }

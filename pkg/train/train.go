@@ -227,7 +227,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		fit := max(batchFitting(dim, n, K, cfg.MaxBytes/2), 1)
 		if batchFitting(dim, n, K, cfg.MaxBytes) < 1 {
 			return nil, fmt.Errorf("largest feature index %d (%d of them in the data) with %d problem(s) needs about %s for the model and the optimiser's state (%s with one problem at a time); only %s is available",
-				features, n, K, human(need), human(StateBytes(dim, n, 1)+int64(K-1)*8*int64(dim)*fullVectors), human(cfg.MaxBytes))
+				features, n, K, human(need), human(stateBytes(dim, n, K, 1)), human(cfg.MaxBytes))
 		}
 		if batch <= 0 || batch > fit {
 			batch = fit
@@ -488,20 +488,24 @@ const (
 	fullVectors   = 2
 )
 
-// batchFitting is how many of K problems the methods can work on at once
-// in max bytes, every problem's model held (0: not even one).
+// StateBytes estimates the coordinator's memory for K problems of dim
+// coordinates, n of which the methods work over.
+func StateBytes(dim, n, K int) int64 { return stateBytes(dim, n, K, K) }
+
+// stateBytes is StateBytes with the methods working on batch problems at
+// a time, every problem's model held.
+func stateBytes(dim, n, K, batch int) int64 {
+	return 8 * (int64(K)*int64(dim)*fullVectors + int64(batch)*int64(n)*methodVectors)
+}
+
+// batchFitting is the largest batch for which stateBytes is at most max
+// (0: not even one problem at a time).
 func batchFitting(dim, n, K int, max int64) int {
-	free := max - int64(K)*8*int64(dim)*fullVectors
+	free := max - stateBytes(dim, n, K, 0)
 	if free <= 0 {
 		return 0
 	}
-	return int(min(free/(8*int64(n)*methodVectors), int64(K)))
-}
-
-// StateBytes estimates the coordinator's memory for K problems of dim
-// coordinates, n of which the methods work over.
-func StateBytes(dim, n, K int) int64 {
-	return int64(K) * 8 * (int64(n)*methodVectors + int64(dim)*fullVectors)
+	return int(min(free/stateBytes(dim, n, 0, 1), int64(K)))
 }
 
 func human(b int64) string {
