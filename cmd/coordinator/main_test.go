@@ -12,7 +12,10 @@ import (
 	"testing"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/train"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -409,4 +412,34 @@ func fileSize(path string) int64 {
 		return -1
 	}
 	return fi.Size()
+}
+
+// TestWarnShort: a problem that stops short of -e is put down to
+// -max-iter only when it reached it.
+func TestWarnShort(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		converged []bool
+		iters     []int
+		want      []string // the warnings' first words, in order
+	}{
+		{"all converged", []bool{true, true}, []int{3, 100}, nil},
+		{"at the limit", []bool{true, false}, []int{3, 100}, []string{"stopped at -max-iter"}},
+		{"at precision", []bool{false, true}, []int{12, 100}, []string{"stopped before reaching -e: steps no longer change"}},
+		{"both", []bool{false, false, true}, []int{100, 12, 5}, []string{"stopped at -max-iter", "stopped before reaching -e: steps no longer change"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			core, logs := observer.New(zap.WarnLevel)
+			warnShort(zap.New(core), &osgm.Result{Converged: c.converged, Iters: c.iters}, 100)
+			got := logs.All()
+			if len(got) != len(c.want) {
+				t.Fatalf("%d warnings, want %d: %v", len(got), len(c.want), got)
+			}
+			for i, w := range c.want {
+				if !strings.HasPrefix(got[i].Message, w) {
+					t.Errorf("warning %d: %q, want it to begin %q", i, got[i].Message, w)
+				}
+			}
+		})
+	}
 }

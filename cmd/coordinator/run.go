@@ -202,9 +202,7 @@ func run(o *options) error {
 		fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(rows)))
 	}
 	log.Info("trained", append(fields, zap.String("model", o.model))...)
-	if conv < len(res.Primal) {
-		log.Warn("stopped at -max-iter before reaching -e; the model is the best point seen", zap.Int("max_iter", o.maxIter))
-	}
+	warnShort(log, res.Opt, o.maxIter)
 	if o.test != "" {
 		acc, err := testAccuracy(o.test, res.Model)
 		if err != nil {
@@ -252,4 +250,29 @@ func testAccuracy(path string, m *libsvm.Model) (libsvm.Accuracy, error) {
 	}
 	defer f.Close()
 	return libsvm.PredictAll(f, path, m, nil)
+}
+
+// warnShort says which problems stopped before reaching -e, and why:
+// -max-iter, or a tolerance finer than double precision resolves (a
+// method stops once its steps no longer change the objective, as
+// LIBLINEAR does with "actred and prered too small").
+func warnShort(log *zap.Logger, opt *osgm.Result, maxIter int) {
+	var limit, precision []int
+	for k, c := range opt.Converged {
+		switch {
+		case c:
+		case opt.Iters[k] >= maxIter:
+			limit = append(limit, k)
+		default:
+			precision = append(precision, k)
+		}
+	}
+	if len(limit) > 0 {
+		log.Warn("stopped at -max-iter before reaching -e; the model is the best point seen",
+			zap.Int("max_iter", maxIter), zap.Ints("problems", limit))
+	}
+	if len(precision) > 0 {
+		log.Warn("stopped before reaching -e: steps no longer change the objective at double precision, so -e asks for more than it can resolve; the model is the best point seen",
+			zap.Ints("problems", precision))
+	}
 }

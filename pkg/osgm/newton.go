@@ -323,7 +323,15 @@ func (m *newton) trial(fnew float64, gnew, dnew, hnew []float64) Step {
 		}
 	}
 	// Nothing left to gain at this precision: stop rather than spin.
-	stalled := !accepted && (prered <= 0 || s.Delta <= 1e-300 || snorm == 0)
+	// TRON's two tests come first. Without the second, a run whose
+	// tolerance lies below what double precision resolves shrank the
+	// region until delta squared underflowed (about 1e-154); the step to
+	// the boundary then came out NaN, the region grew again, and the run
+	// cycled to its iteration limit.
+	small := 1e-12 * math.Abs(s.F)
+	stalled := (actred == 0 && prered <= 0) ||
+		(math.Abs(actred) <= small && math.Abs(prered) <= small) ||
+		(!accepted && (!(prered > 0) || s.Delta <= 1e-300 || snorm == 0))
 	m.startCG()
 	return Step{Iterated: true, Accepted: accepted, Stalled: stalled}
 }

@@ -369,3 +369,29 @@ func TestChoose(t *testing.T) {
 		t.Errorf("a9a: a Hessian pass costs %.1f passes, measured 10.8", hp)
 	}
 }
+
+// TestNewtonStopsAtPrecision asks for a gradient of exactly zero, which
+// rounding never gives: Newton must stop once a step changes f by less
+// than double precision resolves, as TRON does, not run to MaxIter.
+func TestNewtonStopsAtPrecision(t *testing.T) {
+	for _, name := range []string{"newton", "newton-full"} {
+		t.Run(name, func(t *testing.T) {
+			q := newQuadratic(rand.New(rand.NewPCG(7, 11)), 30, 2, 1e6, true)
+			x0 := [][]float64{make([]float64, 30), make([]float64, 30)}
+			const maxIter = 5000
+			res, err := Minimize(q, x0, q.problems(), Settings{Method: name, MaxIter: maxIter, GradTol: []float64{0, 0}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range res.X {
+				if res.Iters[k] >= maxIter/10 {
+					t.Errorf("problem %d: %d iterations, |g| = %g: still going long after f stopped changing", k, res.Iters[k], res.GradNorm[k])
+				}
+				if d := floats.Distance(res.X[k], q.c[k], math.Inf(1)); d > 1e-6*floats.Norm(q.c[k], math.Inf(1)) {
+					t.Errorf("problem %d: stopped %g from the minimiser", k, d)
+				}
+			}
+			t.Logf("iterations %v, |g| %v, evaluations %d", res.Iters, res.GradNorm, res.Evals)
+		})
+	}
+}
