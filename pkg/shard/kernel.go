@@ -47,15 +47,11 @@ func (p *Point) class(k int) int32 {
 // K is the number of problems.
 func (p *Point) K() int { return len(p.W) }
 
-// binary reports whether an evaluation of K problems takes the
-// single-problem kernel: two classes only. A one-vs-rest problem takes
-// the multi-class one even alone (the last still learning, or a batch of
-// one), whose sums are in another order: its bits then do not depend on
-// which problems share its passes. Hessian-vector and diagonal passes
-// keep the single-problem kernels for one problem, so Newton on
-// one-vs-rest data (not the default) depends on the batch: routed through
-// the multi-class diagonal kernel, Newton stalled above -e 1e-8 on the
-// 3-class set of TestDeadFeaturesLeftOut, for a reason not yet found.
+// binary reports whether a pass over K problems takes the single-problem
+// kernels: two classes only. A one-vs-rest problem takes the multi-class
+// ones even alone (the last still learning, or a batch of one), whose
+// sums are in another order: its bits then do not depend on which
+// problems share its passes, whatever the method.
 func (s *Shard) binary(K int) bool { return K == 1 && s.classes <= 2 }
 
 // Partial is one shard's contribution to the data term, in the shard's
@@ -83,6 +79,7 @@ type Scratch struct {
 	coef []float64
 	cols []uint32 // the shard's column map, decoded
 	act  []int32  // a multi-class row's active problems
+	sel  []rows   // each problem's rows (multi-class Hessian passes)
 	// A row's global columns and values, for EvalHess.
 	hcols []int32
 	hvals []float64
@@ -570,7 +567,7 @@ func addBiasGrad(p *Point, coef, gb []float64) {
 func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(K, out)
-	if K == 1 {
+	if s.binary(K) {
 		var gb float64
 		r := s.rowsFor(p, 0)
 		s.activity(p, &r)
@@ -594,17 +591,21 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		out.BiasGrad[0] = gb
 		return
 	}
-	wl := append(sc.z[:0], s.gather(p, sc)...)
-	sc.z = wl
-	vl := s.gather(v, sc)
-	z := make([]float64, K)
-	t := make([]float64, K)
-	sel := make([]rows, K)
-	for k := range sel {
-		sel[k] = s.rowsFor(p, k)
+	sel, one := s.selections(p, sc)
+	// As above, a single problem's rows known from the pass that set its
+	// cache need no margins (one-vs-rest problems fill it at their own
+	// stamp, with these margins' arithmetic).
+	known := one && sel[0].known
+	var wl []float64
+	if !known {
+		wl = append(sc.z[:0], s.gather(p, sc)...)
+		sc.z = wl
 	}
+	vl := s.gather(v, sc)
+	sc.coef = grow(sc.coef, 2*K)
+	z, t := sc.coef[:K], sc.coef[K:]
 	for i := 0; i < s.Rows(); i++ {
-		if sel[0].skip(i) {
+		if sel[0].skip(i) || known && sel[0].knownInactive(i) {
 			continue
 		}
 		a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
@@ -613,7 +614,9 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		for q := a; q < b; q++ {
 			j, x := s.col(q), s.rowValue(q)
 			for k := 0; k < K; k++ {
-				z[k] += x * wl[j*K+k]
+				if !known {
+					z[k] += x * wl[j*K+k]
+				}
 				t[k] += x * vl[j*K+k]
 			}
 		}
@@ -626,8 +629,11 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 			if s.Class[i] == p.class(k) {
 				y, side = 1, 0
 			}
-			if 1-y*z[k] <= 0 {
-				continue
+			if !known {
+				if 1-y*z[k] <= 0 {
+					continue
+				}
+				sel[k].markActive(i)
 			}
 			c := t[k] * sel[k].w[side]
 			for q := a; q < b; q++ {
@@ -638,6 +644,24 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 			}
 		}
 	}
+}
+
+// selections is each problem's rows at p, for the multi-class
+// Hessian-vector and diagonal passes; one says that p holds a single
+// problem, whose selection then has the shard's activity cache.
+func (s *Shard) selections(p *Point, sc *Scratch) (sel []rows, one bool) {
+	K := p.K()
+	if cap(sc.sel) < K {
+		sc.sel = make([]rows, K)
+	}
+	sel = sc.sel[:K]
+	for k := range sel {
+		sel[k] = s.rowsFor(p, k)
+	}
+	if K == 1 {
+		s.activity(p, &sel[0])
+	}
+	return sel, K == 1
 }
 
 // activity hands r the shard's cache of which rows are active at p, when
@@ -822,7 +846,7 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(2*K, out)
 	wl := s.gather(p, sc)
-	if K == 1 {
+	if s.binary(K) {
 		r := s.rowsFor(p, 0)
 		s.activity(p, &r)
 		wb := 0.0
@@ -841,11 +865,9 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 		out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
 		return
 	}
-	z := make([]float64, K)
-	sel := make([]rows, K)
-	for k := range sel {
-		sel[k] = s.rowsFor(p, k)
-	}
+	sel, _ := s.selections(p, sc)
+	sc.coef = grow(sc.coef, K)
+	z := sc.coef
 	K2 := 2 * K
 	for i := 0; i < s.Rows(); i++ {
 		if sel[0].skip(i) {
@@ -871,6 +893,7 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 			if d <= 0 {
 				continue
 			}
+			sel[k].markActive(i)
 			w := sel[k].w[side]
 			out.Loss[k] += w * d * d
 			c := -2 * w * y * d

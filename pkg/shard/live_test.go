@@ -237,3 +237,72 @@ func TestObjectiveOverLiveCoordinates(t *testing.T) {
 		}
 	}
 }
+
+// TestOneProblemPassesAreTheBatchPasses: on one-vs-rest data, every kind
+// of pass over one problem gives that problem's part of the pass over all
+// of them, bit for bit, so a method's path does not depend on which
+// problems share its passes (batches, or the last one still learning).
+// The second Hessian-vector pass at a point reads the rows' activity from
+// the first one's cache, and must agree too.
+func TestOneProblemPassesAreTheBatchPasses(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compact %v", compact), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(5, 6))
+			obj := objectiveOf(t, writeFile(t, spreadData(rng, 300, 3)), 3, 2, 0.01, 1, compact)
+			order, K := problems(obj)
+			if err := obj.Backend.SetClasses(order); err != nil {
+				t.Fatal(err)
+			}
+			n := obj.Dim()
+			vecs := func() [][]float64 {
+				out := make([][]float64, K)
+				for k := range out {
+					out[k] = make([]float64, n)
+				}
+				return out
+			}
+			x, v1, v2 := vecs(), vecs(), vecs()
+			for k := range x {
+				for j := range n {
+					x[k][j], v1[k][j], v2[k][j] = rng.NormFloat64()/4, rng.NormFloat64(), rng.NormFloat64()
+				}
+			}
+			check := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			f, g, d, hv1, hv2 := make([]float64, K), vecs(), vecs(), vecs(), vecs()
+			check(obj.EvalSome(nil, x, f, g))
+			fd, gd := make([]float64, K), vecs()
+			check(obj.EvalDiagSome(nil, x, fd, gd, d))
+			check(obj.HessVecSome(nil, x, v1, hv1))
+			check(obj.HessVecSome(nil, x, v2, hv2))
+			for k := range K {
+				one := []int{k}
+				f1, g1, d1 := make([]float64, 1), vecs()[:1], vecs()[:1]
+				same := func(what string, got []float64, want []float64) {
+					t.Helper()
+					for j := range want {
+						if math.Float64bits(got[j]) != math.Float64bits(want[j]) {
+							t.Fatalf("problem %d alone, %s at %d: %v, with all problems %v", k, what, j, got[j], want[j])
+						}
+					}
+				}
+				check(obj.EvalSome(one, x[k:k+1], f1, g1))
+				same("value", f1, f[k:k+1])
+				same("gradient", g1[0], g[k])
+				check(obj.EvalDiagSome(one, x[k:k+1], f1, g1, d1))
+				same("value with the diagonal", f1, fd[k:k+1])
+				same("gradient with the diagonal", g1[0], gd[k])
+				same("diagonal", d1[0], d[k])
+				// The same point as EvalDiag's: both products read the cache.
+				check(obj.HessVecSome(one, x[k:k+1], v1[k:k+1], g1))
+				same("first Hessian-vector product", g1[0], hv1[k])
+				check(obj.HessVecSome(one, x[k:k+1], v2[k:k+1], g1))
+				same("second Hessian-vector product", g1[0], hv2[k])
+			}
+		})
+	}
+}

@@ -213,7 +213,7 @@ func TestMemoryCheckCountsLiveCoordinates(t *testing.T) {
 // that would take all 5 at once) gives it too, without starting over.
 func TestBatchesGiveTheSameModel(t *testing.T) {
 	path := sparseFeatureFile(t, 5)
-	for _, method := range []string{"lbfgs", "hdm"} {
+	for _, method := range []string{"lbfgs", "hdm", "newton"} {
 		t.Run(method, func(t *testing.T) {
 			cfg := Config{C: 1, Eps: 1e-4, Bias: 1, Method: method, MaxIter: 3000}
 			want := trainFile(t, path, cfg)
@@ -240,6 +240,7 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 	for _, cfg := range []Config{
 		{C: 1, Eps: 1e-6, Bias: 1, Method: "lbfgs", MaxIter: 3000, Batch: 2},
 		{C: 1, Eps: 1e-4, Bias: 1, Method: "hdm", MaxIter: 3000, Batch: 2, Init: warm},
+		{C: 1, Eps: 1e-6, Bias: 1, Method: "newton", MaxIter: 3000, Batch: 2},
 	} {
 		t.Run("resumed "+cfg.Method, func(t *testing.T) {
 			want := trainFile(t, path, cfg)
