@@ -20,6 +20,7 @@ const maxSearchC = 1024
 // read ours.
 func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logger, out io.Writer) error {
 	start := time.Now()
+	cfg.Started = nil // a line for each fold and C would drown the log
 	if !o.findC {
 		cv, err := train.CrossValidate(b, cfg, o.folds, nil)
 		if err != nil {

@@ -106,6 +106,15 @@ func run(o *options) error {
 		}
 		prog.record(r)
 	}
+	cfg.Started = func(p train.Plan) {
+		fields := []zap.Field{zap.String("method", p.Method), zap.Int("problems", p.Problems),
+			zap.Int("coordinates", p.Coordinates), zap.Int("dim", p.Dim), zap.Bool("resumed", p.Resumed)}
+		if p.Batch > 0 {
+			// All at once, the methods' state would not fit in memory.
+			fields = append(fields, zap.Int("problems_at_a_time", p.Batch))
+		}
+		log.Info("training", fields...)
+	}
 	cfg.Interrupt = func() bool { return ctx.Err() != nil }
 	var ck *checkpoints
 	if o.checkpoint != "" {

@@ -221,10 +221,20 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 				b := cfg
 				b.Batch = batch
 				traced := map[int]bool{}
-				b.Trace = func(r osgm.Record) { traced[r.Problem] = true }
+				var plans []Plan
+				b.Trace = func(r osgm.Record) {
+					if len(plans) == 0 {
+						t.Fatal("a record before the plan")
+					}
+					traced[r.Problem] = true
+				}
+				b.Started = func(p Plan) { plans = append(plans, p) }
 				got := trainFile(t, path, b)
 				if got.Batch != batch || len(traced) != 5 {
 					t.Fatalf("batch %d: ran in batches of %d, traced problems %v", batch, got.Batch, traced)
+				}
+				if want := (Plan{Method: method, Problems: 5, Batch: batch, Coordinates: got.Obj.Dim(), Dim: got.Model.NFeature + 1}); len(plans) != 1 || plans[0] != want {
+					t.Fatalf("batch %d: plans %+v, want one, %+v", batch, plans, want)
 				}
 				for k := range want.Model.W {
 					if !slices.Equal(got.Model.W[k], want.Model.W[k]) {

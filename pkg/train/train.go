@@ -26,6 +26,9 @@ type Config struct {
 	MaxIter int
 	Params  osgm.Params
 	Trace   func(osgm.Record)
+	// Started, when set, hears what training will do once that is known,
+	// before the first pass: a long run can say so at its start.
+	Started func(Plan)
 	// Weights scale C per class, as LIBLINEAR's -wi: label -> weight.
 	Weights []ClassWeight
 	// Holdout, when positive, leaves that cross-validation fold out of
@@ -73,6 +76,17 @@ type Result struct {
 	FirstGradient time.Duration
 	// Batch is how many problems were minimised at a time (0: all).
 	Batch int
+}
+
+// Plan is what a run settled before its first pass.
+type Plan struct {
+	Method   string // Auto resolved
+	Problems int
+	Batch    int // problems minimised at a time (0: all)
+	// Coordinates is how many weights per problem the method moves: the
+	// features some row holds, and the bias. A model has Dim.
+	Coordinates, Dim int
+	Resumed          bool
 }
 
 // Summarize merges the shards' descriptions in shard order.
@@ -255,6 +269,9 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		shape.Pairs += sum.NNZ + sum.Rows
 	}
 	method := osgm.Choose(cfg.Method, K, shape)
+	if cfg.Started != nil {
+		cfg.Started(Plan{Method: method, Problems: K, Batch: batch, Coordinates: n, Dim: dim, Resumed: cfg.Resume != nil})
+	}
 	var d0 [][]float64 // the Hessian's diagonal at 0, for methods that start from it
 	if cfg.Resume != nil {
 		if err := cfg.Resume.check(dataFP, flagsFP); err != nil {
