@@ -48,6 +48,22 @@ func BenchmarkEvalMulti(b *testing.B) {
 	benchKernel(b, oneVsRestPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.Eval(p, sc, part) })
 }
 
+// BenchmarkHessVecMulti is BenchmarkHessVec for every class against the
+// rest at once (Newton on multi-class files), at BenchmarkEvalMulti's
+// point.
+func BenchmarkHessVecMulti(b *testing.B) {
+	benchKernel(b, oneVsRestPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) {
+		v := *p
+		s.HessVec(p, &v, sc, part)
+	})
+}
+
+// BenchmarkEvalDiagMulti is the pass Newton makes at its trial points on
+// multi-class files: value, gradient and the Hessian's diagonal.
+func BenchmarkEvalDiagMulti(b *testing.B) {
+	benchKernel(b, oneVsRestPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.EvalDiag(p, sc, part) })
+}
+
 // binaryPoint is one binary problem at w = 0, the first row's label
 // against the rest, as fused_kernel.c does on multi-class files.
 func binaryPoint(shards []*Shard, _ int, width uint32) *Point {

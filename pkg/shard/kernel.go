@@ -80,6 +80,7 @@ type Scratch struct {
 	cols []uint32 // the shard's column map, decoded
 	act  []int32  // a multi-class row's active problems
 	sel  []rows   // each problem's rows (multi-class Hessian passes)
+	sq   []float64
 	// A row's global columns and values, for EvalHess.
 	hcols []int32
 	hvals []float64
@@ -219,10 +220,12 @@ type rows struct {
 	w    [2]float64
 
 	// Hessian-vector passes: act holds a bit per row, set when the row
-	// is active at the point; known says the bits are those of this
+	// is active at the point, row i's at i*stride+off (the point's K
+	// problems share one cache); known says the bits are those of this
 	// point already (nil act: no caching).
-	act   []uint64
-	known bool
+	act         []uint64
+	stride, off int
+	known       bool
 }
 
 // rowsFor is problem k's row selection at p.
@@ -569,8 +572,7 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	s.newPartial(K, out)
 	if s.binary(K) {
 		var gb float64
-		r := s.rowsFor(p, 0)
-		s.activity(p, &r)
+		r := &s.selections(p, sc)[0]
 		// Rows known to be active need no margins, so no point: only the
 		// first pass at a stamp gathers it (on wide data a gather is as
 		// costly as the rows).
@@ -582,107 +584,224 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		vl := s.gather(v, sc)
 		switch {
 		case s.Idx16 != nil:
-			gb = hessVecOne(s, s.Idx16, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecOne(s, s.Idx16, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		case s.Idx24 != nil:
-			gb = hessVecOne(s, s.Idx24, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecOne(s, s.Idx24, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		default:
-			gb = hessVecOne(s, s.Idx, &r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecOne(s, s.Idx, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
 		}
 		out.BiasGrad[0] = gb
 		return
 	}
-	sel, one := s.selections(p, sc)
-	// As above, a single problem's rows known from the pass that set its
-	// cache need no margins (one-vs-rest problems fill it at their own
-	// stamp, with these margins' arithmetic).
-	known := one && sel[0].known
+	sel := s.selections(p, sc)
+	// As above: with the cache known, a row active in no problem is
+	// skipped, and no margin is computed (the cache was filled with these
+	// margins' arithmetic, by EvalDiag or the first pass at the stamp).
+	known := sel[0].known
 	var wl []float64
 	if !known {
 		wl = append(sc.z[:0], s.gather(p, sc)...)
 		sc.z = wl
 	}
 	vl := s.gather(v, sc)
-	sc.coef = grow(sc.coef, 2*K)
-	z, t := sc.coef[:K], sc.coef[K:]
-	for i := 0; i < s.Rows(); i++ {
-		if sel[0].skip(i) || known && sel[0].knownInactive(i) {
+	sc.coef = grow(sc.coef, 3*K)
+	z, t, coef := sc.coef[:K], sc.coef[K:2*K], sc.coef[2*K:]
+	act := grow32(&sc.act, K)
+	scale := s.Scale
+	for i := range s.Rows() {
+		if sel[0].skip(i) || known && !anyActive(sel, i) {
 			continue
 		}
-		a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
-		clear(z)
+		cols, vals := s.rowInto(i, sc)
 		clear(t)
-		for q := a; q < b; q++ {
-			j, x := s.col(q), s.rowValue(q)
-			for k := 0; k < K; k++ {
-				if !known {
-					z[k] += x * wl[j*K+k]
-				}
-				t[k] += x * vl[j*K+k]
-			}
+		rowSums(cols, vals, vl, t)
+		if !known {
+			clear(z)
+			rowSums(cols, vals, wl, z)
 		}
-		for k := 0; k < K; k++ {
+		n := 0
+		for k := range z {
+			coef[k] = 0
+			z[k] /= scale
+			t[k] /= scale
 			if p.Bias >= 0 {
 				z[k] += p.Bias * p.WBias[k]
 				t[k] += p.Bias * v.WBias[k]
 			}
-			y, side := -1.0, 1
-			if s.Class[i] == p.class(k) {
-				y, side = 1, 0
-			}
-			if !known {
-				if 1-y*z[k] <= 0 {
+			side := sel[k].side(s.Class[i]) & 1
+			if known {
+				if sel[k].knownInactive(i) {
 					continue
 				}
-				sel[k].markActive(i)
+			} else if !sel[k].isActive(i, signs[side], z[k]) {
+				continue
 			}
 			c := t[k] * sel[k].w[side]
-			for q := a; q < b; q++ {
-				out.Grad[s.col(q)*K+k] += c * s.rowValue(q)
-			}
 			if p.Bias >= 0 {
 				out.BiasGrad[k] += c * p.Bias
 			}
+			coef[k] = c / scale
+			act[n] = int32(k)
+			n++
+		}
+		if n > 0 {
+			scatterRow(cols, vals, coef, act[:n], out.Grad, K, 0)
 		}
 	}
 }
 
-// selections is each problem's rows at p, for the multi-class
-// Hessian-vector and diagonal passes; one says that p holds a single
-// problem, whose selection then has the shard's activity cache.
-func (s *Shard) selections(p *Point, sc *Scratch) (sel []rows, one bool) {
+// rowSums adds to u[k], for each problem k, the row's product with the
+// interleaved vector ul (column j's K entries from j*K). Two nonzeros a
+// sweep of u, added in the order one at a time would (the same bits),
+// halve u's loads and stores.
+func rowSums(cols []int32, vals, ul, u []float64) {
+	K := len(u)
+	vals = vals[:len(cols)]
+	q := 0
+	for ; q+2 <= len(cols); q += 2 {
+		x0, j0 := vals[q], int(cols[q])
+		x1, j1 := vals[q+1], int(cols[q+1])
+		u0, u1 := ul[j0*K : j0*K+K][:len(u)], ul[j1*K : j1*K+K][:len(u)]
+		for k := range u {
+			u[k] = u[k] + x0*u0[k] + x1*u1[k]
+		}
+	}
+	if q < len(cols) {
+		x, j := vals[q], int(cols[q])
+		u0 := ul[j*K : j*K+K][:len(u)]
+		for k := range u {
+			u[k] += x * u0[k]
+		}
+	}
+}
+
+// scatterRow adds coef[k] x_j into g[j*stride+off+k] at each of the row's
+// nonzeros: for the problems listed in act when they are few (see
+// sparseRow), else for all, coef being zero for the others.
+func scatterRow(cols []int32, vals, coef []float64, act []int32, g []float64, stride, off int) {
+	K := len(coef)
+	vals = vals[:len(cols)]
+	if sparseRow(len(act), K) {
+		for q, j := range cols {
+			x, gj := vals[q], g[int(j)*stride+off:][:K]
+			for _, k := range act {
+				gj[k] += coef[k] * x
+			}
+		}
+		return
+	}
+	for q, j := range cols {
+		x, gj := vals[q], g[int(j)*stride+off:][:K]
+		for k, c := range coef {
+			gj[k] += c * x
+		}
+	}
+}
+
+// rowInto decodes row i into the scratch: its local columns, and its
+// numbers as the kernels read them (mantissas and codes' values, before
+// the scale). The multi-class Hessian passes read a row K times over;
+// decoded once, it costs one switch on the storage a row, not two a
+// nonzero.
+func (s *Shard) rowInto(i int, sc *Scratch) ([]int32, []float64) {
+	a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
+	cols, vals := sc.hcols[:0], sc.hvals[:0]
+	switch {
+	case s.Idx16 != nil:
+		for _, j := range s.Idx16[a:b] {
+			cols = append(cols, int32(j))
+		}
+	case s.Idx24 != nil:
+		for _, j := range s.Idx24[a:b] {
+			cols = append(cols, int32(j.index()))
+		}
+	default:
+		for _, j := range s.Idx[a:b] {
+			cols = append(cols, int32(j))
+		}
+	}
+	switch {
+	case s.Code8 != nil:
+		for _, c := range s.Code8[a:b] {
+			vals = append(vals, s.Table[c])
+		}
+	case s.Code16 != nil:
+		for _, c := range s.Code16[a:b] {
+			vals = append(vals, s.Table[c])
+		}
+	case s.Val32 != nil:
+		for _, x := range s.Val32[a:b] {
+			vals = append(vals, float64(x))
+		}
+	case s.Mant != nil:
+		for _, x := range s.Mant[a:b] {
+			vals = append(vals, float64(x))
+		}
+	case s.Val64 != nil:
+		vals = append(vals, s.Val64[a:b]...)
+	default:
+		for range b - a {
+			vals = append(vals, 1)
+		}
+	}
+	sc.hcols, sc.hvals = cols, vals
+	return cols, vals
+}
+
+func grow32(b *[]int32, n int) []int32 {
+	if cap(*b) < n {
+		*b = make([]int32, n)
+	}
+	return (*b)[:n]
+}
+
+// selections is each problem's rows at p, with the shard's activity
+// cache for Hessian-vector and diagonal passes.
+func (s *Shard) selections(p *Point, sc *Scratch) []rows {
 	K := p.K()
 	if cap(sc.sel) < K {
 		sc.sel = make([]rows, K)
 	}
-	sel = sc.sel[:K]
+	sel := sc.sel[:K]
 	for k := range sel {
 		sel[k] = s.rowsFor(p, k)
 	}
-	if K == 1 {
-		s.activity(p, &sel[0])
-	}
-	return sel, K == 1
+	s.activity(p, sel)
+	return sel
 }
 
-// activity hands r the shard's cache of which rows are active at p, when
-// p has a stamp: valid if it was filled at the same stamp, class and fold.
-func (s *Shard) activity(p *Point, r *rows) {
+// activity hands each problem's selection the shard's cache of which
+// rows are active at p, when p has a stamp: known if it was filled at the
+// same stamp, classes and fold.
+func (s *Shard) activity(p *Point, sel []rows) {
 	if p.Stamp == 0 {
 		return
 	}
-	c := &s.act
-	words := (s.Rows() + 63) / 64
-	if c.stamp == p.Stamp && c.pos == r.pos && c.hold == p.Holdout && len(c.bits) == words {
-		r.act, r.known = c.bits, true
-		return
+	c, K := &s.act, len(sel)
+	words := (s.Rows()*K + 63) / 64
+	known := c.stamp == p.Stamp && c.pos == sel[0].pos && c.k == K && c.hold == p.Holdout && len(c.bits) == words
+	if !known {
+		if cap(c.bits) < words {
+			c.bits = make([]uint64, words)
+		}
+		c.bits = c.bits[:words]
+		clear(c.bits)
+		c.stamp, c.pos, c.k, c.hold = p.Stamp, sel[0].pos, K, p.Holdout
 	}
-	if cap(c.bits) < words {
-		c.bits = make([]uint64, words)
+	for k := range sel {
+		sel[k].act, sel[k].stride, sel[k].off, sel[k].known = c.bits, K, k, known
 	}
-	c.bits = c.bits[:words]
-	clear(c.bits)
-	c.stamp, c.pos, c.hold = p.Stamp, r.pos, p.Holdout
-	r.act = c.bits
+}
+
+// anyActive reports whether the known cache has row i active in some
+// problem.
+func anyActive(sel []rows, i int) bool {
+	for k := range sel {
+		if !sel[k].knownInactive(i) {
+			return true
+		}
+	}
+	return false
 }
 
 // isActive reports whether row i is active from its margin, 1 - y z > 0,
@@ -699,11 +818,15 @@ func (r *rows) isActive(i int, y, z float64) bool {
 // known cache already holds the bit, the same margin having set it.
 func (r *rows) markActive(i int) {
 	if r.act != nil {
-		r.act[i>>6] |= 1 << (uint(i) & 63)
+		b := i*r.stride + r.off
+		r.act[b>>6] |= 1 << (uint(b) & 63)
 	}
 }
 
-func (r *rows) knownInactive(i int) bool { return r.act[i>>6]&(1<<(uint(i)&63)) == 0 }
+func (r *rows) knownInactive(i int) bool {
+	b := i*r.stride + r.off
+	return r.act[b>>6]&(1<<(uint(b)&63)) == 0
+}
 
 func hessVecOne[I colID](s *Shard, idx []I, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) float64 {
 	switch {
@@ -847,8 +970,7 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 	s.newPartial(2*K, out)
 	wl := s.gather(p, sc)
 	if s.binary(K) {
-		r := s.rowsFor(p, 0)
-		s.activity(p, &r)
+		r := &s.selections(p, sc)[0]
 		wb := 0.0
 		if p.Bias >= 0 {
 			wb = p.WBias[0]
@@ -856,39 +978,37 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 		var sums [3]float64
 		switch {
 		case s.Idx16 != nil:
-			sums = evalDiagOne(s, s.Idx16, &r, wl, out.Grad, p.Bias, wb)
+			sums = evalDiagOne(s, s.Idx16, r, wl, out.Grad, p.Bias, wb)
 		case s.Idx24 != nil:
-			sums = evalDiagOne(s, s.Idx24, &r, wl, out.Grad, p.Bias, wb)
+			sums = evalDiagOne(s, s.Idx24, r, wl, out.Grad, p.Bias, wb)
 		default:
-			sums = evalDiagOne(s, s.Idx, &r, wl, out.Grad, p.Bias, wb)
+			sums = evalDiagOne(s, s.Idx, r, wl, out.Grad, p.Bias, wb)
 		}
 		out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
 		return
 	}
-	sel, _ := s.selections(p, sc)
-	sc.coef = grow(sc.coef, K)
-	z := sc.coef
-	K2 := 2 * K
-	for i := 0; i < s.Rows(); i++ {
+	// Loss and gradient in evalMulti's arithmetic, to the bit.
+	sel := s.selections(p, sc)
+	sc.coef = grow(sc.coef, 3*K)
+	z, coef, dg := sc.coef[:K], sc.coef[K:2*K], sc.coef[2*K:]
+	act := grow32(&sc.act, K)
+	scale, K2 := s.Scale, 2*K
+	for i := range s.Rows() {
 		if sel[0].skip(i) {
 			continue
 		}
-		a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
+		cols, vals := s.rowInto(i, sc)
 		clear(z)
-		for q := a; q < b; q++ {
-			j, x := s.col(q), s.rowValue(q)
-			for k := range z {
-				z[k] += x * wl[j*K+k]
-			}
-		}
+		rowSums(cols, vals, wl, z)
+		n := 0
 		for k := range z {
+			coef[k], dg[k] = 0, 0
+			z[k] /= scale
 			if p.Bias >= 0 {
 				z[k] += p.Bias * p.WBias[k]
 			}
-			y, side := -1.0, 1
-			if s.Class[i] == p.class(k) {
-				y, side = 1, 0
-			}
+			side := sel[k].side(s.Class[i]) & 1
+			y := signs[side]
 			d := 1 - y*z[k]
 			if d <= 0 {
 				continue
@@ -897,15 +1017,22 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 			w := sel[k].w[side]
 			out.Loss[k] += w * d * d
 			c := -2 * w * y * d
-			for q := a; q < b; q++ {
-				j, x := s.col(q), s.rowValue(q)
-				out.Grad[j*K2+k] += c * x
-				out.Grad[j*K2+K+k] += w * x * x
-			}
 			if p.Bias >= 0 {
 				out.BiasGrad[k] += c * p.Bias
 				out.BiasGrad[K+k] += w * p.Bias * p.Bias
 			}
+			coef[k], dg[k] = c/scale, w/(scale*scale)
+			act[n] = int32(k)
+			n++
+		}
+		if n > 0 {
+			sq := grow(sc.sq, len(vals))
+			sc.sq = sq
+			for q, x := range vals {
+				sq[q] = x * x
+			}
+			scatterRow(cols, vals, coef, act[:n], out.Grad, K2, 0)
+			scatterRow(cols, sq, dg, act[:n], out.Grad, K2, K)
 		}
 	}
 }

@@ -279,6 +279,13 @@ func TestOneProblemPassesAreTheBatchPasses(t *testing.T) {
 			check(obj.EvalDiagSome(nil, x, fd, gd, d))
 			check(obj.HessVecSome(nil, x, v1, hv1))
 			check(obj.HessVecSome(nil, x, v2, hv2))
+			// Newton's trial points take the diagonal pass, its start the
+			// plain one: both give the same value and gradient.
+			for k := range K {
+				if math.Float64bits(f[k]) != math.Float64bits(fd[k]) || !slices.Equal(g[k], gd[k]) {
+					t.Fatalf("problem %d: the diagonal pass's value %v or gradient differ from the plain pass's %v", k, fd[k], f[k])
+				}
+			}
 			for k := range K {
 				one := []int{k}
 				f1, g1, d1 := make([]float64, 1), vecs()[:1], vecs()[:1]

@@ -98,9 +98,10 @@ type Shard struct {
 // Hessian-vector point (see Point.Stamp).
 type activityCache struct {
 	stamp uint64
-	pos   int32
+	pos   int32 // the first problem's class
+	k     int   // problems
 	hold  int
-	bits  []uint64
+	bits  []uint64 // row i of problem k at i*K+k
 }
 
 // Rows is the number of rows.
