@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 )
@@ -94,6 +95,29 @@ type Options struct {
 	// once the rest of the load would need more than ShardShare of it,
 	// the rest are built compact and those built before are compacted.
 	Available func() int64
+	// Read, when set, counts the bytes the load has read so far: a
+	// worker reports it, and a load whose count stops growing is hung
+	// (a stalled network mount), not slow.
+	Read *atomic.Int64
+}
+
+// Counted counts what r reads into n (nil: it is r).
+func Counted(r io.Reader, n *atomic.Int64) io.Reader {
+	if n == nil {
+		return r
+	}
+	return &counted{r, n}
+}
+
+type counted struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *counted) Read(b []byte) (int, error) {
+	k, err := c.r.Read(b)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // Load reads the given ranges of a file into shards, in the order of ranges.
@@ -135,7 +159,7 @@ func load(path string, ranges []Range, opt Options, fit *fit) (out []*Shard, pla
 	}
 	if file.Compression != libsvm.Plain {
 		defer file.Close()
-		err := loadStream(file, path, ranges, opt.Compact, fit, build, out)
+		err := loadStream(Counted(file, opt.Read), path, ranges, opt.Compact, fit, build, out)
 		return out, plain, err
 	}
 	file.Close()
@@ -149,7 +173,7 @@ func load(path string, ranges []Range, opt Options, fit *fit) (out []*Shard, pla
 			ld := newLoader(opt.Compact)
 			for i := range next {
 				ld.b.compact = opt.Compact || fit.on()
-				if errs[i] = ld.plainRange(path, ranges[i]); errs[i] == nil {
+				if errs[i] = ld.plainRange(path, ranges[i], opt.Read); errs[i] == nil {
 					out[i] = build(ld.b, i)
 				}
 			}
@@ -181,7 +205,7 @@ func newLoader(compact bool) *loader {
 
 // plainRange seeks to the range and adds the lines that start in it to
 // the loader's builder.
-func (ld *loader) plainRange(path string, r Range) error {
+func (ld *loader) plainRange(path string, r Range, read *atomic.Int64) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -196,7 +220,7 @@ func (ld *loader) plainRange(path string, r Range) error {
 		return err
 	}
 	br := ld.br
-	br.Reset(f)
+	br.Reset(Counted(f, read))
 	defer br.Reset(nil) // hold no file
 	if r.Start > 0 {
 		skipped, err := br.ReadSlice('\n')

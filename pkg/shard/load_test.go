@@ -3,8 +3,10 @@ package shard
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
@@ -100,4 +102,35 @@ func equalRow(idx []uint32, val []float64, wantIdx []uint32, wantVal []float64) 
 		}
 	}
 	return true
+}
+
+// TestLoadCountsWhatItReads: Options.Read grows by the bytes a load
+// reads, the whole file once at least, whether plain (ranges read in
+// parallel) or gzip (the decompressed stream), so that a load that stops
+// reading can be told from a slow one.
+func TestLoadCountsWhatItReads(t *testing.T) {
+	var text strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&text, "%d 1:%d 7:0.5 %d:1\n", 2*(i%2)-1, i, 10+i%90)
+	}
+	plain := writeFile(t, text.String())
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write([]byte(text.String()))
+	zw.Close()
+	for _, c := range []struct {
+		name, path string
+		shards     int
+	}{{"plain", plain, 7}, {"gzip", writeFile(t, z.String()), 7}, {"plain, one shard", plain, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			var read atomic.Int64
+			if _, err := Load(c.path, Layout(int64(text.Len()), c.shards), Options{Parallel: 2, Read: &read}); err != nil {
+				t.Fatal(err)
+			}
+			// Ranges read on to the end of their last line: a buffer more.
+			if n := read.Load(); n < int64(text.Len()) || n > int64(text.Len()+c.shards<<20) {
+				t.Fatalf("counted %d bytes read of a %d-byte text", n, text.Len())
+			}
+		})
+	}
 }

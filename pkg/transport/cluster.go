@@ -38,7 +38,10 @@ type ClusterConfig struct {
 	// zero waits for ever, for workers or a server that a supervisor
 	// restarts.
 	NoWorkerTimeout time.Duration
-	Log             *zap.Logger
+	// LoadStall takes a worker whose load of shards the job waits for
+	// has read nothing for this long for stuck (see unstickLoads).
+	LoadStall time.Duration
+	Log       *zap.Logger
 }
 
 var (
@@ -155,7 +158,9 @@ type peer struct {
 	dead       bool
 	probed     time.Time // the last probe sent
 	noSub      time.Time // since when probes find nobody on its subject (zero: they do not)
-	stuck      bool      // lost for this job though alive: it stopped answering rounds (see unstick)
+	stuck      bool      // lost for this job though alive: it stopped answering rounds or loading (see unstick)
+	read       uint64    // its heartbeat's Read
+	progress   time.Time // when its loads last read something, or it had none
 }
 
 type upMsg struct {
@@ -175,6 +180,9 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	}
 	if cfg.ResendAfter == 0 {
 		cfg.ResendAfter = DefaultResendAfter
+	}
+	if cfg.LoadStall == 0 {
+		cfg.LoadStall = DefaultLoadStall
 	}
 	if cfg.MinWorkers < 1 {
 		cfg.MinWorkers = 1
@@ -427,7 +435,10 @@ func (c *Cluster) onHeartbeat(hb Heartbeat) {
 		c.log.Info("worker back", zap.String("worker", hb.ID))
 	}
 	p.lastSeen, p.noSub = time.Now(), time.Time{}
-	p.held, p.loading = hb.Held, hb.Loading
+	if len(hb.Loading) == 0 || hb.Read != p.read || !slices.Equal(hb.Loading, p.loading) {
+		p.progress = p.lastSeen
+	}
+	p.read, p.held, p.loading = hb.Read, hb.Held, hb.Loading
 	if hb.Reconnects > p.reconnects {
 		c.log.Info("worker reconnected to NATS", zap.String("worker", hb.ID))
 		p.reconnects = hb.Reconnects
@@ -570,7 +581,35 @@ func (c *Cluster) checkWorkers(moves bool) {
 			c.log.Warn("worker lost", zap.String("worker", id), zap.Duration("silent", now.Sub(p.lastSeen)))
 		}
 	}
+	c.unstickLoads(now)
 	c.balance(moves)
+}
+
+// unstickLoads takes a worker for stuck, as unstick does, when a load of
+// shards the job needs from it has read nothing for LoadStall: a load
+// from a hung network mount never ends, and heartbeats that say Loading
+// would keep the job waiting on it for ever. Another live worker must be
+// there to take the shards.
+func (c *Cluster) unstickLoads(now time.Time) {
+	for _, id := range c.live() {
+		p := c.workers[id]
+		if now.Sub(p.progress) < c.cfg.LoadStall || len(c.live()) < 2 {
+			continue
+		}
+		var needed []int
+		for _, s := range p.loading {
+			if c.target(s) == id {
+				needed = append(needed, s)
+			}
+		}
+		if len(needed) == 0 {
+			continue
+		}
+		p.dead, p.stuck = true, true
+		c.log.Warn("worker stuck: its load has read nothing; its shards move for the rest of the job",
+			zap.String("worker", id), zap.Ints("loading", needed), zap.Duration("still for", now.Sub(p.progress)))
+		c.sendAssign(id)
+	}
 }
 
 // balance gives out shards whose worker is gone and, with moves, moves

@@ -641,6 +641,49 @@ func TestStuckWorkerLosesItsShards(t *testing.T) {
 	}
 }
 
+// TestHungLoadLosesItsShards: a worker whose load reads nothing (from a
+// hung network mount) while its heartbeats go on loses its shards after
+// LoadStall, and the job trains the same model on the others; a worker
+// whose load reads slowly for three times LoadStall keeps its shards.
+func TestHungLoadLosesItsShards(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	want := localModel(t, path, 8, cfg)
+	hung, slow := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(hung) })
+	core, logs := observer.New(zap.InfoLevel)
+	n := 0
+	c, _, _ := startCluster(t, path, 3, 8, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
+		cfg.LoadStall, cfg.Log = time.Second, zap.New(core)
+	}}, func(w *Worker) {
+		switch n++; n {
+		case 1:
+			w.hangLoads = hung
+		case 2:
+			w.hangLoads = slow
+			go func() { // a read now and then, as a slow mount gives
+				for {
+					select {
+					case <-slow:
+						return
+					case <-time.After(200 * time.Millisecond):
+						w.read.Add(4096)
+					}
+				}
+			}()
+			time.AfterFunc(3*time.Second, func() { close(slow) })
+		}
+	})
+	got, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, got, want)
+	if stuck := logs.FilterMessageSnippet("its load has read nothing").Len(); stuck != 1 || c.Live() != 2 {
+		t.Fatalf("%d workers live, %d stuck loading", c.Live(), stuck)
+	}
+}
+
 // TestBatchesOverTheBus: one-vs-rest problems minimised one at a time
 // over the bus (a point of one class, which workers evaluate with the
 // multi-class kernels) give the model of all at once in-process.

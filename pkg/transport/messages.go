@@ -529,6 +529,9 @@ type Heartbeat struct {
 	Job     uint64 `json:"job"`
 	Held    []int  `json:"held"`    // shards loaded
 	Loading []int  `json:"loading"` // shards being loaded
+	// Read is how many bytes the worker's loads have read: while it
+	// loads, a count that stops growing is a hung load (see LoadStall).
+	Read uint64 `json:"read"`
 	// Reconnects counts the worker's reconnections to NATS. A worker
 	// sends a heartbeat as soon as it is back, and a coordinator that
 	// sees the count grow broadcasts the round under way again: what was

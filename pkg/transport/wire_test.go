@@ -236,7 +236,7 @@ func TestDecodeChunkRejects(t *testing.T) {
 		want error
 	}{
 		{"short", good[:10], ErrShort},
-		{"version", mutate(func(b []byte) []byte { b[0] = 9; return b }), ErrVersion},
+		{"version", mutate(func(b []byte) []byte { b[0] = Version - 1; return b }), ErrVersion},
 		{"kind 0", mutate(func(b []byte) []byte { b[1] = 0; return b }), ErrKind},
 		{"kind 200", mutate(func(b []byte) []byte { b[1] = 200; return b }), ErrKind},
 		{"length", mutate(func(b []byte) []byte { return b[:len(b)-1] }), ErrLength},

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -25,7 +26,12 @@ const (
 	DefaultHeartbeat        = 500 * time.Millisecond
 	DefaultHeartbeatTimeout = 3 * time.Second
 	DefaultResendAfter      = 3 * time.Second
-	upQueue                 = 4096
+	// DefaultLoadStall is how long a worker's load may read nothing
+	// before the coordinator takes it for hung: a healthy load reads all
+	// the time, and what it does after reading (building, compacting)
+	// takes seconds.
+	DefaultLoadStall = time.Minute
+	upQueue          = 4096
 )
 
 // opCorrect asks workers to tally rows and correct predictions per class
@@ -111,8 +117,12 @@ type Worker struct {
 	// hangAfter, set by tests, ignores the points of rounds after this
 	// one, while heartbeats go on, as a hung evaluation does.
 	hangAfter uint64
+	// hangLoads, set by tests, makes loads wait for it to close before
+	// they read, as a load from a hung network mount does.
+	hangLoads chan struct{}
 
-	mu     sync.Mutex // guards hb, read by the heartbeat goroutine
+	read   atomic.Int64 // bytes its loads have read (shard.Options.Read)
+	mu     sync.Mutex   // guards hb, read by the heartbeat goroutine
 	hb     Heartbeat
 	beat   chan struct{} // a heartbeat now, not at the next tick
 	badMsg counter
@@ -228,6 +238,7 @@ func (w *Worker) sayGoodbye() {
 // sendHeartbeat announces the worker and what it holds.
 func (w *Worker) sendHeartbeat() {
 	w.mu.Lock()
+	w.hb.Read = uint64(w.read.Load())
 	hb, _ := json.Marshal(w.hb)
 	w.mu.Unlock()
 	Chunks(KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {
@@ -380,8 +391,11 @@ func (w *Worker) switchJob(a Assign) []int {
 }
 
 func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
+	if w.hangLoads != nil {
+		<-w.hangLoads
+	}
 	if src.Bucket == "" {
-		shards, err := shard.LoadChecked(src.Path, ranges, w.cfg.Compact.Options(shard.Options{Parallel: w.cfg.Parallel}), src.File)
+		shards, err := shard.LoadChecked(src.Path, ranges, w.cfg.Compact.Options(shard.Options{Parallel: w.cfg.Parallel, Read: &w.read}), src.File)
 		return shards, 0, err
 	}
 	js, err := jetstream.New(w.nc)
@@ -401,7 +415,7 @@ func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, er
 			return nil, fmt.Errorf("object %s: %w", ObjectName(r.ID), err)
 		}
 		defer obj.Close()
-		zr, err := zstd.NewReader(obj, zstd.WithDecoderConcurrency(1))
+		zr, err := zstd.NewReader(shard.Counted(obj, &w.read), zstd.WithDecoderConcurrency(1))
 		if err != nil {
 			return nil, err
 		}
