@@ -54,13 +54,27 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 			ks[i] = lo + i
 		}
 		bs := s
-		bs.Batch, bs.GradTol = 0, s.GradTol[lo:hi]
+		bs.Batch, bs.GradTol, bs.BatchStart = 0, s.GradTol[lo:hi], nil
 		if s.F0 != nil {
 			bs.F0, bs.G0 = s.F0[lo:hi], s.G0[lo:hi]
 		}
+		bprobs := probs[lo:hi]
 		bs.Resume = nil
 		if r := s.Resume; r != nil && lo == first {
 			bs.Resume = &Snapshot{Method: r.Method, Evals: r.Evals, Iters: r.Iters, Converged: r.Converged, Stalled: r.Stalled, States: r.States}
+		} else if s.BatchStart != nil {
+			st, err := s.BatchStart(ks)
+			if err != nil {
+				return nil, err
+			}
+			before++ // its pass
+			bs.F0, bs.G0, bs.GradTol = st.F0, st.G0, st.GradTol
+			if st.Diag != nil {
+				bprobs = append([]Problem(nil), bprobs...)
+				for i := range bprobs {
+					bprobs[i].Diag = st.Diag[i]
+				}
+			}
 		}
 		if s.Trace != nil {
 			bs.Trace = func(r Record) {
@@ -80,7 +94,7 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 				return s.Checkpoint(snap)
 			}
 		}
-		r, err := Minimize(batchOf(sub, obj, ks), x0[lo:hi], probs[lo:hi], bs)
+		r, err := Minimize(batchOf(sub, obj, ks), x0[lo:hi], bprobs, bs)
 		if err != nil {
 			return nil, err
 		}

@@ -55,6 +55,21 @@ type Settings struct {
 	// them this many at a time (see minimizeBatches): the same result,
 	// with the methods' memory bounded by the batch.
 	Batch int
+	// BatchStart, when set, starts each batch that starts from x0 (in
+	// batches, in place of F0 and G0): it makes one pass over the batch's
+	// problems ks alone and gives their value and gradient at x0 (nil:
+	// Minimize evaluates x0 itself), their GradTol and their Diag (nil:
+	// the problems' own). What a pass at x0 brings is then held a batch
+	// at a time too.
+	BatchStart func(ks []int) (Start, error)
+}
+
+// Start is what BatchStart gives a batch.
+type Start struct {
+	F0      []float64
+	G0      [][]float64
+	GradTol []float64
+	Diag    [][]float64
 }
 
 // ErrInterrupted is returned when Interrupt stopped a run; the last

@@ -229,9 +229,17 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 					traced[r.Problem] = true
 				}
 				b.Started = func(p Plan) { plans = append(plans, p) }
-				got := trainFile(t, path, b)
+				backend := &widest{Backend: localBackend(t, path)}
+				got, err := Train(backend, b)
+				if err != nil {
+					t.Fatal(err)
+				}
 				if got.Batch != batch || len(traced) != 5 {
 					t.Fatalf("batch %d: ran in batches of %d, traced problems %v", batch, got.Batch, traced)
+				}
+				// The pass at 0 too: what it brings is a batch's.
+				if backend.k != batch {
+					t.Fatalf("batch %d: a pass over %d problems", batch, backend.k)
 				}
 				if want := (Plan{Method: method, Problems: 5, Batch: batch, Coordinates: got.Obj.Dim(), Dim: got.Model.NFeature + 1}); len(plans) != 1 || plans[0] != want {
 					t.Fatalf("batch %d: plans %+v, want one, %+v", batch, plans, want)
@@ -279,6 +287,17 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// widest is a backend that notes the most problems a pass took.
+type widest struct {
+	shard.Backend
+	k int
+}
+
+func (w *widest) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
+	w.k = max(w.k, p.K())
+	return w.Backend.Eval(op, p, v, add)
 }
 
 // interrupted trains with cfg until stop, shown the last checkpoint saved

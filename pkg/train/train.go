@@ -251,13 +251,6 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		batch = 0
 	}
 
-	zero := make([][]float64, K)
-	f0 := make([]float64, K)
-	g0 := make([][]float64, K)
-	for k := range zero {
-		zero[k] = make([]float64, n)
-		g0[k] = make([]float64, n)
-	}
 	g0norm := make([]float64, K)
 	// The whole data's shape, a held-out fold's rows included: the choice
 	// of method must not depend on the fold.
@@ -272,59 +265,66 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	if cfg.Started != nil {
 		cfg.Started(Plan{Method: method, Problems: K, Batch: batch, Coordinates: n, Dim: dim, Resumed: cfg.Resume != nil})
 	}
-	var d0 [][]float64 // the Hessian's diagonal at 0, for methods that start from it
-	if cfg.Resume != nil {
-		if err := cfg.Resume.check(dataFP, flagsFP); err != nil {
-			return nil, err
-		}
-		if len(cfg.Resume.G0Norm) != K {
-			return nil, fmt.Errorf("%w: it holds %d problems' starting gradients, this run has %d problems", ErrMismatch, len(cfg.Resume.G0Norm), K)
-		}
-		copy(g0norm, cfg.Resume.G0Norm)
-	}
-	// A run resumed in batches has problems yet to start, which need what
-	// the first run's pass at 0 gave them (the gradient, the diagonal): it
-	// is made again, and counted as before.
 	r := cfg.Resume
-	zeroPass := r == nil || (r.Opt.Batch > 0 && r.Opt.First+r.Opt.Batch < K)
-	if zeroPass {
-		// The pass at 0 that the tolerance needs brings the diagonal too:
-		// every row is active there, so it is the data's column squares
-		// (with class weights), reduced as gradients are, the same bits
-		// on any backend.
-		var err error
-		if osgm.UsesStartDiag(method, cfg.Params) {
-			d0 = make([][]float64, K)
-			for k := range d0 {
-				d0[k] = make([]float64, n)
-			}
-			err = timed.EvalDiagSome(nil, zero, f0, g0, d0)
-		} else {
-			err = timed.Eval(zero, f0, g0)
-		}
-		if err != nil {
+	if r != nil {
+		if err := r.check(dataFP, flagsFP); err != nil {
 			return nil, err
 		}
-		if r == nil {
-			for k := range g0norm {
-				g0norm[k] = floats.Norm(g0[k], 2)
-			}
+		if len(r.G0Norm) != K {
+			return nil, fmt.Errorf("%w: it holds %d problems' starting gradients, this run has %d problems", ErrMismatch, len(r.G0Norm), K)
 		}
+		copy(g0norm, r.G0Norm)
 	}
-	firstGradient := time.Since(start)
 	// LIBLINEAR's test: ||g|| <= eps * max(min(#pos, #neg), 1) / m * ||g(0)||.
 	tol := make([]float64, K)
-	for k := range tol {
+	setTol := func(k int) {
 		pos := counts[k]
-		neg := rows - pos
-		tol[k] = cfg.Eps * math.Max(float64(min(pos, neg)), 1) / float64(rows) * g0norm[k]
+		tol[k] = cfg.Eps * math.Max(float64(min(pos, rows-pos)), 1) / float64(rows) * g0norm[k]
+	}
+	// atZero makes the pass at 0 over problems ks (nil: all) that the
+	// tolerance needs. It brings the Hessian's diagonal too, for methods
+	// that start from it: every row is active at 0, so it is the data's
+	// column squares (with class weights), reduced as gradients are, the
+	// same bits on any backend. Problems in batches make it a batch at a
+	// time, so that its vectors are a batch's too.
+	usesDiag := osgm.UsesStartDiag(method, cfg.Params)
+	var firstGradient time.Duration
+	atZero := func(ks []int) (st osgm.Start, err error) {
+		m := len(ks)
+		if ks == nil {
+			m = K
+		}
+		x, f, g := vectors(m, n), make([]float64, m), vectors(m, n)
+		if usesDiag {
+			st.Diag = vectors(m, n)
+			err = timed.EvalDiagSome(ks, x, f, g, st.Diag)
+		} else {
+			err = timed.EvalSome(ks, x, f, g)
+		}
+		if err != nil {
+			return st, err
+		}
+		if firstGradient == 0 {
+			firstGradient = time.Since(start)
+		}
+		st.GradTol = make([]float64, m)
+		for i := range g {
+			k := i
+			if ks != nil {
+				k = ks[i]
+			}
+			g0norm[k] = floats.Norm(g[i], 2)
+			setTol(k)
+			st.GradTol[i] = tol[k]
+		}
+		if cfg.Init == nil { // 0 is where the methods start
+			st.F0, st.G0 = f, g
+		}
+		return st, nil
 	}
 	probs := make([]osgm.Problem, K)
 	for k := range probs {
 		probs[k] = osgm.Problem{Dim: n, L: obj.LipschitzBound(), Mu: lambda, HessPasses: shape.HessPasses()}
-		if d0 != nil {
-			probs[k].Diag = d0[k]
-		}
 	}
 	settings := osgm.Settings{Method: method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol, Batch: batch,
 		CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
@@ -343,12 +343,10 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	}
 	// A resumed run starts its problems yet to start (in batches) where the
 	// first run did; the others' x0 gives their dimensions only.
-	x0 := zero
-	if r != nil {
-		settings.Resume = &r.Opt
-	}
-	switch {
-	case cfg.Init != nil:
+	var x0 [][]float64
+	if cfg.Init == nil {
+		x0 = vectors(K, n)
+	} else {
 		if x0, err = warmStart(cfg.Init, labels, dim, cfg.Bias); err != nil {
 			return nil, err
 		}
@@ -360,8 +358,30 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 				}
 			}
 		}
-	case zeroPass:
-		settings.F0, settings.G0 = f0, g0
+	}
+	zeroPassed := false
+	switch {
+	case batch > 0 || r != nil && r.Opt.Batch > 0:
+		settings.BatchStart = atZero
+	case r == nil:
+		st, err := atZero(nil)
+		if err != nil {
+			return nil, err
+		}
+		zeroPassed = true
+		settings.F0, settings.G0 = st.F0, st.G0
+		for k := range probs {
+			if st.Diag != nil {
+				probs[k].Diag = st.Diag[k]
+			}
+		}
+	}
+	if r != nil {
+		settings.Resume = &r.Opt
+		for k := range tol {
+			setTol(k)
+		}
+		firstGradient = time.Since(start) // no pass: the objective alone
 	}
 	res, err := osgm.Minimize(timed, x0, probs, settings)
 	if err != nil {
@@ -375,7 +395,9 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 			}
 		}
 	}
-	res.Evals++ // the pass at zero for the tolerance
+	if zeroPassed {
+		res.Evals++ // batches count theirs
+	}
 	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: labels, NFeature: features, Bias: cfg.Bias, W: res.X}
 	if cfg.Bias < 0 {
 		model.Bias = -1
@@ -536,4 +558,13 @@ func human(b int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+}
+
+// vectors is m zero vectors of n.
+func vectors(m, n int) [][]float64 {
+	out := make([][]float64, m)
+	for k := range out {
+		out[k] = make([]float64, n)
+	}
+	return out
 }
