@@ -55,12 +55,13 @@ type Settings struct {
 	// them this many at a time (see minimizeBatches): the same result,
 	// with the methods' memory bounded by the batch.
 	Batch int
-	// BatchStart, when set, starts each batch that starts from x0 (in
-	// batches, in place of F0 and G0): it makes one pass over the batch's
-	// problems ks alone and gives their value and gradient at x0 (nil:
-	// Minimize evaluates x0 itself), their GradTol and their Diag (nil:
-	// the problems' own). What a pass at x0 brings is then held a batch
-	// at a time too.
+	// BatchStart, when set, runs before each batch that begins at x0 (in
+	// batches; not the batch a snapshot resumes), in place of F0 and G0.
+	// It makes one pass over the batch's problems ks alone, counted among
+	// the passes, and gives their value and gradient at x0 (nil: Minimize
+	// evaluates x0 itself), their GradTol, and their Diag (nil: the
+	// problems' own), so that what such a pass brings is held a batch at
+	// a time too.
 	BatchStart func(ks []int) (Start, error)
 }
 

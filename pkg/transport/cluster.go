@@ -566,12 +566,13 @@ func (c *Cluster) checkWorkers(moves bool) {
 		return
 	}
 	if !c.deafSince.IsZero() {
-		// Heartbeats could not reach us: count silence from now.
+		// Heartbeats could not reach us: count silence, and loads that
+		// read nothing, from now.
 		c.log.Info("back on NATS", zap.Duration("cut off", now.Sub(c.deafSince)))
 		c.deafSince = time.Time{}
 		c.sawReconnect()
 		for _, p := range c.workers {
-			p.lastSeen = now
+			p.lastSeen, p.progress = now, now
 		}
 	}
 	for _, id := range c.live() {
