@@ -76,7 +76,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		return nil, nil, nil, err
 	}
 	src := transport.Source{Path: abs, File: id}
-	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, HeartbeatTimeout: o.hbTimeout, NoWorkerTimeout: o.noWorkers, Stop: ctx.Done(), Log: log})
+	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, HeartbeatTimeout: o.hbTimeout, LoadStall: o.loadStall, NoWorkerTimeout: o.noWorkers, Stop: ctx.Done(), Log: log})
 	if err != nil {
 		closeAll()
 		return nil, nil, nil, err

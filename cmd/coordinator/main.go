@@ -50,6 +50,7 @@ type options struct {
 	objectStore  bool
 	auth         transport.Auth
 	hbTimeout    time.Duration
+	loadStall    time.Duration
 	noWorkers    time.Duration
 	checkpoint   string
 	ckptEvery    int
@@ -129,6 +130,7 @@ func parse(args []string) (*options, error) {
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 50, "passes between checkpoints (by default also spaced so that writing them takes at most 5% of the time)")
 	fs.Var(&o.resume, "resume", "continue from -checkpoint (refused if made for other data or flags); -resume=auto: if it exists, else start (what a supervisor that restarts the coordinator gives every time)")
 	fs.DurationVar(&o.hbTimeout, "heartbeat-timeout", transport.DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move (one whose connection closes, sooner)")
+	fs.DurationVar(&o.loadStall, "load-stall", transport.DefaultLoadStall, "a worker whose load of shards reads nothing this long (a hung network mount) loses them to the other workers")
 	fs.DurationVar(&o.noWorkers, "no-worker-timeout", 0, "with every worker lost, or NATS out of reach, fail after this long (0: wait for workers to come back); with -checkpoint, resume from it")
 	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
 	fs.Var(&o.compact, "compact", "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory)")
@@ -176,6 +178,13 @@ func parse(args []string) (*options, error) {
 	}
 	if o.maxIter < 1 {
 		return nil, errors.New("-max-iter must be at least 1")
+	}
+	// Not positive, they would take every worker for lost or stuck.
+	if o.hbTimeout <= 0 {
+		return nil, errors.New("-heartbeat-timeout must be positive")
+	}
+	if o.loadStall <= 0 {
+		return nil, errors.New("-load-stall must be positive")
 	}
 	if o.workers < 1 {
 		return nil, errors.New("-workers must be at least 1")
