@@ -584,11 +584,11 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		vl := s.gather(v, sc)
 		switch {
 		case s.Idx16 != nil:
-			gb = hessVecOne(s, s.Idx16, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecOne(s, s.Idx16, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, false)
 		case s.Idx24 != nil:
-			gb = hessVecOne(s, s.Idx24, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecOne(s, s.Idx24, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, false)
 		default:
-			gb = hessVecOne(s, s.Idx, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+			gb = hessVecOne(s, s.Idx, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, false)
 		}
 		out.BiasGrad[0] = gb
 		return
@@ -604,6 +604,10 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		sc.z = wl
 	}
 	vl := s.gather(v, sc)
+	if K == 1 {
+		out.BiasGrad[0] = s.hessVecLone(&sel[0], wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+		return
+	}
 	sc.coef = grow(sc.coef, 3*K)
 	z, t, coef := sc.coef[:K], sc.coef[K:2*K], sc.coef[2*K:]
 	act := grow32(&sc.act, K)
@@ -648,6 +652,104 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 			scatterRow(cols, vals, coef, act[:n], out.Grad, K, 0)
 		}
 	}
+}
+
+// hessVecLone is the multi-class Hessian-vector pass for a lone
+// one-vs-rest problem (the last one learning, a batch of one): the loop
+// below for K = 1, in its arithmetic (each row's sums in order, then the
+// scale), so the problem's bits are those it gets beside others, but
+// read from the shard's storage directly instead of decoded rows: 3-4
+// times the speed of the loop with K = 1.
+func (s *Shard) hessVecLone(r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) float64 {
+	switch {
+	case s.Idx16 != nil:
+		return hessVecOne(s, s.Idx16, r, wl, vl, hl, bias, wb, vb, true)
+	case s.Idx24 != nil:
+		return hessVecOne(s, s.Idx24, r, wl, vl, hl, bias, wb, vb, true)
+	default:
+		return hessVecOne(s, s.Idx, r, wl, vl, hl, bias, wb, vb, true)
+	}
+}
+
+// hessVecSeq and hessVecSeqOnes are hessVecLone's loop: a row's sums in
+// order (the multi-class loop's for one problem), where hessVecBinary's
+// are four-way. They are two for the reason hessVecOnes and
+// hessVecBinary are: a shard of ones has no values to read, and a
+// generic reader would cost an indirect call a nonzero.
+func hessVecSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+	zb, tb := biasTerms(bias, wb, vb)
+	scale := vs.scale
+	class = class[:len(rowPtr)-1]
+	m := newRowView(rowPtr, idx, vs)
+	wp, vp, hp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
+	for i := range class {
+		if r.skip(i) || r.known && r.knownInactive(i) {
+			continue
+		}
+		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
+		var z, t float64
+		if r.known {
+			for q := a; q < b; q++ {
+				t += m.val(q) * *at(vp, m.col(q))
+			}
+		} else {
+			for q := a; q < b; q++ {
+				x, j := m.val(q), m.col(q)
+				t += x * *at(vp, j)
+				z += x * *at(wp, j)
+			}
+		}
+		sd := r.side(class[i]) & 1
+		if !r.known && !r.isActive(i, signs[sd], z/scale+zb) {
+			continue
+		}
+		c := (t/scale + tb) * r.w[sd]
+		if bias >= 0 {
+			hb += c * bias
+		}
+		coef := c / scale
+		for q := a; q < b; q++ {
+			*at(hp, m.col(q)) += coef * m.val(q)
+		}
+	}
+	return hb
+}
+
+func hessVecSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+	zb, tb := biasTerms(bias, wb, vb)
+	class = class[:len(rowPtr)-1]
+	m := newColView(rowPtr, idx)
+	wp, vp, hp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
+	for i := range class {
+		if r.skip(i) || r.known && r.knownInactive(i) {
+			continue
+		}
+		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
+		var z, t float64
+		if r.known {
+			for q := a; q < b; q++ {
+				t += *at(vp, m.col(q))
+			}
+		} else {
+			for q := a; q < b; q++ {
+				j := m.col(q)
+				t += *at(vp, j)
+				z += *at(wp, j)
+			}
+		}
+		sd := r.side(class[i]) & 1
+		if !r.known && !r.isActive(i, signs[sd], z+zb) {
+			continue
+		}
+		c := (t + tb) * r.w[sd]
+		if bias >= 0 {
+			hb += c * bias
+		}
+		for q := a; q < b; q++ {
+			*at(hp, m.col(q)) += c
+		}
+	}
+	return hb
 }
 
 // rowSums adds to u[k], for each problem k, the row's product with the
@@ -828,21 +930,32 @@ func (r *rows) knownInactive(i int) bool {
 	return r.act[b>>6]&(1<<(uint(b)&63)) == 0
 }
 
-func hessVecOne[I colID](s *Shard, idx []I, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) float64 {
+// hessVecOne picks the single-problem kernel for the shard's storage:
+// hessVecLone's sequential one with seq, else the binary one.
+func hessVecOne[I colID](s *Shard, idx []I, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64, seq bool) float64 {
 	switch {
+	case s.Values == Ones && seq:
+		return hessVecSeqOnes(s.RowPtr, idx, s.Class, r, wl, vl, hl, bias, wb, vb)
 	case s.Values == Ones:
 		return hessVecOnes(s.RowPtr, idx, s.Class, r, wl, vl, hl, bias, wb, vb)
 	case s.Code8 != nil:
-		return hessVecBinary(s.RowPtr, idx, valuesOf(s, s.Code8), s.Class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecValues(s, idx, valuesOf(s, s.Code8), r, wl, vl, hl, bias, wb, vb, seq)
 	case s.Code16 != nil:
-		return hessVecBinary(s.RowPtr, idx, valuesOf(s, s.Code16), s.Class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecValues(s, idx, valuesOf(s, s.Code16), r, wl, vl, hl, bias, wb, vb, seq)
 	case s.Val32 != nil:
-		return hessVecBinary(s.RowPtr, idx, valuesOf(s, s.Val32), s.Class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecValues(s, idx, valuesOf(s, s.Val32), r, wl, vl, hl, bias, wb, vb, seq)
 	case s.Mant != nil:
-		return hessVecBinary(s.RowPtr, idx, valuesOf(s, s.Mant), s.Class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecValues(s, idx, valuesOf(s, s.Mant), r, wl, vl, hl, bias, wb, vb, seq)
 	default:
-		return hessVecBinary(s.RowPtr, idx, valuesOf(s, s.Val64), s.Class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecValues(s, idx, valuesOf(s, s.Val64), r, wl, vl, hl, bias, wb, vb, seq)
 	}
+}
+
+func hessVecValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64, seq bool) float64 {
+	if seq {
+		return hessVecSeq(s.RowPtr, idx, vs, s.Class, r, wl, vl, hl, bias, wb, vb)
+	}
+	return hessVecBinary(s.RowPtr, idx, vs, s.Class, r, wl, vl, hl, bias, wb, vb)
 }
 
 // biasTerms returns the bias contributions to a row's margin and to a·v.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -245,10 +246,21 @@ func TestObjectiveOverLiveCoordinates(t *testing.T) {
 // The second Hessian-vector pass at a point reads the rows' activity from
 // the first one's cache, and must agree too.
 func TestOneProblemPassesAreTheBatchPasses(t *testing.T) {
-	for _, compact := range []bool{false, true} {
-		t.Run(fmt.Sprintf("compact %v", compact), func(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		compact bool
+		ones    bool // every value 1: nothing stored
+	}{{"decimals", false, false}, {"compact", true, false}, {"ones", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(5, 6))
-			obj := objectiveOf(t, writeFile(t, spreadData(rng, 300, 3)), 3, 2, 0.01, 1, compact)
+			text := spreadData(rng, 300, 3)
+			if c.ones {
+				text = regexp.MustCompile(`:[-0-9.]+`).ReplaceAllString(text, ":1")
+			}
+			obj := objectiveOf(t, writeFile(t, text), 3, 2, 0.01, 1, c.compact)
+			if got := obj.Backend.(*Local).Shards[0].Values; c.ones != (got == Ones) {
+				t.Fatalf("values stored as %v", got)
+			}
 			order, K := problems(obj)
 			if err := obj.Backend.SetClasses(order); err != nil {
 				t.Fatal(err)
