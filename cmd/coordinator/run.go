@@ -113,7 +113,7 @@ func run(o *options) error {
 			// All at once, the methods' state would not fit in memory.
 			fields = append(fields, zap.Int("problems_at_a_time", p.Batch))
 		}
-		log.Info("training", fields...)
+		log.Info("plan", fields...)
 	}
 	cfg.Interrupt = func() bool { return ctx.Err() != nil }
 	var ck *checkpoints

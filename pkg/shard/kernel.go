@@ -138,7 +138,10 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(K, out)
 	wl := s.gather(p, sc)
-	if s.binary(K) {
+	if K == 1 {
+		// A lone one-vs-rest problem (seq) takes a loop of its own in the
+		// multi-class loop's arithmetic: see hessVecLone.
+		seq := !s.binary(K)
 		wb := 0.0
 		if p.Bias >= 0 {
 			wb = p.WBias[0]
@@ -147,11 +150,11 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 		r := s.rowsFor(p, 0)
 		switch {
 		case s.Idx16 != nil:
-			loss, gb = evalOne(s, s.Idx16, &r, wl, out.Grad, p.Bias, wb)
+			loss, gb = evalOne(s, s.Idx16, &r, wl, out.Grad, p.Bias, wb, seq)
 		case s.Idx24 != nil:
-			loss, gb = evalOne(s, s.Idx24, &r, wl, out.Grad, p.Bias, wb)
+			loss, gb = evalOne(s, s.Idx24, &r, wl, out.Grad, p.Bias, wb, seq)
 		default:
-			loss, gb = evalOne(s, s.Idx, &r, wl, out.Grad, p.Bias, wb)
+			loss, gb = evalOne(s, s.Idx, &r, wl, out.Grad, p.Bias, wb, seq)
 		}
 		out.Loss[0], out.BiasGrad[0] = loss, gb
 		return
@@ -176,21 +179,103 @@ func valuesOf[V value](s *Shard, val []V) values[V] { return values[V]{val, s.Ta
 
 // evalOne and evalMany pick the kernel for the shard's value storage, with
 // its column ids of any width.
-func evalOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+func evalOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64, seq bool) (loss, gb float64) {
 	switch {
+	case s.Values == Ones && seq:
+		return evalSeqOnes(s.RowPtr, idx, s.Class, r, wl, gl, bias, wb)
 	case s.Values == Ones:
 		return evalOnes(s.RowPtr, idx, s.Class, r, wl, gl, bias, wb)
 	case s.Code8 != nil:
-		return evalBinary(s.RowPtr, idx, valuesOf(s, s.Code8), s.Class, r, wl, gl, bias, wb)
+		return evalValues(s, idx, valuesOf(s, s.Code8), r, wl, gl, bias, wb, seq)
 	case s.Code16 != nil:
-		return evalBinary(s.RowPtr, idx, valuesOf(s, s.Code16), s.Class, r, wl, gl, bias, wb)
+		return evalValues(s, idx, valuesOf(s, s.Code16), r, wl, gl, bias, wb, seq)
 	case s.Val32 != nil:
-		return evalBinary(s.RowPtr, idx, valuesOf(s, s.Val32), s.Class, r, wl, gl, bias, wb)
+		return evalValues(s, idx, valuesOf(s, s.Val32), r, wl, gl, bias, wb, seq)
 	case s.Mant != nil:
-		return evalBinary(s.RowPtr, idx, valuesOf(s, s.Mant), s.Class, r, wl, gl, bias, wb)
+		return evalValues(s, idx, valuesOf(s, s.Mant), r, wl, gl, bias, wb, seq)
 	default:
-		return evalBinary(s.RowPtr, idx, valuesOf(s, s.Val64), s.Class, r, wl, gl, bias, wb)
+		return evalValues(s, idx, valuesOf(s, s.Val64), r, wl, gl, bias, wb, seq)
 	}
+}
+
+func evalValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, wl, gl []float64, bias, wb float64, seq bool) (loss, gb float64) {
+	if seq {
+		return evalSeq(s.RowPtr, idx, vs, s.Class, r, wl, gl, bias, wb)
+	}
+	return evalBinary(s.RowPtr, idx, vs, s.Class, r, wl, gl, bias, wb)
+}
+
+// evalSeq and evalSeqOnes are evalMulti and evalMultiOnes for a lone
+// problem: a row's margin summed in order and then scaled, where
+// evalBinary's is four-way and multiplied by the scale's inverse. Two,
+// as hessVecSeq's pair (see there).
+func evalSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+	scale := vs.scale
+	class = class[:len(rowPtr)-1]
+	m := newRowView(rowPtr, idx, vs)
+	wp, gp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(gl))
+	for i := range class {
+		if r.skip(i) {
+			continue
+		}
+		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
+		var z float64
+		for q := a; q < b; q++ {
+			z += m.val(q) * *at(wp, m.col(q))
+		}
+		z /= scale
+		if bias >= 0 {
+			z += bias * wb
+		}
+		sd := r.side(class[i]) & 1
+		y := signs[sd]
+		if d := 1 - y*z; d > 0 {
+			w := r.w[sd]
+			loss += w * d * d
+			c := -2 * w * y * d
+			if bias >= 0 {
+				gb += c * bias
+			}
+			c /= scale
+			for q := a; q < b; q++ {
+				*at(gp, m.col(q)) += c * m.val(q)
+			}
+		}
+	}
+	return loss, gb
+}
+
+func evalSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+	class = class[:len(rowPtr)-1]
+	m := newColView(rowPtr, idx)
+	wp, gp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(gl))
+	for i := range class {
+		if r.skip(i) {
+			continue
+		}
+		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
+		var z float64
+		for q := a; q < b; q++ {
+			z += *at(wp, m.col(q))
+		}
+		if bias >= 0 {
+			z += bias * wb
+		}
+		sd := r.side(class[i]) & 1
+		y := signs[sd]
+		if d := 1 - y*z; d > 0 {
+			w := r.w[sd]
+			loss += w * d * d
+			c := -2 * w * y * d
+			if bias >= 0 {
+				gb += c * bias
+			}
+			for q := a; q < b; q++ {
+				*at(gp, m.col(q)) += c
+			}
+		}
+	}
+	return loss, gb
 }
 
 func evalMany[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scratch, out *Partial) {
