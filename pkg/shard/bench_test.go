@@ -27,11 +27,12 @@ func BenchmarkEval(b *testing.B) {
 
 // BenchmarkHessVec measures one Hessian-vector pass as Newton's CG steps
 // make them: at a point whose rows' activity the first pass cached.
-func BenchmarkHessVec(b *testing.B) {
-	benchKernel(b, binaryPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) {
-		v := *p
-		s.HessVec(p, &v, sc, part)
-	})
+func BenchmarkHessVec(b *testing.B) { benchKernel(b, binaryPoint, hessVecAtP) }
+
+// hessVecAtP is a Hessian-vector pass with v = p, at p's stamp.
+func hessVecAtP(s *Shard, p *Point, sc *Scratch, part *Partial) {
+	v := *p
+	s.HessVec(p, &v, sc, part)
 }
 
 // BenchmarkEvalHess measures the pass that newton-full asks for: Eval and
@@ -51,12 +52,7 @@ func BenchmarkEvalMulti(b *testing.B) {
 // BenchmarkHessVecMulti is BenchmarkHessVec for every class against the
 // rest at once (Newton on multi-class files), at BenchmarkEvalMulti's
 // point.
-func BenchmarkHessVecMulti(b *testing.B) {
-	benchKernel(b, oneVsRestPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) {
-		v := *p
-		s.HessVec(p, &v, sc, part)
-	})
-}
+func BenchmarkHessVecMulti(b *testing.B) { benchKernel(b, oneVsRestPoint, hessVecAtP) }
 
 // BenchmarkEvalDiagMulti is the pass Newton makes at its trial points on
 // multi-class files: value, gradient and the Hessian's diagonal.

@@ -47,11 +47,13 @@ func (p *Point) class(k int) int32 {
 // K is the number of problems.
 func (p *Point) K() int { return len(p.W) }
 
-// binary reports whether a pass over K problems takes the single-problem
+// binary reports whether a pass over K problems takes the binary
 // kernels: two classes only. A one-vs-rest problem takes the multi-class
-// ones even alone (the last still learning, or a batch of one), whose
-// sums are in another order: its bits then do not depend on which
-// problems share its passes, whatever the method.
+// arithmetic even alone (the last still learning, or a batch of one),
+// whose sums are in another order: its bits then do not depend on which
+// problems share its passes, whatever the method. Its value and
+// Hessian-vector passes have loops of their own in that arithmetic
+// (evalSeq, hessVecSeq).
 func (s *Shard) binary(K int) bool { return K == 1 && s.classes <= 2 }
 
 // Partial is one shard's contribution to the data term, in the shard's
@@ -140,7 +142,7 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 	wl := s.gather(p, sc)
 	if K == 1 {
 		// A lone one-vs-rest problem (seq) takes a loop of its own in the
-		// multi-class loop's arithmetic: see hessVecLone.
+		// multi-class loop's arithmetic: see HessVec.
 		seq := !s.binary(K)
 		wb := 0.0
 		if p.Bias >= 0 {
@@ -655,42 +657,34 @@ func addBiasGrad(p *Point, coef, gb []float64) {
 func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(K, out)
-	if s.binary(K) {
-		var gb float64
-		r := &s.selections(p, sc)[0]
-		// Rows known to be active need no margins, so no point: only the
-		// first pass at a stamp gathers it (on wide data a gather is as
-		// costly as the rows).
-		var wl []float64
-		if !r.known {
-			wl = append(sc.z[:0], s.gather(p, sc)...) // sc.z is free in this pass
-			sc.z = wl
-		}
-		vl := s.gather(v, sc)
-		switch {
-		case s.Idx16 != nil:
-			gb = hessVecOne(s, s.Idx16, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, false)
-		case s.Idx24 != nil:
-			gb = hessVecOne(s, s.Idx24, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, false)
-		default:
-			gb = hessVecOne(s, s.Idx, r, wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, false)
-		}
-		out.BiasGrad[0] = gb
-		return
-	}
 	sel := s.selections(p, sc)
-	// As above: with the cache known, a row active in no problem is
-	// skipped, and no margin is computed (the cache was filled with these
-	// margins' arithmetic, by EvalDiag or the first pass at the stamp).
+	// Rows known to be active need no margins, so no point: only the
+	// first pass at a stamp gathers it (on wide data a gather is as costly
+	// as the rows), and a row the cache has active in no problem is
+	// skipped. The cache was filled with these margins' arithmetic, by
+	// EvalDiag or the first pass at the stamp.
 	known := sel[0].known
 	var wl []float64
 	if !known {
-		wl = append(sc.z[:0], s.gather(p, sc)...)
+		wl = append(sc.z[:0], s.gather(p, sc)...) // sc.z is free in this pass
 		sc.z = wl
 	}
 	vl := s.gather(v, sc)
 	if K == 1 {
-		out.BiasGrad[0] = s.hessVecLone(&sel[0], wl, vl, out.Grad, p.Bias, p.WBias, v.WBias)
+		// A lone one-vs-rest problem (seq) takes a loop of its own in the
+		// multi-class loop's arithmetic below, reading the storage
+		// directly: 3-4 times the speed of that loop with K = 1.
+		seq := !s.binary(K)
+		var gb float64
+		switch {
+		case s.Idx16 != nil:
+			gb = hessVecOne(s, s.Idx16, &sel[0], wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, seq)
+		case s.Idx24 != nil:
+			gb = hessVecOne(s, s.Idx24, &sel[0], wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, seq)
+		default:
+			gb = hessVecOne(s, s.Idx, &sel[0], wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, seq)
+		}
+		out.BiasGrad[0] = gb
 		return
 	}
 	sc.coef = grow(sc.coef, 3*K)
@@ -739,26 +733,9 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	}
 }
 
-// hessVecLone is the multi-class Hessian-vector pass for a lone
-// one-vs-rest problem (the last one learning, a batch of one): the loop
-// below for K = 1, in its arithmetic (each row's sums in order, then the
-// scale), so the problem's bits are those it gets beside others, but
-// read from the shard's storage directly instead of decoded rows: 3-4
-// times the speed of the loop with K = 1.
-func (s *Shard) hessVecLone(r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) float64 {
-	switch {
-	case s.Idx16 != nil:
-		return hessVecOne(s, s.Idx16, r, wl, vl, hl, bias, wb, vb, true)
-	case s.Idx24 != nil:
-		return hessVecOne(s, s.Idx24, r, wl, vl, hl, bias, wb, vb, true)
-	default:
-		return hessVecOne(s, s.Idx, r, wl, vl, hl, bias, wb, vb, true)
-	}
-}
-
-// hessVecSeq and hessVecSeqOnes are hessVecLone's loop: a row's sums in
-// order (the multi-class loop's for one problem), where hessVecBinary's
-// are four-way. They are two for the reason hessVecOnes and
+// hessVecSeq and hessVecSeqOnes are HessVec's loop for a lone one-vs-rest
+// problem: a row's sums in order (the multi-class loop's for one
+// problem), where hessVecBinary's are four-way. They are two for the reason hessVecOnes and
 // hessVecBinary are: a shard of ones has no values to read, and a
 // generic reader would cost an indirect call a nonzero.
 func hessVecSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
@@ -889,7 +866,9 @@ func scatterRow(cols []int32, vals, coef []float64, act []int32, g []float64, st
 // numbers as the kernels read them (mantissas and codes' values, before
 // the scale). The multi-class Hessian passes read a row K times over;
 // decoded once, it costs one switch on the storage a row, not two a
-// nonzero.
+// nonzero. (EvalHess decodes its rows into global columns in one loop of
+// its own: through rowInto and a second loop, newton-full's pass on a9a
+// took 10-15% longer.)
 func (s *Shard) rowInto(i int, sc *Scratch) ([]int32, []float64) {
 	a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
 	cols, vals := sc.hcols[:0], sc.hvals[:0]
@@ -1016,7 +995,8 @@ func (r *rows) knownInactive(i int) bool {
 }
 
 // hessVecOne picks the single-problem kernel for the shard's storage:
-// hessVecLone's sequential one with seq, else the binary one.
+// the sequential one with seq (a lone one-vs-rest problem), else the
+// binary one.
 func hessVecOne[I colID](s *Shard, idx []I, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64, seq bool) float64 {
 	switch {
 	case s.Values == Ones && seq:

@@ -370,10 +370,8 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		}
 		zeroPassed = true
 		settings.F0, settings.G0 = st.F0, st.G0
-		for k := range probs {
-			if st.Diag != nil {
-				probs[k].Diag = st.Diag[k]
-			}
+		for k, d := range st.Diag {
+			probs[k].Diag = d
 		}
 	}
 	if r != nil {
