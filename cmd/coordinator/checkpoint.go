@@ -44,7 +44,15 @@ func (c *checkpoints) save(cp *train.Checkpoint) error {
 			c.log.Warn("checkpoint not copied to the object store", zap.Error(err))
 		}
 	}
-	if err := writeAtomic(c.path, pieces...); err != nil {
+	err = writeAtomic(c.path, func(w io.Writer) error {
+		for _, b := range pieces {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", c.path, err)
 	}
 	c.written++
@@ -189,21 +197,21 @@ func createBeside(path string) (*os.File, error) {
 	return tmp, nil
 }
 
-// writeAtomic replaces path with the pieces, in order, so that a crash
+// writeAtomic replaces path with what write writes, so that a crash
 // leaves the old file or the new one, never a torn one: temp file, fsync,
-// rename, fsync the dir.
-func writeAtomic(path string, pieces ...[]byte) error {
+// rename, fsync the dir. write streams to the temp file: a model's text
+// can be several times its weights, and the end of a run is no place to
+// hold it all in memory.
+func writeAtomic(path string, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	tmp, err := createBeside(path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return err
 	}
 	defer os.Remove(tmp.Name())
-	for _, b := range pieces {
-		if _, err := tmp.Write(b); err != nil {
-			tmp.Close()
-			return err
-		}
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -442,6 +444,42 @@ func TestWarnShort(t *testing.T) {
 				if !strings.HasPrefix(got[i].Message, w) {
 					t.Errorf("warning %d: %q, want it to begin %q", i, got[i].Message, w)
 				}
+			}
+		})
+	}
+}
+
+// A model or checkpoint is streamed to a temporary file, so a write that
+// fails half way must leave the old file whole and no temporary behind.
+func TestWriteAtomic(t *testing.T) {
+	tests := []struct {
+		name  string
+		write func(w io.Writer) error
+		want  string // the file's content after
+		err   string
+	}{
+		{"replaces", func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }, "new", ""},
+		{"fails half way", func(w io.Writer) error {
+			io.WriteString(w, "ne")
+			return errors.New("disk full")
+		}, "old", "disk full"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "a.model")
+			if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := writeAtomic(path, tt.write)
+			if (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("error %v, want %q", err, tt.err)
+			}
+			if b, _ := os.ReadFile(path); string(b) != tt.want {
+				t.Errorf("file holds %q, want %q", b, tt.want)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+				t.Errorf("%d files left in the directory, want the model only", len(ents))
 			}
 		})
 	}

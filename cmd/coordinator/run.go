@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -206,9 +205,13 @@ func run(o *options) error {
 		// All at once, the methods' state would not have fitted in memory.
 		fields = append(fields, zap.Int("problems_at_a_time", res.Batch))
 	}
-	if t, err := backend.Tally(res.Obj.ModelPoint(res.Model.W)); err == nil {
-		rows, correct := t.Total()
-		fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(rows)))
+	// The tally predicts with every problem's weights at once, on every
+	// worker; a batched run is one where they did not fit.
+	if res.Batch == 0 {
+		if t, err := backend.Tally(res.Obj.ModelPoint(res.Model.W)); err == nil {
+			rows, correct := t.Total()
+			fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(rows)))
+		}
 	}
 	log.Info("trained", append(fields, zap.String("model", o.model))...)
 	warnShort(log, res.Opt, o.maxIter)
@@ -245,11 +248,10 @@ func readModel(path string) (*libsvm.Model, error) {
 
 // writeModel writes atomically: a reader never sees half a model.
 func writeModel(path string, m *libsvm.Model) error {
-	var b bytes.Buffer
-	if err := m.Write(&b); err != nil {
-		return err
+	if err := writeAtomic(path, m.Write); err != nil {
+		return fmt.Errorf("model %s: %w", path, err)
 	}
-	return writeAtomic(path, b.Bytes())
+	return nil
 }
 
 func testAccuracy(path string, m *libsvm.Model) (libsvm.Accuracy, error) {
