@@ -44,6 +44,10 @@ func CrossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model)
 	rows := Summarize(b.Meta()).Rows
 	folds = min(folds, rows) // leave-one-out, as shard.Folds numbers it
 	out := &CV{C: cfg.C, Folds: folds, Models: make([]*libsvm.Model, folds), Unchanged: warm != nil}
+	// The models held, the warm starts' and this run's, are memory each
+	// fold's training cannot have: it batches its problems to what is
+	// left (news20.t: 10 MB a model).
+	held := modelBytes(warm...)
 	for f := 1; f <= folds; f++ {
 		c := cfg
 		c.Holdout = f
@@ -51,12 +55,16 @@ func CrossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model)
 		if warm != nil {
 			c.Init = warm[f-1]
 		}
+		if c.MaxBytes > 0 {
+			c.MaxBytes = max(c.MaxBytes-held, 1)
+		}
 		res, err := Train(b, c)
 		if err != nil {
 			return nil, err
 		}
 		out.Passes += res.Opt.Evals
 		out.Models[f-1] = res.Model
+		held += modelBytes(res.Model)
 		if c.Init != nil && weightDistance(c.Init, res.Model) > 1e-15 {
 			out.Unchanged = false
 		}
@@ -70,6 +78,17 @@ func CrossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model)
 		out.Unchanged = false
 	}
 	return out, nil
+}
+
+// modelBytes is the memory the models' weights take.
+func modelBytes(ms ...*libsvm.Model) int64 {
+	n := int64(0)
+	for _, m := range ms {
+		for _, w := range m.W {
+			n += 8 * int64(len(w))
+		}
+	}
+	return n
 }
 
 func weightDistance(a, b *libsvm.Model) float64 {
@@ -86,7 +105,8 @@ func weightDistance(a, b *libsvm.Model) float64 {
 // SearchC is LIBLINEAR's -C: cross-validate at C = start, 2 start, 4
 // start, ... up to maxC, each fold warm-started from its model at the
 // previous C, and stop early once three C values in a row left every
-// fold's model unchanged. step, when set, sees each C's result.
+// fold's model unchanged. step, when set, sees each C's result; best is
+// the most accurate C's, without its models.
 func SearchC(b shard.Backend, cfg Config, folds int, start, maxC float64, step func(*CV)) (best *CV, err error) {
 	var warm []*libsvm.Model
 	unchanged := 0
@@ -100,7 +120,11 @@ func SearchC(b shard.Backend, cfg Config, folds int, start, maxC float64, step f
 			step(cv)
 		}
 		if best == nil || cv.Accuracy() > best.Accuracy() {
-			best = cv
+			// Its models are only the next C's warm start: held as the
+			// best, they would take a fold's worth of memory per fold.
+			kept := *cv
+			kept.Models = nil
+			best = &kept
 		}
 		// As in LIBLINEAR, the first C counts as unchanged.
 		first := warm == nil

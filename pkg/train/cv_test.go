@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -164,6 +165,9 @@ func TestSearchCFollowsLIBLINEAR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if best.Models != nil {
+		t.Error("the best C's result holds its folds' models: a search would hold two sets")
+	}
 	rows := Summarize(b.Meta()).Rows
 	tol := 100 * 2.0 / float64(rows)
 	compared := 0
@@ -215,4 +219,47 @@ func TestWarmStartAtTheOptimumIsUnchanged(t *testing.T) {
 	if !again.Unchanged || again.Accuracy() != first.Accuracy() {
 		t.Fatalf("restarting at the folds' own models: unchanged %v, accuracy %v vs %v", again.Unchanged, again.Accuracy(), first.Accuracy())
 	}
+}
+
+// The folds' models held so far are memory a fold's training cannot
+// have: once they leave too little for every problem at once, the next
+// folds batch, to the same models.
+func TestCrossValidationCountsTheModelsItHolds(t *testing.T) {
+	path := sparseFeatureFile(t, 5)
+	cfg := Config{C: 1, Eps: 1e-4, Bias: 1, MaxIter: 3000}
+	free, err := CrossValidate(localBackend(t, path), cfg, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := free.Models[0]
+	// Room for every problem at once, and for half a model more.
+	var plans []Plan
+	cfg.Started = func(p Plan) { plans = append(plans, p) }
+	cfg.MaxBytes = 2*StateBytes(m.Dim(), planOf(t, path).Coordinates, len(m.W)) + modelBytes(m)/2
+	got, err := CrossValidate(localBackend(t, path), cfg, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 3 || plans[0].Batch != 0 || plans[1].Batch == 0 || plans[2].Batch == 0 {
+		t.Fatalf("folds' plans %+v: want the first unbatched, the others batched", plans)
+	}
+	if got.Accuracy() != free.Accuracy() {
+		t.Errorf("accuracy %v, %v with all the memory", got.Accuracy(), free.Accuracy())
+	}
+	for f := range got.Models {
+		for k := range got.Models[f].W {
+			if !slices.Equal(got.Models[f].W[k], free.Models[f].W[k]) {
+				t.Fatalf("fold %d, problem %d: batched model differs", f+1, k)
+			}
+		}
+	}
+}
+
+// planOf is the plan of training on path as a whole.
+func planOf(t *testing.T, path string) Plan {
+	var p Plan
+	if _, err := Train(localBackend(t, path), Config{C: 1, Eps: 1e-4, Bias: 1, MaxIter: 1, Started: func(q Plan) { p = q }}); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -182,10 +182,9 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	}
 	rows := sum.Rows
 	if cfg.Holdout > 0 {
-		zero := make([][]float64, K)
-		for k := range zero {
-			zero[k] = make([]float64, sum.MaxIndex)
-		}
+		// The tally counts rows by class whatever the weights: one zero
+		// vector, not K, which a batched run could not hold at once.
+		zero := [][]float64{make([]float64, sum.MaxIndex)}
 		t, err := b.Tally(&shard.Point{W: zero, Bias: -1, Holdout: cfg.Holdout})
 		if err != nil {
 			return nil, err
