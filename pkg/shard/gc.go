@@ -26,6 +26,17 @@ const DefaultGCPercent = 25
 // instead of 287-290 with 10 (session 13), training in the same time.
 const CompactGCPercent = 5
 
+// GroupLimitShare is the part of the container's memory limit (the
+// least of its cgroups') that TuneGC gives the Go runtime as its soft
+// limit when GOMEMLIMIT is not set. Near it the collector runs more
+// often instead of letting garbage grow into the container's last
+// megabytes, where the kernel evicts the program's own pages, then kills
+// it: news20.t's cross-validation in 100 MiB was killed with GOGC alone
+// and peaked at 87 MiB with it (BENCHMARKS.md, session 20). The rest is
+// for what Go does not count: the binary's pages and the data file's
+// page cache.
+const GroupLimitShare = 0.9
+
 // held is about the memory of the shards alive in this process: a build
 // adds a shard's bytes, a cleanup takes them back once the shard is
 // unreachable. compactHeld is the part of it in compact shards.
@@ -86,12 +97,19 @@ func (g *gcState) target() int {
 // the shards. Shards make no garbage and live for the
 // whole job, so headroom in proportion to them (a quarter of the data,
 // with GOGC=25 of the whole heap) is memory the collector never uses. The
-// setting follows the live heap, read every 100 ms.
+// setting follows the live heap, read every 100 ms. In a container, and
+// without GOMEMLIMIT, it also sets Go's soft memory limit to
+// GroupLimitShare of the container's.
 func TuneGC() {
 	gc.Lock()
 	defer gc.Unlock()
 	if gc.tuning {
 		return
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if limit := groupLimit(os.DirFS("/")); limit > 0 {
+			debug.SetMemoryLimit(int64(GroupLimitShare * float64(limit)))
+		}
 	}
 	gc.percent = DefaultGCPercent
 	if gc.gogc = os.Getenv("GOGC") != ""; gc.gogc {

@@ -64,25 +64,11 @@ func systemAvailable(root fs.FS) int64 {
 			avail = kb << 10
 		}
 	}
-	self, _ := fs.ReadFile(root, "proc/self/cgroup")
-	for _, v := range cgroupVersions {
-		// The process's group and those above it: a limit on any of
-		// them bounds it (a service's group under a sliced host, a
-		// container's under the host's).
-		dir := v.mount
-		if p, ok := cgroupPath(self, v.controller); ok && strings.HasPrefix(path.Join(v.mount, p), v.mount+"/") {
-			dir = path.Join(v.mount, p)
+	groups(root, func(v cgroupVersion, dir string) {
+		if room, ok := v.room(root, dir); ok {
+			avail = least(avail, room)
 		}
-		for {
-			if room, ok := v.room(root, dir); ok {
-				avail = least(avail, room)
-			}
-			if dir == v.mount {
-				break
-			}
-			dir = path.Dir(dir)
-		}
-	}
+	})
 	return avail
 }
 
@@ -99,13 +85,51 @@ var cgroupVersions = [...]cgroupVersion{
 	{"sys/fs/cgroup/memory", "memory", "memory.limit_in_bytes", "memory.usage_in_bytes", [2]string{"total_active_file", "total_inactive_file"}},
 }
 
+// groups calls f with each memory cgroup that bounds the process: its
+// own and those above it, in either version (a service's group under a
+// sliced host, a container's under the host's).
+func groups(root fs.FS, f func(v cgroupVersion, dir string)) {
+	self, _ := fs.ReadFile(root, "proc/self/cgroup")
+	for _, v := range cgroupVersions {
+		dir := v.mount
+		if p, ok := cgroupPath(self, v.controller); ok && strings.HasPrefix(path.Join(v.mount, p), v.mount+"/") {
+			dir = path.Join(v.mount, p)
+		}
+		for {
+			f(v, dir)
+			if dir == v.mount {
+				break
+			}
+			dir = path.Dir(dir)
+		}
+	}
+}
+
+// groupLimit is the least memory limit of the groups bounding the
+// process, or -1 when none has one.
+func groupLimit(root fs.FS) int64 {
+	limit := int64(-1)
+	groups(root, func(v cgroupVersion, dir string) {
+		if n, ok := v.limitOf(root, dir); ok {
+			limit = least(limit, n)
+		}
+	})
+	return limit
+}
+
+// limitOf is the group's memory limit; no limit, or no group: !ok.
+func (v cgroupVersion) limitOf(root fs.FS, dir string) (int64, bool) {
+	limit, ok := number(root, dir+"/"+v.limit)
+	return limit, ok && limit < 1<<60 // "max", or v1's "no limit", a huge number
+}
+
 // room is how much the group in dir may still take: its limit less what
 // it uses, not counting the page cache (which reading the data file
 // fills, and which the kernel drops before it kills for want of memory).
 // No limit, or no group: !ok.
 func (v cgroupVersion) room(root fs.FS, dir string) (int64, bool) {
-	limit, ok := number(root, dir+"/"+v.limit)
-	if !ok || limit >= 1<<60 { // "max", or v1's "no limit", a huge number
+	limit, ok := v.limitOf(root, dir)
+	if !ok {
 		return 0, false
 	}
 	usage, ok := number(root, dir+"/"+v.usage)

@@ -104,6 +104,39 @@ func TestSystemAvailable(t *testing.T) {
 	}
 }
 
+// TestGroupLimit: the limit TuneGC scales into Go's soft limit is the
+// least of the process's groups' and those above them, in either version.
+func TestGroupLimit(t *testing.T) {
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	for _, tc := range []struct {
+		name  string
+		files fstest.MapFS
+		want  int64
+	}{
+		{"no groups", fstest.MapFS{"proc/meminfo": file("MemAvailable: 5 kB\n")}, -1},
+		{"cgroup v2 without a limit", fstest.MapFS{"sys/fs/cgroup/memory.max": file("max\n")}, -1},
+		{"cgroup v1 without a limit", fstest.MapFS{"sys/fs/cgroup/memory/memory.limit_in_bytes": file("9223372036854771712\n")}, -1},
+		{"cgroup v2, the group above the process's", fstest.MapFS{
+			"proc/self/cgroup":               file("0::/a/b\n"),
+			"sys/fs/cgroup/memory.max":       file("max\n"),
+			"sys/fs/cgroup/a/memory.max":     file("1000000\n"),
+			"sys/fs/cgroup/a/b/memory.max":   file("max\n"),
+			"sys/fs/cgroup/other/memory.max": file("10\n"),
+		}, 1000000},
+		{"cgroup v1, the memory hierarchy's group", fstest.MapFS{
+			"proc/self/cgroup":                               file("5:cpu,cpuacct:/c\n4:memory:/p/q\n0::/\n"),
+			"sys/fs/cgroup/memory/memory.limit_in_bytes":     file("9223372036854771712\n"),
+			"sys/fs/cgroup/memory/p/q/memory.limit_in_bytes": file("2000000\n"),
+			"sys/fs/cgroup/memory/c/memory.limit_in_bytes":   file("1\n"),
+		}, 2000000},
+		{"garbled", fstest.MapFS{"sys/fs/cgroup/memory.max": file("-1\n")}, -1},
+	} {
+		if got := groupLimit(tc.files); got != tc.want {
+			t.Errorf("%s: limit %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestCached: answers are reused until they are ttl old.
 func TestCached(t *testing.T) {
 	calls := 0
