@@ -35,6 +35,13 @@ func (c *CV) Accuracy() float64 {
 // (shard.Folds). warm, when not nil, holds a starting model per fold.
 // The shards stay where they are: every fold is a mask on the same rows.
 func CrossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model) (*CV, error) {
+	return crossValidate(b, cfg, folds, warm, true)
+}
+
+// crossValidate is CrossValidate; with release set it drops each warm
+// start (warm[f-1] = nil) once its fold is trained, so that a search
+// holds one fold's model more than a set, not two sets.
+func crossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model, release bool) (*CV, error) {
 	if cfg.Resume != nil || cfg.Save != nil {
 		return nil, errors.New("cross-validation does not checkpoint")
 	}
@@ -67,6 +74,10 @@ func CrossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model)
 		held += modelBytes(res.Model)
 		if c.Init != nil && weightDistance(c.Init, res.Model) > 1e-15 {
 			out.Unchanged = false
+		}
+		if release && c.Init != nil {
+			warm[f-1] = nil
+			held -= modelBytes(c.Init)
 		}
 		t, err := b.Tally(res.Obj.ModelPoint(res.Model.W)) // the objective holds fold f out
 		if err != nil {
@@ -105,14 +116,15 @@ func weightDistance(a, b *libsvm.Model) float64 {
 // SearchC is LIBLINEAR's -C: cross-validate at C = start, 2 start, 4
 // start, ... up to maxC, each fold warm-started from its model at the
 // previous C, and stop early once three C values in a row left every
-// fold's model unchanged. step, when set, sees each C's result; best is
-// the most accurate C's, without its models.
+// fold's model unchanged. step, when set, sees each C's result (whose
+// models the next C drops as it replaces them); best is the most
+// accurate C's, without its models.
 func SearchC(b shard.Backend, cfg Config, folds int, start, maxC float64, step func(*CV)) (best *CV, err error) {
 	var warm []*libsvm.Model
 	unchanged := 0
 	for c := start; c <= maxC; c *= 2 {
 		cfg.C, cfg.Lambda = c, 0
-		cv, err := CrossValidate(b, cfg, folds, warm)
+		cv, err := crossValidate(b, cfg, folds, warm, true)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
@@ -262,4 +263,37 @@ func planOf(t *testing.T, path string) Plan {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// A search drops each C's models as the next C's folds replace them, and
+// finds what cross-validating each C from the last one's models finds.
+func TestSearchCReleasesWarmStarts(t *testing.T) {
+	path := sparseFeatureFile(t, 3)
+	cfg := Config{Eps: 1e-4, Bias: 1, MaxIter: 3000}
+	var steps []*CV
+	if _, err := SearchC(localBackend(t, path), cfg, 3, 0.25, 1, func(cv *CV) { steps = append(steps, cv) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 3 {
+		t.Fatalf("%d Cs tried, want 0.25, 0.5 and 1", len(steps))
+	}
+	var warm []*libsvm.Model
+	for i, cv := range steps {
+		last := i == len(steps)-1
+		for f, m := range cv.Models {
+			if (m == nil) == last {
+				t.Errorf("C = %g, fold %d: model held %v, want %v", cv.C, f+1, m != nil, last)
+			}
+		}
+		c := cfg
+		c.C = cv.C
+		want, err := CrossValidate(localBackend(t, path), c, 3, warm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cv.Accuracy() != want.Accuracy() || cv.Passes != want.Passes {
+			t.Errorf("C = %g: accuracy %v in %d passes, %v in %d cross-validated alone", cv.C, cv.Accuracy(), cv.Passes, want.Accuracy(), want.Passes)
+		}
+		warm = want.Models
+	}
 }
