@@ -35,7 +35,7 @@ func (c *CV) Accuracy() float64 {
 // (shard.Folds). warm, when not nil, holds a starting model per fold.
 // The shards stay where they are: every fold is a mask on the same rows.
 func CrossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model) (*CV, error) {
-	return crossValidate(b, cfg, folds, warm, true)
+	return crossValidate(b, cfg, folds, warm, false)
 }
 
 // crossValidate is CrossValidate; with release set it drops each warm
@@ -95,6 +95,9 @@ func crossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model,
 func modelBytes(ms ...*libsvm.Model) int64 {
 	n := int64(0)
 	for _, m := range ms {
+		if m == nil {
+			continue
+		}
 		for _, w := range m.W {
 			n += 8 * int64(len(w))
 		}

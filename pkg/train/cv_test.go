@@ -291,6 +291,9 @@ func TestSearchCReleasesWarmStarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if slices.Contains(warm, nil) {
+			t.Fatal("CrossValidate dropped the caller's warm starts")
+		}
 		if cv.Accuracy() != want.Accuracy() || cv.Passes != want.Passes {
 			t.Errorf("C = %g: accuracy %v in %d passes, %v in %d cross-validated alone", cv.C, cv.Accuracy(), cv.Passes, want.Accuracy(), want.Passes)
 		}
