@@ -198,12 +198,17 @@ func TestRunReportsBadInput(t *testing.T) {
 }
 
 // TestRunRefusesUnwritableOutputs: a file the run would write that
-// cannot be made is refused before anything is loaded (the training file
-// here does not even exist), with the flag, the path and the reason.
+// cannot be made, or an initial model or test file that cannot be read,
+// is refused before anything is loaded (the training file here does not
+// even exist), with the flag, the path and the reason.
 func TestRunRefusesUnwritableOutputs(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "no-such-dir")
 	data := filepath.Join(dir, "not-read")
+	bad := filepath.Join(t.TempDir(), "lr.model")
+	if err := os.WriteFile(bad, []byte("solver_type L2R_LR\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	model := filepath.Join(dir, "m")
 	for _, tc := range []struct {
 		args []string
@@ -215,6 +220,10 @@ func TestRunRefusesUnwritableOutputs(t *testing.T) {
 		{[]string{"-plot", filepath.Join(missing, "p.png"), data, model}, "-plot " + missing + "/p.png: cannot create"},
 		{[]string{"-trace", filepath.Join(missing, "t.csv"), data, model}, "-trace " + missing + "/t.csv: cannot create"},
 		{[]string{"-v", "3", data, filepath.Join(missing, "m")}, "open " + data}, // -v writes no model
+		// Inputs other than the data are looked at before it is read.
+		{[]string{"-t", filepath.Join(missing, "test"), data, model}, "-t: open " + missing + "/test: no such file"},
+		{[]string{"-i", filepath.Join(missing, "init"), data, model}, "-i: open " + missing + "/init: no such file"},
+		{[]string{"-i", bad, data, model}, "-i: " + bad + ":1: solver_type"},
 	} {
 		o, err := parse(append([]string{"-q", "-local"}, tc.args...))
 		if err != nil {

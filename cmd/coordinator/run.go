@@ -40,6 +40,22 @@ func run(o *options) error {
 	if err := checkOutputs(o); err != nil {
 		return err
 	}
+	// The initial model and the test file are looked at before any data
+	// is read: a typo must not cost a load, or a training.
+	var init *libsvm.Model
+	if o.initModel != "" {
+		var err error
+		if init, err = readModel(o.initModel); err != nil {
+			return fmt.Errorf("-i: %w", err)
+		}
+	}
+	if o.test != "" {
+		f, err := libsvm.Open(o.test)
+		if err != nil {
+			return fmt.Errorf("-t: %w", err)
+		}
+		f.Close()
+	}
 
 	info, err := shard.Stat(o.train)
 	if err != nil {
@@ -63,11 +79,7 @@ func run(o *options) error {
 	// container's limit too) bounds the problems the methods hold at once.
 	cfg := train.Config{MaxBytes: max(shard.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
 		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}, Weights: o.weights}
-	if o.initModel != "" {
-		if cfg.Init, err = readModel(o.initModel); err != nil {
-			return err
-		}
-	}
+	cfg.Init = init
 	var trace *bufio.Writer
 	if o.trace != "" {
 		f, err := os.Create(o.trace)
