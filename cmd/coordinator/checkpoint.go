@@ -172,6 +172,11 @@ func checkOutputs(o *options) error {
 		if fi, err := os.Stat(out.path); err == nil && fi.IsDir() {
 			return fmt.Errorf("%s %s is a directory", out.what, out.path)
 		}
+		for _, in := range []struct{ what, path string }{{"the training file", o.train}, {"the -t file", o.test}} {
+			if in.path != "" && sameFile(out.path, in.path) {
+				return fmt.Errorf("%s %s is %s: it would be overwritten", out.what, out.path, in.what)
+			}
+		}
 		tmp, err := createBeside(out.path)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", out.what, out.path, err)
@@ -180,6 +185,16 @@ func checkOutputs(o *options) error {
 		os.Remove(tmp.Name())
 	}
 	return nil
+}
+
+// sameFile reports whether both paths name one existing file.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }
 
 // createBeside creates a temporary file in path's directory, for writing

@@ -220,6 +220,10 @@ func TestRunRefusesUnwritableOutputs(t *testing.T) {
 		{[]string{"-plot", filepath.Join(missing, "p.png"), data, model}, "-plot " + missing + "/p.png: cannot create"},
 		{[]string{"-trace", filepath.Join(missing, "t.csv"), data, model}, "-trace " + missing + "/t.csv: cannot create"},
 		{[]string{"-v", "3", data, filepath.Join(missing, "m")}, "open " + data}, // -v writes no model
+		// Data files are not outputs (LIBLINEAR would overwrite them).
+		{[]string{bad, bad}, "model file " + bad + " is the training file: it would be overwritten"},
+		{[]string{"-trace", bad, bad, model}, "-trace " + bad + " is the training file"},
+		{[]string{"-t", bad, data, bad}, "model file " + bad + " is the -t file"},
 		// Inputs other than the data are looked at before it is read.
 		{[]string{"-t", filepath.Join(missing, "test"), data, model}, "-t: open " + missing + "/test: no such file"},
 		{[]string{"-i", filepath.Join(missing, "init"), data, model}, "-i: open " + missing + "/init: no such file"},

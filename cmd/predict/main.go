@@ -45,6 +45,14 @@ func run(testPath, modelPath, outPath string, quiet bool) error {
 		return err
 	}
 	defer in.Close()
+	// Creating the output truncates it: it must not be an input.
+	if o, err := os.Stat(outPath); err == nil {
+		for _, p := range []string{testPath, modelPath} {
+			if i, err := os.Stat(p); err == nil && os.SameFile(o, i) {
+				return fmt.Errorf("output file %s is %s: it would be overwritten", outPath, p)
+			}
+		}
+	}
 	out, err := os.Create(outPath)
 	if err != nil {
 		return err

@@ -42,3 +42,24 @@ func TestPredictErrors(t *testing.T) {
 		}
 	}
 }
+
+// An output file that is one of the inputs is refused, and left whole:
+// creating it would have truncated the rows being read.
+func TestPredictRefusesToOverwriteAnInput(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m")
+	modelText := "solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 2\nbias -1\nw\n1 \n-1 \n"
+	os.WriteFile(model, []byte(modelText), 0o644)
+	test := filepath.Join(dir, "t")
+	os.WriteFile(test, []byte("1 1:2\n-1 2:1\n"), 0o644)
+	for _, out := range []string{test, model} {
+		before, _ := os.ReadFile(out)
+		err := run(test, model, out, true)
+		if err == nil || !strings.Contains(err.Error(), "it would be overwritten") {
+			t.Errorf("output %s: got %v", out, err)
+		}
+		if after, _ := os.ReadFile(out); string(after) != string(before) {
+			t.Errorf("%s changed to %q", out, after)
+		}
+	}
+}
