@@ -165,14 +165,22 @@ func checkOutputs(o *options) error {
 	if o.folds > 0 {
 		model = "" // cross-validation writes no model
 	}
-	for _, out := range []struct{ what, path string }{{"-checkpoint", o.checkpoint}, {"-plot", o.plot}, {"-trace", o.trace}, {"model file", model}} {
+	type file struct{ what, path string }
+	var seen []file
+	for _, out := range []file{{"-checkpoint", o.checkpoint}, {"-plot", o.plot}, {"-trace", o.trace}, {"model file", model}} {
 		if out.path == "" {
 			continue
 		}
+		for _, s := range seen {
+			if filepath.Clean(s.path) == filepath.Clean(out.path) || sameFile(s.path, out.path) {
+				return fmt.Errorf("%s and %s are both %s", s.what, out.what, out.path)
+			}
+		}
+		seen = append(seen, out)
 		if fi, err := os.Stat(out.path); err == nil && fi.IsDir() {
 			return fmt.Errorf("%s %s is a directory", out.what, out.path)
 		}
-		for _, in := range []struct{ what, path string }{{"the training file", o.train}, {"the -t file", o.test}} {
+		for _, in := range []file{{"the training file", o.train}, {"the -t file", o.test}} {
 			if in.path != "" && sameFile(out.path, in.path) {
 				return fmt.Errorf("%s %s is %s: it would be overwritten", out.what, out.path, in.what)
 			}

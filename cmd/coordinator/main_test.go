@@ -224,6 +224,7 @@ func TestRunRefusesUnwritableOutputs(t *testing.T) {
 		{[]string{bad, bad}, "model file " + bad + " is the training file: it would be overwritten"},
 		{[]string{"-trace", bad, bad, model}, "-trace " + bad + " is the training file"},
 		{[]string{"-t", bad, data, bad}, "model file " + bad + " is the -t file"},
+		{[]string{"-checkpoint", model, data, model}, "-checkpoint and model file are both " + model},
 		// Inputs other than the data are looked at before it is read.
 		{[]string{"-t", filepath.Join(missing, "test"), data, model}, "-t: open " + missing + "/test: no such file"},
 		{[]string{"-i", filepath.Join(missing, "init"), data, model}, "-i: open " + missing + "/init: no such file"},
