@@ -55,8 +55,8 @@ func main() {
 		}
 		p.bytes, p.rows = n, math.MaxInt
 	}
-	if p.features < 1 || p.nnz < 1 || p.classes < 2 || p.zipf <= 1 || p.noise < 0 || p.noise > 1 {
-		fmt.Fprintln(os.Stderr, "svmgen: need -features >= 1, -nnz >= 1, -classes >= 2, -zipf > 1, 0 <= -noise <= 1")
+	if p.rows < 1 || p.features < 1 || p.nnz < 1 || p.classes < 2 || p.zipf <= 1 || p.noise < 0 || p.noise > 1 {
+		fmt.Fprintln(os.Stderr, "svmgen: need -rows >= 1, -features >= 1, -nnz >= 1, -classes >= 2, -zipf > 1, 0 <= -noise <= 1")
 		os.Exit(2)
 	}
 	w := io.Writer(os.Stdout)

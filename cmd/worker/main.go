@@ -60,6 +60,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "worker: unexpected argument %q (the coordinator says what to load)\n", fs.Arg(0))
 		os.Exit(2)
 	}
+	if *parallel < 1 {
+		fmt.Fprintln(os.Stderr, "worker: -parallel must be at least 1")
+		os.Exit(2)
+	}
 	shard.TuneGC()
 	log := logging.New(*quiet, false)
 	defer log.Sync()
