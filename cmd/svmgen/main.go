@@ -8,6 +8,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,6 +26,25 @@ type params struct {
 	noise, zipf                  float64
 	seed                         uint64
 	bytes                        int64 // stop after this many bytes (0: rows decides)
+}
+
+// check says what is wrong with the parameters, naming the flag.
+func (p params) check() error {
+	switch {
+	case p.rows < 1:
+		return errors.New("-rows must be at least 1")
+	case p.features < 1:
+		return errors.New("-features must be at least 1")
+	case p.nnz < 1 || p.nnz > p.features:
+		return fmt.Errorf("-nnz must be between 1 and -features (%d): a row holds each feature at most once", p.features)
+	case p.classes < 2:
+		return errors.New("-classes must be at least 2")
+	case !(p.zipf > 1):
+		return errors.New("-zipf must be above 1")
+	case !(p.noise >= 0 && p.noise <= 1):
+		return errors.New("-noise must be between 0 and 1")
+	}
+	return nil
 }
 
 func main() {
@@ -55,8 +75,8 @@ func main() {
 		}
 		p.bytes, p.rows = n, math.MaxInt
 	}
-	if p.rows < 1 || p.features < 1 || p.nnz < 1 || p.classes < 2 || p.zipf <= 1 || p.noise < 0 || p.noise > 1 {
-		fmt.Fprintln(os.Stderr, "svmgen: need -rows >= 1, -features >= 1, -nnz >= 1, -classes >= 2, -zipf > 1, 0 <= -noise <= 1")
+	if err := p.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "svmgen:", err)
 		os.Exit(2)
 	}
 	w := io.Writer(os.Stdout)

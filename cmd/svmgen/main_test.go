@@ -55,3 +55,27 @@ func TestSizeStopsAtTheFirstRowPastIt(t *testing.T) {
 		t.Fatalf("%d bytes, last row starts at %d: want the first row that reaches 100000 to be the last", len(text), last+1)
 	}
 }
+
+func TestParamsCheck(t *testing.T) {
+	ok := params{rows: 10, features: 5, nnz: 5, classes: 2, noise: 0, zipf: 1.1}
+	for _, tc := range []struct {
+		name string
+		edit func(*params)
+		want string // "" means accepted
+	}{
+		{"as many nonzeros as features", func(p *params) {}, ""},
+		{"no rows", func(p *params) { p.rows = 0 }, "-rows must be at least 1"},
+		{"no features", func(p *params) { p.features = 0 }, "-features must be at least 1"},
+		{"more nonzeros than features", func(p *params) { p.nnz = 6 }, "-nnz must be between 1 and -features (5)"},
+		{"one class", func(p *params) { p.classes = 1 }, "-classes must be at least 2"},
+		{"flat frequencies", func(p *params) { p.zipf = 1 }, "-zipf must be above 1"},
+		{"noise above 1", func(p *params) { p.noise = 1.5 }, "-noise must be between 0 and 1"},
+	} {
+		p := ok
+		tc.edit(&p)
+		err := p.check()
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
