@@ -209,6 +209,10 @@ func TestRunRefusesUnwritableOutputs(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("solver_type L2R_LR\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	biased := filepath.Join(filepath.Dir(bad), "b.model")
+	if err := os.WriteFile(biased, []byte("solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias 1\nw\n0.5 \n0.25 \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	model := filepath.Join(dir, "m")
 	for _, tc := range []struct {
 		args []string
@@ -229,6 +233,7 @@ func TestRunRefusesUnwritableOutputs(t *testing.T) {
 		{[]string{"-t", filepath.Join(missing, "test"), data, model}, "-t: open " + missing + "/test: no such file"},
 		{[]string{"-i", filepath.Join(missing, "init"), data, model}, "-i: open " + missing + "/init: no such file"},
 		{[]string{"-i", bad, data, model}, "-i: " + bad + ":1: solver_type"},
+		{[]string{"-i", biased, data, model}, "-i " + biased + ": initial model has bias 1, training uses -1: use the same -B"},
 	} {
 		o, err := parse(append([]string{"-q", "-local"}, tc.args...))
 		if err != nil {

@@ -48,6 +48,9 @@ func run(o *options) error {
 		if init, err = readModel(o.initModel); err != nil {
 			return fmt.Errorf("-i: %w", err)
 		}
+		if err := train.CheckBias(init, o.bias); err != nil {
+			return fmt.Errorf("-i %s: %w", o.initModel, err)
+		}
 	}
 	if o.test != "" {
 		f, err := libsvm.Open(o.test)

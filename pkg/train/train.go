@@ -459,10 +459,20 @@ func countOf(sum shard.Summary, label float64) int {
 	return 0
 }
 
+// CheckBias refuses an initial model trained with a bias feature for a
+// run without one, or the other way round: what the command line alone
+// decides, so it can say so before the data is read.
+func CheckBias(m *libsvm.Model, bias float64) error {
+	if (m.Bias >= 0) != (bias >= 0) {
+		return fmt.Errorf("initial model has bias %v, training uses %v: use the same -B", m.Bias, bias)
+	}
+	return nil
+}
+
 // warmStart maps a model's weights onto this problem's classes.
 func warmStart(m *libsvm.Model, labels []int, dim int, bias float64) ([][]float64, error) {
-	if (m.Bias >= 0) != (bias >= 0) {
-		return nil, fmt.Errorf("initial model has bias %v, training uses %v: use the same -B", m.Bias, bias)
+	if err := CheckBias(m, bias); err != nil {
+		return nil, err
 	}
 	if len(m.Labels) != len(labels) {
 		return nil, fmt.Errorf("initial model has %d classes, the data %d", len(m.Labels), len(labels))
