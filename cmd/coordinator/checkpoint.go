@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,12 +46,9 @@ func (c *checkpoints) save(cp *train.Checkpoint) error {
 		}
 	}
 	err = writeAtomic(c.path, func(w io.Writer) error {
-		for _, b := range pieces {
-			if _, err := w.Write(b); err != nil {
-				return err
-			}
-		}
-		return nil
+		bufs := net.Buffers(pieces)
+		_, err := bufs.WriteTo(w)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", c.path, err)
@@ -172,7 +170,7 @@ func checkOutputs(o *options) error {
 			continue
 		}
 		for _, s := range seen {
-			if filepath.Clean(s.path) == filepath.Clean(out.path) || sameFile(s.path, out.path) {
+			if samePath(s.path, out.path) {
 				return fmt.Errorf("%s and %s are both %s", s.what, out.what, out.path)
 			}
 		}
@@ -193,6 +191,13 @@ func checkOutputs(o *options) error {
 		os.Remove(tmp.Name())
 	}
 	return nil
+}
+
+// samePath reports whether both paths name one file, existing or not.
+func samePath(a, b string) bool {
+	aa, errA := filepath.Abs(a)
+	ab, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && aa == ab || sameFile(a, b)
 }
 
 // sameFile reports whether both paths name one existing file.
