@@ -66,6 +66,11 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-w1", "data"}, "the weight must be a positive number"},
 		{[]string{"-w1", "0", "data"}, "the weight must be a positive number"},
 		{[]string{"data", "-w1"}, "needs a weight"},
+		{[]string{"-s", "2", "-c", "4", "data"}, ""},
+		{[]string{"-s", "1", "data"}, "give -s 2"},
+		{[]string{"-s", "0", "data"}, "logistic regression; this trainer trains only -s 2"},
+		{[]string{"-s", "11", "data"}, "support vector regression"},
+		{[]string{"-s", "9", "data"}, "no such solver"},
 	}
 	for _, tc := range tests {
 		o, err := parse(tc.args)

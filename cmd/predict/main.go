@@ -1,10 +1,11 @@
 // Command predict classifies a LIBSVM file with a LIBLINEAR model, like
 // liblinear-predict:
 //
-//	predict [-q] test_file model_file output_file
+//	predict [-b 0] [-q] test_file model_file output_file
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 func main() {
 	quiet := flag.Bool("q", false, "quiet: do not print the accuracy")
+	prob := flag.Int("b", 0, "probability estimates, as liblinear-predict: 0 (1 is for logistic regression models only)")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: predict [options] test_file model_file output_file\n\nOptions:\n")
 		flag.PrintDefaults()
@@ -24,10 +26,27 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
+	if err := checkProbability(*prob); err != nil {
+		fmt.Fprintln(os.Stderr, "predict:", err)
+		os.Exit(2)
+	}
 	if err := run(flag.Arg(0), flag.Arg(1), flag.Arg(2), *quiet); err != nil {
 		fmt.Fprintln(os.Stderr, "predict:", err)
 		os.Exit(1)
 	}
+}
+
+// checkProbability accepts liblinear-predict's -b 0, so its command
+// lines run unchanged; -b 1 needs a logistic regression model, and the
+// models here are L2-loss SVMs.
+func checkProbability(b int) error {
+	switch b {
+	case 0:
+		return nil
+	case 1:
+		return errors.New("-b 1: probability output is only supported for logistic regression; these models are L2-loss SVMs")
+	}
+	return fmt.Errorf("-b %d: want 0 or 1", b)
 }
 
 func run(testPath, modelPath, outPath string, quiet bool) error {

@@ -63,3 +63,15 @@ func TestPredictRefusesToOverwriteAnInput(t *testing.T) {
 		}
 	}
 }
+
+func TestProbabilityFlag(t *testing.T) {
+	for _, c := range []struct {
+		b    int
+		want string
+	}{{0, ""}, {1, "only supported for logistic regression"}, {2, "want 0 or 1"}} {
+		err := checkProbability(c.b)
+		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("-b %d: got %v, want %q", c.b, err, c.want)
+		}
+	}
+}
