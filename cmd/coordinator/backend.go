@@ -66,7 +66,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		return nil, nil, nil, err
 	}
 	cleanup = append(cleanup, nc.Close)
-	if err := transport.WaitConnected(nc, 30*time.Second); err != nil {
+	if err := transport.WaitConnected(ctx, nc, 30*time.Second); err != nil {
 		closeAll()
 		return nil, nil, nil, err
 	}

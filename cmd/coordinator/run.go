@@ -69,6 +69,9 @@ func run(o *options) error {
 	defer stop()
 	backend, nc, closeBackend, err := openBackend(ctx, o, ranges, log)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return fmt.Errorf("interrupted before training began (%w)", err)
+		}
 		return err
 	}
 	defer closeBackend()

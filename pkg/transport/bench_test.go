@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -104,7 +105,7 @@ func benchConn(b *testing.B, url string, opts ...nats.Option) *nats.Conn {
 	if err != nil {
 		b.Fatal(err)
 	}
-	WaitConnected(nc, 5*time.Second)
+	WaitConnected(context.Background(), nc, 5*time.Second)
 	return nc
 }
 

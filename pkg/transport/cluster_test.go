@@ -98,7 +98,7 @@ func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, se
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		if err := WaitConnected(nc, 5*time.Second); err != nil {
+		if err := WaitConnected(context.Background(), nc, 5*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		return nc

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -125,9 +126,10 @@ func onReconnect(nc *nats.Conn, fn func()) (restore func()) {
 	return func() { nc.SetReconnectHandler(prev) }
 }
 
-// WaitConnected blocks until the connection is up or the timeout passes;
+// WaitConnected blocks until the connection is up, the timeout passes or
+// ctx ends (a SIGTERM from a supervisor must not wait out the timeout);
 // with RetryOnFailedConnect, Connect returns before that.
-func WaitConnected(nc *nats.Conn, timeout time.Duration) error {
+func WaitConnected(ctx context.Context, nc *nats.Conn, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for !nc.IsConnected() {
 		if time.Now().After(deadline) {
@@ -136,7 +138,11 @@ func WaitConnected(nc *nats.Conn, timeout time.Duration) error {
 			}
 			return fmt.Errorf("not connected to NATS after %v", timeout)
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("while connecting to NATS: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func FuzzWorkerPoint(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(nc.Close)
-	if err := WaitConnected(nc, 5*time.Second); err != nil {
+	if err := WaitConnected(context.Background(), nc, 5*time.Second); err != nil {
 		f.Fatal(err)
 	}
 	info, err := shard.Stat(path)
