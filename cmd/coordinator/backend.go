@@ -24,11 +24,27 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		return nil, nil, nil, err
 	}
 	if o.local {
-		shards, err := shard.LoadChecked(o.train, ranges, o.compact.Options(shard.Options{Parallel: o.workers}), id)
-		if err != nil {
-			return nil, nil, nil, err
+		// The load does not watch ctx; a signal ends the wait for it
+		// (the process exits after), so Ctrl-C does not wait out the
+		// load of a large file.
+		type loaded struct {
+			shards []*shard.Shard
+			err    error
 		}
-		return shard.NewLocal(shards, o.workers), nil, func() {}, nil
+		done := make(chan loaded, 1)
+		go func() {
+			shards, err := shard.LoadChecked(o.train, ranges, o.compact.Options(shard.Options{Parallel: o.workers}), id)
+			done <- loaded{shards, err}
+		}()
+		select {
+		case <-ctx.Done():
+			return nil, nil, nil, fmt.Errorf("loading %s: %w", o.train, ctx.Err())
+		case l := <-done:
+			if l.err != nil {
+				return nil, nil, nil, l.err
+			}
+			return shard.NewLocal(l.shards, o.workers), nil, func() {}, nil
+		}
 	}
 	var cleanup []func()
 	closeAll := func() {

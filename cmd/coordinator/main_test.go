@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -506,5 +508,34 @@ func TestWriteAtomic(t *testing.T) {
 				t.Errorf("%d files left in the directory, want the model only", len(ents))
 			}
 		})
+	}
+}
+
+// A stopped run (SIGINT, SIGTERM: the context) does not wait for a -local
+// load to finish; the embedded path's waits are TestWaitConnectedEnds and
+// the cluster's own.
+func TestLocalLoadStops(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "train")
+	var b strings.Builder
+	for i := range 100_000 { // a few megabytes: the load takes milliseconds
+		fmt.Fprintf(&b, "%d 1:%d 2:0.5 7:%d\n", 2*(i%2)-1, i%13, i%7)
+	}
+	os.WriteFile(data, []byte(b.String()), 0o644)
+	o, err := parse([]string{"-q", "-local", data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	be, _, closeBackend, err := openBackend(ctx, o, shard.Layout(info.Size(), 0), zap.NewNop())
+	if !errors.Is(err, context.Canceled) {
+		if err == nil {
+			closeBackend()
+		}
+		t.Fatalf("got %v (backend %v), want the context's error", err, be)
 	}
 }
