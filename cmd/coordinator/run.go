@@ -69,7 +69,7 @@ func run(o *options) error {
 	defer stop()
 	backend, nc, closeBackend, err := openBackend(ctx, o, ranges, log)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		if ctx.Err() != nil { // whatever failed, the signal came first
 			return fmt.Errorf("interrupted before training began (%w)", err)
 		}
 		return err
