@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -8,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 )
@@ -24,7 +26,7 @@ func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logge
 	if !o.findC {
 		cv, err := train.CrossValidate(b, cfg, o.folds, nil)
 		if err != nil {
-			return fmt.Errorf("%s: %w", o.train, err)
+			return cvError(o, err)
 		}
 		rows, correct := cv.Tally.Total()
 		log.Info("cross-validated", zap.Int("folds", cv.Folds), zap.Float64("c", cfg.C), zap.Int("correct", correct),
@@ -43,9 +45,18 @@ func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logge
 		fmt.Fprintf(out, "log2c=%7.2f\trate=%.6g\n", math.Log2(cv.C), 100*cv.Accuracy())
 	})
 	if err != nil {
-		return fmt.Errorf("%s: %w", o.train, err)
+		return cvError(o, err)
 	}
 	fmt.Fprintf(out, "Best C = %.6g  CV accuracy = %.6g%%\n", best.C, 100*best.Accuracy())
 	log.Info("search done", zap.Float64("best_c", best.C), zap.Duration("took", time.Since(start)))
 	return nil
+}
+
+// cvError names the data a cross-validation failed on; an interrupted one
+// says so plainly, since it keeps nothing to resume from.
+func cvError(o *options, err error) error {
+	if errors.Is(err, osgm.ErrInterrupted) {
+		return errors.New("interrupted; cross-validation keeps no state: run it again to finish")
+	}
+	return fmt.Errorf("%s: %w", o.train, err)
 }

@@ -539,3 +539,18 @@ func TestLocalLoadStops(t *testing.T) {
 		t.Fatalf("got %v (backend %v), want the context's error", err, be)
 	}
 }
+
+func TestCVError(t *testing.T) {
+	o := &options{train: "a9a"}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("fold 2: %w", osgm.ErrInterrupted), "interrupted; cross-validation keeps no state"},
+		{errors.New("worker lost"), "a9a: worker lost"},
+	} {
+		if got := cvError(o, c.err).Error(); !strings.Contains(got, c.want) {
+			t.Errorf("%v: got %q, want %q", c.err, got, c.want)
+		}
+	}
+}
