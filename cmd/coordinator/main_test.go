@@ -213,7 +213,13 @@ func TestRunRefusesUnwritableOutputs(t *testing.T) {
 	missing := filepath.Join(dir, "no-such-dir")
 	data := filepath.Join(dir, "not-read")
 	bad := filepath.Join(t.TempDir(), "lr.model")
-	if err := os.WriteFile(bad, []byte("solver_type L2R_LR\n"), 0o644); err != nil {
+	if err := os.WriteFile(bad, []byte("solver_type L2R_LR\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n0.5 \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// LIBLINEAR's default solver's model is this problem's: it passes
+	// the checks and the run gets as far as the (missing) data.
+	dual := filepath.Join(filepath.Dir(bad), "dual.model")
+	if err := os.WriteFile(dual, []byte("solver_type L2R_L2LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n0.5 \n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	biased := filepath.Join(filepath.Dir(bad), "b.model")
@@ -239,7 +245,8 @@ func TestRunRefusesUnwritableOutputs(t *testing.T) {
 		// Inputs other than the data are looked at before it is read.
 		{[]string{"-t", filepath.Join(missing, "test"), data, model}, "-t: open " + missing + "/test: no such file"},
 		{[]string{"-i", filepath.Join(missing, "init"), data, model}, "-i: open " + missing + "/init: no such file"},
-		{[]string{"-i", bad, data, model}, "-i: " + bad + ":1: solver_type"},
+		{[]string{"-i", bad, data, model}, "-i: " + bad + ": solver_type L2R_LR; a warm start needs a model of this problem"},
+		{[]string{"-i", dual, data, model}, "not-read: no such file"},
 		{[]string{"-i", biased, data, model}, "-i " + biased + ": initial model has bias 1, training uses -1: use the same -B"},
 	} {
 		o, err := parse(append([]string{"-q", "-local"}, tc.args...))

@@ -261,7 +261,13 @@ func readModel(path string) (*libsvm.Model, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return libsvm.ReadModel(f, path)
+	m, err := libsvm.ReadModel(f, path)
+	if err == nil && !m.L2LossSVM() {
+		// Any w would do as a start, but a model of another problem is
+		// more likely a wrong file than a wish.
+		return nil, fmt.Errorf("%s: solver_type %s; a warm start needs a model of this problem, the L2-loss SVM (LIBLINEAR -s 1 or -s 2)", path, m.Solver)
+	}
+	return m, err
 }
 
 // writeModel writes atomically: a reader never sees half a model.

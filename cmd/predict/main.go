@@ -15,7 +15,7 @@ import (
 
 func main() {
 	quiet := flag.Bool("q", false, "quiet: do not print the accuracy")
-	prob := flag.Int("b", 0, "probability estimates, as liblinear-predict: 0 (1 is for logistic regression models only)")
+	prob := flag.Int("b", 0, "probability estimates, as liblinear-predict: 0 only (1, for logistic regression models, is not implemented)")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: predict [options] test_file model_file output_file\n\nOptions:\n")
 		flag.PrintDefaults()
@@ -37,14 +37,14 @@ func main() {
 }
 
 // checkProbability accepts liblinear-predict's -b 0, so its command
-// lines run unchanged; -b 1 needs a logistic regression model, and the
-// models here are L2-loss SVMs.
+// lines run unchanged. -b 1 means something only for logistic regression
+// models, which this project does not train: not implemented.
 func checkProbability(b int) error {
 	switch b {
 	case 0:
 		return nil
 	case 1:
-		return errors.New("-b 1: probability output is only supported for logistic regression; these models are L2-loss SVMs")
+		return errors.New("-b 1: probability estimates are not produced here; liblinear-predict gives them for logistic regression models only")
 	}
 	return fmt.Errorf("-b %d: want 0 or 1", b)
 }

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,11 +31,11 @@ func TestPredictWritesLabelsAndAccuracy(t *testing.T) {
 func TestPredictErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.model")
-	os.WriteFile(bad, []byte("solver_type L2R_LR\n"), 0o644)
+	os.WriteFile(bad, []byte("solver_type L2R_L2LOSS_SVR\n"), 0o644)
 	test := filepath.Join(dir, "t")
 	os.WriteFile(test, []byte("1 1:1\n"), 0o644)
 	cases := []struct{ test, model, want string }{
-		{test, bad, "only L2R_L2LOSS_SVC"},
+		{test, bad, "is a regression model"},
 		{test, filepath.Join(dir, "missing"), "no such file"},
 		{filepath.Join(dir, "nothing"), bad, ""},
 	}
@@ -68,10 +72,61 @@ func TestProbabilityFlag(t *testing.T) {
 	for _, c := range []struct {
 		b    int
 		want string
-	}{{0, ""}, {1, "only supported for logistic regression"}, {2, "want 0 or 1"}} {
+	}{{0, ""}, {1, "not produced here"}, {2, "want 0 or 1"}} {
 		err := checkProbability(c.b)
 		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("-b %d: got %v, want %q", c.b, err, c.want)
+		}
+	}
+}
+
+// Models of every LIBLINEAR classifier, trained by liblinear-train on a
+// two-class and a three-class set, give liblinear-predict's labels to the
+// byte: a user's existing models (LIBLINEAR's default is -s 1) work here.
+func TestPredictMatchesLIBLINEAR(t *testing.T) {
+	for _, c := range []string{"liblinear-train", "liblinear-predict"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("%s not installed (apt-get install liblinear-tools)", c)
+		}
+	}
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(5, 6))
+	sets := map[string]int{"two": 2, "three": 3}
+	for name, classes := range sets {
+		var b strings.Builder
+		for range 300 {
+			y := rng.IntN(classes)
+			fmt.Fprintf(&b, "%d", []int{1, -1, 7}[y])
+			for j := 1; j <= 6; j++ {
+				if rng.IntN(3) > 0 {
+					fmt.Fprintf(&b, " %d:%.3g", j, rng.NormFloat64()+float64(y*j%3))
+				}
+			}
+			b.WriteByte('\n')
+		}
+		os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644)
+	}
+	for name := range sets {
+		data := filepath.Join(dir, name)
+		for _, s := range []string{"0", "1", "2", "3", "4", "5", "6", "7"} {
+			model := filepath.Join(dir, name+s+".model")
+			for _, args := range [][]string{
+				{"liblinear-train", "-q", "-s", s, "-B", "1", data, model},
+				{"liblinear-predict", data, model, model + ".theirs"},
+			} {
+				if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+					t.Fatalf("%v: %v\n%s", args, err, out)
+				}
+			}
+			if err := run(data, model, model+".ours", true); err != nil {
+				t.Errorf("%s -s %s: %v", name, s, err)
+				continue
+			}
+			ours, _ := os.ReadFile(model + ".ours")
+			theirs, _ := os.ReadFile(model + ".theirs")
+			if len(ours) == 0 || !bytes.Equal(ours, theirs) {
+				t.Errorf("%s -s %s: predictions differ from liblinear-predict's", name, s)
+			}
 		}
 	}
 }

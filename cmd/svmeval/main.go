@@ -44,6 +44,9 @@ func run(dataPath, modelPath string, c float64) error {
 	if err != nil {
 		return err
 	}
+	if !m.L2LossSVM() {
+		return fmt.Errorf("%s: solver_type %s; svmeval scores L2-loss SVM models only (LIBLINEAR -s 1 or -s 2): another problem's model has another optimum", modelPath, m.Solver)
+	}
 	obj, err := train.ObjectiveFor(dataPath, m, c, runtime.NumCPU())
 	if err != nil {
 		return err

@@ -15,16 +15,38 @@ import (
 // squared-hinge SVM (`-s 2`), the problem this project solves.
 const SolverL2LossSVC = "L2R_L2LOSS_SVC"
 
+// SolverL2LossSVCDual is LIBLINEAR's default solver (`-s 1`): the same
+// problem solved through its dual, so its model is this problem's too.
+const SolverL2LossSVCDual = "L2R_L2LOSS_SVC_DUAL"
+
+// solverKinds sorts LIBLINEAR 2.30's solver types: the classifiers all
+// predict from w·x as this package does, whatever loss trained them; the
+// regressions predict values, not labels, and are refused.
+var solverKinds = map[string]string{
+	"L2R_LR": "classifier", SolverL2LossSVCDual: "classifier", SolverL2LossSVC: "classifier",
+	"L2R_L1LOSS_SVC_DUAL": "classifier", "MCSVM_CS": "classifier", "L1R_L2LOSS_SVC": "classifier",
+	"L1R_LR": "classifier", "L2R_LR_DUAL": "classifier",
+	"L2R_L2LOSS_SVR": "regression", "L2R_L2LOSS_SVR_DUAL": "regression", "L2R_L1LOSS_SVR_DUAL": "regression",
+}
+
 // Model is a linear classifier in LIBLINEAR's format.
 type Model struct {
-	Solver   string
-	Labels   []int // class labels; Labels[0] is predicted when w·x > 0 for two classes
-	NFeature int   // features, not counting the bias
+	Solver   string // any LIBLINEAR classifier; see L2LossSVM
+	Labels   []int  // class labels; Labels[0] is predicted when w·x > 0 for two classes
+	NFeature int    // features, not counting the bias
 	Bias     float64
 	// W holds one weight vector per trained problem: one for two classes,
-	// one per class otherwise. Each has NFeature entries, plus the bias
+	// one per class otherwise (and for MCSVM_CS always). Each has NFeature entries, plus the bias
 	// weight last when Bias >= 0 (LIBLINEAR's rule: -1 means no bias).
 	W [][]float64
+}
+
+// L2LossSVM reports whether the model solves this project's problem (the
+// L2-regularised L2-loss SVM, in the primal or the dual), so that it can
+// start a training or be scored by its objective; any classifier can
+// predict.
+func (m *Model) L2LossSVM() bool {
+	return m.Solver == SolverL2LossSVC || m.Solver == SolverL2LossSVCDual
 }
 
 // Dim is the length of each weight vector.
@@ -97,8 +119,8 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 		switch key {
 		case "solver_type":
 			m.Solver = args[0]
-			if m.Solver != SolverL2LossSVC {
-				return nil, fail("solver_type %q: only %s models are supported", m.Solver, SolverL2LossSVC)
+			if err := checkSolver(m.Solver); err != nil {
+				return nil, fail("%w", err)
 			}
 		case "nr_class":
 			n, err := strconv.Atoi(args[0])
@@ -133,8 +155,8 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 			return nil, fail("unknown header %q", key)
 		}
 	}
-	if m.Solver != SolverL2LossSVC {
-		return nil, fail("solver_type %q: only %s models are supported", m.Solver, SolverL2LossSVC)
+	if m.Solver == "" {
+		return nil, fail("missing solver_type")
 	}
 	if nrClass < 0 || len(m.Labels) != nrClass {
 		return nil, fail("nr_class %d but %d labels", nrClass, len(m.Labels))
@@ -142,8 +164,10 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 	if nrClass < 2 {
 		return nil, fail("a model needs at least two classes")
 	}
+	// LIBLINEAR's rule: one vector for two classes, except for Crammer and
+	// Singer's multi-class SVM, which keeps one per class.
 	nrW := nrClass
-	if nrClass == 2 {
+	if nrClass == 2 && m.Solver != "MCSVM_CS" {
 		nrW = 1
 	}
 	// The weights grow with the rows read, not with the header's claim:
@@ -174,6 +198,16 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 	return m, nil
 }
 
+func checkSolver(name string) error {
+	switch solverKinds[name] {
+	case "classifier":
+		return nil
+	case "regression":
+		return fmt.Errorf("solver_type %s is a regression model: it predicts values, not class labels", name)
+	}
+	return fmt.Errorf("solver_type %q is not one of LIBLINEAR's", name)
+}
+
 // Decision returns w_k·x (with the bias term) for every weight vector.
 func (m *Model) Decision(idx []uint32, val []float64, out []float64) []float64 {
 	out = out[:0]
@@ -195,7 +229,7 @@ func (m *Model) Decision(idx []uint32, val []float64, out []float64) []float64 {
 // Predict returns the label LIBLINEAR's predict would give.
 func (m *Model) Predict(idx []uint32, val []float64, scratch []float64) int {
 	dec := m.Decision(idx, val, scratch)
-	if len(m.W) == 1 {
+	if len(m.Labels) == 2 { // LIBLINEAR's rule, even for MCSVM_CS's two vectors
 		if dec[0] > 0 {
 			return m.Labels[0]
 		}

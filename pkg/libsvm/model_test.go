@@ -58,7 +58,11 @@ func TestModelRoundTrip(t *testing.T) {
 
 func TestReadModelErrors(t *testing.T) {
 	tests := []struct{ text, want string }{
-		{"solver_type L2R_LR\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1 \n", "only L2R_L2LOSS_SVC"},
+		{"solver_type L2R_L2LOSS_SVR\nnr_class 2\nnr_feature 1\nbias -1\nw\n1 \n", "m:1: solver_type L2R_L2LOSS_SVR is a regression model"},
+		{"solver_type L2R_SVM\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1 \n", `m:1: solver_type "L2R_SVM" is not one of LIBLINEAR's`},
+		{"nr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1 \n", "m:5: missing solver_type"},
+		// Crammer and Singer's model keeps a vector per class even for two.
+		{"solver_type MCSVM_CS\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1 \n", "m:7: 1 weights on the line, expected 2"},
 		{"solver_type L2R_L2LOSS_SVC\nnr_class 3\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1 \n", "nr_class 3 but 2 labels"},
 		{"solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 2\nbias -1\nw\n1 \n", "m:7: 1 weight rows, expected 2"},
 		{"solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\nx \n", `m:7: weight "x" is not a finite number`},
@@ -149,4 +153,34 @@ func FuzzReadModel(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Every LIBLINEAR classifier predicts from w·x, so every one loads and
+// predicts (cmd/predict checks the labels against liblinear-predict);
+// only the L2-loss SVM's two solvers are this problem's.
+func TestReadModelSolvers(t *testing.T) {
+	for _, tc := range []struct {
+		solver string
+		nrW    int
+		ours   bool
+	}{
+		{"L2R_LR", 1, false}, {"L2R_L2LOSS_SVC_DUAL", 1, true}, {"L2R_L2LOSS_SVC", 1, true},
+		{"L2R_L1LOSS_SVC_DUAL", 1, false}, {"MCSVM_CS", 2, false}, {"L1R_L2LOSS_SVC", 1, false},
+		{"L1R_LR", 1, false}, {"L2R_LR_DUAL", 1, false},
+	} {
+		row := strings.Repeat("-2 ", tc.nrW) + "\n"
+		text := "solver_type " + tc.solver + "\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n" + row
+		m, err := ReadModel(strings.NewReader(text), "m")
+		if err != nil {
+			t.Errorf("%s: %v", tc.solver, err)
+			continue
+		}
+		if len(m.W) != tc.nrW || m.L2LossSVM() != tc.ours {
+			t.Errorf("%s: %d vectors, L2LossSVM %v; want %d, %v", tc.solver, len(m.W), m.L2LossSVM(), tc.nrW, tc.ours)
+		}
+		// w·x = -2 for x = (1): the second label, whatever the vectors.
+		if got := m.Predict([]uint32{1}, []float64{1}, nil); got != -1 {
+			t.Errorf("%s: predicted %d, want -1", tc.solver, got)
+		}
+	}
 }
