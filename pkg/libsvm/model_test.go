@@ -115,6 +115,7 @@ func FuzzReadModel(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("solver_type L2R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\nnr_feature 2\nbias -1\nw\n0.5\n-1e-3\n"))
+	f.Add([]byte("solver_type MCSVM_CS\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias 1\nw\n0.5 -0.5\n1 2\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := ReadModel(bytes.NewReader(b), "fuzz.model")
 		if err != nil {
@@ -124,7 +125,7 @@ func FuzzReadModel(f *testing.F) {
 			return
 		}
 		problems := len(m.Labels)
-		if problems == 2 {
+		if problems == 2 && m.Solver != "MCSVM_CS" {
 			problems = 1
 		}
 		if len(m.Labels) < 2 || len(m.W) != problems {
