@@ -38,14 +38,20 @@ func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logge
 	if !o.set["c"] {
 		first = train.StartC(b.Meta(), cfg.Bias)
 	}
+	// As LIBLINEAR's: -q leaves the first and last lines only.
 	fmt.Fprintf(out, "Doing parameter search with %d-fold cross validation.\n", o.folds)
-	best, err := train.SearchC(b, cfg, o.folds, first, maxSearchC, func(cv *train.CV) {
+	best, maxReached, err := train.SearchC(b, cfg, o.folds, first, maxSearchC, func(cv *train.CV) {
 		log.Info("cross-validated", zap.Float64("c", cv.C), zap.Float64("accuracy", cv.Accuracy()),
 			zap.Int("passes", cv.Passes), zap.Bool("unchanged", cv.Unchanged))
-		fmt.Fprintf(out, "log2c=%7.2f\trate=%.6g\n", math.Log2(cv.C), 100*cv.Accuracy())
+		if !o.quiet {
+			fmt.Fprintf(out, "log2c=%7.2f\trate=%.6g\n", math.Log2(cv.C), 100*cv.Accuracy())
+		}
 	})
 	if err != nil {
 		return cvError(o, err)
+	}
+	if maxReached && !o.quiet {
+		fmt.Fprintln(out, "warning: maximum C reached.")
 	}
 	fmt.Fprintf(out, "Best C = %.6g  CV accuracy = %.6g%%\n", best.C, 100*best.Accuracy())
 	log.Info("search done", zap.Float64("best_c", best.C), zap.Duration("took", time.Since(start)))

@@ -324,18 +324,23 @@ func TestCrossValidationEverywhere(t *testing.T) {
 		}
 		t.Logf("weights %v: %s", weights, strings.TrimSpace(outs["local"]))
 	}
-	o, err := parse([]string{"-q", "-C", "-v", "3", "-workers", "2", data, filepath.Join(dir, "m")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := captureStdout(t, func() {
-		if err := run(o); err != nil {
+	// LIBLINEAR's -C prints a line per C unless -q, and its first and
+	// last lines always.
+	for _, quiet := range []bool{false, true} {
+		o, err := parse([]string{"-q=" + strconv.FormatBool(quiet), "-C", "-v", "3", "-workers", "2", data, filepath.Join(dir, "m")})
+		if err != nil {
 			t.Fatal(err)
 		}
-	})
-	if !strings.Contains(out, "Doing parameter search with 3-fold cross validation.") || !strings.Contains(out, "log2c=") ||
-		!strings.Contains(out, "Best C = ") {
-		t.Fatalf("-C output:\n%s", out)
+		out := captureStdout(t, func() {
+			if err := run(o); err != nil {
+				t.Fatal(err)
+			}
+		})
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if !strings.HasPrefix(lines[0], "Doing parameter search with 3-fold cross validation.") || !strings.HasPrefix(lines[len(lines)-1], "Best C = ") ||
+			strings.Contains(out, "log2c=") == quiet || (quiet && len(lines) != 2) {
+			t.Fatalf("-C output with -q=%v:\n%s", quiet, out)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "m")); err == nil {
 		t.Fatal("-v/-C wrote a model, as LIBLINEAR does not")

@@ -121,15 +121,17 @@ func weightDistance(a, b *libsvm.Model) float64 {
 // previous C, and stop early once three C values in a row left every
 // fold's model unchanged. step, when set, sees each C's result (whose
 // models the next C drops as it replaces them); best is the most
-// accurate C's, without its models.
-func SearchC(b shard.Backend, cfg Config, folds int, start, maxC float64, step func(*CV)) (best *CV, err error) {
+// accurate C's, without its models. maxReached reports a search that
+// ran past maxC without stopping early, where LIBLINEAR warns.
+func SearchC(b shard.Backend, cfg Config, folds int, start, maxC float64, step func(*CV)) (best *CV, maxReached bool, err error) {
 	var warm []*libsvm.Model
 	unchanged := 0
-	for c := start; c <= maxC; c *= 2 {
+	c := start
+	for ; c <= maxC; c *= 2 {
 		cfg.C, cfg.Lambda = c, 0
 		cv, err := crossValidate(b, cfg, folds, warm, true)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if step != nil {
 			step(cv)
@@ -154,9 +156,9 @@ func SearchC(b shard.Backend, cfg Config, folds int, start, maxC float64, step f
 		}
 	}
 	if best == nil {
-		return nil, errors.New("no C to try: the start is above the largest C")
+		return nil, false, errors.New("no C to try: the start is above the largest C")
 	}
-	return best, nil
+	return best, c > maxC && maxC > start, nil
 }
 
 // StartC is LIBLINEAR's first C for the search: the largest power of two

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
@@ -149,7 +150,8 @@ func TestSearchCFollowsLIBLINEAR(t *testing.T) {
 	plain := plainCopy(t, filepath.Join(dir, "heart_scale.bz2"))
 	want := map[float64]float64{}
 	first := math.Inf(1)
-	for _, m := range searchLine.FindAllStringSubmatch(liblinearOut(t, "-s", "2", "-C", "-e", "1e-6", plain), -1) {
+	out := liblinearOut(t, "-s", "2", "-C", "-e", "1e-6", plain)
+	for _, m := range searchLine.FindAllStringSubmatch(out, -1) {
 		c, _ := strconv.ParseFloat(m[1], 64)
 		r, _ := strconv.ParseFloat(m[2], 64)
 		want[c] = r
@@ -162,9 +164,12 @@ func TestSearchCFollowsLIBLINEAR(t *testing.T) {
 	}
 	cfg := Config{Eps: 1e-6, Bias: -1, MaxIter: 10000}
 	var steps []*CV
-	best, err := SearchC(b, cfg, 5, start, 1024, func(cv *CV) { steps = append(steps, cv) })
+	best, maxReached, err := SearchC(b, cfg, 5, start, 1024, func(cv *CV) { steps = append(steps, cv) })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if warned := strings.Contains(out, "warning: maximum C reached."); maxReached != warned {
+		t.Errorf("maximum C reached: %v; LIBLINEAR warned: %v", maxReached, warned)
 	}
 	if best.Models != nil {
 		t.Error("the best C's result holds its folds' models: a search would hold two sets")
@@ -271,7 +276,7 @@ func TestSearchCReleasesWarmStarts(t *testing.T) {
 	path := sparseFeatureFile(t, 3)
 	cfg := Config{Eps: 1e-4, Bias: 1, MaxIter: 3000}
 	var steps []*CV
-	if _, err := SearchC(localBackend(t, path), cfg, 3, 0.25, 1, func(cv *CV) { steps = append(steps, cv) }); err != nil {
+	if _, _, err := SearchC(localBackend(t, path), cfg, 3, 0.25, 1, func(cv *CV) { steps = append(steps, cv) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(steps) != 3 {
