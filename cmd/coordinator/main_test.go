@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,6 +162,7 @@ func TestRunReportsBadInput(t *testing.T) {
 		{"index-overflow", "1 4294967296:1\n", nil, "index-overflow:1: index 4294967296 out of range"},
 		{"huge-index", "1 1:1\n-1 4294967295:1\n", nil, "needs about 64.0 GiB"}, // the model alone is 32 GiB
 		{"one-class", "1 1:1\n1 2:1\n", nil, "one-class: only one class"},
+		{"labels-only", "1\n-1\n1 \n", nil, "labels-only: no row has a feature (each holds a label only) and there is no bias"},
 		{"empty", "", nil, "empty: no data lines"},
 		{"comments-only", "# nothing\n\n", nil, "comments-only: no data lines"},
 		{"fraction-label", "0.5 1:1\n1 1:2\n", nil, "label 0.5 is not an integer"},
@@ -563,6 +565,47 @@ func TestCVError(t *testing.T) {
 	} {
 		if got := cvError(o, c.err).Error(); !strings.Contains(got, c.want) {
 			t.Errorf("%v: got %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// Rows of labels only, with a bias: the one weight is the classes'
+// balance, 2/7 here as LIBLINEAR 2.30 gives it (0.2857142857142857),
+// over NATS and in-process alike (the reduction of a pass without
+// feature columns once panicked).
+func TestBiasAlone(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "labels")
+	os.WriteFile(data, []byte("1\n-1\n1 \n"), 0o644)
+	for _, local := range []bool{true, false} {
+		model := filepath.Join(dir, fmt.Sprintf("m%v", local))
+		o, err := parse([]string{"-q", "-B", "1", "-e", "1e-8", "-local=" + strconv.FormatBool(local), data, model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run(o); err != nil {
+			t.Fatalf("-local=%v: %v", local, err)
+		}
+		m, err := readModel(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.W) != 1 || len(m.W[0]) != 1 || math.Abs(m.W[0][0]-2.0/7) > 1e-12 {
+			t.Errorf("-local=%v: weights %v, want [[2/7]]", local, m.W)
+		}
+		// Cross-validation counts each fold's rows with a point of no
+		// feature, which workers refused.
+		o, err = parse([]string{"-q", "-B", "1", "-v", "3", "-local=" + strconv.FormatBool(local), data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := captureStdout(t, func() {
+			if err := run(o); err != nil {
+				t.Errorf("-v 3 -local=%v: %v", local, err)
+			}
+		})
+		if !strings.HasPrefix(out, "Cross Validation Accuracy = ") {
+			t.Errorf("-v 3 -local=%v: %q", local, out)
 		}
 	}
 }

@@ -364,6 +364,9 @@ func (r *Reducer) apply(cols []uint32, p *Partial) {
 		}
 		return
 	}
+	if len(cols) == 0 {
+		return // no feature columns (data with the bias alone)
+	}
 	// Problem by problem: each pass writes one vector, reading the
 	// interleaved sum with a fixed stride.
 	for k := range K {

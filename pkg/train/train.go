@@ -183,8 +183,9 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	rows := sum.Rows
 	if cfg.Holdout > 0 {
 		// The tally counts rows by class whatever the weights: one zero
-		// vector, not K, which a batched run could not hold at once.
-		zero := [][]float64{make([]float64, sum.MaxIndex)}
+		// vector, not K, which a batched run could not hold at once (of
+		// one weight at least: a point carries one).
+		zero := [][]float64{make([]float64, max(sum.MaxIndex, 1))}
 		t, err := b.Tally(&shard.Point{W: zero, Bias: -1, Holdout: cfg.Holdout})
 		if err != nil {
 			return nil, err
@@ -212,6 +213,11 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	features := int(sum.MaxIndex)
 	if cfg.Init != nil && cfg.Init.NFeature > features {
 		features = cfg.Init.NFeature
+	}
+	if features == 0 && cfg.Bias < 0 {
+		// LIBLINEAR writes a model of no weights, which predicts one
+		// class for every row: an error says more.
+		return nil, errors.New("no row has a feature (each holds a label only) and there is no bias: nothing to learn; a bias (-B 1) would learn the classes' balance")
 	}
 	// Only checkpoints need the fingerprints; hashing every shard's
 	// column map took 15 ms of gen100k's time to the first gradient.
