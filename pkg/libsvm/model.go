@@ -60,8 +60,12 @@ func (m *Model) Dim() int {
 // IntLabel converts a class label to the integer LIBLINEAR stores, refusing
 // labels that would be silently truncated.
 func IntLabel(v float64) (int, error) {
-	if v != math.Trunc(v) || math.Abs(v) > math.MaxInt32 {
-		return 0, fmt.Errorf("label %v is not an integer; LIBLINEAR models need integer class labels", v)
+	text := strconv.FormatFloat(v, 'f', -1, 64)
+	if v != math.Trunc(v) {
+		return 0, fmt.Errorf("label %s is not an integer; LIBLINEAR models need integer class labels", text)
+	}
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		return 0, fmt.Errorf("label %s is outside the 32-bit integers LIBLINEAR models store", text)
 	}
 	return int(v), nil
 }

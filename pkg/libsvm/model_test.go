@@ -185,3 +185,26 @@ func TestReadModelSolvers(t *testing.T) {
 		}
 	}
 }
+
+// Labels are stored as LIBLINEAR's 32-bit ints: every one of them is
+// taken (both ends included), nothing else is.
+func TestIntLabel(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string // "" for a label
+	}{
+		{1, ""}, {-1, ""}, {math.MaxInt32, ""}, {math.MinInt32, ""},
+		{0.5, "label 0.5 is not an integer"},
+		{math.MaxInt32 + 1, "label 2147483648 is outside the 32-bit integers"},
+		{math.MinInt32 - 1, "label -2147483649 is outside the 32-bit integers"},
+		{math.Inf(1), "outside the 32-bit integers"},
+	} {
+		l, err := IntLabel(tc.v)
+		switch {
+		case tc.want == "" && (err != nil || float64(l) != tc.v):
+			t.Errorf("%v: got %d, %v", tc.v, l, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: got %v, want %q", tc.v, err, tc.want)
+		}
+	}
+}
