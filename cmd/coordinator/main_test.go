@@ -609,3 +609,30 @@ func TestBiasAlone(t *testing.T) {
 		}
 	}
 }
+
+// More folds than rows is leave-one-out, and the log says so, as
+// LIBLINEAR warns.
+func TestCrossValidateWarnsOfFewRows(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "three")
+	os.WriteFile(data, []byte("1 1:1\n-1 2:1\n1 1:0.5\n"), 0o644)
+	for _, folds := range []int{3, 5} {
+		o, err := parse([]string{"-q", "-local", "-v", strconv.Itoa(folds), data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _ := os.Stat(data)
+		b, _, closeBackend, err := openBackend(context.Background(), o, shard.Layout(info.Size(), 0), zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		core, logs := observer.New(zap.WarnLevel)
+		cfg := train.Config{MaxBytes: 1 << 30, C: 1, Eps: 0.01, Bias: -1, Method: osgm.DefaultMethod, MaxIter: 1000}
+		if err := crossValidate(o, b, cfg, zap.New(core), io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		closeBackend()
+		if warned := logs.FilterMessage("more folds than rows: leave-one-out cross-validation").Len() == 1; warned != (folds > 3) {
+			t.Errorf("%d folds of 3 rows: warned %v", folds, warned)
+		}
+	}
+}
