@@ -163,6 +163,9 @@ func TestRunReportsBadInput(t *testing.T) {
 		{"huge-index", "1 1:1\n-1 4294967295:1\n", nil, "needs about 64.0 GiB"}, // the model alone is 32 GiB
 		{"one-class", "1 1:1\n1 2:1\n", nil, "one-class: only one class"},
 		{"labels-only", "1\n-1\n1 \n", nil, "labels-only: no row has a feature (each holds a label only) and there is no bias"},
+		// heart_scale stalled at w = 0 from about C m = 1e200 on.
+		{"huge-c", good, []string{"-c", "1e300"}, "huge-c: lambda = 2.5e-301 (C m = 4e+300) is below 1e-150"},
+		{"tiny-lambda", good, []string{"-lambda", "1e-151"}, "lambda = 1e-151 (C m = 1e+151) is below 1e-150"},
 		{"empty", "", nil, "empty: no data lines"},
 		{"comments-only", "# nothing\n\n", nil, "comments-only: no data lines"},
 		{"fraction-label", "0.5 1:1\n1 1:2\n", nil, "label 0.5 is not an integer"},

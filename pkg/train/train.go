@@ -16,6 +16,12 @@ import (
 	"gonum.org/v1/gonum/floats"
 )
 
+// minLambda is the least lambda (the largest C m) a run takes: the
+// objective's values in LIBLINEAR's scale reach C m, and their squares
+// must not overflow (heart_scale trains at C m = 2.7e102 and stalls at
+// w = 0 by C m = 2.7e202).
+const minLambda = 1e-150
+
 // Config is what the user chose.
 type Config struct {
 	C       float64 // LIBLINEAR's cost; used when Lambda is 0
@@ -209,6 +215,9 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 			return nil, errors.New("the cost C must be positive")
 		}
 		lambda = 1 / (cfg.C * float64(rows))
+	}
+	if !(lambda >= minLambda) {
+		return nil, fmt.Errorf("lambda = %.3g (C m = %.3g) is below %g, where the objective's arithmetic overflows double precision; the model stops changing long before (heart_scale: the same weights to 13 digits from C = 1e20 to 1e100): use a smaller C", lambda, 1/lambda, minLambda)
 	}
 	features := int(sum.MaxIndex)
 	if cfg.Init != nil && cfg.Init.NFeature > features {
