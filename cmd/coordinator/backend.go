@@ -101,7 +101,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	if o.natsURL == "" {
 		// In-process workers speak the same protocol over the embedded
 		// server: one code path for a laptop and a cluster.
-		stopWorkers, err := startWorkers(ctx, url, o.workers, o.compact, inProcess)
+		stopWorkers, err := startWorkers(ctx, url, o.workers, o.compact, inProcess, log)
 		if err != nil {
 			closeAll()
 			return nil, nil, nil, err
@@ -134,7 +134,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	}, nil
 }
 
-func startWorkers(ctx context.Context, url string, n int, compact shard.Compaction, opts []nats.Option) (stop func(), err error) {
+func startWorkers(ctx context.Context, url string, n int, compact shard.Compaction, opts []nats.Option, log *zap.Logger) (stop func(), err error) {
 	// The workers outlive a SIGINT or SIGTERM, which ends ctx: the round
 	// under way completes and the state after it is saved, then stop
 	// ends them.
@@ -158,7 +158,11 @@ func startWorkers(ctx context.Context, url string, n int, compact shard.Compacti
 		// early lends its cores), as the in-process backend's goroutines
 		// do. With one goroutine each, the slower worker set the pace:
 		// NATS rounds took 1.23x the in-process ones instead of 1.14x.
-		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: runtime.NumCPU(), Compact: compact})
+		// Their warnings and errors go to the coordinator's log: a
+		// message they drop would otherwise leave the round's "see their
+		// logs" with no logs to see.
+		wlog := log.Named(fmt.Sprintf("local%d", i)).WithOptions(zap.IncreaseLevel(zap.WarnLevel))
+		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: runtime.NumCPU(), Compact: compact, Log: wlog})
 		started++
 		go func() {
 			w.Run(wctx)

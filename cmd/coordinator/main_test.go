@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,11 +15,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
+	"github.com/osgm-svm/osgm/pkg/transport"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -637,5 +641,49 @@ func TestCrossValidateWarnsOfFewRows(t *testing.T) {
 		if warned := logs.FilterMessage("more folds than rows: leave-one-out cross-validation").Len() == 1; warned != (folds > 3) {
 			t.Errorf("%d folds of 3 rows: warned %v", folds, warned)
 		}
+	}
+}
+
+// In-process workers log their warnings to the coordinator's log: when a
+// round gives up with "see their logs", there are logs to see.
+func TestInProcessWorkersLog(t *testing.T) {
+	srv, err := transport.Embedded("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	inProcess := []nats.Option{nats.InProcessServer(srv)}
+	core, logs := observer.New(zap.WarnLevel)
+	stop, err := startWorkers(context.Background(), srv.ClientURL(), 1, shard.CompactAuto, inProcess, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	nc, err := transport.Connect(srv.ClientURL(), "test", transport.Auth{}, zap.NewNop(), inProcess...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync(transport.SubjectHeartbeat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, payload, err := transport.DecodeChunk(m.Data)
+	var hb transport.Heartbeat
+	if err != nil || json.Unmarshal(payload, &hb) != nil || hb.ID == "" {
+		t.Fatalf("heartbeat %q: %v", m.Data, err)
+	}
+	nc.Publish(transport.WorkerSubject(hb.ID), []byte("not a message"))
+	for deadline := time.Now().Add(10 * time.Second); logs.Len() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker's warning about a bad message never reached the log")
+		}
+	}
+	if e := logs.All()[0]; e.LoggerName != "local0" {
+		t.Errorf("warning from logger %q: %s", e.LoggerName, e.Message)
 	}
 }
