@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
@@ -262,30 +263,20 @@ func parse(args []string) (*options, error) {
 	return o, nil
 }
 
-// liblinearSolvers names LIBLINEAR 2.30's -s types, for the message that
-// refuses one.
-var liblinearSolvers = map[int]string{
-	0: "L2-regularised logistic regression", 1: "the L2-loss SVM's dual solver",
-	3: "the L1-loss SVM (dual)", 4: "Crammer and Singer's multi-class SVM",
-	5: "the L1-regularised L2-loss SVM", 6: "L1-regularised logistic regression",
-	7: "L2-regularised logistic regression (dual)", 11: "L2-loss support vector regression",
-	12: "L2-loss support vector regression (dual)", 13: "L1-loss support vector regression (dual)",
-}
-
 // checkSolver accepts LIBLINEAR's -s 2, so that its command lines run
 // unchanged, and refuses the others by name rather than training another
 // model than the one asked for. -s 1 trains the same model, but its -e is
 // a dual tolerance (default 0.1) that means something else here.
-func checkSolver(s int) error {
-	switch name, known := liblinearSolvers[s]; {
-	case s == 2:
+func checkSolver(t int) error {
+	switch s, known := libsvm.SolverNumbered(t); {
+	case t == 2:
 		return nil
-	case s == 1:
+	case t == 1:
 		return errors.New("-s 1 is LIBLINEAR's dual solver for this same model; this trainer solves it in the primal: give -s 2 (its -e is the primal gradient test, default 0.01, not the dual's 0.1)")
 	case known:
-		return fmt.Errorf("-s %d is %s; this trainer trains only -s 2, the L2-regularised L2-loss SVM (primal)", s, name)
+		return fmt.Errorf("-s %d is %s; this trainer trains only -s 2, the L2-regularised L2-loss SVM (primal)", t, s.About)
 	default:
-		return fmt.Errorf("-s %d: LIBLINEAR has no such solver; this trainer trains -s 2, the L2-regularised L2-loss SVM (primal)", s)
+		return fmt.Errorf("-s %d: LIBLINEAR has no such solver; this trainer trains -s 2, the L2-regularised L2-loss SVM (primal)", t)
 	}
 }
 

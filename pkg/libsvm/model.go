@@ -19,14 +19,46 @@ const SolverL2LossSVC = "L2R_L2LOSS_SVC"
 // problem solved through its dual, so its model is this problem's too.
 const SolverL2LossSVCDual = "L2R_L2LOSS_SVC_DUAL"
 
-// solverKinds sorts LIBLINEAR 2.30's solver types: the classifiers all
-// predict from w·x as this package does, whatever loss trained them; the
-// regressions predict values, not labels, and are refused.
-var solverKinds = map[string]string{
-	"L2R_LR": "classifier", SolverL2LossSVCDual: "classifier", SolverL2LossSVC: "classifier",
-	"L2R_L1LOSS_SVC_DUAL": "classifier", "MCSVM_CS": "classifier", "L1R_L2LOSS_SVC": "classifier",
-	"L1R_LR": "classifier", "L2R_LR_DUAL": "classifier",
-	"L2R_L2LOSS_SVR": "regression", "L2R_L2LOSS_SVR_DUAL": "regression", "L2R_L1LOSS_SVR_DUAL": "regression",
+// Solver is one of LIBLINEAR 2.30's solver types. Every classifier
+// predicts from w·x as this package does, whatever loss trained it; a
+// regression predicts values, not labels.
+type Solver struct {
+	Type       int    // its -s number
+	Name       string // its solver_type in model files
+	About      string
+	Regression bool
+}
+
+// Solvers lists LIBLINEAR 2.30's solver types.
+var Solvers = []Solver{
+	{0, "L2R_LR", "L2-regularised logistic regression", false},
+	{1, SolverL2LossSVCDual, "the L2-loss SVM's dual solver", false},
+	{2, SolverL2LossSVC, "the L2-loss SVM (primal)", false},
+	{3, "L2R_L1LOSS_SVC_DUAL", "the L1-loss SVM (dual)", false},
+	{4, "MCSVM_CS", "Crammer and Singer's multi-class SVM", false},
+	{5, "L1R_L2LOSS_SVC", "the L1-regularised L2-loss SVM", false},
+	{6, "L1R_LR", "L1-regularised logistic regression", false},
+	{7, "L2R_LR_DUAL", "L2-regularised logistic regression (dual)", false},
+	{11, "L2R_L2LOSS_SVR", "L2-loss support vector regression", true},
+	{12, "L2R_L2LOSS_SVR_DUAL", "L2-loss support vector regression (dual)", true},
+	{13, "L2R_L1LOSS_SVR_DUAL", "L1-loss support vector regression (dual)", true},
+}
+
+// SolverNumbered returns the solver of `-s t`.
+func SolverNumbered(t int) (Solver, bool) {
+	return find(func(s Solver) bool { return s.Type == t })
+}
+
+// SolverNamed returns the solver whose model files say solver_type name.
+func SolverNamed(name string) (Solver, bool) {
+	return find(func(s Solver) bool { return s.Name == name })
+}
+
+func find(match func(Solver) bool) (Solver, bool) {
+	if i := slices.IndexFunc(Solvers, match); i >= 0 {
+		return Solvers[i], true
+	}
+	return Solver{}, false
 }
 
 // Model is a linear classifier in LIBLINEAR's format.
@@ -36,8 +68,9 @@ type Model struct {
 	NFeature int    // features, not counting the bias
 	Bias     float64
 	// W holds one weight vector per trained problem: one for two classes,
-	// one per class otherwise (and for MCSVM_CS always). Each has NFeature entries, plus the bias
-	// weight last when Bias >= 0 (LIBLINEAR's rule: -1 means no bias).
+	// one per class otherwise (and for MCSVM_CS always). Each has
+	// NFeature entries, plus the bias weight last when Bias >= 0
+	// (LIBLINEAR's rule: -1 means no bias).
 	W [][]float64
 }
 
@@ -203,13 +236,14 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 }
 
 func checkSolver(name string) error {
-	switch solverKinds[name] {
-	case "classifier":
-		return nil
-	case "regression":
+	s, ok := SolverNamed(name)
+	switch {
+	case !ok:
+		return fmt.Errorf("solver_type %q is not one of LIBLINEAR's", name)
+	case s.Regression:
 		return fmt.Errorf("solver_type %s is a regression model: it predicts values, not class labels", name)
 	}
-	return fmt.Errorf("solver_type %q is not one of LIBLINEAR's", name)
+	return nil
 }
 
 // Decision returns w_k·x (with the bias term) for every weight vector.
