@@ -1,0 +1,55 @@
+#!/bin/bash
+# scaling.sh FILE [N] [WORKERS...]: issue 4's scaling measurement. For each
+# worker count W (default 1 2) it starts a nats-server and W standalone
+# `worker -parallel 1` processes (one core each), runs
+#   coordinator -nats URL -min-workers W -method hdm -max-iter 100 -e 1e-12 FILE
+# (HDM makes exactly one value+gradient pass per iteration), and takes the
+# log's train/passes. The counts are alternated N times (default 3); it
+# prints per count the median ms a pass, the speed-up over the first count,
+# the bytes down and up a round (the coordinator's bus line), and whether
+# every run wrote the same model bits.
+# BINDIR (default /tmp/bin) holds coordinator, worker and nats-server.
+set -uo pipefail
+f=${1:?usage: scaling.sh FILE [N] [WORKERS...]}; n=${2:-3}; shift $(($# < 2 ? $# : 2))
+counts=${*:-1 2}
+bin=${BINDIR:-/tmp/bin}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+for i in $(seq "$n"); do
+	for w in $counts; do
+		port=$((20000 + RANDOM % 10000))
+		"$bin/nats-server" -a 127.0.0.1 -p "$port" >"$tmp/server" 2>&1 &
+		pids=$!
+		for _ in $(seq "$w"); do
+			"$bin/worker" -nats "nats://127.0.0.1:$port" -parallel 1 >>"$tmp/workers" 2>&1 &
+			pids="$pids $!"
+		done
+		OSGM_LOG_FORMAT=json timeout 600 "$bin/coordinator" -nats "nats://127.0.0.1:$port" -min-workers "$w" \
+			-method hdm -max-iter 100 -e 1e-12 "$f" "$tmp/model" >"$tmp/log" 2>&1 ||
+			{ echo "W=$w run $i failed:"; tail -5 "$tmp/log"; }
+		# shellcheck disable=SC2086
+		kill $pids 2>/dev/null
+		wait 2>/dev/null
+		digest=$(sha256sum <"$tmp/model" | cut -c1-16)
+		grep -h '"trained"\|"bus"' "$tmp/log" | sed "s/^/$w $digest /"
+	done
+done | python3 -c '
+import sys, json, statistics as st
+per, down, up, sums = {}, {}, {}, set()
+for line in sys.stdin:
+    if line.startswith("W="):
+        print(line, end=""); continue
+    w, digest, rest = line.split(" ", 2)
+    w, d = int(w), json.loads(rest)
+    sums.add(digest)
+    if d["msg"] == "trained":
+        per.setdefault(w, []).append(d["train"] / d["passes"] * 1000)
+    else:
+        down[w], up[w] = d["bytes_down"] / d["rounds"], d["bytes_up"] / d["rounds"]
+base = None
+print("workers  ms/pass  speed-up  MB down/round  MB up/round  runs")
+for w in sorted(per):
+    m = st.median(per[w]); base = base or m
+    print("%7d  %7.2f  %8.2f  %13.2f  %11.2f  %s" % (w, m, base / m, down.get(w, 0) / 1e6, up.get(w, 0) / 1e6,
+          " ".join("%.1f" % x for x in per[w])))
+print("model bits:", "identical" if len(sums) == 1 else "DIFFER (%d)" % len(sums))
+'
