@@ -1,0 +1,175 @@
+package shard
+
+import "unsafe"
+
+// EvalDiag is Eval that also sums, in the same pass, the data part of the
+// generalised Hessian's diagonal at p: over the rows active at p, c a_j^2,
+// c the row's weight. Newton asks for it at its trial points, to build its
+// preconditioner at the iterate as LIBLINEAR does, without a pass of its
+// own. The partial carries 2K problems: problem k's loss and gradient at
+// k (as Eval's), its diagonal at K+k (with a zero loss).
+func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
+	K := p.K()
+	s.newPartial(2*K, out)
+	wl := s.gather(p, sc)
+	if s.binary(K) {
+		r := &s.selections(p, sc)[0]
+		wb := 0.0
+		if p.Bias >= 0 {
+			wb = p.WBias[0]
+		}
+		var sums [3]float64
+		switch {
+		case s.Idx16 != nil:
+			sums = evalDiagOne(s, s.Idx16, r, wl, out.Grad, p.Bias, wb)
+		case s.Idx24 != nil:
+			sums = evalDiagOne(s, s.Idx24, r, wl, out.Grad, p.Bias, wb)
+		default:
+			sums = evalDiagOne(s, s.Idx, r, wl, out.Grad, p.Bias, wb)
+		}
+		out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
+		return
+	}
+	// Loss and gradient in evalMulti's arithmetic, to the bit.
+	sel := s.selections(p, sc)
+	sc.coef = grow(sc.coef, 3*K)
+	z, coef, dg := sc.coef[:K], sc.coef[K:2*K], sc.coef[2*K:]
+	act := grow32(&sc.act, K)
+	scale, K2 := s.Scale, 2*K
+	for i := range s.Rows() {
+		if sel[0].skip(i) {
+			continue
+		}
+		cols, vals := s.rowInto(i, sc)
+		clear(z)
+		rowSums(cols, vals, wl, z)
+		n := 0
+		for k := range z {
+			coef[k], dg[k] = 0, 0
+			z[k] /= scale
+			if p.Bias >= 0 {
+				z[k] += p.Bias * p.WBias[k]
+			}
+			side := sel[k].side(s.Class[i]) & 1
+			y := signs[side]
+			d := 1 - y*z[k]
+			if d <= 0 {
+				continue
+			}
+			sel[k].markActive(i)
+			w := sel[k].w[side]
+			out.Loss[k] += w * d * d
+			c := -2 * w * y * d
+			if p.Bias >= 0 {
+				out.BiasGrad[k] += c * p.Bias
+				out.BiasGrad[K+k] += w * p.Bias * p.Bias
+			}
+			coef[k], dg[k] = c/scale, w/(scale*scale)
+			act[n] = int32(k)
+			n++
+		}
+		if n > 0 {
+			sq := grow(sc.sq, len(vals))
+			sc.sq = sq
+			for q, x := range vals {
+				sq[q] = x * x
+			}
+			scatterRow(cols, vals, coef, act[:n], out.Grad, K2, 0)
+			scatterRow(cols, sq, dg, act[:n], out.Grad, K2, K)
+		}
+	}
+}
+
+// evalDiagOne returns the loss, the bias gradient and the bias diagonal;
+// gl holds column j's gradient at 2j and its diagonal at 2j+1.
+func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64) [3]float64 {
+	switch {
+	case s.Values == Ones:
+		return evalDiagOnes(s.RowPtr, idx, s.Class, r, wl, gl, bias, wb)
+	case s.Code8 != nil:
+		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Code8), s.Class, r, wl, gl, bias, wb)
+	case s.Code16 != nil:
+		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Code16), s.Class, r, wl, gl, bias, wb)
+	case s.Val32 != nil:
+		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Val32), s.Class, r, wl, gl, bias, wb)
+	case s.Mant != nil:
+		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Mant), s.Class, r, wl, gl, bias, wb)
+	default:
+		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Val64), s.Class, r, wl, gl, bias, wb)
+	}
+}
+
+// evalDiagOnes and evalDiagBinary are evalOnes and evalBinary with the
+// diagonal: the same margins and gradient arithmetic, the gradient and
+// diagonal interleaved.
+func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl []float64, bias, wb float64) (sums [3]float64) {
+	class = class[:len(rowPtr)-1]
+	m := newColView(rowPtr, idx)
+	wp := unsafe.Pointer(unsafe.SliceData(wl))
+	for i := range class {
+		if r.skip(i) {
+			continue
+		}
+		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
+		z := m.dotOnes(wp, a, b)
+		if bias >= 0 {
+			z += bias * wb
+		}
+		sd := r.side(class[i]) & 1
+		y := signs[sd]
+		if d := 1 - y*z; d > 0 {
+			r.markActive(i)
+			w := r.w[sd]
+			sums[0] += w * d * d
+			c := -2 * w * y * d
+			for q := a; q < b; q++ {
+				j := int(m.col(q))
+				g := gl[2*j : 2*j+2 : 2*j+2]
+				g[0] += c
+				g[1] += w
+			}
+			if bias >= 0 {
+				sums[1] += c * bias
+				sums[2] += w * bias * bias
+			}
+		}
+	}
+	return sums
+}
+
+func evalDiagBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, gl []float64, bias, wb float64) (sums [3]float64) {
+	inv := 1 / vs.scale
+	class = class[:len(rowPtr)-1]
+	m := newRowView(rowPtr, idx, vs)
+	wp := unsafe.Pointer(unsafe.SliceData(wl))
+	for i := range class {
+		if r.skip(i) {
+			continue
+		}
+		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
+		z := m.dot(wp, a, b) * inv
+		if bias >= 0 {
+			z += bias * wb
+		}
+		sd := r.side(class[i]) & 1
+		y := signs[sd]
+		if d := 1 - y*z; d > 0 {
+			r.markActive(i)
+			w := r.w[sd]
+			sums[0] += w * d * d
+			c := -2 * w * y * d
+			ci, wi := c*inv, w*inv*inv
+			for q := a; q < b; q++ {
+				x, j := m.val(q), int(m.col(q))
+				g := gl[2*j : 2*j+2 : 2*j+2]
+				g[0] += ci * x
+				g[1] += wi * x * x
+			}
+			if bias >= 0 {
+				sums[1] += c * bias
+				sums[2] += w * bias * bias
+			}
+		}
+	}
+	return sums
+}

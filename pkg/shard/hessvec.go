@@ -1,0 +1,490 @@
+package shard
+
+import "unsafe"
+
+// HessVec computes, for each problem k, the data part of the generalised
+// Hessian at p applied to v: sum over rows active at p of c a (a·v_k), c the
+// row's weight. Rows are active when 1 - y a·w_k > 0. The result is in
+// out.Grad (local columns) and out.BiasGrad; out.Loss is left at zero.
+func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
+	K := p.K()
+	s.newPartial(K, out)
+	sel := s.selections(p, sc)
+	// Rows known to be active need no margins, so no point: only the
+	// first pass at a stamp gathers it (on wide data a gather is as costly
+	// as the rows), and a row the cache has active in no problem is
+	// skipped. The cache was filled with these margins' arithmetic, by
+	// EvalDiag or the first pass at the stamp.
+	known := sel[0].known
+	var wl []float64
+	if !known {
+		wl = append(sc.z[:0], s.gather(p, sc)...) // sc.z is free in this pass
+		sc.z = wl
+	}
+	vl := s.gather(v, sc)
+	if K == 1 {
+		// A lone one-vs-rest problem (seq) takes a loop of its own in the
+		// multi-class loop's arithmetic below, reading the storage
+		// directly: 3-4 times the speed of that loop with K = 1.
+		seq := !s.binary(K)
+		var gb float64
+		switch {
+		case s.Idx16 != nil:
+			gb = hessVecOne(s, s.Idx16, &sel[0], wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, seq)
+		case s.Idx24 != nil:
+			gb = hessVecOne(s, s.Idx24, &sel[0], wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, seq)
+		default:
+			gb = hessVecOne(s, s.Idx, &sel[0], wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, seq)
+		}
+		out.BiasGrad[0] = gb
+		return
+	}
+	sc.coef = grow(sc.coef, 3*K)
+	z, t, coef := sc.coef[:K], sc.coef[K:2*K], sc.coef[2*K:]
+	act := grow32(&sc.act, K)
+	scale := s.Scale
+	for i := range s.Rows() {
+		if sel[0].skip(i) || known && !anyActive(sel, i) {
+			continue
+		}
+		cols, vals := s.rowInto(i, sc)
+		clear(t)
+		rowSums(cols, vals, vl, t)
+		if !known {
+			clear(z)
+			rowSums(cols, vals, wl, z)
+		}
+		n := 0
+		for k := range z {
+			coef[k] = 0
+			z[k] /= scale
+			t[k] /= scale
+			if p.Bias >= 0 {
+				z[k] += p.Bias * p.WBias[k]
+				t[k] += p.Bias * v.WBias[k]
+			}
+			side := sel[k].side(s.Class[i]) & 1
+			if known {
+				if sel[k].knownInactive(i) {
+					continue
+				}
+			} else if !sel[k].isActive(i, signs[side], z[k]) {
+				continue
+			}
+			c := t[k] * sel[k].w[side]
+			if p.Bias >= 0 {
+				out.BiasGrad[k] += c * p.Bias
+			}
+			coef[k] = c / scale
+			act[n] = int32(k)
+			n++
+		}
+		if n > 0 {
+			scatterRow(cols, vals, coef, act[:n], out.Grad, K, 0)
+		}
+	}
+}
+
+// hessVecSeq and hessVecSeqOnes are HessVec's loop for a lone one-vs-rest
+// problem: a row's sums in order (the multi-class loop's for one
+// problem), where hessVecBinary's are four-way. They are two for the reason hessVecOnes and
+// hessVecBinary are: a shard of ones has no values to read, and a
+// generic reader would cost an indirect call a nonzero.
+func hessVecSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+	zb, tb := biasTerms(bias, wb, vb)
+	scale := vs.scale
+	class = class[:len(rowPtr)-1]
+	m := newRowView(rowPtr, idx, vs)
+	wp, vp, hp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
+	for i := range class {
+		if r.skip(i) || r.known && r.knownInactive(i) {
+			continue
+		}
+		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
+		var z, t float64
+		if r.known {
+			for q := a; q < b; q++ {
+				t += m.val(q) * *at(vp, m.col(q))
+			}
+		} else {
+			for q := a; q < b; q++ {
+				x, j := m.val(q), m.col(q)
+				t += x * *at(vp, j)
+				z += x * *at(wp, j)
+			}
+		}
+		sd := r.side(class[i]) & 1
+		if !r.known && !r.isActive(i, signs[sd], z/scale+zb) {
+			continue
+		}
+		c := (t/scale + tb) * r.w[sd]
+		if bias >= 0 {
+			hb += c * bias
+		}
+		coef := c / scale
+		for q := a; q < b; q++ {
+			*at(hp, m.col(q)) += coef * m.val(q)
+		}
+	}
+	return hb
+}
+
+func hessVecSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+	zb, tb := biasTerms(bias, wb, vb)
+	class = class[:len(rowPtr)-1]
+	m := newColView(rowPtr, idx)
+	wp, vp, hp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
+	for i := range class {
+		if r.skip(i) || r.known && r.knownInactive(i) {
+			continue
+		}
+		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
+		var z, t float64
+		if r.known {
+			for q := a; q < b; q++ {
+				t += *at(vp, m.col(q))
+			}
+		} else {
+			for q := a; q < b; q++ {
+				j := m.col(q)
+				t += *at(vp, j)
+				z += *at(wp, j)
+			}
+		}
+		sd := r.side(class[i]) & 1
+		if !r.known && !r.isActive(i, signs[sd], z+zb) {
+			continue
+		}
+		c := (t + tb) * r.w[sd]
+		if bias >= 0 {
+			hb += c * bias
+		}
+		for q := a; q < b; q++ {
+			*at(hp, m.col(q)) += c
+		}
+	}
+	return hb
+}
+
+// rowSums adds to u[k], for each problem k, the row's product with the
+// interleaved vector ul (column j's K entries from j*K). Two nonzeros a
+// sweep of u, added in the order one at a time would (the same bits),
+// halve u's loads and stores.
+func rowSums(cols []int32, vals, ul, u []float64) {
+	K := len(u)
+	vals = vals[:len(cols)]
+	q := 0
+	for ; q+2 <= len(cols); q += 2 {
+		x0, j0 := vals[q], int(cols[q])
+		x1, j1 := vals[q+1], int(cols[q+1])
+		u0, u1 := ul[j0*K : j0*K+K][:len(u)], ul[j1*K : j1*K+K][:len(u)]
+		for k := range u {
+			u[k] = u[k] + x0*u0[k] + x1*u1[k]
+		}
+	}
+	if q < len(cols) {
+		x, j := vals[q], int(cols[q])
+		u0 := ul[j*K : j*K+K][:len(u)]
+		for k := range u {
+			u[k] += x * u0[k]
+		}
+	}
+}
+
+// scatterRow adds coef[k] x_j into g[j*stride+off+k] at each of the row's
+// nonzeros: for the problems listed in act when they are few (see
+// sparseRow), else for all, coef being zero for the others.
+func scatterRow(cols []int32, vals, coef []float64, act []int32, g []float64, stride, off int) {
+	K := len(coef)
+	vals = vals[:len(cols)]
+	if sparseRow(len(act), K) {
+		for q, j := range cols {
+			x, gj := vals[q], g[int(j)*stride+off:][:K]
+			for _, k := range act {
+				gj[k] += coef[k] * x
+			}
+		}
+		return
+	}
+	for q, j := range cols {
+		x, gj := vals[q], g[int(j)*stride+off:][:K]
+		for k, c := range coef {
+			gj[k] += c * x
+		}
+	}
+}
+
+// rowInto decodes row i into the scratch: its local columns, and its
+// numbers as the kernels read them (mantissas and codes' values, before
+// the scale). The multi-class Hessian passes read a row K times over;
+// decoded once, it costs one switch on the storage a row, not two a
+// nonzero. (EvalHess decodes its rows into global columns in one loop of
+// its own: through rowInto and a second loop, newton-full's pass on a9a
+// took 10-15% longer.)
+func (s *Shard) rowInto(i int, sc *Scratch) ([]int32, []float64) {
+	a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
+	cols, vals := sc.hcols[:0], sc.hvals[:0]
+	switch {
+	case s.Idx16 != nil:
+		for _, j := range s.Idx16[a:b] {
+			cols = append(cols, int32(j))
+		}
+	case s.Idx24 != nil:
+		for _, j := range s.Idx24[a:b] {
+			cols = append(cols, int32(j.index()))
+		}
+	default:
+		for _, j := range s.Idx[a:b] {
+			cols = append(cols, int32(j))
+		}
+	}
+	switch {
+	case s.Code8 != nil:
+		for _, c := range s.Code8[a:b] {
+			vals = append(vals, s.Table[c])
+		}
+	case s.Code16 != nil:
+		for _, c := range s.Code16[a:b] {
+			vals = append(vals, s.Table[c])
+		}
+	case s.Val32 != nil:
+		for _, x := range s.Val32[a:b] {
+			vals = append(vals, float64(x))
+		}
+	case s.Mant != nil:
+		for _, x := range s.Mant[a:b] {
+			vals = append(vals, float64(x))
+		}
+	case s.Val64 != nil:
+		vals = append(vals, s.Val64[a:b]...)
+	default:
+		for range b - a {
+			vals = append(vals, 1)
+		}
+	}
+	sc.hcols, sc.hvals = cols, vals
+	return cols, vals
+}
+
+func grow32(b *[]int32, n int) []int32 {
+	if cap(*b) < n {
+		*b = make([]int32, n)
+	}
+	return (*b)[:n]
+}
+
+// selections is each problem's rows at p, with the shard's activity
+// cache for Hessian-vector and diagonal passes.
+func (s *Shard) selections(p *Point, sc *Scratch) []rows {
+	K := p.K()
+	if cap(sc.sel) < K {
+		sc.sel = make([]rows, K)
+	}
+	sel := sc.sel[:K]
+	for k := range sel {
+		sel[k] = s.rowsFor(p, k)
+	}
+	s.activity(p, sel)
+	return sel
+}
+
+// activity hands each problem's selection the shard's cache of which
+// rows are active at p, when p has a stamp: known if it was filled at the
+// same stamp, classes and fold.
+func (s *Shard) activity(p *Point, sel []rows) {
+	if p.Stamp == 0 {
+		return
+	}
+	c, K := &s.act, len(sel)
+	words := (s.Rows()*K + 63) / 64
+	known := c.stamp == p.Stamp && c.pos == sel[0].pos && c.k == K && c.hold == p.Holdout && len(c.bits) == words
+	if !known {
+		if cap(c.bits) < words {
+			c.bits = make([]uint64, words)
+		}
+		c.bits = c.bits[:words]
+		clear(c.bits)
+		c.stamp, c.pos, c.k, c.hold = p.Stamp, sel[0].pos, K, p.Holdout
+	}
+	for k := range sel {
+		sel[k].act, sel[k].stride, sel[k].off, sel[k].known = c.bits, K, k, known
+	}
+}
+
+// anyActive reports whether the known cache has row i active in some
+// problem.
+func anyActive(sel []rows, i int) bool {
+	for k := range sel {
+		if !sel[k].knownInactive(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// isActive reports whether row i is active from its margin, 1 - y z > 0,
+// and records it in the cache.
+func (r *rows) isActive(i int, y, z float64) bool {
+	if 1-y*z <= 0 {
+		return false
+	}
+	r.markActive(i)
+	return true
+}
+
+// markActive records in the cache (if any) that row i is active. A
+// known cache already holds the bit, the same margin having set it.
+func (r *rows) markActive(i int) {
+	if r.act != nil {
+		b := i*r.stride + r.off
+		r.act[b>>6] |= 1 << (uint(b) & 63)
+	}
+}
+
+func (r *rows) knownInactive(i int) bool {
+	b := i*r.stride + r.off
+	return r.act[b>>6]&(1<<(uint(b)&63)) == 0
+}
+
+// hessVecOne picks the single-problem kernel for the shard's storage:
+// the sequential one with seq (a lone one-vs-rest problem), else the
+// binary one.
+func hessVecOne[I colID](s *Shard, idx []I, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64, seq bool) float64 {
+	switch {
+	case s.Values == Ones && seq:
+		return hessVecSeqOnes(s.RowPtr, idx, s.Class, r, wl, vl, hl, bias, wb, vb)
+	case s.Values == Ones:
+		return hessVecOnes(s.RowPtr, idx, s.Class, r, wl, vl, hl, bias, wb, vb)
+	case s.Code8 != nil:
+		return hessVecValues(s, idx, valuesOf(s, s.Code8), r, wl, vl, hl, bias, wb, vb, seq)
+	case s.Code16 != nil:
+		return hessVecValues(s, idx, valuesOf(s, s.Code16), r, wl, vl, hl, bias, wb, vb, seq)
+	case s.Val32 != nil:
+		return hessVecValues(s, idx, valuesOf(s, s.Val32), r, wl, vl, hl, bias, wb, vb, seq)
+	case s.Mant != nil:
+		return hessVecValues(s, idx, valuesOf(s, s.Mant), r, wl, vl, hl, bias, wb, vb, seq)
+	default:
+		return hessVecValues(s, idx, valuesOf(s, s.Val64), r, wl, vl, hl, bias, wb, vb, seq)
+	}
+}
+
+func hessVecValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64, seq bool) float64 {
+	if seq {
+		return hessVecSeq(s.RowPtr, idx, vs, s.Class, r, wl, vl, hl, bias, wb, vb)
+	}
+	return hessVecBinary(s.RowPtr, idx, vs, s.Class, r, wl, vl, hl, bias, wb, vb)
+}
+
+// biasTerms returns the bias contributions to a row's margin and to a·v.
+func biasTerms(bias float64, wb, vb []float64) (float64, float64) {
+	if bias < 0 {
+		return 0, 0
+	}
+	return bias * wb[0], bias * vb[0]
+}
+
+func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+	zb, tb := biasTerms(bias, wb, vb)
+	class = class[:len(rowPtr)-1]
+	m := newColView(rowPtr, idx)
+	wp, vp, hp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
+	a := uintptr(rowPtr[0])
+	for i := range class {
+		b := uintptr(rowPtr[i+1])
+		if r.skip(i) {
+			a = b
+			continue
+		}
+		sd := r.side(class[i]) & 1
+		if r.known {
+			if r.knownInactive(i) {
+				a = b
+				continue
+			}
+		} else if !r.isActive(i, signs[sd], m.dotOnes(wp, a, b)+zb) {
+			a = b
+			continue
+		}
+		// a·v inline, in dotOnes's order (see evalBinary).
+		var s0, s1, s2, s3 float64
+		q := a
+		for ; q+4 <= b; q += 4 {
+			s0 += *at(vp, m.col(q))
+			s1 += *at(vp, m.col(q+1))
+			s2 += *at(vp, m.col(q+2))
+			s3 += *at(vp, m.col(q+3))
+		}
+		for ; q < b; q++ {
+			s0 += *at(vp, m.col(q))
+		}
+		t := ((s0 + s1) + (s2 + s3) + tb) * r.w[sd]
+		for q = a; q+4 <= b; q += 4 {
+			*at(hp, m.col(q)) += t
+			*at(hp, m.col(q+1)) += t
+			*at(hp, m.col(q+2)) += t
+			*at(hp, m.col(q+3)) += t
+		}
+		for ; q < b; q++ {
+			*at(hp, m.col(q)) += t
+		}
+		if bias >= 0 {
+			hb += t * bias
+		}
+		a = b
+	}
+	return hb
+}
+
+func hessVecBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
+	zb, tb := biasTerms(bias, wb, vb)
+	inv := 1 / vs.scale
+	class = class[:len(rowPtr)-1]
+	m := newRowView(rowPtr, idx, vs)
+	wp, vp, hp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
+	a := uintptr(rowPtr[0])
+	for i := range class {
+		b := uintptr(rowPtr[i+1])
+		if r.skip(i) {
+			a = b
+			continue
+		}
+		sd := r.side(class[i]) & 1
+		if r.known {
+			if r.knownInactive(i) {
+				a = b
+				continue
+			}
+		} else if !r.isActive(i, signs[sd], m.dot(wp, a, b)*inv+zb) {
+			a = b
+			continue
+		}
+		// a·v inline, in m.dot's order (see evalBinary).
+		var s0, s1, s2, s3 float64
+		q := a
+		for ; q+4 <= b; q += 4 {
+			s0 += m.val(q) * *at(vp, m.col(q))
+			s1 += m.val(q+1) * *at(vp, m.col(q+1))
+			s2 += m.val(q+2) * *at(vp, m.col(q+2))
+			s3 += m.val(q+3) * *at(vp, m.col(q+3))
+		}
+		for ; q < b; q++ {
+			s0 += m.val(q) * *at(vp, m.col(q))
+		}
+		t := (((s0+s1)+(s2+s3))*inv + tb) * r.w[sd]
+		ti := t * inv
+		for q = a; q+4 <= b; q += 4 {
+			*at(hp, m.col(q)) += ti * m.val(q)
+			*at(hp, m.col(q+1)) += ti * m.val(q+1)
+			*at(hp, m.col(q+2)) += ti * m.val(q+2)
+			*at(hp, m.col(q+3)) += ti * m.val(q+3)
+		}
+		for ; q < b; q++ {
+			*at(hp, m.col(q)) += ti * m.val(q)
+		}
+		if bias >= 0 {
+			hb += t * bias
+		}
+		a = b
+	}
+	return hb
+}

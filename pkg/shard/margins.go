@@ -1,0 +1,124 @@
+package shard
+
+import "unsafe"
+
+// rowMargins writes each row's a·w into z (wl gathered, one problem, no
+// bias), summed as m.dot sums: the kernels' margins to the bit.
+func (s *Shard) rowMargins(wl, z []float64) {
+	switch {
+	case s.Idx16 != nil:
+		marginsOf(s, s.Idx16, wl, z)
+	case s.Idx24 != nil:
+		marginsOf(s, s.Idx24, wl, z)
+	default:
+		marginsOf(s, s.Idx, wl, z)
+	}
+}
+
+func marginsOf[I colID](s *Shard, idx []I, wl, z []float64) {
+	switch {
+	case s.Values == Ones:
+		m, wp := newColView(s.RowPtr, idx), unsafe.Pointer(unsafe.SliceData(wl))
+		for i := range z {
+			z[i] = m.dotOnes(wp, uintptr(s.RowPtr[i]), uintptr(s.RowPtr[i+1]))
+		}
+	case s.Code8 != nil:
+		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Code8), wl, z)
+	case s.Code16 != nil:
+		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Code16), wl, z)
+	case s.Val32 != nil:
+		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Val32), wl, z)
+	case s.Mant != nil:
+		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Mant), wl, z)
+	default:
+		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Val64), wl, z)
+	}
+}
+
+func marginsBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], wl, z []float64) {
+	m, wp, inv := newRowView(rowPtr, idx, vs), unsafe.Pointer(unsafe.SliceData(wl)), 1/vs.scale
+	for i := range z {
+		z[i] = m.dot(wp, uintptr(rowPtr[i]), uintptr(rowPtr[i+1])) * inv
+	}
+}
+
+// Tally counts, per class, the rows and the rows whose predicted class
+// (LIBLINEAR's rule) is their class. With p.Holdout set it counts only
+// that fold's rows: the held-out accuracy of cross-validation.
+type Tally struct {
+	Rows, Correct []int
+}
+
+// Add adds t's counts to a tally of the same classes.
+func (a *Tally) Add(t Tally) {
+	if a.Rows == nil {
+		a.Rows, a.Correct = make([]int, len(t.Rows)), make([]int, len(t.Rows))
+	}
+	for c := range t.Rows {
+		a.Rows[c] += t.Rows[c]
+		a.Correct[c] += t.Correct[c]
+	}
+}
+
+// Total is the number of rows counted and of those predicted correctly.
+func (a *Tally) Total() (rows, correct int) {
+	for c := range a.Rows {
+		rows += a.Rows[c]
+		correct += a.Correct[c]
+	}
+	return rows, correct
+}
+
+// Tally counts the shard's rows and correct predictions at p, by class
+// (SetClasses fixes the classes).
+func (s *Shard) Tally(p *Point) Tally {
+	K, classes := p.K(), s.classes
+	t := Tally{Rows: make([]int, classes), Correct: make([]int, classes)}
+	var sc Scratch
+	wl := s.gather(p, &sc)
+	z := make([]float64, K)
+	sel := s.rowsFor(p, 0)
+	var zs []float64 // one problem: every row's margin from the kernels' loops
+	if K == 1 {
+		zs = make([]float64, s.Rows())
+		s.rowMargins(wl, zs)
+	}
+	for i := 0; i < s.Rows(); i++ {
+		if p.Holdout > 0 && !sel.skip(i) {
+			continue
+		}
+		if K == 1 {
+			z[0] = zs[i]
+		} else {
+			clear(z)
+			for q := int(s.RowPtr[i]); q < int(s.RowPtr[i+1]); q++ {
+				j, x := s.col(q), s.rowValue(q)
+				for k := 0; k < K; k++ {
+					z[k] += x * wl[j*K+k]
+				}
+			}
+		}
+		addBias(p, z)
+		pred := int32(0)
+		if K == 1 {
+			if z[0] <= 0 {
+				pred = 1
+			}
+		} else {
+			for k := 1; k < K; k++ {
+				if z[k] > z[pred] {
+					pred = int32(k)
+				}
+			}
+		}
+		c := s.Class[i]
+		if c < 0 || int(c) >= classes {
+			continue // a label outside the order: counted nowhere
+		}
+		t.Rows[c]++
+		if pred == c {
+			t.Correct[c]++
+		}
+	}
+	return t
+}
