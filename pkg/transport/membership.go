@@ -1,0 +1,334 @@
+package transport
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
+
+func (c *Cluster) onHeartbeat(hb Heartbeat) {
+	p := c.workers[hb.ID]
+	if hb.Leaving {
+		// Its shards move at the next check (checkWorkers).
+		if p != nil && !p.dead {
+			p.dead = true
+			c.log.Info("worker left", zap.String("worker", hb.ID))
+		}
+		return
+	}
+	if p == nil {
+		p = &peer{id: hb.ID, name: hb.Name, reconnects: hb.Reconnects}
+		c.workers[hb.ID] = p
+		c.log.Info("worker joined", zap.String("worker", hb.ID))
+	}
+	if p.stuck {
+		return // alive, but not to be given shards again in this job
+	}
+	if p.dead {
+		// Back after an outage: it counts again and gets shards at the
+		// next round boundary.
+		p.dead = false
+		c.log.Info("worker back", zap.String("worker", hb.ID))
+	}
+	p.lastSeen, p.noSub = time.Now(), time.Time{}
+	if len(hb.Loading) == 0 || hb.Read != p.read || !slices.Equal(hb.Loading, p.loading) {
+		p.progress = p.lastSeen
+	}
+	p.read, p.held, p.loading = hb.Read, hb.Held, hb.Loading
+	if hb.Reconnects > p.reconnects {
+		c.log.Info("worker reconnected to NATS", zap.String("worker", hb.ID))
+		p.reconnects = hb.Reconnects
+		c.soon()
+	}
+	for s, to := range c.incoming {
+		if to == hb.ID && slices.Contains(hb.Held, s) {
+			// The new owner has it: the old one may let go.
+			from := c.owner[s]
+			c.owner[s] = to
+			delete(c.incoming, s)
+			c.log.Info("shard moved", zap.Int("shard", s), zap.String("from", from), zap.String("to", to))
+			if from != "" && !c.workers[from].dead {
+				c.sendAssign(from)
+			}
+		}
+	}
+	if want := c.assigned(hb.ID); hb.Job != c.cfg.Job && len(want) > 0 {
+		c.sendAssign(hb.ID) // it lost our assignment (a restart): say it again
+	}
+}
+
+// noResponders is the status the server gives a message with a reply
+// subject that no subscription takes.
+const noResponders = "503"
+
+// probeConfirm is how long probes must find nobody on a worker's subject
+// before it is lost: a worker whose connection broke, reconnecting to a
+// server that is up, is absent for a few milliseconds.
+const probeConfirm = 500 * time.Millisecond
+
+// probe asks the server whether these workers are still connected: each
+// gets a probe on its own subject with a reply subject that names it, and
+// the server answers there only when nobody holds the worker's subject
+// (see onGone). At most one probe per worker goes out per call.
+func (c *Cluster) probe(ids []string) {
+	if !c.nc.IsConnected() {
+		return // the answers would come of the outage (see onGone)
+	}
+	slices.Sort(ids)
+	now := time.Now()
+	for _, id := range slices.Compact(ids) {
+		p := c.workers[id]
+		if p == nil || p.dead {
+			continue
+		}
+		p.probed = now
+		err := Chunks(KindProbe, c.cfg.Job, 0, 0, nil, int(c.nc.MaxPayload()), func(b []byte) error {
+			return c.nc.PublishMsg(&nats.Msg{Subject: WorkerSubject(id), Reply: c.probeInbox + "." + id, Data: b})
+		})
+		if err != nil {
+			c.log.Debug("probe", zap.String("worker", id), zap.Error(err))
+		}
+	}
+}
+
+// onGone handles the server's answer that nobody holds worker id's
+// subject, and reports whether the worker is now lost (its shards move).
+// It is lost once probes have found it gone for probeConfirm with no
+// heartbeat in between. Answers that a heartbeat since the probe
+// contradicts do not count, nor do those of an outage: after a server
+// restart workers come back over seconds, and until HeartbeatTimeout has
+// passed since a reconnection (see sawReconnect) only heartbeats tell.
+func (c *Cluster) onGone(id string) bool {
+	p := c.workers[id]
+	now := time.Now()
+	switch {
+	case p == nil || p.dead:
+		return false
+	case !c.deafSince.IsZero() || now.Before(c.probeQuiet) || p.lastSeen.After(p.probed):
+		p.noSub = time.Time{}
+		return false
+	case p.noSub.IsZero():
+		p.noSub = now
+		return false
+	case now.Sub(p.noSub) < probeConfirm:
+		return false
+	}
+	p.dead = true
+	c.log.Warn("worker lost", zap.String("worker", id), zap.String("why", "its connection closed"),
+		zap.Duration("silent", now.Sub(p.lastSeen)))
+	c.balance(false)
+	return true
+}
+
+// target is where a shard is going: its incoming owner, else its owner.
+func (c *Cluster) target(s int) string {
+	if to, ok := c.incoming[s]; ok {
+		return to
+	}
+	return c.owner[s]
+}
+
+// assigned lists the shards a worker must hold: those it owns and those
+// moving to it.
+func (c *Cluster) assigned(id string) []int {
+	var out []int
+	for s := range c.owner {
+		if c.owner[s] == id || c.incoming[s] == id {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (c *Cluster) load(id string) int {
+	n := 0
+	for s := range c.owner {
+		if c.target(s) == id {
+			n++
+		}
+	}
+	return n
+}
+
+// checkWorkers declares silent workers dead and gives their shards away.
+// With moves set (between rounds), it also evens out the load, which is
+// how a worker that joined gets shards.
+func (c *Cluster) checkWorkers(moves bool) {
+	now := time.Now()
+	if !c.nc.IsConnected() {
+		if c.deafSince.IsZero() {
+			c.deafSince = now
+		}
+		return
+	}
+	if !c.deafSince.IsZero() {
+		// Heartbeats could not reach us: count silence, and loads that
+		// read nothing, from now.
+		c.log.Info("back on NATS", zap.Duration("cut off", now.Sub(c.deafSince)))
+		c.deafSince = time.Time{}
+		c.sawReconnect()
+		for _, p := range c.workers {
+			p.lastSeen, p.progress = now, now
+		}
+	}
+	for _, id := range c.live() {
+		p := c.workers[id]
+		if now.Sub(p.lastSeen) > c.cfg.HeartbeatTimeout {
+			p.dead = true
+			c.log.Warn("worker lost", zap.String("worker", id), zap.Duration("silent", now.Sub(p.lastSeen)))
+		}
+	}
+	c.unstickLoads(now)
+	c.balance(moves)
+}
+
+// unstickLoads takes a worker for stuck, as unstick does, when a load of
+// shards the job needs from it has read nothing for LoadStall: a load
+// from a hung network mount never ends, and heartbeats that say Loading
+// would keep the job waiting on it for ever. Another live worker must be
+// there to take the shards.
+func (c *Cluster) unstickLoads(now time.Time) {
+	for _, id := range c.live() {
+		p := c.workers[id]
+		if now.Sub(p.progress) < c.cfg.LoadStall || len(c.live()) < 2 {
+			continue
+		}
+		var needed []int
+		for _, s := range p.loading {
+			if c.target(s) == id {
+				needed = append(needed, s)
+			}
+		}
+		if len(needed) == 0 {
+			continue
+		}
+		p.dead, p.stuck = true, true
+		c.log.Warn("worker stuck: its load has read nothing; its shards move for the rest of the job",
+			zap.String("worker", id), zap.Ints("loading", needed), zap.Duration("still for", now.Sub(p.progress)))
+		c.sendAssign(id)
+	}
+}
+
+// balance gives out shards whose worker is gone and, with moves, moves
+// shards until loads differ by at most one. The first assignment hands out
+// contiguous blocks. A moved shard stays with its old owner until the new
+// one holds it, so no round waits on a load that a move caused.
+func (c *Cluster) balance(moves bool) {
+	live := c.live()
+	if len(live) == 0 {
+		return // nobody to give shards to: keep waiting for someone
+	}
+	isLive := map[string]bool{}
+	for _, id := range live {
+		isLive[id] = true
+	}
+	changed := map[string]bool{}
+	if !slices.ContainsFunc(c.owner, func(o string) bool { return o != "" }) {
+		// Contiguous blocks, of whole groups when there are enough of
+		// them: a worker holding a block of groups sends a few node sums
+		// up (see shard.Combiner), not a partial per shard of a split
+		// group.
+		n, G, W := len(c.owner), shard.NumGroups(len(c.owner)), len(live)
+		for s := range c.owner {
+			if G >= 2*W {
+				c.owner[s] = live[shard.GroupOf(s)*W/G]
+			} else {
+				c.owner[s] = live[s*W/n]
+			}
+		}
+		for _, id := range live {
+			changed[id] = true
+		}
+	}
+	for s := range c.owner {
+		if to, ok := c.incoming[s]; ok && !isLive[to] {
+			delete(c.incoming, s)
+		}
+		if !isLive[c.owner[s]] {
+			to, ok := c.incoming[s]
+			if !ok {
+				to = c.leastLoaded(live)
+			}
+			c.log.Info("shard reassigned", zap.Int("shard", s), zap.String("from", c.owner[s]), zap.String("to", to))
+			c.owner[s] = to
+			delete(c.incoming, s)
+			changed[to] = true
+			c.stats.Reassignments++
+		}
+	}
+	// Moves go in whole groups when there are enough groups (a split
+	// group costs a partial per shard on the bus), in shards otherwise,
+	// and only while a move narrows the gap.
+	byGroup := shard.NumGroups(len(c.owner)) >= 2*len(live)
+	for moves {
+		hi, lo := c.mostLoaded(live), c.leastLoaded(live)
+		var batch []int // hi's last shard, or the shards of its last group it has
+		for s := len(c.owner) - 1; s >= 0; s-- {
+			if c.target(s) != hi {
+				continue
+			}
+			if len(batch) > 0 && (!byGroup || shard.GroupOf(s) != shard.GroupOf(batch[0])) {
+				break
+			}
+			batch = append(batch, s)
+		}
+		if len(batch) == 0 || c.load(hi)-c.load(lo) <= len(batch) {
+			break
+		}
+		for _, s := range batch {
+			if c.owner[s] == lo {
+				delete(c.incoming, s)
+			} else {
+				c.incoming[s] = lo
+			}
+			c.stats.Reassignments++
+		}
+		changed[lo] = true
+	}
+	for _, id := range live {
+		if changed[id] {
+			c.sendAssign(id)
+		}
+	}
+}
+
+func (c *Cluster) leastLoaded(live []string) string {
+	best := live[0]
+	for _, id := range live[1:] {
+		if c.load(id) < c.load(best) {
+			best = id
+		}
+	}
+	return best
+}
+
+func (c *Cluster) mostLoaded(live []string) string {
+	best := live[0]
+	for _, id := range live[1:] {
+		if c.load(id) > c.load(best) {
+			best = id
+		}
+	}
+	return best
+}
+
+// sendAssign tells worker id its shards, and to describe again those of
+// them listed in describe.
+func (c *Cluster) sendAssign(id string, describe ...int) {
+	a := Assign{Job: c.cfg.Job, Source: c.cfg.Source, Shards: []shard.Range{}, Total: len(c.owner), Describe: describe}
+	for _, s := range c.assigned(id) {
+		a.Shards = append(a.Shards, c.cfg.Ranges[s])
+	}
+	body, _ := json.Marshal(a)
+	err := Chunks(KindAssign, c.cfg.Job, 0, 0, body, int(c.nc.MaxPayload()), func(b []byte) error {
+		return c.nc.Publish(WorkerSubject(id), b)
+	})
+	if err != nil {
+		c.log.Error("assign", zap.String("worker", id), zap.Error(err))
+	}
+}

@@ -1,0 +1,451 @@
+package transport
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
+
+// onUp handles one result; add receives partials of the current round.
+func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
+	// The payload goes back to the Assembler now, unless a partial's
+	// vectors view it: then when the next round starts.
+	viewed := false
+	defer func() {
+		if viewed {
+			c.viewed = append(c.viewed, m.payload)
+		} else {
+			c.asm.Recycle(m.payload)
+		}
+	}()
+	switch m.kind {
+	case KindError:
+		var le LoadError
+		json.Unmarshal(m.payload, &le)
+		return fmt.Errorf("worker %s: %s", le.Worker, le.Err)
+	case KindMeta:
+		worker, meta, err := DecodeMeta(m.shard, m.payload)
+		if err != nil {
+			c.bad.add(err, m.kind)
+			return nil
+		}
+		if c.owner[m.shard] != worker && c.incoming[m.shard] != worker {
+			c.bad.add(errors.New("description of a shard from a worker that was not given it"), m.kind)
+			return nil
+		}
+		if c.haveMet[m.shard] {
+			if !sameMeta(&c.metas[m.shard], meta) {
+				return fmt.Errorf("shard %d reloaded by %s differs from before: did %s change during training?",
+					m.shard, worker, c.cfg.Source.Path)
+			}
+			return nil
+		}
+		c.metas[m.shard], c.haveMet[m.shard] = *meta, true
+	case KindPartial, KindGroup:
+		if m.round != c.round || add == nil {
+			if m.round < c.round {
+				c.bad.add(errors.New("stale round"), m.kind)
+			}
+			return nil
+		}
+		id := m.shard
+		var node shard.NodeID
+		if m.kind == KindGroup {
+			node, _ = shard.NodeFromWire(uint32(m.shard), len(c.owner)) // checked on arrival
+			id = node.Index
+		}
+		var into *decodedPartial
+		if n := len(c.reuse); n > 0 {
+			into, c.reuse = c.reuse[n-1], c.reuse[:n-1]
+		} else {
+			into = new(decodedPartial)
+		}
+		c.decoded = append(c.decoded, into)
+		p, err := DecodePartialInto(id, m.payload, &into.Partial, &into.grad)
+		if err != nil {
+			c.bad.add(err, m.kind)
+			return nil
+		}
+		viewed = true
+		p.Group, p.Level = m.kind == KindGroup, node.Level
+		c.mu.Lock()
+		c.stats.ResultsUp++
+		c.mu.Unlock()
+		return add(p)
+	}
+	return nil
+}
+
+// decodedPartial is a result decoded in a round, with the memory its
+// gradient was laid out in when it came sparse.
+type decodedPartial struct {
+	shard.Partial
+	grad []float64
+}
+
+func sameMeta(a, b *shard.Meta) bool {
+	return a.Rows == b.Rows && a.NNZ == b.NNZ && a.NormSq == b.NormSq && a.MaxNormSq == b.MaxNormSq && a.MaxIndex == b.MaxIndex &&
+		slices.Equal(a.Cols, b.Cols) && slices.Equal(a.Labels, b.Labels)
+}
+
+func (c *Cluster) Meta() []shard.Meta { return c.metas }
+
+func (c *Cluster) SetClasses(order []float64) error {
+	c.order = slices.Clone(order)
+	return nil
+}
+
+// SetFolds makes every later point carry what workers need to number
+// their rows' folds themselves: the fold count, the rows and where each
+// shard's rows start.
+func (c *Cluster) SetFolds(n int) error {
+	if _, err := shard.Folds(2, n); err != nil { // the count's bounds
+		return err
+	}
+	c.folds = uint32(n)
+	c.starts = make([]uint64, len(c.metas))
+	c.rows = 0
+	for i, m := range c.metas {
+		c.starts[i] = c.rows
+		c.rows += uint64(m.Rows)
+	}
+	return nil
+}
+
+// point is the wire form of a request at p.
+func (c *Cluster) point(op shard.Op, p *shard.Point) (*Point, error) {
+	if p.Holdout > 0 && c.folds == 0 {
+		return nil, errors.New("a fold is held out but SetFolds was not called")
+	}
+	// The vectors already hold the bias weight last, as workers expect.
+	pt := &Point{Op: op, Bias: p.Bias, Labels: c.order, Weights: p.Weights, Stamp: p.Stamp, X: p.W, Holdout: uint32(p.Holdout)}
+	for _, k := range p.Classes {
+		pt.Classes = append(pt.Classes, uint32(k))
+	}
+	if p.Live != nil {
+		pt.Live, pt.Full = p.Live.Bits, uint32(p.Live.Full)
+	}
+	if c.folds > 0 {
+		pt.Folds, pt.Rows, pt.Starts = c.folds, c.rows, c.starts
+	}
+	return pt, nil
+}
+
+// Eval runs one round: broadcast the point, gather every shard's partial.
+func (c *Cluster) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
+	pt, err := c.point(op, p)
+	if err != nil {
+		return err
+	}
+	if op == shard.OpHessVec {
+		pt.V = v.W
+		if p.Stamp != 0 && p.Stamp == c.lastStamp && slices.Equal(c.live(), c.lastLive) {
+			pt.Op = opHessVecAt
+			c.mu.Lock()
+			c.stats.WithoutX++
+			c.mu.Unlock()
+		}
+	}
+	return c.round1(pt, add)
+}
+
+// Tally counts rows and correct predictions on the workers: each shard's
+// partial carries rows per class in Loss and correct ones in BiasGrad.
+func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
+	pt, err := c.point(opCorrect, p)
+	if err != nil {
+		return shard.Tally{}, err
+	}
+	t := shard.Tally{Rows: make([]int, len(c.order)), Correct: make([]int, len(c.order))}
+	err = c.round1(pt, func(part *shard.Partial) error {
+		if len(part.Loss) != len(c.order) {
+			return fmt.Errorf("shard %d: tally of %d classes, want %d", part.Shard, len(part.Loss), len(c.order))
+		}
+		for k := range part.Loss {
+			t.Rows[k] += int(part.Loss[k])
+			t.Correct[k] += int(part.BiasGrad[k])
+		}
+		return nil
+	})
+	return t, err
+}
+
+func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
+	c.checkWorkers(true)
+	c.round++
+	c.reuse, c.decoded = append(c.reuse, c.decoded...), c.decoded[:0]
+	for _, b := range c.viewed {
+		c.asm.Recycle(b)
+	}
+	clear(c.viewed)
+	c.viewed = c.viewed[:0]
+	payload := pointPieces(c.pointBuf, pt)
+	c.pointBuf = payload[0]
+	c.lastStamp, c.lastLive = pt.Stamp, c.live()
+	got := make([]bool, len(c.owner))
+	left := len(got)
+	compute := 0.0
+	accept := func(part *shard.Partial) error {
+		compute = max(compute, part.Seconds)
+		first, end := part.Shard, part.Shard+1
+		if part.Group {
+			first, end = shard.NodeID{Level: part.Level, Index: part.Shard}.Shards(len(got))
+		}
+		fresh := false
+		for s := first; s < end; s++ {
+			if !got[s] {
+				got[s], fresh = true, true
+				left--
+			}
+		}
+		if !fresh {
+			return nil // a duplicate from a resend or a moved shard
+		}
+		return add(part)
+	}
+	// This broadcast reaches whoever is connected now: reconnections
+	// before it need no other.
+	c.resendAt = time.Time{}
+	select {
+	case <-c.reconnected:
+		c.sawReconnect()
+	default:
+	}
+	if err := c.broadcast(payload); err != nil {
+		return err
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastProgress := time.Now()
+	began := lastProgress
+	resends := 0
+	var alone time.Time // since when no worker has been live
+	again := func() error {
+		c.mu.Lock()
+		c.stats.Resends++
+		c.mu.Unlock()
+		var err error
+		if pt.Op == opHessVecAt {
+			// Some worker may not hold x: send it again too.
+			payload, err = c.sendX(pt)
+		} else {
+			err = c.broadcast(payload)
+		}
+		lastProgress = time.Now()
+		return err
+	}
+	stop := c.cfg.Stop
+	var stopped <-chan time.Time
+	for left > 0 {
+		select {
+		case <-stop:
+			stop, stopped = nil, time.After(stopGrace)
+		case <-stopped:
+			return fmt.Errorf("round %d: %w", c.round, ErrStopped)
+		case <-c.reconnected:
+			c.soon()
+		case hb := <-c.hbs:
+			c.onHeartbeat(hb)
+		case id := <-c.gone:
+			if c.onGone(id) {
+				lastProgress = time.Now() // its shards are loading elsewhere
+			}
+		case m := <-c.ups:
+			if m.kind == KindNeedX {
+				if m.round == c.round && pt.Op == opHessVecAt {
+					c.log.Info("a worker lacks x: broadcasting the point with x",
+						zap.Uint64("round", c.round), zap.String("worker", string(m.payload)))
+					if err := again(); err != nil {
+						return err
+					}
+				}
+				c.asm.Recycle(m.payload)
+				continue
+			}
+			before := left
+			if err := c.onUp(m, accept); err != nil {
+				return err
+			}
+			if left < before {
+				lastProgress, resends = time.Now(), 0
+			}
+		case <-tick.C:
+			owners := slices.Clone(c.owner)
+			c.checkWorkers(false)
+			switch {
+			case len(c.live()) > 0 && c.nc.IsConnected():
+				alone = time.Time{}
+			case alone.IsZero():
+				alone = time.Now()
+			case c.cfg.NoWorkerTimeout > 0 && time.Since(alone) > c.cfg.NoWorkerTimeout:
+				return fmt.Errorf("round %d: %w for %v", c.round, ErrNoWorkers, c.cfg.NoWorkerTimeout)
+			}
+			if !slices.Equal(owners, c.owner) {
+				lastProgress = time.Now() // moved shards are loading
+			}
+			var owing []string
+			for s, ok := range got {
+				if !ok {
+					owing = append(owing, c.owner[s])
+				}
+			}
+			c.probe(owing)
+			if !c.nc.IsConnected() {
+				// Nothing can be heard or sent; reconnecting sends the
+				// round again, and only then does silence count.
+				lastProgress = time.Now()
+				continue
+			}
+			if c.due(time.Now()) {
+				c.log.Info("back on NATS after an outage: broadcasting the point again", zap.Uint64("round", c.round))
+				if err := again(); err != nil {
+					return err
+				}
+				continue
+			}
+			if time.Since(lastProgress) > c.cfg.ResendAfter {
+				resends++
+				if resends >= stuckResends && c.unstick(got, time.Since(began)) {
+					lastProgress, resends = time.Now(), 0
+					continue
+				}
+				if resends > maxResends && len(c.live()) > 0 {
+					// Workers are alive but nothing comes back: they are
+					// refusing the point. Waiting longer will not help.
+					return fmt.Errorf("round %d: no results after %d broadcasts to %d live workers (see their logs)",
+						c.round, resends, len(c.live()))
+				}
+				var missing []int
+				for s, ok := range got {
+					if !ok {
+						missing = append(missing, s)
+					}
+				}
+				c.log.Warn("round waiting on shards; broadcasting the point again",
+					zap.Uint64("round", c.round), zap.Ints("shards", missing))
+				if err := again(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	c.took[c.tookPos%len(c.took)] = time.Since(began)
+	c.tookPos++
+	c.mu.Lock()
+	c.stats.Rounds++
+	c.stats.Compute += time.Duration(compute * float64(time.Second))
+	c.mu.Unlock()
+	return nil
+}
+
+// A worker is stuck when it heartbeats, holds its subject and the shards
+// it owes, and yet sends nothing for a round that has gone out
+// stuckResends times and taken stuckFactor times the longest of the last
+// rounds: a hung evaluation. Waiting would fail the round after
+// maxResends. One still loading a shard it owes (moved to it from a lost
+// worker) is not stuck: large shards take seconds to read.
+const (
+	stuckResends = 3
+	stuckFactor  = 10
+)
+
+// unstick moves the shards of the round's missing results away from
+// their owners if they are stuck and another worker is live, and reports
+// whether it did. A stuck worker is lost for the rest of the job (its
+// heartbeats no longer revive it) and is told to let go of its shards. A
+// round that has no history to compare with, or that every live worker
+// owes, is left to its resends: that is a slow round, or a point every
+// worker refuses.
+func (c *Cluster) unstick(got []bool, waited time.Duration) bool {
+	longest := slices.Max(c.took[:])
+	if longest == 0 || waited < stuckFactor*longest {
+		return false
+	}
+	var owing []string
+	for s, ok := range got {
+		if p := c.workers[c.owner[s]]; !ok && p != nil && !p.dead && slices.Contains(p.held, s) {
+			owing = append(owing, p.id)
+		}
+	}
+	slices.Sort(owing)
+	owing = slices.Compact(owing)
+	if len(owing) == 0 || len(owing) == len(c.live()) {
+		return false
+	}
+	for _, id := range owing {
+		p := c.workers[id]
+		p.dead, p.stuck = true, true
+		c.log.Warn("worker stuck: it heartbeats but sends no results; its shards move for the rest of the job",
+			zap.String("worker", id), zap.Uint64("round", c.round), zap.Duration("waited", waited), zap.Duration("longest recent round", longest))
+		c.sendAssign(id)
+	}
+	c.balance(false)
+	return true
+}
+
+// reconnectSettle is how long a reconnection waits before the round
+// goes out again, for the clients that come back with it: after a server
+// restart they all retry on the same backoff schedule and are back within
+// a few hundred milliseconds, and one broadcast then serves them all
+// where one each would multiply the bytes by the number of workers.
+const reconnectSettle = 250 * time.Millisecond
+
+// soon asks for the round, or Load's missing descriptions, to go out
+// again after reconnectSettle.
+func (c *Cluster) soon() {
+	c.sawReconnect()
+	if c.resendAt.IsZero() {
+		c.resendAt = time.Now().Add(reconnectSettle)
+	}
+}
+
+// sawReconnect notes a reconnection, this coordinator's or a worker's: for
+// a heartbeat timeout, workers missing on the server may be on their way
+// back, and only their silence counts (see onGone).
+func (c *Cluster) sawReconnect() {
+	c.probeQuiet = time.Now().Add(c.cfg.HeartbeatTimeout)
+}
+
+// due reports whether what soon asked for is due, and clears it if so.
+func (c *Cluster) due(now time.Time) bool {
+	if c.resendAt.IsZero() || now.Before(c.resendAt) || !c.nc.IsConnected() {
+		return false
+	}
+	c.resendAt = time.Time{}
+	return true
+}
+
+// sendX turns the round's point without x into one with x and
+// broadcasts it; it returns the new payload, for later resends.
+func (c *Cluster) sendX(pt *Point) ([][]byte, error) {
+	pt.Op = shard.OpHessVec
+	payload := pointPieces(c.pointBuf, pt)
+	c.pointBuf = payload[0]
+	return payload, c.broadcast(payload)
+}
+
+func (c *Cluster) broadcast(payload [][]byte) error {
+	subj := DownSubject(c.cfg.Job)
+	var sent int64
+	err := c.chunks.sendPieces(KindPoint, c.cfg.Job, c.round, 0, payload, int(c.nc.MaxPayload()), func(b []byte) error {
+		sent += int64(len(b))
+		return c.nc.Publish(subj, b)
+	})
+	c.mu.Lock()
+	c.stats.BytesDown += sent
+	c.mu.Unlock()
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		// Cut off from NATS, with its buffer full: the point goes out
+		// again once reconnected, so the round need not fail.
+		c.log.Warn("NATS unreachable: the point will go out on reconnection", zap.Uint64("round", c.round))
+		return nil
+	}
+	return err
+}
