@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport"
@@ -160,8 +161,13 @@ func startWorkers(ctx context.Context, url string, n int, compact shard.Compacti
 		// NATS rounds took 1.23x the in-process ones instead of 1.14x.
 		// Their warnings and errors go to the coordinator's log: a
 		// message they drop would otherwise leave the round's "see their
-		// logs" with no logs to see.
-		wlog := log.Named(fmt.Sprintf("local%d", i)).WithOptions(zap.IncreaseLevel(zap.WarnLevel))
+		// logs" with no logs to see. A log already quieter than that
+		// (-q) keeps its level: zap refuses to lower one, and says so
+		// on stderr.
+		wlog := log.Named(fmt.Sprintf("local%d", i))
+		if zapcore.LevelOf(log.Core()) < zap.WarnLevel {
+			wlog = wlog.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
+		}
 		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: runtime.NumCPU(), Compact: compact, Log: wlog})
 		started++
 		go func() {
