@@ -25,7 +25,7 @@ import (
 
 func run(o *options) error {
 	shard.TuneGC()
-	log := logging.New(o.quiet, false)
+	log := logging.New(o.quiet)
 	defer log.Sync()
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)

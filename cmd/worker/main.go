@@ -65,7 +65,7 @@ func main() {
 		os.Exit(2)
 	}
 	shard.TuneGC()
-	log := logging.New(*quiet, false)
+	log := logging.New(*quiet)
 	defer log.Sync()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -3,6 +3,7 @@
 package logging
 
 import (
+	"fmt"
 	"io"
 	"os"
 
@@ -11,17 +12,15 @@ import (
 	"golang.org/x/term"
 )
 
-// New returns a logger writing to stderr: info level (error level when
-// quiet; debug level with verbose or OSGM_LOG_LEVEL=debug), in the format
-// OSGM_LOG_FORMAT names ("console" or "json"), else console on a terminal
-// and JSON otherwise. Nothing is sampled away.
-func New(quiet, verbose bool) *zap.Logger {
-	level := zapcore.InfoLevel
-	switch {
-	case quiet:
+// New returns a logger writing to stderr at the level OSGM_LOG_LEVEL
+// names (debug, info, warn or error; info when unset), error when quiet,
+// in the format OSGM_LOG_FORMAT names ("console" or "json"), else
+// console on a terminal and JSON otherwise. Nothing is sampled away. A
+// level it cannot read leaves it at info, with a warning.
+func New(quiet bool) *zap.Logger {
+	level, err := envLevel(os.Getenv("OSGM_LOG_LEVEL"))
+	if quiet {
 		level = zapcore.ErrorLevel
-	case verbose || os.Getenv("OSGM_LOG_LEVEL") == "debug":
-		level = zapcore.DebugLevel
 	}
 	format := os.Getenv("OSGM_LOG_FORMAT")
 	if format == "" {
@@ -30,7 +29,24 @@ func New(quiet, verbose bool) *zap.Logger {
 			format = "console"
 		}
 	}
-	return NewTo(os.Stderr, format, level)
+	log := NewTo(os.Stderr, format, level)
+	if err != nil {
+		log.Warn("OSGM_LOG_LEVEL ignored", zap.Error(err))
+	}
+	return log
+}
+
+// envLevel reads a level name: info for "", an error naming the value
+// for anything but debug, info, warn and error.
+func envLevel(s string) (zapcore.Level, error) {
+	switch l, err := zapcore.ParseLevel(s); {
+	case s == "":
+		return zapcore.InfoLevel, nil
+	case err != nil || l > zapcore.ErrorLevel:
+		return zapcore.InfoLevel, fmt.Errorf("%q is not one of debug, info, warn and error; logging at info", s)
+	default:
+		return l, nil
+	}
 }
 
 // NewTo returns a logger writing format ("console" or "json") to w.

@@ -3,6 +3,7 @@ package logging
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,5 +40,31 @@ func TestLevels(t *testing.T) {
 	NewTo(&b, "json", zapcore.DebugLevel).Debug("every iteration")
 	if !strings.Contains(b.String(), "every iteration") {
 		t.Fatal("debug level dropped a debug line")
+	}
+}
+
+func TestEnvLevel(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want zapcore.Level
+		bad  bool
+	}{
+		{"", zapcore.InfoLevel, false},
+		{"debug", zapcore.DebugLevel, false},
+		{"info", zapcore.InfoLevel, false},
+		{"warn", zapcore.WarnLevel, false},
+		{"ERROR", zapcore.ErrorLevel, false},
+		{"warning", zapcore.WarnLevel, false}, // zap reads it as warn
+		{"verbose", zapcore.InfoLevel, true},
+		{"fatal", zapcore.InfoLevel, true}, // would hide the errors
+		{"3", zapcore.InfoLevel, true},
+	} {
+		got, err := envLevel(tc.in)
+		if got != tc.want || (err != nil) != tc.bad {
+			t.Errorf("envLevel(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.bad)
+		}
+		if err != nil && !strings.Contains(err.Error(), strconv.Quote(tc.in)) {
+			t.Errorf("envLevel(%q): the error does not name the value: %v", tc.in, err)
+		}
 	}
 }
