@@ -24,8 +24,9 @@ func TestMain(m *testing.M) {
 }
 
 // TestQuietIsQuiet: with -q, as with liblinear-train -q, a training
-// prints nothing and a cross-validation its accuracy line alone, in
-// process and over the embedded server. In-process workers log at the
+// prints nothing, a cross-validation its accuracy line alone and bad
+// input one line naming the file and line, in process and over the
+// embedded server. In-process workers log at the
 // coordinator's level or above it; asking zap to lower a quiet logger's
 // level to theirs printed "failed to IncreaseLevel" twice a run.
 func TestQuietIsQuiet(t *testing.T) {
@@ -39,24 +40,43 @@ func TestQuietIsQuiet(t *testing.T) {
 	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("+1 1:0.5\n-1 2:x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	model := filepath.Join(dir, "model")
 	accuracy := regexp.MustCompile(`^Cross Validation Accuracy = [0-9.]+%\n$`)
+	badLine := regexp.MustCompile(`^coordinator: .*bad:2: .*"x" is not a number\n$`)
 	for _, tc := range []struct {
 		name   string
 		args   []string
 		stdout *regexp.Regexp // nil: nothing
+		stderr *regexp.Regexp // nil: nothing, and a zero exit status
 	}{
-		{"embedded", []string{"-q", data, model}, nil},
-		{"local", []string{"-q", "-local", data, model}, nil},
-		{"embedded -v", []string{"-q", "-v", "3", data}, accuracy},
-		{"local -v", []string{"-q", "-local", "-v", "3", data}, accuracy},
+		{"embedded", []string{"-q", data, model}, nil, nil},
+		{"local", []string{"-q", "-local", data, model}, nil, nil},
+		{"embedded -v", []string{"-q", "-v", "3", data}, accuracy, nil},
+		{"local -v", []string{"-q", "-local", "-v", "3", data}, accuracy, nil},
+		// Bad input: one line saying where, as liblinear-train's.
+		{"embedded, bad input", []string{"-q", bad, model}, nil, badLine},
+		{"local, bad input", []string{"-q", "-local", bad, model}, nil, badLine},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], tc.args...)
 			cmd.Env = append(os.Environ(), "OSGM_TEST_MAIN=1")
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
+			err := cmd.Run()
+			if tc.stderr != nil {
+				if err == nil || !tc.stderr.Match(stderr.Bytes()) {
+					t.Errorf("%v: %v, stderr %q", tc.args, err, stderr.String())
+				}
+				if _, err := os.Stat(model); err == nil {
+					t.Error("a model was written")
+				}
+				return
+			}
+			if err != nil {
 				t.Fatalf("%v: %v\n%s", tc.args, err, stderr.String())
 			}
 			if tc.stdout == nil {

@@ -430,7 +430,9 @@ func (w *Worker) finishLoad(r loadResult) {
 		return
 	}
 	if r.err != nil {
-		w.log.Error("load failed", zap.Error(r.err))
+		// A warning: the coordinator ends the job with this error and
+		// reports it, so -q's one line of trouble stays one line.
+		w.log.Warn("load failed; the coordinator is told", zap.Error(r.err))
 		body, _ := json.Marshal(LoadError{Worker: w.ID, Shard: r.failed, Err: r.err.Error()})
 		w.publishUp(KindError, 0, uint32(r.failed), body)
 		for id := range w.loading {
