@@ -126,12 +126,17 @@ func onReconnect(nc *nats.Conn, fn func()) (restore func()) {
 	return func() { nc.SetReconnectHandler(prev) }
 }
 
-// WaitConnected blocks until the connection is up, the timeout passes or
-// ctx ends (a SIGTERM from a supervisor must not wait out the timeout);
-// with RetryOnFailedConnect, Connect returns before that.
+// WaitConnected blocks until the connection is up, the timeout passes,
+// ctx ends (a SIGTERM from a supervisor must not wait out the timeout)
+// or the client gives up: nats.go closes a connection whose credentials
+// the server refused twice, and a closed one never comes up. With
+// RetryOnFailedConnect, Connect returns before any of that.
 func WaitConnected(ctx context.Context, nc *nats.Conn, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for !nc.IsConnected() {
+		if err := closedError(nc); err != nil {
+			return err
+		}
 		if time.Now().After(deadline) {
 			if err := nc.LastError(); err != nil {
 				return fmt.Errorf("not connected to NATS after %v: %w", timeout, err)
@@ -145,6 +150,17 @@ func WaitConnected(ctx context.Context, nc *nats.Conn, timeout time.Duration) er
 		}
 	}
 	return nil
+}
+
+// closedError says why nc is closed for good, nil while it is not.
+func closedError(nc *nats.Conn) error {
+	if !nc.IsClosed() {
+		return nil
+	}
+	if err := nc.LastError(); err != nil {
+		return fmt.Errorf("NATS connection closed: %w", err)
+	}
+	return errors.New("NATS connection closed")
 }
 
 // Embedded starts a NATS server inside this process on a random loopback

@@ -202,10 +202,27 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Unlock()
 		w.beatNow()
 	})()
+	// A connection nats.go gives up on (credentials refused) never comes
+	// back: end, so that a supervisor sees the failure and the error.
+	closed := make(chan struct{})
+	var once sync.Once
+	prevClosed := w.nc.ClosedHandler()
+	w.nc.SetClosedHandler(func(nc *nats.Conn) {
+		once.Do(func() { close(closed) })
+		if prevClosed != nil {
+			prevClosed(nc)
+		}
+	})
+	defer w.nc.SetClosedHandler(prevClosed)
+	if w.nc.IsClosed() { // before the handler was set
+		return closedError(w.nc)
+	}
 	go w.heartbeats(ctx)
 	w.log.Info("worker ready", zap.String("subject", WorkerSubject(w.ID)))
 	for {
 		select {
+		case <-closed:
+			return closedError(w.nc)
 		case <-ctx.Done():
 			if w.down != nil {
 				w.down.Unsubscribe()
