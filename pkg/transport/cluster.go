@@ -320,19 +320,31 @@ func (c *Cluster) Close() {
 	}
 }
 
+// waitReport is how often Load says that it is still waiting for
+// workers: without it, a cluster whose workers never start shows one
+// line and then nothing.
+var waitReport = 30 * time.Second
+
 // Load waits for MinWorkers workers, assigns every shard and collects the
 // shards' descriptions.
 func (c *Cluster) Load(ctx context.Context) error {
 	c.log.Info("waiting for workers", zap.Int("min", c.cfg.MinWorkers))
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	began := time.Now()
+	report := began.Add(waitReport)
 	for len(c.live()) < c.cfg.MinWorkers {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case hb := <-c.hbs:
 			c.onHeartbeat(hb)
-		case <-tick.C:
+		case now := <-tick.C:
+			if now.After(report) {
+				c.log.Warn("still waiting for workers", zap.Int("min", c.cfg.MinWorkers),
+					zap.Int("joined", len(c.live())), zap.Duration("waited", now.Sub(began).Round(time.Second)))
+				report = now.Add(waitReport)
+			}
 		}
 	}
 	c.balance(true)

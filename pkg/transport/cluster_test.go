@@ -1040,3 +1040,42 @@ func TestShardsOutliveTheJob(t *testing.T) {
 	}
 	sameModel(t, got, localModel(t, path, 8, cfg))
 }
+
+// TestLoadSaysItIsStillWaiting: a coordinator whose workers never come
+// says so every waitReport, with how many joined, until it is stopped.
+func TestLoadSaysItIsStillWaiting(t *testing.T) {
+	defer func(d time.Duration) { waitReport = d }(waitReport)
+	waitReport = 200 * time.Millisecond
+	srv, err := Embedded("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := Connect(srv.ClientURL(), "alone", Auth{}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	core, logs := observer.New(zap.InfoLevel)
+	c, err := NewCluster(nc, ClusterConfig{MinWorkers: 2, Ranges: []shard.Range{{ID: 0, End: 1}}, Log: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Load(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); logs.FilterMessage("still waiting for workers").Len() < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no reminders that the coordinator is still waiting")
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Load ended with %v", err)
+	}
+	e := logs.FilterMessage("still waiting for workers").All()[0]
+	if f := e.ContextMap(); f["min"] != int64(2) || f["joined"] != int64(0) {
+		t.Errorf("reminder says %v", f)
+	}
+}
