@@ -218,7 +218,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return closedError(w.nc)
 	}
 	go w.heartbeats(ctx)
-	w.log.Info("worker ready", zap.String("subject", WorkerSubject(w.ID)))
+	w.log.Info("worker ready", zap.String("subject", WorkerSubject(w.ID)), zap.Bool("connected", w.nc.IsConnected()))
 	for {
 		select {
 		case <-closed:
@@ -240,13 +240,16 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // sayGoodbye sends the last heartbeat, Leaving, and waits for the server
-// to have it. Every later heartbeat says Leaving too: the heartbeat
-// goroutine may not have stopped yet.
+// to have it, if there is a server to have it. Every later heartbeat says
+// Leaving too: the heartbeat goroutine may not have stopped yet.
 func (w *Worker) sayGoodbye() {
 	w.mu.Lock()
 	w.hb.Leaving = true
 	w.mu.Unlock()
 	w.sendHeartbeat()
+	if !w.nc.IsConnected() {
+		return // no server to tell: the coordinator misses the heartbeats
+	}
 	if err := w.nc.FlushTimeout(time.Second); err != nil {
 		w.log.Warn("could not say goodbye", zap.Error(err))
 	}

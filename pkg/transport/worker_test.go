@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -87,4 +88,39 @@ func FuzzWorkerPoint(f *testing.F) {
 		}
 		w.onPoint(roundMsg{round: w.round + 1, job: job, parts: parts})
 	})
+}
+
+// TestGoodbyeWithoutServer: a worker stopped while its server is down
+// has no one to tell it is leaving; it ends without waiting for the
+// flush to fail and without a warning that it could not say goodbye.
+func TestGoodbyeWithoutServer(t *testing.T) {
+	srv, err := Embedded("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := Connect(srv.ClientURL(), "leaving", Auth{}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := WaitConnected(context.Background(), nc, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- NewWorker(nc, WorkerConfig{Name: "leaving", Log: zap.New(core)}).Run(ctx) }()
+	srv.Shutdown()
+	for deadline := time.Now().Add(10 * time.Second); nc.IsConnected(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("still connected to a server that was shut down")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.FilterMessage("could not say goodbye").Len(); n != 0 {
+		t.Errorf("%d warnings that it could not say goodbye", n)
+	}
 }
