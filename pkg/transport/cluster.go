@@ -340,6 +340,9 @@ func (c *Cluster) Load(ctx context.Context) error {
 		case hb := <-c.hbs:
 			c.onHeartbeat(hb)
 		case now := <-tick.C:
+			if err := closedError(c.nc); err != nil {
+				return err
+			}
 			if now.After(report) {
 				c.log.Warn("still waiting for workers", zap.Int("min", c.cfg.MinWorkers),
 					zap.Int("joined", len(c.live())), zap.Duration("waited", now.Sub(began).Round(time.Second)))
@@ -363,6 +366,9 @@ func (c *Cluster) Load(ctx context.Context) error {
 		case id := <-c.gone:
 			c.onGone(id)
 		case <-tick.C:
+			if err := closedError(c.nc); err != nil {
+				return err
+			}
 			c.checkWorkers(false)
 			c.askAgain()
 			var owing []string

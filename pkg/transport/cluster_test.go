@@ -1079,3 +1079,32 @@ func TestLoadSaysItIsStillWaiting(t *testing.T) {
 		t.Errorf("reminder says %v", f)
 	}
 }
+
+// TestRoundEndsWhenTheConnectionCloses: a coordinator connection that
+// nats.go closes (credentials refused on a reconnection) never comes
+// back; the round ends with that, not after the workers' heartbeat
+// timeout and then never.
+func TestRoundEndsWhenTheConnectionCloses(t *testing.T) {
+	c, _, _ := startCluster(t, testData(t), 1, 4, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
+		cfg.HeartbeatTimeout, cfg.ResendAfter = time.Hour, time.Hour
+	}}, func(w *Worker) { w.hangAfter = 1 }) // it answers no round: the round waits
+	features := uint32(0)
+	for _, m := range c.Meta() {
+		features = max(features, m.MaxIndex)
+	}
+	done := evalAsync(c, features)
+	for deadline := time.Now().Add(10 * time.Second); c.Stats().BytesDown == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the round's point never went out")
+		}
+	}
+	c.nc.Close() // the round has broadcast and waits for results
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "NATS connection closed") {
+			t.Fatalf("round ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the round still waits on a closed connection")
+	}
+}

@@ -277,6 +277,9 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 				lastProgress, resends = time.Now(), 0
 			}
 		case <-tick.C:
+			if err := closedError(c.nc); err != nil {
+				return fmt.Errorf("round %d: %w", c.round, err) // it never comes back
+			}
 			owners := slices.Clone(c.owner)
 			c.checkWorkers(false)
 			switch {
