@@ -31,7 +31,7 @@ func BenchmarkBroadcast(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer srv.Shutdown()
-			connect := func() *nats.Conn { return benchConn(b, srv.ClientURL()) }
+			connect := func() *nats.Conn { return connected(b, srv.ClientURL()) }
 			pub := connect()
 			defer pub.Close()
 			var got atomic.Int64
@@ -73,7 +73,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer srv.Shutdown()
-			connect := func() *nats.Conn { return benchConn(b, srv.ClientURL(), nats.InProcessServer(srv)) }
+			connect := func() *nats.Conn { return connected(b, srv.ClientURL(), nats.InProcessServer(srv)) }
 			coord := connect()
 			defer coord.Close()
 			answers := make(chan struct{}, 16)
@@ -99,13 +99,18 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 }
 
-// benchConn connects a benchmark's client and waits until it is up.
-func benchConn(b *testing.B, url string, opts ...nats.Option) *nats.Conn {
-	nc, err := Connect(url, "bench", Auth{}, zap.NewNop(), opts...)
+// connected connects a test's or benchmark's client and waits until it
+// is up.
+func connected(tb testing.TB, url string, opts ...nats.Option) *nats.Conn {
+	tb.Helper()
+	nc, err := Connect(url, "test", Auth{}, zap.NewNop(), opts...)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	WaitConnected(context.Background(), nc, 5*time.Second)
+	if err := WaitConnected(context.Background(), nc, 5*time.Second); err != nil {
+		nc.Close()
+		tb.Fatal(err)
+	}
 	return nc
 }
 

@@ -1051,10 +1051,7 @@ func TestLoadSaysItIsStillWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	nc, err := Connect(srv.ClientURL(), "alone", Auth{}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := connected(t, srv.ClientURL())
 	defer nc.Close()
 	core, logs := observer.New(zap.InfoLevel)
 	c, err := NewCluster(nc, ClusterConfig{MinWorkers: 2, Ranges: []shard.Range{{ID: 0, End: 1}}, Log: zap.New(core)})
@@ -1065,11 +1062,9 @@ func TestLoadSaysItIsStillWaiting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Load(ctx) }()
-	for deadline := time.Now().Add(10 * time.Second); logs.FilterMessage("still waiting for workers").Len() < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no reminders that the coordinator is still waiting")
-		}
-	}
+	waitFor(t, 10*time.Second, "two reminders that the coordinator is still waiting", func() bool {
+		return logs.FilterMessage("still waiting for workers").Len() >= 2
+	})
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Load ended with %v", err)
@@ -1093,11 +1088,7 @@ func TestRoundEndsWhenTheConnectionCloses(t *testing.T) {
 		features = max(features, m.MaxIndex)
 	}
 	done := evalAsync(c, features)
-	for deadline := time.Now().Add(10 * time.Second); c.Stats().BytesDown == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the round's point never went out")
-		}
-	}
+	waitFor(t, 10*time.Second, "the round's point to go out", func() bool { return c.Stats().BytesDown > 0 })
 	c.nc.Close() // the round has broadcast and waits for results
 	select {
 	case err := <-done:

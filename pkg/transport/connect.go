@@ -126,6 +126,19 @@ func onReconnect(nc *nats.Conn, fn func()) (restore func()) {
 	return func() { nc.SetReconnectHandler(prev) }
 }
 
+// onClosed has nc call fn, after its closed handler, when it closes;
+// restore gives it its handler alone again.
+func onClosed(nc *nats.Conn, fn func()) (restore func()) {
+	prev := nc.ClosedHandler()
+	nc.SetClosedHandler(func(nc *nats.Conn) {
+		if prev != nil {
+			prev(nc)
+		}
+		fn()
+	})
+	return func() { nc.SetClosedHandler(prev) }
+}
+
 // WaitConnected blocks until the connection is up, the timeout passes,
 // ctx ends (a SIGTERM from a supervisor must not wait out the timeout)
 // or the client gives up: nats.go closes a connection whose credentials

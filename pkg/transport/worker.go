@@ -204,18 +204,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	})()
 	// A connection nats.go gives up on (credentials refused) never comes
 	// back: end, so that a supervisor sees the failure and the error.
-	closed := make(chan struct{})
-	var once sync.Once
-	prevClosed := w.nc.ClosedHandler()
-	w.nc.SetClosedHandler(func(nc *nats.Conn) {
-		once.Do(func() { close(closed) })
-		if prevClosed != nil {
-			prevClosed(nc)
-		}
-	})
-	defer w.nc.SetClosedHandler(prevClosed)
-	if w.nc.IsClosed() { // before the handler was set
-		return closedError(w.nc)
+	closed := make(chan struct{}, 1)
+	defer onClosed(w.nc, func() { closed <- struct{}{} })()
+	if err := closedError(w.nc); err != nil { // closed before the handler was set
+		return err
 	}
 	go w.heartbeats(ctx)
 	w.log.Info("worker ready", zap.String("subject", WorkerSubject(w.ID)), zap.Bool("connected", w.nc.IsConnected()))

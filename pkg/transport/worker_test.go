@@ -98,24 +98,14 @@ func TestGoodbyeWithoutServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := Connect(srv.ClientURL(), "leaving", Auth{}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := connected(t, srv.ClientURL())
 	defer nc.Close()
-	if err := WaitConnected(context.Background(), nc, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	core, logs := observer.New(zap.InfoLevel)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- NewWorker(nc, WorkerConfig{Name: "leaving", Log: zap.New(core)}).Run(ctx) }()
 	srv.Shutdown()
-	for deadline := time.Now().Add(10 * time.Second); nc.IsConnected(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("still connected to a server that was shut down")
-		}
-	}
+	waitFor(t, 10*time.Second, "the connection to drop", func() bool { return !nc.IsConnected() })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
