@@ -116,27 +116,24 @@ func Connect(url, name string, auth Auth, log *zap.Logger, extra ...nats.Option)
 // onReconnect has nc call fn after its reconnect handler each time it is
 // back; restore gives it its handler alone again.
 func onReconnect(nc *nats.Conn, fn func()) (restore func()) {
-	prev := nc.ReconnectHandler()
-	nc.SetReconnectHandler(func(nc *nats.Conn) {
-		if prev != nil {
-			prev(nc)
-		}
-		fn()
-	})
-	return func() { nc.SetReconnectHandler(prev) }
+	return chain(nc.ReconnectHandler(), nc.SetReconnectHandler, fn)
 }
 
 // onClosed has nc call fn, after its closed handler, when it closes;
 // restore gives it its handler alone again.
 func onClosed(nc *nats.Conn, fn func()) (restore func()) {
-	prev := nc.ClosedHandler()
-	nc.SetClosedHandler(func(nc *nats.Conn) {
+	return chain(nc.ClosedHandler(), nc.SetClosedHandler, fn)
+}
+
+// chain sets a handler that calls prev, then fn; restore sets prev back.
+func chain(prev nats.ConnHandler, set func(nats.ConnHandler), fn func()) (restore func()) {
+	set(func(nc *nats.Conn) {
 		if prev != nil {
 			prev(nc)
 		}
 		fn()
 	})
-	return func() { nc.SetClosedHandler(prev) }
+	return func() { set(prev) }
 }
 
 // WaitConnected blocks until the connection is up, the timeout passes,
