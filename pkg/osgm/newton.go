@@ -171,10 +171,10 @@ func (m *newton) Next() Request {
 	if s.NeedDiag {
 		return Request{Op: OpEvalDiag, X: s.X}
 	}
-	for s.H != nil && s.InCG && math.Sqrt(s.RZ) > s.CGTol {
+	for s.H != nil && m.solving() {
 		m.cgStep(m.hessVec(s.D))
 	}
-	if s.InCG && math.Sqrt(s.RZ) > s.CGTol {
+	if m.solving() {
 		return Request{Op: OpHessVec, X: s.X, V: s.D}
 	}
 	s.InCG = false
@@ -188,6 +188,15 @@ func (m *newton) Next() Request {
 		return Request{Op: OpEvalDiag, X: s.XT}
 	}
 	return Request{Op: OpEval, X: s.XT}
+}
+
+// solving reports whether the CG solve goes on. Exact arithmetic ends it
+// within dim steps; the cap of 10 dim + 10 only stops a state damaged in
+// ways resume cannot check (a held Hessian that is not symmetric), whose
+// steps on the held Hessian would otherwise never end nor ask for a pass.
+func (m *newton) solving() bool {
+	s := &m.S
+	return s.InCG && math.Sqrt(s.RZ) > s.CGTol && s.CGSteps < 10*len(s.X)+10
 }
 
 // hessVec is H d from the Hessian held (full only), into S.HD.
