@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,6 +60,28 @@ func BenchmarkBroadcast(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkEmbedded measures the embedded server's start, which every
+// run without -nats pays before its workers can join: wall time and the
+// CPU time the process spent on it (cpu-ms/op; polling the server from a
+// spinning loop cost a core for the whole start).
+func BenchmarkEmbedded(b *testing.B) {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	before := cpu()
+	for i := 0; i < b.N; i++ {
+		srv, err := Embedded("")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}
+	b.ReportMetric(float64(cpu()-before)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkRoundTrip measures a round's floor on the in-process bus: one

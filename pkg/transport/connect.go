@@ -188,15 +188,16 @@ func embedded(dir string, port int) (*server.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	go s.Start()
-	// ReadyForConnections sleeps 25 ms between checks when given longer
-	// than that, which would be most of a small job's start-up; short
-	// calls check without sleeping.
-	for deadline := time.Now().Add(10 * time.Second); !s.ReadyForConnections(time.Millisecond); {
-		if time.Now().After(deadline) {
-			s.Shutdown()
-			return nil, errors.New("embedded NATS server did not start")
-		}
+	// Start returns once the server listens, so the first check below
+	// passes at once. Started in a goroutine instead, the server had to
+	// be polled: ReadyForConnections sleeps 25 ms between checks, most of
+	// a small job's start-up, and short checks in a loop spun a core the
+	// server and the load needed (a quarter of the CPU of a run on
+	// ijcnn1 that stops after its first gradient).
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("embedded NATS server did not start")
 	}
 	return s, nil
 }
