@@ -220,7 +220,7 @@ func (ld *loader) plainRange(path string, r Range, read *atomic.Int64) error {
 		return err
 	}
 	br := ld.br
-	br.Reset(Counted(f, read))
+	br.Reset(Counted(&window{r: f, pos: start, end: r.End}, read))
 	defer br.Reset(nil) // hold no file
 	if r.Start > 0 {
 		skipped, err := br.ReadSlice('\n')
@@ -255,6 +255,28 @@ func (ld *loader) plainRange(path string, r Range, read *atomic.Int64) error {
 		}
 	}
 	return nil
+}
+
+// window reads a range's file no further than the range's end, and then
+// in small steps: past its end a range needs only the rest of its last
+// line. Filling the reader's whole buffer read a small file's every byte
+// several times over (ijcnn1's 32 ranges of 245 KB: 32 MB for 7.8 MB).
+type window struct {
+	r        io.Reader
+	pos, end int64
+}
+
+// windowTail is the most a read past the range's end asks for.
+const windowTail = 16 << 10
+
+func (w *window) Read(b []byte) (int, error) {
+	limit := max(w.end-w.pos, windowTail)
+	if int64(len(b)) > limit {
+		b = b[:limit]
+	}
+	n, err := w.r.Read(b)
+	w.pos += int64(n)
+	return n, err
 }
 
 // lineAt counts the lines before offset: the error path of a reader that

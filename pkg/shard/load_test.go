@@ -107,7 +107,9 @@ func equalRow(idx []uint32, val []float64, wantIdx []uint32, wantVal []float64) 
 // TestLoadCountsWhatItReads: Options.Read grows by the bytes a load
 // reads, the whole file once at least, whether plain (ranges read in
 // parallel) or gzip (the decompressed stream), so that a load that stops
-// reading can be told from a slow one.
+// reading can be told from a slow one; and a range is read only to the
+// end of its last line, give or take windowTail (a range that filled the
+// reader's 1 MB buffer read a small file several times over).
 func TestLoadCountsWhatItReads(t *testing.T) {
 	var text strings.Builder
 	for i := range 5000 {
@@ -127,10 +129,55 @@ func TestLoadCountsWhatItReads(t *testing.T) {
 			if _, err := Load(c.path, Layout(int64(text.Len()), c.shards), Options{Parallel: 2, Read: &read}); err != nil {
 				t.Fatal(err)
 			}
-			// Ranges read on to the end of their last line: a buffer more.
-			if n := read.Load(); n < int64(text.Len()) || n > int64(text.Len()+c.shards<<20) {
+			if n := read.Load(); n < int64(text.Len()) || n > int64(text.Len()+c.shards*windowTail) {
 				t.Fatalf("counted %d bytes read of a %d-byte text", n, text.Len())
 			}
 		})
 	}
+}
+
+// TestRangesEndInLongLines: a range whose last line runs on far past its
+// end (here 5 to 10 reads of windowTail) holds that whole line, and the
+// next range starts after it: the same rows as one range over the file.
+func TestRangesEndInLongLines(t *testing.T) {
+	var text strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&text, "%d", 2*(i%2)-1)
+		for j := range 9000 + 900*(i%10) {
+			fmt.Fprintf(&text, " %d:%d", j+1, (i+j)%7+1)
+		}
+		text.WriteByte('\n')
+	}
+	path := writeFile(t, text.String())
+	size := int64(text.Len())
+	one, err := Load(path, Layout(size, 1), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rowsOf(one)
+	for _, n := range []int{3, 7, 16} {
+		shards, err := Load(path, Layout(size, n), Options{Parallel: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rowsOf(shards); got != want {
+			t.Fatalf("%d ranges: the rows differ from one range's", n)
+		}
+	}
+}
+
+// rowsOf prints the shards' rows: label, then global columns and values.
+func rowsOf(shards []*Shard) string {
+	var b strings.Builder
+	for _, s := range shards {
+		cols := s.Cols.Slice()
+		for r := range s.Rows() {
+			fmt.Fprint(&b, s.Labels[s.LabelOf[r]])
+			for q := s.RowPtr[r]; q < s.RowPtr[r+1]; q++ {
+				fmt.Fprintf(&b, " %d:%g", cols[s.col(int(q))], s.rowValue(int(q)))
+			}
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
