@@ -86,6 +86,7 @@ type Cluster struct {
 	bad counter
 
 	heldSince map[int]time.Time // Load: since when a shard held is undescribed
+	asked     map[holding]int   // Load: asks for a shard's description its holder left unanswered
 
 	// A NATS server restart loses what was in flight, and clients come
 	// back one by one. Whoever is back last makes the round go out again
@@ -411,10 +412,54 @@ func (c *Cluster) askAgain() {
 		c.heldSince[s] = now // again after another ResendAfter
 		ask[id] = append(ask[id], s)
 	}
+	if c.asked == nil {
+		c.asked = map[holding]int{}
+	}
+	var stuck []string
 	for id, shards := range ask {
+		unanswered := 0
+		for _, s := range shards {
+			if !all { // one ask each ResendAfter; not the ask at a reconnection
+				c.asked[holding{id, s}]++
+			}
+			unanswered = max(unanswered, c.asked[holding{id, s}])
+		}
+		if unanswered > stuckResends && len(c.live()) > 1 {
+			stuck = append(stuck, id)
+			continue
+		}
 		c.log.Warn("shard descriptions missing; asking again", zap.String("worker", id), zap.Ints("shards", shards))
 		c.sendAssign(id, shards...)
 	}
+	c.unstickDescriptions(stuck)
+}
+
+// holding is a shard held by a worker.
+type holding struct {
+	worker string
+	shard  int
+}
+
+// unstickDescriptions takes workers for stuck, as unstick does, when they
+// hold shards the job waits for and have left stuckResends asks for their
+// descriptions unanswered: a worker whose loop hangs once its load is
+// over heartbeats on, and its load has ended, so unstickLoads cannot tell.
+func (c *Cluster) unstickDescriptions(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if len(c.live()) < 2 {
+			break
+		}
+		p := c.workers[id]
+		p.dead, p.stuck = true, true
+		c.log.Warn("worker stuck: it holds shards but does not describe them; its shards move for the rest of the job",
+			zap.String("worker", id), zap.Int("asks unanswered", stuckResends+1))
+		c.sendAssign(id)
+	}
+	c.balance(false)
 }
 
 func (c *Cluster) live() []string {

@@ -684,6 +684,37 @@ func TestHungLoadLosesItsShards(t *testing.T) {
 	}
 }
 
+// TestUndescribedShardsMove: a worker that loads its shards and then
+// never describes them, asked again or not, while its heartbeats go on (a
+// loop hung once its load was over) loses them after stuckResends asks
+// unanswered, and the job trains the same model on the other worker.
+// Before, Load asked it again every ResendAfter for ever.
+func TestUndescribedShardsMove(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	want := localModel(t, path, 8, cfg)
+	core, logs := observer.New(zap.InfoLevel)
+	n := 0
+	c, _, _ := startCluster(t, path, 2, 8, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
+		cfg.ResendAfter, cfg.Log = 100*time.Millisecond, zap.New(core)
+	}}, func(w *Worker) {
+		if n++; n == 1 {
+			w.loseDescriptions = 1 << 30
+		}
+	})
+	got, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, got, want)
+	if stuck := logs.FilterMessageSnippet("does not describe them").Len(); stuck != 1 || c.Live() != 1 {
+		t.Fatalf("%d workers live, %d stuck", c.Live(), stuck)
+	}
+	if asks := logs.FilterMessage("shard descriptions missing; asking again").Len(); asks != stuckResends {
+		t.Fatalf("%d asks before the shards moved, want %d", asks, stuckResends)
+	}
+}
+
 // TestBatchesOverTheBus: one-vs-rest problems minimised one at a time
 // over the bus (a point of one class, which workers evaluate with the
 // multi-class kernels) give the model of all at once in-process.

@@ -48,6 +48,7 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 			return nil
 		}
 		c.metas[m.shard], c.haveMet[m.shard] = *meta, true
+		delete(c.asked, holding{worker, m.shard})
 	case KindPartial, KindGroup:
 		if m.round != c.round || add == nil {
 			if m.round < c.round {
