@@ -203,6 +203,14 @@ func TestSameModelEverywhere(t *testing.T) {
 			if !bytes.Equal(local, embedded) {
 				t.Fatal("embedded run differs from the in-process run")
 			}
+			// The bzip2 file itself, whose text the coordinator keeps
+			// for its in-process workers' loads.
+			compressed, _ := filepath.Abs(filepath.Join("../../shared/data", name+".bz2"))
+			for _, mode := range [][]string{{"-workers", "2"}, {"-local", "-workers", "2"}} {
+				if got := train(t, compressed, append(flags, mode...)...); !bytes.Equal(got, local) {
+					t.Fatalf("%v on the bzip2 file: the model differs from the plain file's", mode)
+				}
+			}
 			for _, n := range []int{1, 3} {
 				url := natsServer(t)
 				workers(t, url, n, "w")

@@ -71,11 +71,8 @@ func Stat(path string) (Info, error) {
 	info := Info{Compression: f.Compression, Size: f.Size, DiskSize: f.Size}
 	if f.Compression != libsvm.Plain {
 		n, err := io.Copy(io.Discard, f)
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return Info{}, fmt.Errorf("%s: %s data ends early: the file is truncated", path, f.Compression)
-		}
-		if err != nil {
-			return Info{}, fmt.Errorf("%s: %s data: %w", path, f.Compression, err)
+		if err := streamError(path, f.Compression, err); err != nil {
+			return Info{}, err
 		}
 		info.Size = n
 	}
@@ -83,6 +80,18 @@ func Stat(path string) (Info, error) {
 		return Info{}, fmt.Errorf("%s: %w", path, libsvm.ErrNoData)
 	}
 	return info, nil
+}
+
+// streamError names the file and its compression in an error from
+// reading its decompressed stream (nil for nil).
+func streamError(path string, c libsvm.Compression, err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%s: %s data ends early: the file is truncated", path, c)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %s data: %w", path, c, err)
+	}
+	return nil
 }
 
 // Options say how Load builds shards.
@@ -124,9 +133,13 @@ func (c *counted) Read(b []byte) (int, error) {
 // Plain files are read range by range in parallel by seeking; compressed
 // files are streamed once and lines go to the shard whose range holds them.
 func Load(path string, ranges []Range, opt Options) ([]*Shard, error) {
+	return loadFrom(source{path: path}, ranges, opt)
+}
+
+func loadFrom(src source, ranges []Range, opt Options) ([]*Shard, error) {
 	f := newFit(opt, ranges)
 	defer f.done()
-	shards, plain, err := load(path, ranges, opt, f)
+	shards, plain, err := load(src, ranges, opt, f)
 	if err != nil || !f.on() {
 		return shards, err
 	}
@@ -144,12 +157,8 @@ func Load(path string, ranges []Range, opt Options) ([]*Shard, error) {
 
 // load is Load's reading, with the collector paused; plain says which
 // shards were built plain.
-func load(path string, ranges []Range, opt Options, fit *fit) (out []*Shard, plain []bool, err error) {
+func load(src source, ranges []Range, opt Options, fit *fit) (out []*Shard, plain []bool, err error) {
 	defer pauseGC()()
-	file, err := libsvm.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
 	out, plain = make([]*Shard, len(ranges)), make([]bool, len(ranges))
 	build := func(b *builder, i int) *Shard {
 		s := b.build()
@@ -157,12 +166,18 @@ func load(path string, ranges []Range, opt Options, fit *fit) (out []*Shard, pla
 		fit.built(s, ranges[i].End-ranges[i].Start)
 		return s
 	}
-	if file.Compression != libsvm.Plain {
-		defer file.Close()
-		err := loadStream(Counted(file, opt.Read), path, ranges, opt.Compact, fit, build, out)
-		return out, plain, err
+	if src.text == nil {
+		file, err := libsvm.Open(src.path)
+		if err != nil {
+			return nil, nil, err
+		}
+		if file.Compression != libsvm.Plain {
+			defer file.Close()
+			err := loadStream(Counted(file, opt.Read), src.path, ranges, opt.Compact, fit, build, out)
+			return out, plain, err
+		}
+		file.Close()
 	}
-	file.Close()
 	errs := make([]error, len(ranges))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -173,7 +188,7 @@ func load(path string, ranges []Range, opt Options, fit *fit) (out []*Shard, pla
 			ld := newLoader(opt.Compact)
 			for i := range next {
 				ld.b.compact = opt.Compact || fit.on()
-				if errs[i] = ld.plainRange(path, ranges[i], opt.Read); errs[i] == nil {
+				if errs[i] = ld.plainRange(src, ranges[i], opt.Read); errs[i] == nil {
 					out[i] = build(ld.b, i)
 				}
 			}
@@ -203,10 +218,35 @@ func newLoader(compact bool) *loader {
 	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, compact)}
 }
 
+// source is what a load reads: the file, or, when text is set, the
+// file's decompressed text held in memory (see Hold), read as a plain
+// file would be.
+type source struct {
+	path string
+	text *Decompressed
+}
+
+func (src source) open() (io.ReadSeekCloser, error) {
+	if src.text != nil {
+		return src.text.reader(), nil
+	}
+	return os.Open(src.path)
+}
+
+// lineAt counts the lines before offset: the error path of a reader that
+// started in the middle of a file.
+func (src source) lineAt(offset int64) int {
+	if src.text != nil {
+		return src.text.lines(offset)
+	}
+	return lineAt(src.path, offset)
+}
+
 // plainRange seeks to the range and adds the lines that start in it to
 // the loader's builder.
-func (ld *loader) plainRange(path string, r Range, read *atomic.Int64) error {
-	f, err := os.Open(path)
+func (ld *loader) plainRange(src source, r Range, read *atomic.Int64) error {
+	path := src.path
+	f, err := src.open()
 	if err != nil {
 		return err
 	}
@@ -248,7 +288,7 @@ func (ld *loader) plainRange(path string, r Range, read *atomic.Int64) error {
 		}
 		ok, err := libsvm.ParseLine(line, &ld.row)
 		if err != nil {
-			return &libsvm.ParseError{File: path, Line: lineAt(path, at), Err: err}
+			return &libsvm.ParseError{File: path, Line: src.lineAt(at), Err: err}
 		}
 		if ok {
 			ld.b.add(ld.row.Label, ld.row.Index, ld.row.Value, ld.row.Decimals)
@@ -279,8 +319,6 @@ func (w *window) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// lineAt counts the lines before offset: the error path of a reader that
-// started in the middle of a file.
 func lineAt(path string, offset int64) int {
 	f, err := os.Open(path)
 	if err != nil {
@@ -457,7 +495,7 @@ func LoadChecked(path string, ranges []Range, opt Options, want FileID) ([]*Shar
 	if err := check(); err != nil {
 		return nil, err
 	}
-	shards, err := Load(path, ranges, opt)
+	shards, err := loadFrom(source{path: path, text: heldText(path, want)}, ranges, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func FuzzLoad(f *testing.F) {
 		"1 2:1 1:1\n",
 		"1 1:-0 2:0 3:00.50\n-1\t4:1\v\n",
 	} {
-		for _, n := range []uint8{1, 3, 7, 8 + 3} {
+		for _, n := range []uint8{1, 3, 7, 8 + 3, 16 + 8 + 3} {
 			f.Add([]byte(text), n)
 		}
 	}
@@ -41,7 +41,18 @@ func FuzzLoad(f *testing.F) {
 			w.Close()
 			path = writeFile(t, z.String())
 		}
-		shards, err := Load(path, Layout(int64(len(text)), int(n%8)+1), Options{Parallel: 2})
+		ranges := Layout(int64(len(text)), int(n%8)+1)
+		shards, err := Load(path, ranges, Options{Parallel: 2})
+		if n&16 != 0 && n&8 != 0 {
+			// The text decompressed once and held, as a coordinator
+			// with in-process workers does.
+			if _, held, e := StatKeep(path, 1<<30); e == nil {
+				id, _ := Identify(path)
+				release, _ := Hold(path, id, held)
+				shards, err = LoadChecked(path, ranges, Options{Parallel: 2}, id)
+				release()
+			}
+		}
 
 		var want []libsvm.Row
 		var wantErr error
@@ -180,4 +191,72 @@ func rowsOf(shards []*Shard) string {
 		}
 	}
 	return b.String()
+}
+
+// TestHeldTextLoadsAsTheFile: a compressed file's text, kept by StatKeep
+// and held, loads into the shards the file itself gives, ranges crossing
+// the text's chunks, with the same error for a bad line (the file and
+// the line); LoadChecked reads the held text while it is held and the
+// file once it is released; and a text over keep is not kept.
+func TestHeldTextLoadsAsTheFile(t *testing.T) {
+	var text strings.Builder
+	for i := 0; text.Len() < 2*textChunk+textChunk/2; i++ {
+		fmt.Fprintf(&text, "%d 1:%d 7:0.5 %d:1 %d:0.25\n", 2*(i%2)-1, i%1000, 10+i%90, 100+i%7)
+	}
+	gz := func(s string) string {
+		var z bytes.Buffer
+		w := gzip.NewWriter(&z)
+		w.Write([]byte(s))
+		w.Close()
+		return writeFile(t, z.String())
+	}
+	path := gz(text.String())
+	info, held, err := StatKeep(path, 1<<30)
+	if err != nil || held == nil {
+		t.Fatalf("StatKeep: %v, text kept: %v", err, held != nil)
+	}
+	if want, _ := Stat(path); info != want {
+		t.Fatalf("StatKeep's info %+v, Stat's %+v", info, want)
+	}
+	if _, over, _ := StatKeep(path, int64(text.Len()-1)); over != nil {
+		t.Fatal("a text over keep was kept")
+	}
+	ranges := Layout(info.Size, 7)
+	want, err := Load(path, ranges, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := Identify(path)
+	release, _ := Hold(path, id, held)
+	got, err := LoadChecked(path, ranges, Options{Parallel: 2}, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rowsOf(got) != rowsOf(want) {
+		t.Fatal("the held text's shards differ from the file's")
+	}
+	// A decoy held in the file's place is what LoadChecked reads.
+	_, decoy, _ := StatKeep(gz("1 1:1\n-1 2:1\n"), 1<<30)
+	release()
+	release, _ = Hold(path, id, decoy)
+	if got, _ := LoadChecked(path, Layout(decoy.size, 1), Options{}, id); rowsOf(got) != "1 0:1\n-1 1:1\n" {
+		t.Fatalf("LoadChecked did not read the held text: %q", rowsOf(got))
+	}
+	release()
+	if got, _ := LoadChecked(path, ranges, Options{}, id); rowsOf(got) != rowsOf(want) {
+		t.Fatal("LoadChecked read a released text")
+	}
+
+	bad := gz(text.String() + "1 1:1 2:x\n" + text.String())
+	_, held, _ = StatKeep(bad, 1<<30)
+	id, _ = Identify(bad)
+	ranges = Layout(held.size, 7)
+	_, wantErr := Load(bad, ranges, Options{})
+	release, _ = Hold(bad, id, held)
+	defer release()
+	_, err = LoadChecked(bad, ranges, Options{Parallel: 2}, id)
+	if err == nil || wantErr == nil || err.Error() != wantErr.Error() {
+		t.Fatalf("held text: %v\nfile: %v", err, wantErr)
+	}
+	t.Log(err)
 }
