@@ -63,23 +63,8 @@ type Info struct {
 // Stat finds the compression and the decompressed size of a file. For a
 // compressed file it reads the stream once.
 func Stat(path string) (Info, error) {
-	f, err := libsvm.Open(path)
-	if err != nil {
-		return Info{}, err
-	}
-	defer f.Close()
-	info := Info{Compression: f.Compression, Size: f.Size, DiskSize: f.Size}
-	if f.Compression != libsvm.Plain {
-		n, err := io.Copy(io.Discard, f)
-		if err := streamError(path, f.Compression, err); err != nil {
-			return Info{}, err
-		}
-		info.Size = n
-	}
-	if info.Size == 0 {
-		return Info{}, fmt.Errorf("%s: %w", path, libsvm.ErrNoData)
-	}
-	return info, nil
+	info, _, err := StatKeep(path, 0)
+	return info, err
 }
 
 // streamError names the file and its compression in an error from

@@ -24,31 +24,26 @@ import (
 // compressed file when it is at most keep bytes (nil otherwise, and for a
 // plain file).
 func StatKeep(path string, keep int64) (Info, *Decompressed, error) {
-	if keep <= 0 {
-		info, err := Stat(path)
-		return info, nil, err
-	}
 	f, err := libsvm.Open(path)
 	if err != nil {
 		return Info{}, nil, err
 	}
 	defer f.Close()
-	if f.Compression == libsvm.Plain {
-		f.Close()
-		info, err := Stat(path)
-		return info, nil, err
+	info := Info{Compression: f.Compression, Size: f.Size, DiskSize: f.Size}
+	var t *Decompressed
+	if f.Compression != libsvm.Plain {
+		t = &Decompressed{keep: keep}
+		n, err := io.Copy(t, f)
+		if err := streamError(path, f.Compression, err); err != nil {
+			return Info{}, nil, err
+		}
+		info.Size = n
+		if t.over {
+			t = nil
+		}
 	}
-	t := &Decompressed{keep: keep}
-	n, err := io.Copy(t, f)
-	if err := streamError(path, f.Compression, err); err != nil {
-		return Info{}, nil, err
-	}
-	if n == 0 {
+	if info.Size == 0 {
 		return Info{}, nil, fmt.Errorf("%s: %w", path, libsvm.ErrNoData)
-	}
-	info := Info{Compression: f.Compression, Size: n, DiskSize: f.Size}
-	if t.over {
-		return info, nil, nil
 	}
 	return info, t, nil
 }
