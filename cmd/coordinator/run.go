@@ -60,26 +60,10 @@ func run(o *options) error {
 		f.Close()
 	}
 
-	// Loads in this process may read a compressed file's text, which
-	// Stat decompresses anyway, from memory instead of decompressing the
-	// file again each (see shard.Hold), if it takes at most an eighth of
-	// the free memory and the file did not change while it was read.
-	keep := int64(0)
-	if o.local || o.natsURL == "" && !o.objectStore {
-		keep = shard.Available() / 8
-	}
-	before, _ := shard.Identify(o.train)
-	info, text, err := shard.StatKeep(o.train, keep)
+	info, release, err := statAndHold(o)
 	if err != nil {
 		return err
 	}
-	release := func() {}
-	if after, err := shard.Identify(o.train); text != nil && err == nil && after == before {
-		if release, err = shard.Hold(o.train, after, text); err != nil {
-			return err
-		}
-	}
-	text = nil
 	defer release()
 	ranges := shard.Layout(info.Size, o.shards)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -328,4 +312,26 @@ func warnShort(log *zap.Logger, opt *osgm.Result, maxIter int) {
 		log.Warn("stopped before reaching -e: steps no longer change the objective at double precision, so -e asks for more than it can resolve; the model is the best point seen",
 			zap.Ints("problems", precision))
 	}
+}
+
+// statAndHold is shard.Stat that, when the loads run in this process,
+// holds a compressed file's text for them (shard.Hold) until release:
+// Stat decompresses it anyway, and each load would again. The text is
+// kept only if it takes at most an eighth of the free memory, and held
+// only if the file did not change while it was read.
+func statAndHold(o *options) (info shard.Info, release func(), err error) {
+	keep := int64(0)
+	if o.local || o.natsURL == "" && !o.objectStore {
+		keep = shard.Available() / 8
+	}
+	before, _ := shard.Identify(o.train)
+	info, text, err := shard.StatKeep(o.train, keep)
+	if err != nil {
+		return shard.Info{}, nil, err
+	}
+	if after, err := shard.Identify(o.train); text != nil && err == nil && after == before {
+		release, err = shard.Hold(o.train, after, text)
+		return info, release, err
+	}
+	return info, func() {}, nil
 }

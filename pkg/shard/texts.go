@@ -48,10 +48,10 @@ func StatKeep(path string, keep int64) (Info, *Decompressed, error) {
 	return info, t, nil
 }
 
-// Decompressed is a file's decompressed text, in chunks of textChunk bytes: one
-// slice grown by appending, and the fresh pages it touched, took 3.5
-// times as long as the decompression itself (ijcnn1.t.gz: 114 ms against
-// 33).
+// Decompressed is a file's decompressed text, in chunks of textChunk
+// bytes: one slice grown by appending, and the fresh pages it touched,
+// took 3.5 times as long as the decompression itself (ijcnn1.t.gz: 114
+// ms against 33).
 type Decompressed struct {
 	chunks [][]byte
 	size   int64

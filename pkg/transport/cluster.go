@@ -453,11 +453,7 @@ func (c *Cluster) unstickDescriptions(ids []string) {
 		if len(c.live()) < 2 {
 			break
 		}
-		p := c.workers[id]
-		p.dead, p.stuck = true, true
-		c.log.Warn("worker stuck: it holds shards but does not describe them; its shards move for the rest of the job",
-			zap.String("worker", id), zap.Int("asks unanswered", stuckResends+1))
-		c.sendAssign(id)
+		c.takeStuck(id, "it holds shards but does not describe them", zap.Int("asks unanswered", stuckResends+1))
 	}
 	c.balance(false)
 }

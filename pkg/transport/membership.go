@@ -207,11 +207,19 @@ func (c *Cluster) unstickLoads(now time.Time) {
 		if len(needed) == 0 {
 			continue
 		}
-		p.dead, p.stuck = true, true
-		c.log.Warn("worker stuck: its load has read nothing; its shards move for the rest of the job",
-			zap.String("worker", id), zap.Ints("loading", needed), zap.Duration("still for", now.Sub(p.progress)))
-		c.sendAssign(id)
+		c.takeStuck(id, "its load has read nothing", zap.Ints("loading", needed), zap.Duration("still for", now.Sub(p.progress)))
 	}
+}
+
+// takeStuck takes worker id for lost for the rest of the job though it
+// is alive (its heartbeats no longer bring it back), says why, and tells
+// it to let go of its shards; the caller gives them out.
+func (c *Cluster) takeStuck(id, why string, fields ...zap.Field) {
+	p := c.workers[id]
+	p.dead, p.stuck = true, true
+	c.log.Warn("worker stuck: "+why+"; its shards move for the rest of the job",
+		append([]zap.Field{zap.String("worker", id)}, fields...)...)
+	c.sendAssign(id)
 }
 
 // balance gives out shards whose worker is gone and, with moves, moves

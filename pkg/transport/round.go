@@ -384,11 +384,8 @@ func (c *Cluster) unstick(got []bool, waited time.Duration) bool {
 		return false
 	}
 	for _, id := range owing {
-		p := c.workers[id]
-		p.dead, p.stuck = true, true
-		c.log.Warn("worker stuck: it heartbeats but sends no results; its shards move for the rest of the job",
-			zap.String("worker", id), zap.Uint64("round", c.round), zap.Duration("waited", waited), zap.Duration("longest recent round", longest))
-		c.sendAssign(id)
+		c.takeStuck(id, "it heartbeats but sends no results",
+			zap.Uint64("round", c.round), zap.Duration("waited", waited), zap.Duration("longest recent round", longest))
 	}
 	c.balance(false)
 	return true
