@@ -211,13 +211,16 @@ func TestSameModelEverywhere(t *testing.T) {
 					t.Fatalf("%v on the bzip2 file: the model differs from the plain file's", mode)
 				}
 			}
-			for _, n := range []int{1, 3} {
+			want := train(t, data, append(flags, "-local", "-shards", "7")...)
+			for _, c := range []struct {
+				n      int
+				points string
+			}{{1, "auto"}, {3, "auto"}, {3, "own"}} {
 				url := natsServer(t)
-				workers(t, url, n, "w")
-				got := train(t, data, append(flags, "-nats", url, "-min-workers", fmt.Sprint(n), "-shards", "7")...)
-				want := train(t, data, append(flags, "-local", "-shards", "7")...)
+				workers(t, url, c.n, "w")
+				got := train(t, data, append(flags, "-nats", url, "-min-workers", fmt.Sprint(c.n), "-shards", "7", "-points", c.points)...)
 				if !bytes.Equal(got, want) {
-					t.Fatalf("%d external workers: model differs from the in-process run", n)
+					t.Fatalf("%d external workers, -points %s: model differs from the in-process run", c.n, c.points)
 				}
 			}
 		})
@@ -229,7 +232,8 @@ func TestSameModelEverywhere(t *testing.T) {
 // move, the round is redone, the model is the same. A killed worker's
 // connection closes, which probes find (the heartbeat timeout is an hour);
 // a frozen one keeps its connection and is missed after the heartbeat
-// timeout; a stopped one says goodbye.
+// timeout; a stopped one says goodbye. With own points, the worker that
+// takes the shards over asks for the whole point.
 func TestWorkerKilled(t *testing.T) {
 	data := dataset(t, "a9a")
 	args := []string{"-e", "1e-6", "-shards", "9"}
@@ -238,16 +242,18 @@ func TestWorkerKilled(t *testing.T) {
 		sig     syscall.Signal
 		timeout string
 		logged  string
+		points  string
 	}{
-		{syscall.SIGKILL, "1h", `"why":"its connection closed"`},
-		{syscall.SIGSTOP, "1s", `"msg":"worker lost"`},
-		{syscall.SIGTERM, "1h", `"msg":"worker left"`},
+		{syscall.SIGKILL, "1h", `"why":"its connection closed"`, "broadcast"},
+		{syscall.SIGSTOP, "1s", `"msg":"worker lost"`, "broadcast"},
+		{syscall.SIGTERM, "1h", `"msg":"worker left"`, "broadcast"},
+		{syscall.SIGKILL, "1h", `"msg":"a worker lacks part of the point: broadcasting it whole"`, "own"},
 	} {
-		t.Run(tc.sig.String(), func(t *testing.T) {
+		t.Run(tc.sig.String()+" "+tc.points, func(t *testing.T) {
 			url := natsServer(t)
 			ws := workers(t, url, 3, "k")
 			model := filepath.Join(t.TempDir(), "model")
-			c := start(t, "coordinator", append(args, "-heartbeat-timeout", tc.timeout, "-nats", url, "-min-workers", "3", data, model)...)
+			c := start(t, "coordinator", append(args, "-heartbeat-timeout", tc.timeout, "-points", tc.points, "-nats", url, "-min-workers", "3", data, model)...)
 			checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
 			ws[1].cmd.Process.Signal(tc.sig)
 			c.wait(t, 5*time.Minute)

@@ -93,7 +93,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		return nil, nil, nil, err
 	}
 	src := transport.Source{Path: abs, File: id}
-	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, HeartbeatTimeout: o.hbTimeout, LoadStall: o.loadStall, NoWorkerTimeout: o.noWorkers, Stop: ctx.Done(), Log: log})
+	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, HeartbeatTimeout: o.hbTimeout, LoadStall: o.loadStall, NoWorkerTimeout: o.noWorkers, Points: o.points, Stop: ctx.Done(), Log: log})
 	if err != nil {
 		closeAll()
 		return nil, nil, nil, err
@@ -129,7 +129,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	}
 	return c, nc, func() {
 		st := c.Stats()
-		log.Info("bus", zap.Int("rounds", st.Rounds), zap.Int("rounds_without_x", st.WithoutX), zap.Int64("bytes_down", st.BytesDown), zap.Int64("bytes_up", st.BytesUp),
+		log.Info("bus", zap.Int("rounds", st.Rounds), zap.Int("rounds_without_x", st.WithoutX), zap.Int64("bytes_down", st.BytesDown), zap.Int64("bytes_to_workers", st.BytesToWorkers), zap.Int64("bytes_up", st.BytesUp),
 			zap.Int("resends", st.Resends), zap.Int("reassignments", st.Reassignments), zap.Any("dropped", c.Dropped()))
 		closeAll()
 	}, nil

@@ -53,6 +53,7 @@ type options struct {
 	hbTimeout    time.Duration
 	loadStall    time.Duration
 	noWorkers    time.Duration
+	points       transport.PointMode
 	checkpoint   string
 	ckptEvery    int
 	resume       resumeMode
@@ -134,6 +135,7 @@ func parse(args []string) (*options, error) {
 	fs.DurationVar(&o.hbTimeout, "heartbeat-timeout", transport.DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move (one whose connection closes, sooner)")
 	fs.DurationVar(&o.loadStall, "load-stall", transport.DefaultLoadStall, "a worker whose load of shards reads nothing this long (a hung network mount) loses them to the other workers")
 	fs.DurationVar(&o.noWorkers, "no-worker-timeout", 0, "with every worker lost, or NATS out of reach, fail after this long (0: wait for workers to come back); with -checkpoint, resume from it")
+	fs.Var(&o.points, "points", "how rounds' points reach workers: broadcast, own (each worker's with only the columns its shards touch), or auto: own when they add up to at most half of a broadcast's bytes (text-like data over many workers)")
 	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
 	fs.Var(&o.compact, "compact", "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory)")
 	fs.StringVar(&o.auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")

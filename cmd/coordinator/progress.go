@@ -62,6 +62,7 @@ func (p *progress) export(r osgm.Record) {
 		st := p.bus()
 		setCounter(m.Bytes.WithLabelValues("down"), float64(st.BytesDown))
 		setCounter(m.Bytes.WithLabelValues("up"), float64(st.BytesUp))
+		setCounter(m.Bytes.WithLabelValues("to_workers"), float64(st.BytesToWorkers))
 		setCounter(m.Reassignments, float64(st.Reassignments))
 		setCounter(m.Resends, float64(st.Resends))
 	}

@@ -41,7 +41,10 @@ type ClusterConfig struct {
 	// LoadStall takes a worker whose load of shards the job waits for
 	// has read nothing for this long for stuck (see unstickLoads).
 	LoadStall time.Duration
-	Log       *zap.Logger
+	// Points says whether rounds' points may go to each worker with only
+	// the columns its shards touch (see PointMode).
+	Points PointMode
+	Log    *zap.Logger
 }
 
 var (
@@ -121,8 +124,15 @@ type Cluster struct {
 	// The last round's point, by its stamp, and the workers live when it
 	// went out: a Hessian-vector product at that point goes without x
 	// (opHessVecAt) while they are the same.
-	lastStamp uint64
-	lastLive  []string
+	lastStamp  uint64
+	lastLive   []string
+	lastLayout *pointLayout
+
+	// How points go out for the current owners (see layoutFor).
+	layout     *pointLayout
+	layoutOf   []string // the owners it was worked out for (nil: not yet)
+	layoutFull int
+	layoutDim  int
 
 	// How long the last rounds took, to tell a stuck worker from a slow
 	// round (see unstick).
@@ -142,12 +152,15 @@ type Stats struct {
 	WithoutX int
 	// Compute sums, over rounds, the longest time a worker reported
 	// computing in the round; the rest of the rounds' time is the bus.
-	Compute       time.Duration
-	BytesDown     int64 // point broadcasts
-	BytesUp       int64 // results received
-	ResultsUp     int   // result messages (shard partials and node sums) taken
-	Resends       int
-	Reassignments int
+	Compute   time.Duration
+	BytesDown int64 // points sent
+	// BytesToWorkers is what the server sent on of them: a broadcast
+	// once to every live worker, an own point to its worker.
+	BytesToWorkers int64
+	BytesUp        int64 // results received
+	ResultsUp      int   // result messages (shard partials and node sums) taken
+	Resends        int
+	Reassignments  int
 }
 
 type peer struct {
@@ -162,6 +175,7 @@ type peer struct {
 	stuck      bool      // lost for this job though alive: it stopped answering rounds or loading (see unstick)
 	read       uint64    // its heartbeat's Read
 	progress   time.Time // when its loads last read something, or it had none
+	ownPoints  bool      // it takes points on its own subject
 }
 
 type upMsg struct {

@@ -39,7 +39,7 @@ func (c *Cluster) onHeartbeat(hb Heartbeat) {
 	if len(hb.Loading) == 0 || hb.Read != p.read || !slices.Equal(hb.Loading, p.loading) {
 		p.progress = p.lastSeen
 	}
-	p.read, p.held, p.loading = hb.Read, hb.Held, hb.Loading
+	p.read, p.held, p.loading, p.ownPoints = hb.Read, hb.Held, hb.Loading, hb.OwnPoints
 	if hb.Reconnects > p.reconnects {
 		c.log.Info("worker reconnected to NATS", zap.String("worker", hb.ID))
 		p.reconnects = hb.Reconnects

@@ -542,6 +542,9 @@ type Heartbeat struct {
 	// scale-down): its shards move at once, not after the heartbeat
 	// timeout.
 	Leaving bool `json:"leaving,omitempty"`
+	// OwnPoints says the worker also takes points on its own subject
+	// (see PointMode): workers built before those do not.
+	OwnPoints bool `json:"own_points,omitempty"`
 }
 
 // LoadError reports a shard a worker could not load.

@@ -147,7 +147,9 @@ func (c *Cluster) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) 
 	}
 	if op == shard.OpHessVec {
 		pt.V = v.W
-		if p.Stamp != 0 && p.Stamp == c.lastStamp && slices.Equal(c.live(), c.lastLive) {
+		// Without x only while every worker holds the last point in the
+		// layout this one goes out in.
+		if p.Stamp != 0 && p.Stamp == c.lastStamp && slices.Equal(c.live(), c.lastLive) && c.layoutFor(pt) == c.lastLayout {
 			pt.Op = opHessVecAt
 			c.mu.Lock()
 			c.stats.WithoutX++
@@ -189,7 +191,8 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	c.viewed = c.viewed[:0]
 	payload := pointPieces(c.pointBuf, pt)
 	c.pointBuf = payload[0]
-	c.lastStamp, c.lastLive = pt.Stamp, c.live()
+	layout := c.layoutFor(pt)
+	c.lastStamp, c.lastLive, c.lastLayout = pt.Stamp, c.live(), layout
 	got := make([]bool, len(c.owner))
 	left := len(got)
 	compute := 0.0
@@ -219,7 +222,11 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 		c.sawReconnect()
 	default:
 	}
-	if err := c.broadcast(payload); err != nil {
+	if layout != nil {
+		if err := c.sendOwn(layout, pt); err != nil {
+			return err
+		}
+	} else if err := c.broadcast(payload); err != nil {
 		return err
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -232,6 +239,10 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 		c.mu.Lock()
 		c.stats.Resends++
 		c.mu.Unlock()
+		// Whole, for every worker: some may hold it in this layout, some
+		// in their own, so the next point goes with x.
+		layout, c.lastLayout = nil, nil
+		c.lastStamp = 0
 		var err error
 		if pt.Op == opHessVecAt {
 			// Some worker may not hold x: send it again too.
@@ -260,9 +271,11 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 			}
 		case m := <-c.ups:
 			if m.kind == KindNeedX {
-				if m.round == c.round && pt.Op == opHessVecAt {
-					c.log.Info("a worker lacks x: broadcasting the point with x",
-						zap.Uint64("round", c.round), zap.String("worker", string(m.payload)))
+				// A worker without x, or whose own point lacks the columns
+				// of shards it has loaded since: the whole point serves it.
+				if m.round == c.round && (pt.Op == opHessVecAt || layout != nil) {
+					c.log.Info("a worker lacks part of the point: broadcasting it whole",
+						zap.Uint64("round", c.round), zap.String("worker", string(m.payload)), zap.Bool("x", pt.Op == opHessVecAt))
 					if err := again(); err != nil {
 						return err
 					}
@@ -433,7 +446,12 @@ func (c *Cluster) sendX(pt *Point) ([][]byte, error) {
 }
 
 func (c *Cluster) broadcast(payload [][]byte) error {
-	subj := DownSubject(c.cfg.Job)
+	return c.publishPoint(DownSubject(c.cfg.Job), payload, len(c.live()))
+}
+
+// publishPoint sends a point's payload on subj, which reaches copies
+// workers.
+func (c *Cluster) publishPoint(subj string, payload [][]byte, copies int) error {
 	var sent int64
 	err := c.chunks.sendPieces(KindPoint, c.cfg.Job, c.round, 0, payload, int(c.nc.MaxPayload()), func(b []byte) error {
 		sent += int64(len(b))
@@ -441,6 +459,7 @@ func (c *Cluster) broadcast(payload [][]byte) error {
 	})
 	c.mu.Lock()
 	c.stats.BytesDown += sent
+	c.stats.BytesToWorkers += sent * int64(copies)
 	c.mu.Unlock()
 	if errors.Is(err, nats.ErrReconnectBufExceeded) {
 		// Cut off from NATS, with its buffer full: the point goes out

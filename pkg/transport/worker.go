@@ -84,7 +84,8 @@ type Worker struct {
 	foldN    uint32   // the folds foldIDs numbers (0: none yet)
 	foldIDs  []uint16 // every row's fold, for the current point's folds
 	point    *Point
-	live     *shard.LiveMap // the coordinates points carry (nil: all)
+	live     *shard.LiveMap // the coordinates point carries (nil: all)
+	askedFor uint64         // the last round this worker asked for the whole point
 	round    uint64
 	answered map[int][]byte            // this round's encoded partials, for resends
 	sums     map[shard.NodeID][][]byte // this round's node sums as sent, for resends
@@ -162,16 +163,32 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 		cmds: make(chan Assign, 16), points: make(chan roundMsg, 64), loaded: make(chan loadResult, 4),
 		shards: map[int]*shard.Shard{}, want: map[int]shard.Range{}, loading: map[int]bool{}, beat: make(chan struct{}, 1)}
 	w.badMsg.log = w.log
-	w.hb = Heartbeat{ID: id, Name: cfg.Name}
+	w.hb = Heartbeat{ID: id, Name: cfg.Name, OwnPoints: true}
 	return w
 }
 
 // Run serves until ctx ends.
 func (w *Worker) Run(ctx context.Context) error {
+	// Points made for this worker alone (see PointMode) come on its own
+	// subject, which every deployment already lets it read: a broadcast
+	// and an own point of the same round are different messages, put
+	// together apart.
+	var own Assembler
+	own.MaxPending = 4
 	sub, err := w.nc.Subscribe(WorkerSubject(w.ID), func(m *nats.Msg) {
 		h, payload, err := DecodeChunk(m.Data)
 		if err == nil && h.Kind == KindProbe {
 			return // the server answers for us if we are gone
+		}
+		if err == nil && h.Kind == KindPoint {
+			if parts, ok := own.AddParts(h, payload); ok {
+				own.Forget(h.Round)
+				select {
+				case w.points <- roundMsg{round: h.Round, job: h.Job, parts: parts}:
+				case <-ctx.Done():
+				}
+			}
+			return
 		}
 		if err != nil || h.Kind != KindAssign {
 			w.badMsg.add(err, h.Kind)
@@ -376,7 +393,7 @@ func (w *Worker) switchJob(a Assign) []int {
 		w.log.Info("shards kept for the new job", zap.Int("count", len(kept)), zap.String("path", a.Source.Path))
 	}
 	w.job, w.round, w.point, w.answered, w.sums, w.order = job, 0, nil, nil, nil, nil
-	w.live, w.foldN, w.foldIDs = nil, 0, nil
+	w.live, w.askedFor, w.foldN, w.foldIDs = nil, 0, 0, nil
 	w.shards = kept
 	clear(w.loading)
 	var asm Assembler
@@ -624,7 +641,15 @@ func (w *Worker) onPoint(m roundMsg) {
 	}
 	if m.round == w.round && w.point != nil {
 		// The coordinator is missing results of this round: send again
-		// what was computed, compute what was not.
+		// what was computed, compute what was not. A resend in another
+		// layout (the whole point, after an own point that lacked the
+		// columns of shards loaded since) replaces the point in hand.
+		if p, err := w.decodePoint(m.parts, nil); err == nil && !sameLayout(w.live, p) {
+			if err := w.setPoint(p); err != nil {
+				w.badMsg.add(err, KindPoint)
+				return
+			}
+		}
 		for id, pieces := range w.sums {
 			w.publishUp(KindGroup, w.round, id.Wire(), pieces...)
 		}
@@ -643,30 +668,20 @@ func (w *Worker) onPoint(m roundMsg) {
 	// decoded into its memory (a 1 M-feature Hessian-vector point is 16
 	// MB). Decoding checks every size before it writes a vector; should
 	// it fail all the same, no point is kept.
-	p, err := DecodePointParts(m.parts, w.point)
-	if err == nil && p.Op == opHessVecAt && w.forgetPoints > 0 {
-		w.forgetPoints--
-		w.point = nil
-	}
-	if err == nil && p.Op == opHessVecAt {
-		// V was decoded into the last point's V memory; its X is the one
-		// asked for, or this round waits for a broadcast with x.
-		if w.point == nil || p.Stamp == 0 || w.point.Stamp != p.Stamp || len(w.point.X) != len(p.V) || len(p.V[0]) != len(w.point.X[0]) {
-			err = errNoX
-		} else {
-			p.Op, p.X = shard.OpHessVec, w.point.X
-		}
-	}
+	p, err := w.decodePoint(m.parts, w.point)
 	if err == errNoX {
 		w.log.Info("a point without x at an x this worker does not hold: asking for x", zap.Uint64("round", m.round))
 		w.publishUp(KindNeedX, m.round, 0, []byte(w.ID))
 	}
+	if err == nil {
+		err = w.setPoint(p)
+	}
 	if err != nil {
 		w.badMsg.add(err, KindPoint)
-		w.point = nil
+		w.point, w.live = nil, nil
 		return
 	}
-	w.round, w.point, w.answered, w.sums = m.round, p, map[int][]byte{}, map[shard.NodeID][][]byte{}
+	w.round, w.answered, w.sums = m.round, map[int][]byte{}, map[shard.NodeID][][]byte{}
 	w.spare, w.laidOut = append(w.spare, w.laidOut...), w.laidOut[:0]
 	if !slices.Equal(p.Labels, w.order) {
 		w.order = p.Labels
@@ -676,28 +691,61 @@ func (w *Worker) onPoint(m roundMsg) {
 	}
 	if err := w.setFolds(w.local.Shards); err != nil {
 		w.badMsg.add(err, KindPoint)
-		w.point = nil
+		w.point, w.live = nil, nil
 		return
 	}
 	w.evaluate(w.local.Shards, true)
 }
 
-// liveMap is the map of the coordinates p carries (nil: all), the last
-// one while the points bring the same bitmap, so that shards build their
-// column maps into it once.
-func (w *Worker) liveMap(p *Point) (*shard.LiveMap, error) {
-	if len(p.Live) == 0 {
-		return nil, nil
-	}
-	if w.live != nil && w.live.Full == int(p.Full) && slices.Equal(w.live.Bits, p.Live) {
-		return w.live, nil
-	}
-	m, err := shard.NewLiveMap(slices.Clone(p.Live), int(p.Full))
+// decodePoint decodes a point into into's memory (nil: its own). A
+// Hessian-vector point without x takes x from the point in hand, which
+// must be the one it names, in the same layout; errNoX otherwise.
+func (w *Worker) decodePoint(parts [][]byte, into *Point) (*Point, error) {
+	held := w.point
+	p, err := DecodePointParts(parts, into)
 	if err != nil {
 		return nil, err
 	}
-	w.live = m
-	return m, nil
+	if p.Op != opHessVecAt {
+		return p, nil
+	}
+	if w.forgetPoints > 0 {
+		w.forgetPoints--
+		held = nil
+	}
+	if held == nil || p.Stamp == 0 || held.Stamp != p.Stamp || len(held.X) != len(p.V) || !sameLayout(w.live, p) || len(p.V[0]) != len(held.X[0]) {
+		return nil, errNoX
+	}
+	p.Op, p.X = shard.OpHessVec, held.X
+	return p, nil
+}
+
+// setPoint makes p the point in hand, with the map of the coordinates it
+// carries (nil: all).
+func (w *Worker) setPoint(p *Point) error {
+	if len(p.Live) == 0 {
+		w.point, w.live = p, nil
+		return nil
+	}
+	if !sameLayout(w.live, p) {
+		// Shards build their column maps into a map once, so the map
+		// stays while points bring the same bitmap.
+		m, err := shard.NewLiveMap(slices.Clone(p.Live), int(p.Full))
+		if err != nil {
+			return err
+		}
+		w.live = m
+	}
+	w.point = p
+	return nil
+}
+
+// sameLayout reports whether p carries the coordinates m does (nil: all).
+func sameLayout(m *shard.LiveMap, p *Point) bool {
+	if len(p.Live) == 0 {
+		return m == nil
+	}
+	return m != nil && m.Full == int(p.Full) && slices.Equal(m.Bits, p.Live)
 }
 
 // evaluate computes and publishes the partials of the given shards at the
@@ -707,12 +755,7 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 	if len(shards) == 0 {
 		return
 	}
-	p := w.point
-	live, err := w.liveMap(p)
-	if err != nil {
-		w.log.Error("point's live coordinates", zap.Error(err))
-		return
-	}
+	p, live := w.point, w.live
 	// at is where the vectors hold the bias weight: last, whether they
 	// carry every coordinate or the live ones.
 	at, features := len(p.X[0]), len(p.X[0])
@@ -741,6 +784,16 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		}
 	}
 	if err := shard.CheckLive(shards, live); err != nil {
+		// An own point, made before this worker held some shard (loaded
+		// since, or the coordinator's view of what it holds was behind):
+		// the whole point serves it.
+		if w.askedFor != w.round {
+			w.askedFor = w.round
+			w.log.Info("the point lacks columns of shards this worker holds: asking for the whole point",
+				zap.Uint64("round", w.round), zap.Error(err))
+			w.publishUp(KindNeedX, w.round, 0, []byte(w.ID))
+			return
+		}
 		w.log.Error("point's live coordinates", zap.Error(err))
 		return
 	}

@@ -14,8 +14,8 @@ import (
 )
 
 // FuzzWorkerPoint hands a worker holding real shards any point message,
-// whole or cut into two chunks: it must evaluate it or drop it, never
-// panic. Decoding alone (FuzzDecodeMessages) does not see what a point
+// whole or cut into two chunks, of a new round or of the round in hand:
+// it must evaluate it, ask for the whole point or drop it, never panic. Decoding alone (FuzzDecodeMessages) does not see what a point
 // that decodes does to the kernels: one without labels once did.
 func FuzzWorkerPoint(f *testing.F) {
 	path := randomData(f, rand.New(rand.NewPCG(3, 4)), 200, 3, 1, 60)
@@ -73,12 +73,17 @@ func FuzzWorkerPoint(f *testing.F) {
 		{Op: opCorrect, Bias: 1, Labels: labels, X: three(61, 0.1)},
 		{Op: shard.OpEval, Bias: 1, Labels: labels, Folds: 3, Holdout: 2, Rows: 200, Starts: []uint64{0, 50, 100, 150}, X: three(61, 0.1)},
 		{Op: shard.OpEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<61 - 1}, X: three(61, 0.1)},
+		// An own point that lacks the columns of half the shards' features.
+		{Op: shard.OpEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, X: three(31, 0.1)},
+		{Op: opHessVecAt, Bias: 1, Labels: labels, Stamp: 5, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, V: three(31, 1)},
 	} {
 		b := EncodePoint(p)
-		f.Add(b, uint16(0))
-		f.Add(b, uint16(len(b)/2))
+		for _, same := range []bool{false, true} {
+			f.Add(b, uint16(0), same)
+			f.Add(b, uint16(len(b)/2), same)
+		}
 	}
-	f.Fuzz(func(t *testing.T, b []byte, cut uint16) {
+	f.Fuzz(func(t *testing.T, b []byte, cut uint16, same bool) {
 		// The worker keeps the point, which may view its message: the
 		// fuzzer's bytes are not ours to keep.
 		b = bytes.Clone(b)
@@ -86,7 +91,13 @@ func FuzzWorkerPoint(f *testing.F) {
 		if c := int(cut); c > 0 && c < len(b) {
 			parts = [][]byte{b[:c], b[c:]}
 		}
-		w.onPoint(roundMsg{round: w.round + 1, job: job, parts: parts})
+		// A point of the round in hand is a resend, which may come in
+		// another layout.
+		round := w.round + 1
+		if same && w.point != nil {
+			round = w.round
+		}
+		w.onPoint(roundMsg{round: round, job: job, parts: parts})
 	})
 }
 
