@@ -247,7 +247,7 @@ func TestWorkerKilled(t *testing.T) {
 		{syscall.SIGKILL, "1h", `"why":"its connection closed"`, "broadcast"},
 		{syscall.SIGSTOP, "1s", `"msg":"worker lost"`, "broadcast"},
 		{syscall.SIGTERM, "1h", `"msg":"worker left"`, "broadcast"},
-		{syscall.SIGKILL, "1h", `"msg":"a worker lacks part of the point: broadcasting it whole"`, "own"},
+		{syscall.SIGKILL, "1h", `"msg":"broadcasting the point whole"`, "own"},
 	} {
 		t.Run(tc.sig.String()+" "+tc.points, func(t *testing.T) {
 			url := natsServer(t)
@@ -270,27 +270,38 @@ func TestWorkerKilled(t *testing.T) {
 }
 
 // TestWorkerJoins starts training with one worker and adds a second: it
-// must take over shards at a round boundary, with the same model.
+// must take over shards at a round boundary, with the same model, and no
+// round may wait for a resend. With own points the late worker, which
+// held nothing when the round went out, gets the point whole once the
+// shards change hands.
 func TestWorkerJoins(t *testing.T) {
 	data := dataset(t, "a9a")
 	// HDM's 2,600 rounds leave the late worker time to join.
 	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "8"}
 	want := train(t, data, append(args, "-local")...)
-	url := natsServer(t)
-	workers(t, url, 1, "first")
-	model := filepath.Join(t.TempDir(), "model")
-	c := start(t, "coordinator", append(args, "-nats", url, "-min-workers", "1", data, model)...)
-	checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
-	late := workers(t, url, 1, "late")[0]
-	c.wait(t, 5*time.Minute)
-	if !strings.Contains(c.output(), `"to":"late0-`) {
-		t.Fatalf("no shard moved to the late worker:\n%s", tail(c.output(), 3000))
-	}
-	if !strings.Contains(late.output(), `"msg":"loaded shards"`) {
-		t.Fatalf("the late worker loaded nothing:\n%s", late.output())
-	}
-	if !bytes.Equal(readFile(t, model), want) {
-		t.Fatal("model with a late worker differs")
+	for _, points := range []string{"auto", "own"} {
+		t.Run(points, func(t *testing.T) {
+			url := natsServer(t)
+			workers(t, url, 1, "first")
+			model := filepath.Join(t.TempDir(), "model")
+			c := start(t, "coordinator", append(args, "-points", points, "-nats", url, "-min-workers", "1", data, model)...)
+			checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
+			late := workers(t, url, 1, "late")[0]
+			c.wait(t, 5*time.Minute)
+			out := c.output()
+			if !strings.Contains(out, `"to":"late0-`) {
+				t.Fatalf("no shard moved to the late worker:\n%s", tail(out, 3000))
+			}
+			if !strings.Contains(late.output(), `"msg":"loaded shards"`) {
+				t.Fatalf("the late worker loaded nothing:\n%s", late.output())
+			}
+			if strings.Contains(out, "round waiting on shards") {
+				t.Fatalf("a round waited for a resend:\n%s", tail(out, 3000))
+			}
+			if !bytes.Equal(readFile(t, model), want) {
+				t.Fatal("model with a late worker differs")
+			}
+		})
 	}
 }
 

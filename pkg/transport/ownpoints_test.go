@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,9 +47,9 @@ func bandedData(t testing.TB, rows, classes, step int) string {
 // lost the point they refer to), newton-full's rounds that bring the
 // whole Hessian (which go out whole), multi-class rounds over live
 // coordinates. A worker that stops in the middle hands its shards to
-// the others, whose own points lack their columns: they ask, and the
-// round goes out whole. The server sends on fewer bytes than a broadcast
-// would.
+// the others, whose own points lack their columns: the round goes out
+// whole, once the shards change hands or a worker asks. The server sends
+// on fewer bytes than a broadcast would.
 func TestOwnPointsKeepTheBits(t *testing.T) {
 	for _, c := range []struct {
 		classes, step, workers int
@@ -97,12 +98,12 @@ func TestOwnPointsKeepTheBits(t *testing.T) {
 			if c.method == "newton" && st.WithoutX == 0 {
 				t.Fatal("no Hessian-vector round went without x")
 			}
-			asked := logs.FilterMessageSnippet("lacks part of the point").Len()
-			if c.stop && (st.Reassignments == 0 || asked == 0) {
-				t.Fatalf("%d reassignments, %d asks for the whole point", st.Reassignments, asked)
+			whole := logs.FilterMessage("broadcasting the point whole").Len()
+			if c.stop && (st.Reassignments == 0 || whole == 0) {
+				t.Fatalf("%d reassignments, %d whole points", st.Reassignments, whole)
 			}
-			if !c.stop && (asked != c.forget || st.Resends != c.forget) {
-				t.Fatalf("%d asks, %d broadcasts again after %d forgotten points", asked, st.Resends, c.forget)
+			if !c.stop && (whole != c.forget || st.Resends != c.forget) {
+				t.Fatalf("%d whole points, %d broadcasts again after %d forgotten points", whole, st.Resends, c.forget)
 			}
 			if st.BytesToWorkers >= int64(c.workers)*st.BytesDown*3/4 {
 				t.Fatalf("%d bytes to workers for %d sent: own points save little", st.BytesToWorkers, st.BytesDown)
@@ -148,5 +149,38 @@ func TestParsePointMode(t *testing.T) {
 	}
 	if _, err := ParsePointMode("all"); err == nil {
 		t.Error("all: no error")
+	}
+}
+
+// TestOwnPointsReachAnIdleWorker: with more workers than shards one
+// holds nothing, so a round of own points goes out without it. When a
+// worker that holds a shard stops in the middle of training, its shard
+// moves to the idle one, which has no point of the round to evaluate it
+// at: once the shard has changed hands the round goes out whole, instead
+// of waiting for a resend (an hour here).
+func TestOwnPointsReachAnIdleWorker(t *testing.T) {
+	path := bandedData(t, 4000, 2, 1)
+	cfg := train.Config{C: 1, Eps: 1e-6, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	want := localModel(t, path, 2, cfg)
+	stop := make(chan struct{})
+	defer time.AfterFunc(20*time.Second, func() { close(stop) }).Stop()
+	var ws []*Worker
+	cl, _, stops := startCluster(t, path, 3, 2, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
+		cfg.Points, cfg.ResendAfter, cfg.Stop = PointsOwn, time.Hour, stop
+	}}, func(w *Worker) { ws = append(ws, w) })
+	victim := slices.IndexFunc(ws, func(w *Worker) bool { return w.ID == cl.owner[0] })
+	records := 0
+	cfg.Trace = func(osgm.Record) {
+		if records++; records == 3 {
+			stops[victim]()
+		}
+	}
+	res, err := train.Train(cl, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, res, want)
+	if st := cl.Stats(); st.Reassignments == 0 || st.BytesToWorkers >= 2*st.BytesDown {
+		t.Fatalf("%d reassignments; %d bytes to workers for %d sent", st.Reassignments, st.BytesToWorkers, st.BytesDown)
 	}
 }

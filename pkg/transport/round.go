@@ -253,6 +253,17 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 		lastProgress = time.Now()
 		return err
 	}
+	// Own points were made for the owners the round started with. A
+	// shard that has changed hands since sits with a worker that may
+	// hold no point of this round (it held no shard when the round went
+	// out) or one without the shard's columns: the whole point serves.
+	wholeIfMoved := func() error {
+		if layout == nil || slices.Equal(c.layoutOf, c.owner) {
+			return nil
+		}
+		c.log.Info("broadcasting the point whole", zap.Uint64("round", c.round), zap.String("why", "shards changed hands"))
+		return again()
+	}
 	stop := c.cfg.Stop
 	var stopped <-chan time.Time
 	for left > 0 {
@@ -265,6 +276,9 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 			c.soon()
 		case hb := <-c.hbs:
 			c.onHeartbeat(hb)
+			if err := wholeIfMoved(); err != nil {
+				return err
+			}
 		case id := <-c.gone:
 			if c.onGone(id) {
 				lastProgress = time.Now() // its shards are loading elsewhere
@@ -274,8 +288,11 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 				// A worker without x, or whose own point lacks the columns
 				// of shards it has loaded since: the whole point serves it.
 				if m.round == c.round && (pt.Op == opHessVecAt || layout != nil) {
-					c.log.Info("a worker lacks part of the point: broadcasting it whole",
-						zap.Uint64("round", c.round), zap.String("worker", string(m.payload)), zap.Bool("x", pt.Op == opHessVecAt))
+					why := "a worker lacks x"
+					if pt.Op != opHessVecAt {
+						why = "a worker's own point lacks columns of its shards"
+					}
+					c.log.Info("broadcasting the point whole", zap.Uint64("round", c.round), zap.String("why", why), zap.String("worker", string(m.payload)))
 					if err := again(); err != nil {
 						return err
 					}
@@ -306,6 +323,9 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 			}
 			if !slices.Equal(owners, c.owner) {
 				lastProgress = time.Now() // moved shards are loading
+			}
+			if err := wholeIfMoved(); err != nil {
+				return err
 			}
 			var owing []string
 			for s, ok := range got {
