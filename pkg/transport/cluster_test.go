@@ -880,13 +880,7 @@ func TestServerRestartSendsTheRoundAgain(t *testing.T) {
 	path := testData(t)
 	quick := nats.CustomReconnectDelay(func(int) time.Duration { return 20 * time.Millisecond })
 	slow := nats.CustomReconnectDelay(func(int) time.Duration { return 1500 * time.Millisecond })
-	for _, tc := range []struct {
-		name                string
-		coordinator, worker []nats.Option
-		heartbeat           time.Duration // the workers' (0: the default)
-		silence             time.Duration // the heartbeat timeout
-		resendAfter         time.Duration
-	}{
+	for _, tc := range []restartCase{
 		// The point the coordinator buffered goes out before any worker
 		// listens: the workers' heartbeats bring it back.
 		{"workers last", []nats.Option{quick}, []nats.Option{slow}, 0, 10 * time.Second, time.Hour},
@@ -900,70 +894,86 @@ func TestServerRestartSendsTheRoundAgain(t *testing.T) {
 		// does not take it for the workers' silence.
 		{"coordinator cut off too long", []nats.Option{slow, nats.ReconnectBufSize(-1)}, []nats.Option{quick}, 0, time.Second, time.Hour},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			port := freePort(t)
-			srv := serverOn(t, port)
-			c, _, _ := startCluster(t, path, 2, 4, clusterOptions{parallel: 1, server: srv, coordinator: tc.coordinator, worker: tc.worker},
-				func(w *Worker) {
-					if tc.heartbeat > 0 {
-						w.cfg.Heartbeat = tc.heartbeat
-					}
-				})
-			core, logs := observer.New(zap.InfoLevel)
-			c.log = zap.New(core)
-			stop := make(chan struct{})
-			c.cfg.ResendAfter, c.cfg.HeartbeatTimeout, c.cfg.Stop = tc.resendAfter, tc.silence, stop
-			defer time.AfterFunc(30*time.Second, func() { close(stop) }).Stop()
+		// Points broadcast or each worker's own: either comes back.
+		for _, points := range []PointMode{PointsBroadcast, PointsOwn} {
+			t.Run(tc.name+" "+points.String(), func(t *testing.T) { serverRestart(t, path, tc, points) })
+		}
+	}
+}
 
-			features := uint32(0)
-			for _, m := range c.Meta() {
-				features = max(features, m.MaxIndex)
-			}
-			w := make([]float64, features)
-			for j := range w {
-				w[j] = 0.01 * float64(j%7-3)
-			}
-			p := &shard.Point{W: [][]float64{w}, Bias: -1}
-			c.SetClasses([]float64{1, 2, 3})
-			eval := func() (map[string]float64, error) {
-				got := map[string]float64{}
-				err := c.Eval(shard.OpEval, p, nil, func(part *shard.Partial) error {
-					got[fmt.Sprint(part.Group, part.Level, part.Shard)] = part.Loss[0]
-					return nil
-				})
-				return got, err
-			}
-			want, err := eval()
-			if err != nil {
-				t.Fatal(err)
-			}
+type restartCase struct {
+	name                string
+	coordinator, worker []nats.Option
+	heartbeat           time.Duration // the workers' (0: the default)
+	silence             time.Duration // the heartbeat timeout
+	resendAfter         time.Duration
+}
 
-			srv.Shutdown()
-			waitFor(t, 10*time.Second, "the coordinator to be cut off", func() bool { return !c.nc.IsConnected() })
-			done := make(chan error, 1)
-			var got map[string]float64
-			go func() {
-				var err error
-				got, err = eval()
-				done <- err
-			}()
-			serverOn(t, port)
-			if err := <-done; err != nil {
-				t.Fatalf("the round after the restart: %v (resends %d)", err, c.Stats().Resends)
-			}
-			if !maps.Equal(got, want) {
-				t.Fatalf("results after the restart %v, before %v", got, want)
-			}
-			if n := logs.FilterMessage("worker lost").Len(); n > 0 {
-				t.Fatalf("%d workers declared lost over a server restart", n)
-			}
-			if n := logs.FilterMessage("round waiting on shards; broadcasting the point again").Len(); n > 0 {
-				t.Fatalf("the round went out again %d times for want of results, not for the reconnection", n)
-			}
-			if c.Stats().Resends == 0 {
-				t.Fatal("the round went through without being sent again: nothing was tested")
+// serverRestart evaluates a point, restarts the server, and evaluates it
+// again while the server is down: the round must come back with the same
+// results, sent again for the reconnection, not for want of results.
+func serverRestart(t *testing.T, path string, tc restartCase, points PointMode) {
+	port := freePort(t)
+	srv := serverOn(t, port)
+	c, _, _ := startCluster(t, path, 2, 4, clusterOptions{parallel: 1, server: srv, coordinator: tc.coordinator, worker: tc.worker},
+		func(w *Worker) {
+			if tc.heartbeat > 0 {
+				w.cfg.Heartbeat = tc.heartbeat
 			}
 		})
+	core, logs := observer.New(zap.InfoLevel)
+	c.log = zap.New(core)
+	stop := make(chan struct{})
+	c.cfg.ResendAfter, c.cfg.HeartbeatTimeout, c.cfg.Stop, c.cfg.Points = tc.resendAfter, tc.silence, stop, points
+	defer time.AfterFunc(30*time.Second, func() { close(stop) }).Stop()
+
+	features := uint32(0)
+	for _, m := range c.Meta() {
+		features = max(features, m.MaxIndex)
+	}
+	w := make([]float64, features)
+	for j := range w {
+		w[j] = 0.01 * float64(j%7-3)
+	}
+	p := &shard.Point{W: [][]float64{w}, Bias: -1}
+	c.SetClasses([]float64{1, 2, 3})
+	eval := func() (map[string]float64, error) {
+		got := map[string]float64{}
+		err := c.Eval(shard.OpEval, p, nil, func(part *shard.Partial) error {
+			got[fmt.Sprint(part.Group, part.Level, part.Shard)] = part.Loss[0]
+			return nil
+		})
+		return got, err
+	}
+	want, err := eval()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Shutdown()
+	waitFor(t, 10*time.Second, "the coordinator to be cut off", func() bool { return !c.nc.IsConnected() })
+	done := make(chan error, 1)
+	var got map[string]float64
+	go func() {
+		var err error
+		got, err = eval()
+		done <- err
+	}()
+	serverOn(t, port)
+	if err := <-done; err != nil {
+		t.Fatalf("the round after the restart: %v (resends %d)", err, c.Stats().Resends)
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("results after the restart %v, before %v", got, want)
+	}
+	if n := logs.FilterMessage("worker lost").Len(); n > 0 {
+		t.Fatalf("%d workers declared lost over a server restart", n)
+	}
+	if n := logs.FilterMessage("round waiting on shards; broadcasting the point again").Len(); n > 0 {
+		t.Fatalf("the round went out again %d times for want of results, not for the reconnection", n)
+	}
+	if c.Stats().Resends == 0 {
+		t.Fatal("the round went through without being sent again: nothing was tested")
 	}
 }
 
