@@ -27,7 +27,7 @@ type DenseSum struct {
 	Release func(*Partial)
 
 	n     int
-	cols  map[int]Columns // the held shards' columns
+	cols  map[int]Columns // the summed shards' columns, global or ranked (see ranked)
 	width int             // every column is below width
 	tops  []denseTop      // the highest nodes held whole, in shard order
 	buf   []uint32        // a shard's columns, decoded
@@ -71,15 +71,16 @@ func NewDenseSum(n int, cols map[int]Columns) *DenseSum {
 			d.width = max(d.width, int(c.Last())+1)
 		}
 	}
+	d.ranked(whole)
 	for _, id := range wholeNodes(n, whole) {
 		t := denseTop{id: id, words: make([]uint64, (d.width+63)/64)}
 		t.first, t.end = id.Shards(n)
 		for s := t.first; s < t.end; s++ {
-			d.buf = cols[s].Append(d.buf[:0])
+			d.buf = d.cols[s].Append(d.buf[:0])
 			for _, j := range d.buf {
 				t.words[j>>6] |= 1 << (j & 63)
 			}
-			t.held += cols[s].Len()
+			t.held += d.cols[s].Len()
 		}
 		d.tops = append(d.tops, t)
 	}
@@ -87,6 +88,44 @@ func NewDenseSum(n int, cols map[int]Columns) *DenseSum {
 		return nil
 	}
 	return d
+}
+
+// ranked lays the vectors over the columns the summed shards hold,
+// numbered in order, rather than over every column below the highest,
+// when that leaves out a quarter or more. With own points each of many
+// workers holds shards that touch a part of the columns (news20.t: 35% of
+// its live ones at 8 workers, of ids up to 62,061 over 20 problems), and
+// every pass clears and adds vectors of the width. A column keeps its
+// order, so the sums are packed onto the nodes' columns as before and
+// carry the same bits.
+func (d *DenseSum) ranked(whole map[int]bool) {
+	words := make([]uint64, (d.width+63)/64)
+	var ids []uint32
+	for s, c := range d.cols {
+		if !whole[GroupOf(s)] {
+			continue
+		}
+		ids = c.Append(ids[:0])
+		for _, j := range ids {
+			words[j>>6] |= 1 << (j & 63)
+		}
+	}
+	held, err := NewLiveMap(words, d.width)
+	if err != nil || 4*held.Len() > 3*d.width {
+		return
+	}
+	cols := make(map[int]Columns, len(d.cols))
+	for s, c := range d.cols {
+		if !whole[GroupOf(s)] {
+			continue
+		}
+		ids = c.Append(ids[:0])
+		for l, j := range ids {
+			ids[l], _ = held.Rank(j)
+		}
+		cols[s] = NewColumns(ids)
+	}
+	d.cols, d.width = cols, held.Len()
 }
 
 // wholeNodes lists the highest nodes all of whose groups are whole, in

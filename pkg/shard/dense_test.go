@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -15,115 +16,139 @@ import (
 // several, with and without Hessians, on trees with single-child nodes.
 func TestDenseSumMatchesCombiner(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
-	d := randomData(rng, 3000, 30, 3, "f64")
-	obj := objectiveFor(t, writeFile(t, d.text), 45, 2, 1e-3, -1) // 6 groups, a tree of height 3
-	shards := obj.Backend.(*Local).Shards
-	n := len(shards)
-	cols := make([][]uint32, n)
-	for i, s := range shards {
-		cols[i] = s.Cols.Slice()
-	}
-	groups := Groups(cols)
-	cases := []struct {
-		name string
-		K    int
-		op   Op
-	}{
-		{"one problem", 1, OpEval},
-		{"three problems", 3, OpEval},
-		{"Hessian", 1, OpEvalHess},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			x := make([][]float64, c.K)
-			for k := range x {
-				x[k] = make([]float64, obj.Dim())
-				for j := range x[k] {
-					x[k][j] = rng.NormFloat64()
-				}
-			}
-			p := obj.Point(x)
-			parts := make([]*Partial, n)
-			for i, s := range shards {
-				var sc Scratch
-				parts[i] = new(Partial)
-				if c.op == OpEvalHess {
-					s.EvalHess(p, &sc, parts[i])
-				} else {
-					s.Eval(p, &sc, parts[i])
-				}
-			}
-			for trial := range 12 {
-				// A contiguous block of shards, as workers are given
-				// (trial 0: all of them), ragged at both ends.
-				a, b := rng.IntN(n), rng.IntN(n)
-				if trial == 0 {
-					a, b = 0, n-1
-				}
-				held := map[int][]uint32{}
-				for s := min(a, b); s <= max(a, b); s++ {
-					held[s] = cols[s]
-				}
-				want := combinerSums(t, n, groups, held, parts)
-				got := map[NodeID]*Partial{}
-				ds := NewDenseSum(n, columnsOf(held))
-				if ds == nil {
-					if len(want) != 0 {
-						t.Fatalf("trial %d: no dense sum, the Combiner sent %d nodes", trial, len(want))
+	for _, data := range []struct{ name, text string }{
+		{"dense", randomData(rng, 3000, 30, 3, "f64").text},
+		// Rows in bands of columns, so that a block of shards holds a
+		// part of them: its vectors run over those alone.
+		{"banded", bandedText(rng, 3000, 120, 12)},
+	} {
+		obj := objectiveFor(t, writeFile(t, data.text), 45, 2, 1e-3, -1) // 6 groups, a tree of height 3
+		shards := obj.Backend.(*Local).Shards
+		n := len(shards)
+		cols := make([][]uint32, n)
+		for i, s := range shards {
+			cols[i] = s.Cols.Slice()
+		}
+		groups := Groups(cols)
+		cases := []struct {
+			name string
+			K    int
+			op   Op
+		}{
+			{"one problem", 1, OpEval},
+			{"three problems", 3, OpEval},
+			{"Hessian", 1, OpEvalHess},
+		}
+		for _, c := range cases {
+			t.Run(data.name+"/"+c.name, func(t *testing.T) {
+				x := make([][]float64, c.K)
+				for k := range x {
+					x[k] = make([]float64, obj.Dim())
+					for j := range x[k] {
+						x[k][j] = rng.NormFloat64()
 					}
-					continue
 				}
-				// What a worker keeps to send again: the emitted memory,
-				// which must still hold the sums at the end of the pass.
-				kept := map[NodeID]*Partial{}
-				ds.Emit = func(id NodeID, p *Partial) error {
-					if got[id] != nil {
-						t.Fatalf("node %v sent twice", id)
+				p := obj.Point(x)
+				parts := make([]*Partial, n)
+				for i, s := range shards {
+					var sc Scratch
+					parts[i] = new(Partial)
+					if c.op == OpEvalHess {
+						s.EvalHess(p, &sc, parts[i])
+					} else {
+						s.Eval(p, &sc, parts[i])
 					}
-					got[id], kept[id] = clonePartial(p), p
-					return nil
 				}
-				for pass := range 2 { // the second pass reuses the vectors
-					clear(got)
-					ds.Reset()
-					order := heldInWindows(rng, held, 3)
-					for _, s := range order {
-						if !ds.Holds(s) {
-							continue
+				for trial := range 12 {
+					// A contiguous block of shards, as workers are given
+					// (trial 0: all of them), ragged at both ends.
+					a, b := rng.IntN(n), rng.IntN(n)
+					if trial == 0 {
+						a, b = 0, n-1
+					}
+					held := map[int][]uint32{}
+					for s := min(a, b); s <= max(a, b); s++ {
+						held[s] = cols[s]
+					}
+					want := combinerSums(t, n, groups, held, parts)
+					got := map[NodeID]*Partial{}
+					ds := NewDenseSum(n, columnsOf(held))
+					if ds == nil {
+						if len(want) != 0 {
+							t.Fatalf("trial %d: no dense sum, the Combiner sent %d nodes", trial, len(want))
 						}
-						if ok, err := ds.Add(parts[s]); !ok || err != nil {
-							t.Fatalf("trial %d: Add(%d) = %v, %v", trial, s, ok, err)
+						continue
+					}
+					// What a worker keeps to send again: the emitted memory,
+					// which must still hold the sums at the end of the pass.
+					kept := map[NodeID]*Partial{}
+					ds.Emit = func(id NodeID, p *Partial) error {
+						if got[id] != nil {
+							t.Fatalf("node %v sent twice", id)
 						}
+						got[id], kept[id] = clonePartial(p), p
+						return nil
 					}
-					if ok, _ := ds.Add(parts[order[0]]); ok && ds.Holds(order[0]) {
-						t.Fatalf("trial %d: a repeated partial was taken", trial)
-					}
-					for id, p := range kept {
-						if !sameBits(p.Grad, got[id].Grad) || !sameBits(p.Loss, got[id].Loss) {
-							t.Fatalf("trial %d: node %v's memory was written after it was sent", trial, id)
-						}
-					}
-					if len(got) != len(want) {
-						t.Fatalf("trial %d pass %d: sent %d nodes, the Combiner %d", trial, pass, len(got), len(want))
-					}
-					for id, w := range want {
-						g := got[id]
-						if g == nil {
-							t.Fatalf("trial %d: node %v not sent", trial, id)
-						}
-						for _, f := range [][2][]float64{{g.Loss, w.Loss}, {g.BiasGrad, w.BiasGrad}, {g.Grad, w.Grad}, {g.Hess, w.Hess}} {
-							if !sameBits(f[0], f[1]) {
-								t.Fatalf("trial %d: node %v differs from the Combiner's", trial, id)
+					for pass := range 2 { // the second pass reuses the vectors
+						clear(got)
+						ds.Reset()
+						order := heldInWindows(rng, held, 3)
+						for _, s := range order {
+							if !ds.Holds(s) {
+								continue
+							}
+							if ok, err := ds.Add(parts[s]); !ok || err != nil {
+								t.Fatalf("trial %d: Add(%d) = %v, %v", trial, s, ok, err)
 							}
 						}
-						if g.Shard != id.Index || !g.Group || g.Level != id.Level {
-							t.Fatalf("trial %d: node %v labelled %d/%v/%d", trial, id, g.Shard, g.Group, g.Level)
+						if ok, _ := ds.Add(parts[order[0]]); ok && ds.Holds(order[0]) {
+							t.Fatalf("trial %d: a repeated partial was taken", trial)
+						}
+						for id, p := range kept {
+							if !sameBits(p.Grad, got[id].Grad) || !sameBits(p.Loss, got[id].Loss) {
+								t.Fatalf("trial %d: node %v's memory was written after it was sent", trial, id)
+							}
+						}
+						if len(got) != len(want) {
+							t.Fatalf("trial %d pass %d: sent %d nodes, the Combiner %d", trial, pass, len(got), len(want))
+						}
+						for id, w := range want {
+							g := got[id]
+							if g == nil {
+								t.Fatalf("trial %d: node %v not sent", trial, id)
+							}
+							for _, f := range [][2][]float64{{g.Loss, w.Loss}, {g.BiasGrad, w.BiasGrad}, {g.Grad, w.Grad}, {g.Hess, w.Hess}} {
+								if !sameBits(f[0], f[1]) {
+									t.Fatalf("trial %d: node %v differs from the Combiner's", trial, id)
+								}
+							}
+							if g.Shard != id.Index || !g.Group || g.Level != id.Level {
+								t.Fatalf("trial %d: node %v labelled %d/%v/%d", trial, id, g.Shard, g.Group, g.Level)
+							}
 						}
 					}
 				}
-			}
-		})
+			})
+		}
+
 	}
+}
+
+// bandedText writes rows over n features whose nonzeros lie in a band of
+// width columns that moves with the row.
+func bandedText(rng *rand.Rand, rows, n, width int) string {
+	var b strings.Builder
+	for i := range rows {
+		fmt.Fprintf(&b, "%d", 1+rng.IntN(3))
+		base := i * (n - width) / rows
+		for j := base + 1; j <= base+width; j++ {
+			if rng.Float64() < 0.4 {
+				fmt.Fprintf(&b, " %d:%g", j, rng.NormFloat64())
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // combinerSums is what a worker holding the shards in held sends through

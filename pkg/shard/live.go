@@ -79,8 +79,9 @@ func SetBits(b []uint64) []int {
 	return out
 }
 
-// rank is the position of coordinate j among the carried ones.
-func (m *LiveMap) rank(j uint32) (uint32, bool) {
+// Rank is the position of coordinate j among the carried ones, and
+// whether it is carried.
+func (m *LiveMap) Rank(j uint32) (uint32, bool) {
 	if int(j) >= m.Full {
 		return 0, false
 	}
@@ -120,7 +121,7 @@ func (s *Shard) useLive(m *LiveMap) error {
 	}
 	ids := s.Cols.Append(nil)
 	for l, g := range ids {
-		r, ok := m.rank(g)
+		r, ok := m.Rank(g)
 		if !ok {
 			return fmt.Errorf("shard %d: feature %d is not among the point's %d coordinates", s.ID, g+1, m.Len())
 		}

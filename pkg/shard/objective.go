@@ -128,7 +128,7 @@ func (o *Objective) LeaveOutDead() []int {
 	for i, cols := range o.cols {
 		ranked := make([]uint32, len(cols))
 		for l, c := range cols {
-			ranked[l], _ = live.rank(c) // LiveBits set every shard's columns
+			ranked[l], _ = live.Rank(c) // LiveBits set every shard's columns
 		}
 		o.cols[i] = ranked
 	}

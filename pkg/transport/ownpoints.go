@@ -106,10 +106,12 @@ func (c *Cluster) newLayout(pt *Point, full, dim int) *pointLayout {
 	l := &pointLayout{}
 	// A point that leaves out dead features carries coordinate j at its
 	// rank among the live ones.
-	live := pt.Live
-	before := make([]int32, len(live)+1)
-	for i, w := range live {
-		before[i+1] = before[i] + int32(bits.OnesCount64(w))
+	var live *shard.LiveMap
+	if len(pt.Live) > 0 {
+		var err error
+		if live, err = shard.NewLiveMap(pt.Live, full); err != nil {
+			return nil
+		}
 	}
 	carried := 0
 	for _, id := range ids {
@@ -122,16 +124,18 @@ func (c *Cluster) newLayout(pt *Point, full, dim int) *pointLayout {
 		if pt.Bias >= 0 {
 			o.bits[(full-1)/64] |= 1 << ((full - 1) % 64)
 		}
-		for i := range live {
-			o.bits[i] &= live[i]
-		}
 		for i, w := range o.bits {
 			for ; w != 0; w &= w - 1 {
-				j := int32(64*i + bits.TrailingZeros64(w))
-				if len(live) > 0 {
-					j = before[i] + int32(bits.OnesCount64(live[i]&(1<<(j%64)-1)))
+				j := uint32(64*i + bits.TrailingZeros64(w))
+				if live != nil {
+					r, ok := live.Rank(j)
+					if !ok { // a coordinate the point does not carry
+						o.bits[i] &^= 1 << (j % 64)
+						continue
+					}
+					j = r
 				}
-				o.pos = append(o.pos, j)
+				o.pos = append(o.pos, int32(j))
 			}
 		}
 		carried += len(o.pos)
