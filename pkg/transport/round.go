@@ -180,6 +180,9 @@ func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
 	return t, err
 }
 
+// round1 runs a round: it sends the point (a broadcast or own points)
+// and steps the round's state on results, heartbeats, lost workers and
+// ticks until every shard's result is in, or the round fails.
 func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	c.checkWorkers(true)
 	c.round++
@@ -189,31 +192,10 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 	}
 	clear(c.viewed)
 	c.viewed = c.viewed[:0]
-	payload := pointPieces(c.pointBuf, pt)
-	c.pointBuf = payload[0]
-	layout := c.layoutFor(pt)
-	c.lastStamp, c.lastLive, c.lastLayout = pt.Stamp, c.live(), layout
-	got := make([]bool, len(c.owner))
-	left := len(got)
-	compute := 0.0
-	accept := func(part *shard.Partial) error {
-		compute = max(compute, part.Seconds)
-		first, end := part.Shard, part.Shard+1
-		if part.Group {
-			first, end = shard.NodeID{Level: part.Level, Index: part.Shard}.Shards(len(got))
-		}
-		fresh := false
-		for s := first; s < end; s++ {
-			if !got[s] {
-				got[s], fresh = true, true
-				left--
-			}
-		}
-		if !fresh {
-			return nil // a duplicate from a resend or a moved shard
-		}
-		return add(part)
-	}
+	r := &roundState{c: c, pt: pt, add: add, payload: pointPieces(c.pointBuf, pt), layout: c.layoutFor(pt),
+		got: make([]bool, len(c.owner)), left: len(c.owner)}
+	c.pointBuf = r.payload[0]
+	c.lastStamp, c.lastLive, c.lastLayout = pt.Stamp, c.live(), r.layout
 	// This broadcast reaches whoever is connected now: reconnections
 	// before it need no other.
 	c.resendAt = time.Time{}
@@ -222,51 +204,21 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 		c.sawReconnect()
 	default:
 	}
-	if layout != nil {
-		if err := c.sendOwn(layout, pt); err != nil {
+	if r.layout != nil {
+		if err := c.sendOwn(r.layout, pt); err != nil {
 			return err
 		}
-	} else if err := c.broadcast(payload); err != nil {
+	} else if err := c.broadcast(r.payload); err != nil {
 		return err
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	lastProgress := time.Now()
-	began := lastProgress
-	resends := 0
-	var alone time.Time // since when no worker has been live
-	again := func() error {
-		c.mu.Lock()
-		c.stats.Resends++
-		c.mu.Unlock()
-		// Whole, for every worker: some may hold it in this layout, some
-		// in their own, so the next point goes with x.
-		layout, c.lastLayout = nil, nil
-		c.lastStamp = 0
-		var err error
-		if pt.Op == opHessVecAt {
-			// Some worker may not hold x: send it again too.
-			payload, err = c.sendX(pt)
-		} else {
-			err = c.broadcast(payload)
-		}
-		lastProgress = time.Now()
-		return err
-	}
-	// Own points were made for the owners the round started with. A
-	// shard that has changed hands since sits with a worker that may
-	// hold no point of this round (it held no shard when the round went
-	// out) or one without the shard's columns: the whole point serves.
-	wholeIfMoved := func() error {
-		if layout == nil || slices.Equal(c.layoutOf, c.owner) {
-			return nil
-		}
-		c.log.Info("broadcasting the point whole", zap.Uint64("round", c.round), zap.String("why", "shards changed hands"))
-		return again()
-	}
+	r.began = time.Now()
+	r.lastProgress = r.began
 	stop := c.cfg.Stop
 	var stopped <-chan time.Time
-	for left > 0 {
+	for r.left > 0 {
+		var err error
 		select {
 		case <-stop:
 			stop, stopped = nil, time.After(stopGrace)
@@ -276,110 +228,192 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 			c.soon()
 		case hb := <-c.hbs:
 			c.onHeartbeat(hb)
-			if err := wholeIfMoved(); err != nil {
-				return err
-			}
+			err = r.wholeIfMoved()
 		case id := <-c.gone:
 			if c.onGone(id) {
-				lastProgress = time.Now() // its shards are loading elsewhere
+				r.lastProgress = time.Now() // its shards are loading elsewhere
 			}
 		case m := <-c.ups:
-			if m.kind == KindNeedX {
-				// A worker without x, or whose own point lacks the columns
-				// of shards it has loaded since: the whole point serves it.
-				if m.round == c.round && (pt.Op == opHessVecAt || layout != nil) {
-					why := "a worker lacks x"
-					if pt.Op != opHessVecAt {
-						why = "a worker's own point lacks columns of its shards"
-					}
-					c.log.Info("broadcasting the point whole", zap.Uint64("round", c.round), zap.String("why", why), zap.String("worker", string(m.payload)))
-					if err := again(); err != nil {
-						return err
-					}
-				}
-				c.asm.Recycle(m.payload)
-				continue
-			}
-			before := left
-			if err := c.onUp(m, accept); err != nil {
-				return err
-			}
-			if left < before {
-				lastProgress, resends = time.Now(), 0
-			}
+			err = r.onUp(m)
 		case <-tick.C:
-			if err := closedError(c.nc); err != nil {
-				return fmt.Errorf("round %d: %w", c.round, err) // it never comes back
-			}
-			owners := slices.Clone(c.owner)
-			c.checkWorkers(false)
-			switch {
-			case len(c.live()) > 0 && c.nc.IsConnected():
-				alone = time.Time{}
-			case alone.IsZero():
-				alone = time.Now()
-			case c.cfg.NoWorkerTimeout > 0 && time.Since(alone) > c.cfg.NoWorkerTimeout:
-				return fmt.Errorf("round %d: %w for %v", c.round, ErrNoWorkers, c.cfg.NoWorkerTimeout)
-			}
-			if !slices.Equal(owners, c.owner) {
-				lastProgress = time.Now() // moved shards are loading
-			}
-			if err := wholeIfMoved(); err != nil {
-				return err
-			}
-			var owing []string
-			for s, ok := range got {
-				if !ok {
-					owing = append(owing, c.owner[s])
-				}
-			}
-			c.probe(owing)
-			if !c.nc.IsConnected() {
-				// Nothing can be heard or sent; reconnecting sends the
-				// round again, and only then does silence count.
-				lastProgress = time.Now()
-				continue
-			}
-			if c.due(time.Now()) {
-				c.log.Info("back on NATS after an outage: broadcasting the point again", zap.Uint64("round", c.round))
-				if err := again(); err != nil {
-					return err
-				}
-				continue
-			}
-			if time.Since(lastProgress) > c.cfg.ResendAfter {
-				resends++
-				if resends >= stuckResends && c.unstick(got, time.Since(began)) {
-					lastProgress, resends = time.Now(), 0
-					continue
-				}
-				if resends > maxResends && len(c.live()) > 0 {
-					// Workers are alive but nothing comes back: they are
-					// refusing the point. Waiting longer will not help.
-					return fmt.Errorf("round %d: no results after %d broadcasts to %d live workers (see their logs)",
-						c.round, resends, len(c.live()))
-				}
-				var missing []int
-				for s, ok := range got {
-					if !ok {
-						missing = append(missing, s)
-					}
-				}
-				c.log.Warn("round waiting on shards; broadcasting the point again",
-					zap.Uint64("round", c.round), zap.Ints("shards", missing))
-				if err := again(); err != nil {
-					return err
-				}
-			}
+			err = r.onTick()
+		}
+		if err != nil {
+			return err
 		}
 	}
-	c.took[c.tookPos%len(c.took)] = time.Since(began)
+	c.took[c.tookPos%len(c.took)] = time.Since(r.began)
 	c.tookPos++
 	c.mu.Lock()
 	c.stats.Rounds++
-	c.stats.Compute += time.Duration(compute * float64(time.Second))
+	c.stats.Compute += time.Duration(r.compute * float64(time.Second))
 	c.mu.Unlock()
 	return nil
+}
+
+// roundState is a round under way: what went out, what has come back, and
+// the clocks that tell a slow round from a stuck one.
+type roundState struct {
+	c       *Cluster
+	pt      *Point
+	add     func(*shard.Partial) error
+	payload [][]byte     // the whole point, for broadcasts
+	layout  *pointLayout // own points went out (nil: a broadcast, or whole since)
+	got     []bool       // shards whose results are in
+	left    int          // shards whose results are not
+	compute float64      // the longest a worker computed
+
+	began, lastProgress time.Time
+	alone               time.Time // since when no worker has been live
+	resends             int       // broadcasts again since the last result
+}
+
+// accept takes a shard's partial or a node's sum, unless a resend or a
+// moved shard brought it already.
+func (r *roundState) accept(part *shard.Partial) error {
+	r.compute = max(r.compute, part.Seconds)
+	first, end := part.Shard, part.Shard+1
+	if part.Group {
+		first, end = shard.NodeID{Level: part.Level, Index: part.Shard}.Shards(len(r.got))
+	}
+	fresh := false
+	for s := first; s < end; s++ {
+		if !r.got[s] {
+			r.got[s], fresh = true, true
+			r.left--
+		}
+	}
+	if !fresh {
+		return nil
+	}
+	return r.add(part)
+}
+
+// again broadcasts the round whole, for every worker: some may hold it
+// in its own layout, some in theirs, so the next point goes with x.
+func (r *roundState) again() error {
+	c := r.c
+	c.mu.Lock()
+	c.stats.Resends++
+	c.mu.Unlock()
+	r.layout, c.lastLayout = nil, nil
+	c.lastStamp = 0
+	var err error
+	if r.pt.Op == opHessVecAt {
+		// Some worker may not hold x: send it again too.
+		r.payload, err = c.sendX(r.pt)
+	} else {
+		err = c.broadcast(r.payload)
+	}
+	r.lastProgress = time.Now()
+	return err
+}
+
+// wholeIfMoved broadcasts the round whole once shards change hands in a
+// round of own points, which were made for the owners it started with: a
+// shard's new owner may hold no point of this round (it held no shard
+// when the round went out) or one without the shard's columns.
+func (r *roundState) wholeIfMoved() error {
+	if r.layout == nil || slices.Equal(r.c.layoutOf, r.c.owner) {
+		return nil
+	}
+	r.c.log.Info("broadcasting the point whole", zap.Uint64("round", r.c.round), zap.String("why", "shards changed hands"))
+	return r.again()
+}
+
+func (r *roundState) onUp(m upMsg) error {
+	c := r.c
+	if m.kind == KindNeedX {
+		// A worker without x, or whose own point lacks the columns of
+		// shards it has loaded since: the whole point serves it.
+		if m.round == c.round && (r.pt.Op == opHessVecAt || r.layout != nil) {
+			why := "a worker lacks x"
+			if r.pt.Op != opHessVecAt {
+				why = "a worker's own point lacks columns of its shards"
+			}
+			c.log.Info("broadcasting the point whole", zap.Uint64("round", c.round), zap.String("why", why), zap.String("worker", string(m.payload)))
+			if err := r.again(); err != nil {
+				return err
+			}
+		}
+		c.asm.Recycle(m.payload)
+		return nil
+	}
+	before := r.left
+	if err := c.onUp(m, r.accept); err != nil {
+		return err
+	}
+	if r.left < before {
+		r.lastProgress, r.resends = time.Now(), 0
+	}
+	return nil
+}
+
+// onTick checks the workers, the connection and the round's progress:
+// shards of lost workers move, a round cut off from NATS goes out again
+// once back, and a round that stops coming back goes out again, loses
+// its stuck workers, or fails.
+func (r *roundState) onTick() error {
+	c := r.c
+	if err := closedError(c.nc); err != nil {
+		return fmt.Errorf("round %d: %w", c.round, err) // it never comes back
+	}
+	owners := slices.Clone(c.owner)
+	c.checkWorkers(false)
+	switch {
+	case len(c.live()) > 0 && c.nc.IsConnected():
+		r.alone = time.Time{}
+	case r.alone.IsZero():
+		r.alone = time.Now()
+	case c.cfg.NoWorkerTimeout > 0 && time.Since(r.alone) > c.cfg.NoWorkerTimeout:
+		return fmt.Errorf("round %d: %w for %v", c.round, ErrNoWorkers, c.cfg.NoWorkerTimeout)
+	}
+	if !slices.Equal(owners, c.owner) {
+		r.lastProgress = time.Now() // moved shards are loading
+	}
+	if err := r.wholeIfMoved(); err != nil {
+		return err
+	}
+	var owing []string
+	for s, ok := range r.got {
+		if !ok {
+			owing = append(owing, c.owner[s])
+		}
+	}
+	c.probe(owing)
+	if !c.nc.IsConnected() {
+		// Nothing can be heard or sent; reconnecting sends the round
+		// again, and only then does silence count.
+		r.lastProgress = time.Now()
+		return nil
+	}
+	if c.due(time.Now()) {
+		c.log.Info("back on NATS after an outage: broadcasting the point again", zap.Uint64("round", c.round))
+		return r.again()
+	}
+	if time.Since(r.lastProgress) <= c.cfg.ResendAfter {
+		return nil
+	}
+	r.resends++
+	if r.resends >= stuckResends && c.unstick(r.got, time.Since(r.began)) {
+		r.lastProgress, r.resends = time.Now(), 0
+		return nil
+	}
+	if r.resends > maxResends && len(c.live()) > 0 {
+		// Workers are alive but nothing comes back: they are refusing
+		// the point. Waiting longer will not help.
+		return fmt.Errorf("round %d: no results after %d broadcasts to %d live workers (see their logs)",
+			c.round, r.resends, len(c.live()))
+	}
+	var missing []int
+	for s, ok := range r.got {
+		if !ok {
+			missing = append(missing, s)
+		}
+	}
+	c.log.Warn("round waiting on shards; broadcasting the point again",
+		zap.Uint64("round", c.round), zap.Ints("shards", missing))
+	return r.again()
 }
 
 // A worker is stuck when it heartbeats, holds its subject and the shards
