@@ -150,30 +150,36 @@ func TestCrossValidationSurvivesAWorkerLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _, stops := clusterWithStops(t, path, 2, 16)
-	killed, records := false, 0
-	cfg.Trace = func(osgm.Record) {
-		if records++; !killed && records == 10 { // in the first fold
-			killed = true
-			stops[1]()
-		}
-	}
-	got, err := train.CrossValidate(c, cfg, 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !killed || c.Stats().Reassignments == 0 {
-		t.Fatalf("no worker was lost (killed %v, reassignments %d)", killed, c.Stats().Reassignments)
-	}
-	if !slices.Equal(got.Tally.Rows, want.Tally.Rows) || !slices.Equal(got.Tally.Correct, want.Tally.Correct) {
-		t.Fatalf("cluster tally %+v, in-process %+v", got.Tally, want.Tally)
-	}
-	for f := range want.Models {
-		for k := range want.Models[f].W {
-			if !slices.Equal(got.Models[f].W[k], want.Models[f].W[k]) {
-				t.Fatalf("fold %d: model differs from the in-process one", f+1)
+	// Own points carry the folds as broadcasts do.
+	for _, points := range []PointMode{PointsBroadcast, PointsOwn} {
+		t.Run(points.String(), func(t *testing.T) {
+			c, _, stops := startCluster(t, path, 2, 16, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) { cfg.Points = points }})
+			killed, records := false, 0
+			cfg := cfg
+			cfg.Trace = func(osgm.Record) {
+				if records++; !killed && records == 10 { // in the first fold
+					killed = true
+					stops[1]()
+				}
 			}
-		}
+			got, err := train.CrossValidate(c, cfg, 3, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !killed || c.Stats().Reassignments == 0 {
+				t.Fatalf("no worker was lost (killed %v, reassignments %d)", killed, c.Stats().Reassignments)
+			}
+			if !slices.Equal(got.Tally.Rows, want.Tally.Rows) || !slices.Equal(got.Tally.Correct, want.Tally.Correct) {
+				t.Fatalf("cluster tally %+v, in-process %+v", got.Tally, want.Tally)
+			}
+			for f := range want.Models {
+				for k := range want.Models[f].W {
+					if !slices.Equal(got.Models[f].W[k], want.Models[f].W[k]) {
+						t.Fatalf("fold %d: model differs from the in-process one", f+1)
+					}
+				}
+			}
+		})
 	}
 }
 
