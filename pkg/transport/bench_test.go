@@ -215,3 +215,22 @@ func wideData(b *testing.B, rows, features, nnz int) string {
 	f.Close()
 	return path
 }
+
+// BenchmarkSparsePartial encodes a node sum of news20.t's shape at 2
+// workers (28,000 columns of 20 problems) whose gradient is three
+// quarters +0, as near its optimum: the bitmap and the other values.
+func BenchmarkSparsePartial(b *testing.B) {
+	const cols, K = 28_000, 20
+	rng := rand.New(rand.NewPCG(1, 2))
+	p := &shard.Partial{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([]float64, cols*K)}
+	for j := range p.Grad {
+		if rng.IntN(4) == 0 {
+			p.Grad[j] = rng.NormFloat64()
+		}
+	}
+	var buf []byte
+	b.SetBytes(int64(8 * len(p.Grad)))
+	for b.Loop() {
+		buf = AppendPartial(buf[:0], p)
+	}
+}

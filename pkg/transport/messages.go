@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -293,27 +294,33 @@ func AppendPartial(dst []byte, p *shard.Partial) []byte {
 
 // appendPartial is AppendPartial with the gradient's layout known.
 func appendPartial(dst []byte, p *shard.Partial, words, values int) []byte {
-	e := enc{b: slices.Grow(dst, 24+8*(2*len(p.Loss)+words+values+len(p.Hess)+1))}
+	// One value more of room: the sparse loop below writes each entry
+	// where the next value goes, and moves on only past those not +0.
+	e := enc{b: slices.Grow(dst, 24+8*(2*len(p.Loss)+words+values+len(p.Hess)+2))}
 	e.partialHead(p, words)
 	e.rawF64s(p.Loss)
 	e.rawF64s(p.BiasGrad)
 	if words == 0 {
 		e.rawF64s(p.Grad)
 	} else {
+		at := len(e.b)
+		e.b = e.b[:at+8*(words+values+1)]
+		bitmap, vals := e.b[at:at+8*words], e.b[at+8*words:]
+		n := 0
 		for w := range words {
 			var word uint64
 			for i, x := range p.Grad[64*w : min(64*w+64, len(p.Grad))] {
-				if math.Float64bits(x) != 0 {
-					word |= 1 << i
-				}
+				// Without a branch: where and whether entries are +0
+				// follows no pattern a predictor learns.
+				b := math.Float64bits(x)
+				set := (b | -b) >> 63
+				word |= set << i
+				binary.LittleEndian.PutUint64(vals[8*n:], b)
+				n += int(set)
 			}
-			e.u64(word)
+			binary.LittleEndian.PutUint64(bitmap[8*w:], word)
 		}
-		for _, x := range p.Grad {
-			if math.Float64bits(x) != 0 {
-				e.f64(x)
-			}
-		}
+		e.b = e.b[:len(e.b)-8]
 	}
 	e.rawF64s(p.Hess)
 	e.f64(p.Seconds)
