@@ -92,12 +92,11 @@ func NewDenseSum(n int, cols map[int]Columns) *DenseSum {
 
 // ranked lays the vectors over the columns the summed shards hold,
 // numbered in order, rather than over every column below the highest,
-// when that leaves out a quarter or more. With own points each of many
-// workers holds shards that touch a part of the columns (news20.t: 35% of
-// its live ones at 8 workers, of ids up to 62,061 over 20 problems), and
-// every pass clears and adds vectors of the width. A column keeps its
-// order, so the sums are packed onto the nodes' columns as before and
-// carry the same bits.
+// when that leaves out a quarter or more: every pass clears and adds
+// vectors of the width, and on text a worker's shards touch a part of
+// the ids (news20.t, one group of 8 shards a worker: about 28,000 of ids
+// up to 62,061, over 20 problems). A column keeps its order, so the sums
+// are packed onto the nodes' columns as before and carry the same bits.
 func (d *DenseSum) ranked(whole map[int]bool) {
 	words := make([]uint64, (d.width+63)/64)
 	var ids []uint32

@@ -786,20 +786,15 @@ func TestPointsCarryLiveCoordinates(t *testing.T) {
 					w.forgetPoints, first = c.forget, false
 				}
 			})
-			records := 0
 			if c.kill {
-				cfg.Trace = func(osgm.Record) {
-					if records++; records == 10 {
-						stops[1]()
-					}
-				}
+				cfg.Trace = stopAt(10, stops[1])
 			}
 			res, err := train.Train(cl, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if c.kill && cl.Stats().Reassignments == 0 {
-				t.Fatalf("no worker was lost (%d records)", records)
+				t.Fatal("no worker was lost")
 			}
 			if res.Obj.Dim() != 61 {
 				t.Fatalf("the problem has %d coordinates, want the 61 live ones", res.Obj.Dim())

@@ -82,12 +82,7 @@ func TestOwnPointsKeepTheBits(t *testing.T) {
 				}
 			})
 			if c.stop {
-				records := 0
-				cfg.Trace = func(osgm.Record) {
-					if records++; records == 2 {
-						stops[1]()
-					}
-				}
+				cfg.Trace = stopAt(2, stops[1])
 			}
 			res, err := train.Train(cl, cfg)
 			if err != nil {
@@ -140,6 +135,17 @@ func TestPointsAuto(t *testing.T) {
 	}
 }
 
+// stopAt is a trace that stops a worker, as SIGTERM does, at the given
+// record of training.
+func stopAt(record int, stop func()) func(osgm.Record) {
+	n := 0
+	return func(osgm.Record) {
+		if n++; n == record {
+			stop()
+		}
+	}
+}
+
 func TestParsePointMode(t *testing.T) {
 	for _, s := range []string{"auto", "broadcast", "own"} {
 		m, err := ParsePointMode(s)
@@ -169,12 +175,7 @@ func TestOwnPointsReachAnIdleWorker(t *testing.T) {
 		cfg.Points, cfg.ResendAfter, cfg.Stop = PointsOwn, time.Hour, stop
 	}}, func(w *Worker) { ws = append(ws, w) })
 	victim := slices.IndexFunc(ws, func(w *Worker) bool { return w.ID == cl.owner[0] })
-	records := 0
-	cfg.Trace = func(osgm.Record) {
-		if records++; records == 3 {
-			stops[victim]()
-		}
-	}
+	cfg.Trace = stopAt(3, stops[victim])
 	res, err := train.Train(cl, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -289,15 +289,18 @@ func (r *roundState) accept(part *shard.Partial) error {
 	return r.add(part)
 }
 
-// again broadcasts the round whole, for every worker: some may hold it
-// in its own layout, some in theirs, so the next point goes with x.
+// again broadcasts the round whole, for every worker.
 func (r *roundState) again() error {
 	c := r.c
 	c.mu.Lock()
 	c.stats.Resends++
 	c.mu.Unlock()
+	if r.layout != nil {
+		// After own points some workers hold this round in their own
+		// layout and some in the whole one: the next point goes with x.
+		c.lastStamp = 0
+	}
 	r.layout, c.lastLayout = nil, nil
-	c.lastStamp = 0
 	var err error
 	if r.pt.Op == opHessVecAt {
 		// Some worker may not hold x: send it again too.
