@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,14 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// composeCommands reads the command of every service in compose.yaml, with
-// ${VAR:-default} and ${VAR:?message} expanded from env.
-func composeCommands(t *testing.T, env map[string]string) map[string][]string {
-	f, err := os.Open("../deploy/compose.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+// composeCommands reads the command of every service in the compose
+// files, later files' replacing earlier ones' as docker compose layers
+// them, with ${VAR:-default} and ${VAR:?message} expanded from env.
+func composeCommands(t *testing.T, env map[string]string, files ...string) map[string][]string {
 	vars := regexp.MustCompile(`\$\{(\w+)(:[-?])?([^}]*)\}`)
 	expand := func(s string) string {
 		return vars.ReplaceAllStringFunc(s, func(m string) string {
@@ -32,31 +30,41 @@ func composeCommands(t *testing.T, env map[string]string) map[string][]string {
 				return v
 			}
 			if p[2] == ":?" {
-				t.Fatalf("compose.yaml needs %s: %s", p[1], p[3])
+				t.Fatalf("the compose files need %s: %s", p[1], p[3])
 			}
 			return p[3]
 		})
 	}
 	out := map[string][]string{}
-	service := ""
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && strings.HasSuffix(line, ":") {
-			service = strings.TrimSuffix(strings.TrimSpace(line), ":")
+	for _, file := range files {
+		f, err := os.Open(filepath.Join("../deploy", file))
+		if err != nil {
+			t.Fatal(err)
 		}
-		trimmed := strings.TrimSpace(line)
-		if rest, ok := strings.CutPrefix(trimmed, "command:"); ok {
-			var argv []string
-			if err := json.Unmarshal([]byte(expand(strings.TrimSpace(rest))), &argv); err != nil {
-				t.Fatalf("service %s: command is not a JSON-style list: %v", service, err)
+		defer f.Close()
+		inServices, service := false, ""
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line != "" && line[0] != ' ' && line[0] != '#': // services:, volumes:, x-...:
+				inServices, service = line == "services:", ""
+			case inServices && strings.HasPrefix(line, "  ") && line[2] != ' ' && strings.HasSuffix(line, ":"):
+				service = strings.TrimSuffix(strings.TrimSpace(line), ":")
 			}
-			out[service] = argv
+			trimmed := strings.TrimSpace(line)
+			if rest, ok := strings.CutPrefix(trimmed, "command:"); ok && service != "" {
+				var argv []string
+				if err := json.Unmarshal([]byte(expand(strings.TrimSpace(rest))), &argv); err != nil {
+					t.Fatalf("%s: service %s: command is not a JSON-style list: %v", file, service, err)
+				}
+				out[service] = argv
+			}
 		}
 	}
 	for _, s := range []string{"nats", "worker", "coordinator"} {
 		if out[s] == nil {
-			t.Fatalf("compose.yaml has no command for %s", s)
+			t.Fatalf("%v: no command for %s", files, s)
 		}
 	}
 	return out
@@ -71,7 +79,7 @@ func TestComposeCommands(t *testing.T) {
 	dataDir, outDir := filepath.Dir(data), t.TempDir()
 	env := map[string]string{"COORDINATOR_PASSWORD": "c-secret", "WORKER_PASSWORD": "w-secret",
 		"TRAIN_FILE": filepath.Base(data)}
-	cmds := composeCommands(t, env)
+	cmds := composeCommands(t, env, "compose.yaml")
 
 	port, monitor := freePort(t), freePort(t)
 	conf := string(readFile(t, "../deploy/nats.conf"))
@@ -159,4 +167,137 @@ func TestComposeCommands(t *testing.T) {
 			t.Fatalf("a worker could publish on %s: the permissions are too wide", subject)
 		}
 	}
+}
+
+// TestComposeClusterCommands runs what compose.cluster.yaml layered over
+// compose.yaml would run: three nats-server processes routed into one
+// cluster with deploy/nats-cluster.conf, two workers and the coordinator
+// given the three servers. The model is the in-process one, and the
+// workers' and coordinator's commands are compose.yaml's but for the
+// server list, so the two files cannot drift apart.
+func TestComposeClusterCommands(t *testing.T) {
+	data := dataset(t, "heart_scale")
+	dataDir, outDir := filepath.Dir(data), t.TempDir()
+	env := map[string]string{"COORDINATOR_PASSWORD": "c-secret", "WORKER_PASSWORD": "w-secret",
+		"TRAIN_FILE": filepath.Base(data)}
+	single := composeCommands(t, env, "compose.yaml")
+	cmds := composeCommands(t, env, "compose.yaml", "compose.cluster.yaml")
+	const list = "nats://nats:4222,nats://nats-2:4222,nats://nats-3:4222"
+	for _, s := range []string{"worker", "coordinator"} {
+		got := strings.Join(cmds[s], " ")
+		if want := strings.Join(single[s], " "); strings.ReplaceAll(got, list, "nats://nats:4222") != want || !strings.Contains(got, list) {
+			t.Fatalf("%s: compose.cluster.yaml runs\n  %s\nwhere compose.yaml runs\n  %s", s, got, want)
+		}
+	}
+
+	names := []string{"nats", "nats-2", "nats-3"}
+	client, routes := map[string]string{}, map[string]string{}
+	for _, n := range names {
+		client[n] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		routes[n] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	}
+	monitors := map[string]int{}
+	for _, n := range names {
+		// Each server's directory holds both files, as its container's
+		// /etc/nats does: the cluster file includes ./nats.conf.
+		dir := t.TempDir()
+		monitors[n] = freePort(t)
+		conf := string(readFile(t, "../deploy/nats.conf"))
+		conf = strings.Replace(conf, "port: 4222", "port: "+strings.Split(client[n], ":")[1], 1)
+		conf = strings.Replace(conf, "127.0.0.1:8222", fmt.Sprintf("127.0.0.1:%d", monitors[n]), 1)
+		conf = strings.Replace(conf, "store_dir: /data", "store_dir: "+t.TempDir(), 1)
+		os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(conf), 0o600)
+		cl := string(readFile(t, "../deploy/nats-cluster.conf"))
+		cl = strings.Replace(cl, "listen: 0.0.0.0:6222", "listen: "+routes[n], 1)
+		for _, m := range names {
+			cl = strings.Replace(cl, "nats-route://"+m+":6222", "nats-route://"+routes[m], 1)
+		}
+		os.WriteFile(filepath.Join(dir, "nats-cluster.conf"), []byte(cl), 0o600)
+		argv := slices.Clone(cmds["nats"])
+		for i, a := range argv {
+			argv[i] = strings.Replace(a, "/etc/nats/nats-cluster.conf", filepath.Join(dir, "nats-cluster.conf"), 1)
+		}
+		cmd := exec.Command(filepath.Join(bin, "nats-server"), argv...)
+		cmd.Env = []string{"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret", "SERVER_NAME=" + n}
+		launch(t, cmd, n)
+	}
+	// compose starts the others once every server is healthy: JetStream
+	// has a leader across the cluster.
+	for _, n := range names {
+		checkFor(t, 30*time.Second, n+" to be healthy", func() bool { return healthy(monitors[n]) })
+	}
+
+	run := func(service, password string, extra ...string) *proc {
+		argv := append(slices.Clone(extra), cmds[service][1:]...)
+		for i, a := range argv {
+			for _, n := range names {
+				a = strings.ReplaceAll(a, "nats://"+n+":4222", "nats://"+client[n])
+			}
+			if rest, ok := strings.CutPrefix(a, "/data/"); ok {
+				a = filepath.Join(dataDir, rest)
+			}
+			if rest, ok := strings.CutPrefix(a, "/out/"); ok {
+				a = filepath.Join(outDir, rest)
+			}
+			argv[i] = a
+		}
+		cmd := exec.Command(filepath.Join(bin, cmds[service][0]), argv...)
+		cmd.Env = []string{"NATS_PASSWORD=" + password}
+		return launch(t, cmd, service)
+	}
+	run("worker", "w-secret")
+	run("worker", "w-secret")
+	c := run("coordinator", "c-secret")
+	c.wait(t, 2*time.Minute)
+	want := train(t, data, "-local", "-e", "0.01")
+	if got := readFile(t, filepath.Join(outDir, filepath.Base(data)+".model")); !bytes.Equal(got, want) {
+		t.Fatal("the cluster's model differs from the in-process one")
+	}
+	if strings.Contains(c.output(), "ermissions") {
+		t.Fatalf("the coordinator was refused a subject:\n%s", tail(c.output(), 2000))
+	}
+	// The run was too short for a checkpoint. Again with one every pass:
+	// each is copied to the cluster's JetStream object store first.
+	os.Remove(filepath.Join(outDir, filepath.Base(data)+".model"))
+	c = run("coordinator", "c-secret", "-checkpoint-every", "1")
+	c.wait(t, 2*time.Minute)
+	if _, err := os.Stat(filepath.Join(outDir, filepath.Base(data)+".ckpt")); err != nil || strings.Contains(c.output(), "not copied") {
+		t.Fatalf("no checkpoint, or one not copied to the object store (%v):\n%s", err, tail(c.output(), 2000))
+	}
+	if got := readFile(t, filepath.Join(outDir, filepath.Base(data)+".model")); !bytes.Equal(got, want) {
+		t.Fatal("the model written with checkpoints differs")
+	}
+	for _, n := range names {
+		if r := routesOf(t, monitors[n]); r < len(names)-1 {
+			t.Fatalf("%s has %d routes: the servers did not form one cluster", n, r)
+		}
+	}
+}
+
+// routesOf is how many route connections the nats-server monitoring on
+// port has (a pool of them to each other server).
+func routesOf(t *testing.T, port int) int {
+	r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/routez", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	var z struct {
+		NumRoutes int `json:"num_routes"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&z); err != nil {
+		t.Fatal(err)
+	}
+	return z.NumRoutes
+}
+
+// healthy reports whether the nats-server monitoring on port says it is
+// healthy (with JetStream, that its cluster has a leader).
+func healthy(port int) bool {
+	r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+	if err != nil {
+		return false
+	}
+	r.Body.Close()
+	return r.StatusCode == http.StatusOK
 }

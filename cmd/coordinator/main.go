@@ -123,7 +123,7 @@ func parse(args []string) (*options, error) {
 	fs.BoolVar(&o.noDiag, "no-diag", false, "start OSGM's scaling at zero instead of from the Hessian diagonal")
 	fs.BoolVar(&o.quiet, "q", false, "quiet: only errors")
 	fs.StringVar(&o.initModel, "i", "", "initial model file (warm start)")
-	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL (default: embedded server)")
+	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL, or a cluster's URLs comma-separated (default: embedded server)")
 	fs.IntVar(&o.minWorkers, "min-workers", 1, "with -nats: wait for this many workers")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at this address (e.g. 127.0.0.1:9100); off by default")

@@ -29,7 +29,7 @@ import (
 
 func main() {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	url := fs.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (or NATS_URL)")
+	url := fs.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL, or a cluster's URLs comma-separated (or NATS_URL)")
 	name := fs.String("name", envOr("WORKER_NAME", hostname()), "worker name, shown in the coordinator's log")
 	parallel := fs.Int("parallel", runtime.NumCPU(), "goroutines evaluating shards")
 	quiet := fs.Bool("q", false, "quiet: only errors")

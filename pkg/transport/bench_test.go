@@ -62,6 +62,80 @@ func BenchmarkBroadcast(b *testing.B) {
 	}
 }
 
+// BenchmarkBroadcastServers sends the 8 MB point to 6 subscribers spread
+// over 1 or 3 servers of a NATS cluster (subscriber i on server i mod S,
+// the publisher on server 0), and reports the bytes each server sends a
+// point (pub-server-MB/op: the publisher's; max-other-MB/op: the busiest
+// other). One server sends every copy; in a cluster the publisher's
+// server sends its own subscribers' copies and one per other server,
+// which serve theirs. On this machine all servers share its two cores,
+// so the time here says nothing of separate hosts; the bytes do.
+func BenchmarkBroadcastServers(b *testing.B) {
+	const subs = 6
+	for _, n := range []int{1, 3} {
+		b.Run(fmt.Sprintf("servers=%d", n), func(b *testing.B) {
+			servers := serverCluster(b, n)
+			pub := connected(b, servers[0].ClientURL())
+			defer pub.Close()
+			var got atomic.Int64
+			var seen [subs]atomic.Int64
+			for i := range subs {
+				nc := connected(b, servers[i%n].ClientURL())
+				defer nc.Close()
+				sub, _ := nc.Subscribe("bench", func(m *nats.Msg) { seen[i].Add(1); got.Add(int64(len(m.Data))) })
+				sub.SetPendingLimits(-1, -1)
+				nc.Flush()
+			}
+			// Interest reaches the publisher's server over the routes a
+			// moment after the subscriptions: empty messages until every
+			// subscriber has one.
+			waitFor(b, 10*time.Second, "every subscriber reached", func() bool {
+				pub.Publish("bench", nil)
+				pub.Flush()
+				time.Sleep(5 * time.Millisecond)
+				for i := range seen {
+					if seen[i].Load() == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			payload := make([]byte, 8<<20)
+			sent := int64(0)
+			Chunks(KindPoint, 1, 0, 0, payload, int(pub.MaxPayload()), func(c []byte) error { sent += int64(len(c)); return nil })
+			out := func() []int64 {
+				var o []int64
+				for _, s := range servers {
+					v, _ := s.Varz(nil)
+					o = append(o, v.OutBytes)
+				}
+				return o
+			}
+			b.SetBytes(sent * subs)
+			before := out()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				want := got.Load() + sent*subs
+				Chunks(KindPoint, 1, uint64(i), 0, payload, int(pub.MaxPayload()), func(c []byte) error {
+					return pub.Publish("bench", c)
+				})
+				pub.Flush()
+				for got.Load() < want {
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+			b.StopTimer()
+			after, busiest := out(), 0.0
+			perOp := func(i int) float64 { return float64(after[i]-before[i]) / 1e6 / float64(b.N) }
+			for i := 1; i < n; i++ {
+				busiest = max(busiest, perOp(i))
+			}
+			b.ReportMetric(perOp(0), "pub-server-MB/op")
+			b.ReportMetric(busiest, "max-other-MB/op")
+		})
+	}
+}
+
 // BenchmarkEmbedded measures the embedded server's start, which every
 // run without -nats pays before its workers can join: wall time and the
 // CPU time the process spent on it (cpu-ms/op; polling the server from a

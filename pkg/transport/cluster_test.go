@@ -74,6 +74,10 @@ type clusterOptions struct {
 	// connections.
 	server              *server.Server
 	coordinator, worker []nats.Option
+	// servers, when set, are a NATS cluster's: the coordinator connects
+	// to the first and worker i to the (i+1)th, round the list, each
+	// failing over to the others in turn.
+	servers []*server.Server
 	config              func(*ClusterConfig) // changes the test's defaults
 }
 
@@ -81,6 +85,9 @@ type clusterOptions struct {
 // file's shards, with the bus as o says.
 func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, setup ...func(*Worker)) (*Cluster, *nats.Conn, []func()) {
 	srv := o.server
+	if srv == nil && len(o.servers) > 0 {
+		srv = o.servers[0]
+	}
 	if srv == nil {
 		var err error
 		if srv, err = Embedded(t.TempDir()); err != nil {
@@ -92,8 +99,14 @@ func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, se
 	if o.inProcess {
 		opts = append(opts, nats.InProcessServer(srv))
 	}
-	connect := func(name string, extra ...nats.Option) *nats.Conn {
-		nc, err := Connect(srv.ClientURL(), name, Auth{}, zap.NewNop(), append(slices.Clone(extra), opts...)...)
+	url := func(int) string { return srv.ClientURL() }
+	if len(o.servers) > 0 {
+		url = func(at int) string { return clusterURLs(o.servers, at) }
+		opts = append(opts, nats.DontRandomize())
+	}
+	// connect connects the at-th client (0: the coordinator).
+	connect := func(name string, at int, extra ...nats.Option) *nats.Conn {
+		nc, err := Connect(url(at), name, Auth{}, zap.NewNop(), append(slices.Clone(extra), opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +126,7 @@ func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, se
 	if o.config != nil {
 		o.config(&cfg)
 	}
-	c, err := NewCluster(connect("coordinator", o.coordinator...), cfg)
+	c, err := NewCluster(connect("coordinator", 0, o.coordinator...), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +135,7 @@ func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, se
 	t.Cleanup(func() { cancel(); wg.Wait(); c.Close() })
 	var stops []func()
 	for i := 0; i < n; i++ {
-		nc := connect("worker", o.worker...)
+		nc := connect("worker", i+1, o.worker...)
 		w := NewWorker(nc, WorkerConfig{Name: fmt.Sprint("t", i), Parallel: o.parallel})
 		for _, f := range setup {
 			f(w)
@@ -137,7 +150,7 @@ func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, se
 	if err := c.Load(lctx); err != nil {
 		t.Fatal(err)
 	}
-	return c, connect("intruder"), stops
+	return c, connect("intruder", 0), stops
 }
 
 // TestCrossValidationSurvivesAWorkerLoss: a worker dies in the middle of
@@ -1002,7 +1015,7 @@ func freePort(t *testing.T) int {
 }
 
 // waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -1,0 +1,152 @@
+package transport
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/osgm-svm/osgm/pkg/train"
+)
+
+// serverCluster starts n NATS servers routed into one cluster on random
+// loopback ports, with the route defaults a deployment gets, and returns
+// once a message published on any server reaches a subscriber on every
+// other: routes up and interest known everywhere.
+func serverCluster(t testing.TB, n int) []*server.Server {
+	t.Helper()
+	var servers []*server.Server
+	for i := range n {
+		o := &server.Options{
+			ServerName: fmt.Sprint("s", i), Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+			Cluster: server.ClusterOpts{Name: "osgm", Host: "127.0.0.1", Port: -1},
+		}
+		if i > 0 { // the others learn of each other from the first
+			o.Routes = server.RoutesFromStr(fmt.Sprintf("nats://%s", servers[0].ClusterAddr()))
+		}
+		s, err := server.NewServer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatalf("server %d did not start", i)
+		}
+		t.Cleanup(s.Shutdown)
+		servers = append(servers, s)
+	}
+	conns := make([]*nats.Conn, n)
+	for i, s := range servers {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		conns[i] = nc
+	}
+	for i, to := range conns {
+		sub, err := to.SubscribeSync(fmt.Sprint("probe.", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		to.Flush()
+		for j, from := range conns {
+			if j == i {
+				continue
+			}
+			waitFor(t, 10*time.Second, fmt.Sprintf("server %d to reach server %d", j, i), func() bool {
+				from.Publish(sub.Subject, nil)
+				from.Flush()
+				_, err := sub.NextMsg(20 * time.Millisecond)
+				return err == nil
+			})
+		}
+		sub.Unsubscribe()
+	}
+	return servers
+}
+
+// clusterURLs lists every server's URL, the at-th (round the list) first:
+// a client that keeps that order connects to it and fails over to the
+// next.
+func clusterURLs(servers []*server.Server, at int) string {
+	var urls []string
+	for i := range servers {
+		urls = append(urls, servers[(at+i)%len(servers)].ClientURL())
+	}
+	return strings.Join(urls, ",")
+}
+
+// TestServerCluster: the coordinator and the workers spread over the
+// servers of a NATS cluster, which is how a deployment spreads the fan-out
+// of points over several servers' links. Every round crosses routes both
+// ways, and the model is the in-process one to the bit, with points
+// broadcast or each worker's own. A server lost for good in the middle of
+// the run (not restarted: its clients fail over to the others) changes
+// nothing either, whether it served only workers or the coordinator too.
+func TestServerCluster(t *testing.T) {
+	path := bandedData(t, 4000, 2, 1)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "newton", MaxIter: 300}
+	want := localModel(t, path, 16, cfg)
+	for _, lose := range []int{-1, 0, 2} {
+		for _, points := range []PointMode{PointsBroadcast, PointsOwn} {
+			name := fmt.Sprintf("lose server %d %v", lose, points)
+			if lose < 0 {
+				name = "no loss " + points.String()
+			}
+			t.Run(name, func(t *testing.T) { serverClusterRun(t, path, cfg, want, lose, points) })
+		}
+	}
+}
+
+// serverClusterRun trains over 4 workers on a cluster of 3 servers (the
+// coordinator on server 0, the workers on 1, 2, 0 and 1), shutting down
+// server lose (-1: none) after the second iteration.
+func serverClusterRun(t *testing.T, path string, cfg train.Config, want []float64, lose int, points PointMode) {
+	servers := serverCluster(t, 3)
+	stop := make(chan struct{})
+	defer time.AfterFunc(60*time.Second, func() { close(stop) }).Stop()
+	quick := nats.CustomReconnectDelay(func(int) time.Duration { return 20 * time.Millisecond })
+	c, _, _ := startCluster(t, path, 4, 16, clusterOptions{
+		parallel: 1, servers: servers, coordinator: []nats.Option{quick}, worker: []nats.Option{quick},
+		config: func(cfg *ClusterConfig) { cfg.Points, cfg.Stop = points, stop },
+	})
+	// The coordinator, worker 3 and startCluster's intruder on server 0;
+	// workers 1 and 4 on server 1; worker 2 on server 2.
+	for i, n := range []int{3, 2, 1} {
+		if got := servers[i].NumClients(); got != n {
+			t.Fatalf("server %d has %d clients, not %d", i, got, n)
+		}
+	}
+	if lose >= 0 {
+		cfg.Trace = stopAt(2, servers[lose].Shutdown)
+	}
+	res, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, res, want)
+	if lose < 0 {
+		return
+	}
+	// The server went down inside the second iteration's trace, before
+	// the third's rounds. A round may or may not need its resend: a
+	// worker's result published while it was cut off goes out from the
+	// client's buffer once it has failed over.
+	if res.Opt.Iters[0] <= 2 {
+		t.Fatalf("the run ended after %d iterations: the server was not lost mid-run", res.Opt.Iters[0])
+	}
+	// Every client, the intruder too, fails over to the servers left.
+	waitFor(t, 10*time.Second, "every client on the servers left", func() bool {
+		n := 0
+		for i, s := range servers {
+			if i != lose {
+				n += s.NumClients()
+			}
+		}
+		return n == 6
+	})
+}
