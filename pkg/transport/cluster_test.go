@@ -78,7 +78,7 @@ type clusterOptions struct {
 	// to the first and worker i to the (i+1)th, round the list, each
 	// failing over to the others in turn.
 	servers []*server.Server
-	config              func(*ClusterConfig) // changes the test's defaults
+	config  func(*ClusterConfig) // changes the test's defaults
 }
 
 // startCluster starts n in-process workers and a Cluster backend over the
