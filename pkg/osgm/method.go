@@ -84,7 +84,8 @@ type Step struct {
 }
 
 // Method optimises one problem. Init is called once with the start point,
-// then Next and Tell alternate.
+// then Next and Tell alternate. Init's slices, like a Reply's, are the
+// caller's, reused once it returns: the method copies what it keeps.
 type Method interface {
 	Init(x []float64, f float64, g []float64)
 	Next() Request

@@ -115,268 +115,357 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 	if batched {
 		return minimizeBatches(obj, x0, probs, s)
 	}
-	now := s.Now
-	if now == nil {
-		now = time.Now
+	if s.Now == nil {
+		s.Now = time.Now
 	}
-	start := now()
-	s.Method = Choose(s.Method, K, s.Shape)
-	hv, _ := obj.(HessVecer)
-	if NeedsHessVec(s.Method) && hv == nil {
-		return nil, fmt.Errorf("osgm: %s needs Hessian-vector products, which this objective lacks", s.Method)
+	r, err := newRun(obj, x0, probs, s)
+	if err != nil {
+		return nil, err
 	}
-	eh, _ := obj.(EvalHesser)
-	if NeedsHess(s.Method) && eh == nil {
-		return nil, fmt.Errorf("osgm: %s needs the Hessian, which this objective lacks", s.Method)
+	for r.active > 0 {
+		if err := r.checkpoint(); err != nil {
+			return nil, err
+		}
+		if err := r.iterate(); err != nil {
+			return nil, err
+		}
 	}
-	if NeedsHess(s.Method) && K > 0 && len(x0[0]) > MaxFullDim {
-		return nil, fmt.Errorf("osgm: %s takes at most %d coordinates (features and bias); this problem has %d: use newton", s.Method, MaxFullDim, len(x0[0]))
+	return r.result(), nil
+}
+
+// run is the state of one Minimize: K methods stepped together, each pass
+// over the data evaluating every problem that asked for the same kind of
+// evaluation.
+type run struct {
+	s       Settings
+	K       int
+	ms      []Method
+	res     *Result
+	stalled []bool
+	active  int // problems not done
+	start   time.Time
+
+	obj  Objective
+	hv   HessVecer  // nil unless obj has them
+	eh   EvalHesser //
+	ed   EvalDiager //
+	some Subsetter  //
+
+	// A round's requests, replies and the methods' steps, by problem.
+	reqs              []Request
+	steps             []Step
+	f                 []float64
+	outs, diags, hess [][]float64 // gradient or Hv; diagonal; Hessian
+	// The arguments of one evaluation call: every problem's (xs, vs), or
+	// those of the problems that asked (ks, sx, ...).
+	xs, vs           [][]float64
+	ks               []int
+	sx, sv, sout, sd [][]float64
+	sf               []float64
+
+	lastSnap int           // res.Evals at the last snapshot
+	snapAt   time.Time     // when the last snapshot began
+	snapCost time.Duration // and what it cost
+}
+
+// newRun resolves the method, checks that obj gives what it needs,
+// evaluates x0 (unless given it, or resuming) and starts the methods.
+func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, error) {
+	K := len(x0)
+	r := &run{s: s, K: K, obj: obj, start: s.Now()}
+	r.s.Method = Choose(s.Method, K, s.Shape)
+	method := r.s.Method
+	r.hv, _ = obj.(HessVecer)
+	r.eh, _ = obj.(EvalHesser)
+	r.ed, _ = obj.(EvalDiager)
+	r.some, _ = obj.(Subsetter)
+	switch {
+	case NeedsHessVec(method) && r.hv == nil:
+		return nil, fmt.Errorf("osgm: %s needs Hessian-vector products, which this objective lacks", method)
+	case NeedsHess(method) && r.eh == nil:
+		return nil, fmt.Errorf("osgm: %s needs the Hessian, which this objective lacks", method)
+	case NeedsHess(method) && K > 0 && len(x0[0]) > MaxFullDim:
+		return nil, fmt.Errorf("osgm: %s takes at most %d coordinates (features and bias); this problem has %d: use newton", method, MaxFullDim, len(x0[0]))
 	}
 
-	ed, _ := obj.(EvalDiager)
-	f := make([]float64, K)
-	g := make([][]float64, K)
-	for k := range g {
-		g[k] = make([]float64, len(x0[k]))
+	r.f = make([]float64, K)
+	r.outs, r.diags, r.hess = make([][]float64, K), make([][]float64, K), make([][]float64, K)
+	for k := range r.outs {
+		n := len(x0[k])
+		r.outs[k] = make([]float64, n)
+		if r.ed != nil {
+			r.diags[k] = make([]float64, n)
+		}
+		if NeedsHess(method) {
+			r.hess[k] = make([]float64, n*n)
+		}
 	}
-	res := &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
+	r.reqs, r.steps = make([]Request, K), make([]Step, K)
+	r.xs, r.vs = make([][]float64, K), make([][]float64, K)
+	r.res = &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
 		Iters: make([]int, K), Converged: make([]bool, K)}
+	r.stalled = make([]bool, K)
+
 	switch {
 	case s.Resume != nil:
 		// The methods' states replace what Init sets up below.
-		if err := s.Resume.fits(s.Method, K); err != nil {
+		if err := s.Resume.fits(method, K); err != nil {
 			return nil, err
 		}
 	case s.F0 != nil:
-		copy(f, s.F0)
-		for k := range g {
-			copy(g[k], s.G0[k])
+		copy(r.f, s.F0)
+		for k := range r.outs {
+			copy(r.outs[k], s.G0[k])
 		}
 	default:
-		if err := obj.Eval(x0, f, g); err != nil {
+		if err := obj.Eval(x0, r.f, r.outs); err != nil {
 			return nil, err
 		}
-		res.Evals++
+		r.res.Evals++
 	}
-	ms := make([]Method, K)
-	for k := range ms {
+	r.ms = make([]Method, K)
+	for k := range r.ms {
 		prob := probs[k]
-		prob.EvalDiag = ed != nil
-		m, err := New(s.Method, prob, s.Params)
+		prob.EvalDiag = r.ed != nil
+		m, err := New(method, prob, s.Params)
 		if err != nil {
 			return nil, err
 		}
-		ms[k] = m
+		r.ms[k] = m
 	}
-	stalled := make([]bool, K)
-	done := func(k int) bool { return res.Converged[k] || res.Iters[k] >= s.MaxIter || stalled[k] }
-	active := 0
-	for k, m := range ms {
-		m.Init(x0[k], f[k], g[k])
+	for k, m := range r.ms {
+		m.Init(x0[k], r.f[k], r.outs[k])
 		if s.Resume != nil {
 			if err := loadMethod(m, len(x0[k]), s.Resume.States[k]); err != nil {
 				return nil, err
 			}
-			res.Iters[k], stalled[k] = s.Resume.Iters[k], s.Resume.Stalled[k]
+			r.res.Iters[k], r.stalled[k] = s.Resume.Iters[k], s.Resume.Stalled[k]
 		}
 		_, _, gb := m.Best()
 		gn := floats.Norm(gb, 2)
-		res.Converged[k] = gn <= s.GradTol[k]
-		stalled[k] = stalled[k] || math.IsNaN(gn) || math.IsInf(gn, 0)
-		if !done(k) {
-			active++
+		r.res.Converged[k] = gn <= s.GradTol[k]
+		r.stalled[k] = r.stalled[k] || math.IsNaN(gn) || math.IsInf(gn, 0)
+		if !r.done(k) {
+			r.active++
 		}
 	}
 	if s.Resume != nil {
-		res.Evals = s.Resume.Evals
+		r.res.Evals = s.Resume.Evals
 	}
-	snapshot := func() error {
-		snap := &Snapshot{Method: s.Method, Evals: res.Evals, Iters: append([]int(nil), res.Iters...),
-			Converged: append([]bool(nil), res.Converged...), Stalled: append([]bool(nil), stalled...)}
-		for _, m := range ms {
-			b, err := saveMethod(m)
-			if err != nil {
-				return err
-			}
-			snap.States = append(snap.States, b)
-		}
-		return s.Checkpoint(snap)
-	}
-	lastSnap := res.Evals
-	var snapAt time.Time       // when the last snapshot began
-	var snapCost time.Duration // and what it cost
-	due := func() bool {
-		if s.CheckpointEvery <= 0 || res.Evals-lastSnap < s.CheckpointEvery {
-			return false
-		}
-		return s.CheckpointShare <= 0 || snapAt.IsZero() || float64(snapCost) <= s.CheckpointShare*float64(now().Sub(snapAt))
-	}
+	r.lastSnap = r.res.Evals
+	return r, nil
+}
 
-	xs := make([][]float64, K)
-	vs := make([][]float64, K)
-	outs := make([][]float64, K)
-	diags := make([][]float64, K) // OpEvalDiag's second output
-	hess := make([][]float64, K)  // OpEvalHess's
-	for k := range outs {
-		outs[k] = make([]float64, len(x0[k]))
-		if ed != nil {
-			diags[k] = make([]float64, len(x0[k]))
+func (r *run) done(k int) bool {
+	return r.res.Converged[k] || r.res.Iters[k] >= r.s.MaxIter || r.stalled[k]
+}
+
+// asked reports whether problem k, not done, asked for op this round.
+func (r *run) asked(k int, op Op) bool { return !r.done(k) && r.reqs[k].Op == op }
+
+// checkpoint takes a snapshot when one is due or Interrupt asks for it,
+// and then returns ErrInterrupted if Interrupt did.
+func (r *run) checkpoint() error {
+	s := &r.s
+	interrupted := s.Interrupt != nil && s.Interrupt()
+	if s.Checkpoint != nil && (interrupted || r.due()) {
+		r.snapAt = s.Now()
+		if err := r.snapshot(); err != nil {
+			return err
 		}
-		if NeedsHess(s.Method) {
-			hess[k] = make([]float64, len(x0[k])*len(x0[k]))
+		r.snapCost = s.Now().Sub(r.snapAt)
+		r.lastSnap = r.res.Evals
+	}
+	if interrupted {
+		return ErrInterrupted
+	}
+	return nil
+}
+
+// due reports whether CheckpointEvery passes have gone by since the last
+// snapshot, and CheckpointShare allows one.
+func (r *run) due() bool {
+	s := &r.s
+	if s.CheckpointEvery <= 0 || r.res.Evals-r.lastSnap < s.CheckpointEvery {
+		return false
+	}
+	return s.CheckpointShare <= 0 || r.snapAt.IsZero() || float64(r.snapCost) <= s.CheckpointShare*float64(s.Now().Sub(r.snapAt))
+}
+
+func (r *run) snapshot() error {
+	res := r.res
+	snap := &Snapshot{Method: r.s.Method, Evals: res.Evals, Iters: append([]int(nil), res.Iters...),
+		Converged: append([]bool(nil), res.Converged...), Stalled: append([]bool(nil), r.stalled...)}
+	for _, m := range r.ms {
+		b, err := saveMethod(m)
+		if err != nil {
+			return err
+		}
+		snap.States = append(snap.States, b)
+	}
+	return r.s.Checkpoint(snap)
+}
+
+// iterate asks every method not done for its next evaluation and makes
+// one pass for each kind asked for, in the order of the Ops.
+func (r *run) iterate() error {
+	each(r.K, func(k int) {
+		if !r.done(k) {
+			r.reqs[k] = r.ms[k].Next()
+		}
+	})
+	var need [numOps]bool
+	for k := range r.ms {
+		if !r.done(k) {
+			need[r.reqs[k].Op] = true
 		}
 	}
-	reqs := make([]Request, K)
-	steps := make([]Step, K)
-	some, _ := obj.(Subsetter)
-	var ks []int
-	var sx, sv, sout, sd [][]float64
-	var sf []float64
-	// pass evaluates op for the problems that asked for it. An objective
-	// that can, evaluates those only; otherwise the others ride along at
-	// their best point and their results are ignored.
-	pass := func(op Op) error {
-		if op == OpEvalHess { // a pass carries one problem's Hessian
-			first := true
-			for k := range ms {
-				if done(k) || reqs[k].Op != op {
-					continue
-				}
-				if !first {
-					res.Evals++ // the caller counts the first
-				}
-				first = false
-				var only []int
-				if K > 1 {
-					only = []int{k}
-				}
-				if err := eh.EvalHessSome(only, [][]float64{reqs[k].X}, f[k:k+1], outs[k:k+1], hess[k:k+1]); err != nil {
-					return err
-				}
-			}
-			return nil
+	for op := range numOps {
+		if !need[op] {
+			continue
 		}
-		if some != nil && K > 1 {
-			ks, sx, sv, sout, sd, sf = ks[:0], sx[:0], sv[:0], sout[:0], sd[:0], sf[:0]
-			for k := range ms {
-				if !done(k) && reqs[k].Op == op {
-					ks = append(ks, k)
-					sx, sv, sout, sf = append(sx, reqs[k].X), append(sv, reqs[k].V), append(sout, outs[k]), append(sf, 0)
-					sd = append(sd, diags[k])
-				}
-			}
-			var err error
-			switch op {
-			case OpEval:
-				err = some.EvalSome(ks, sx, sf, sout)
-			case OpHessVec:
-				err = some.HessVecSome(ks, sx, sv, sout)
-			case OpEvalDiag:
-				err = ed.EvalDiagSome(ks, sx, sf, sout, sd)
-			}
-			for i, k := range ks {
-				f[k] = sf[i]
+		if err := r.pass(op); err != nil {
+			if r.s.Interrupt != nil && r.s.Interrupt() {
+				return fmt.Errorf("%w: %w", ErrInterrupted, err)
 			}
 			return err
 		}
-		for k := range ms {
-			if !done(k) && reqs[k].Op == op {
-				xs[k], vs[k] = reqs[k].X, reqs[k].V
-			} else {
-				xs[k], _, _ = ms[k].Best()
-				vs[k] = xs[k]
-			}
+		r.res.Evals++
+		r.tell(op)
+	}
+	return nil
+}
+
+// pass evaluates op for the problems that asked for it.
+func (r *run) pass(op Op) error {
+	switch {
+	case op == OpEvalHess:
+		return r.passHess()
+	case r.some != nil && r.K > 1:
+		return r.passSome(op)
+	}
+	return r.passAll(op)
+}
+
+// passHess makes one pass per problem that asked: a pass carries one
+// problem's Hessian.
+func (r *run) passHess() error {
+	first := true
+	for k := range r.ms {
+		if !r.asked(k, OpEvalHess) {
+			continue
 		}
+		if !first {
+			r.res.Evals++ // iterate counts the first
+		}
+		first = false
+		var only []int
+		if r.K > 1 {
+			only = []int{k}
+		}
+		if err := r.eh.EvalHessSome(only, [][]float64{r.reqs[k].X}, r.f[k:k+1], r.outs[k:k+1], r.hess[k:k+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// passSome evaluates the problems that asked, and those alone.
+func (r *run) passSome(op Op) error {
+	r.ks, r.sx, r.sv, r.sout, r.sd, r.sf = r.ks[:0], r.sx[:0], r.sv[:0], r.sout[:0], r.sd[:0], r.sf[:0]
+	for k := range r.ms {
+		if r.asked(k, op) {
+			r.ks = append(r.ks, k)
+			r.sx, r.sv, r.sout, r.sf = append(r.sx, r.reqs[k].X), append(r.sv, r.reqs[k].V), append(r.sout, r.outs[k]), append(r.sf, 0)
+			r.sd = append(r.sd, r.diags[k])
+		}
+	}
+	var err error
+	switch op {
+	case OpEval:
+		err = r.some.EvalSome(r.ks, r.sx, r.sf, r.sout)
+	case OpHessVec:
+		err = r.some.HessVecSome(r.ks, r.sx, r.sv, r.sout)
+	case OpEvalDiag:
+		err = r.ed.EvalDiagSome(r.ks, r.sx, r.sf, r.sout, r.sd)
+	}
+	for i, k := range r.ks {
+		r.f[k] = r.sf[i]
+	}
+	return err
+}
+
+// passAll evaluates every problem, for an objective that cannot evaluate
+// some alone: those that did not ask ride along at their best point, and
+// their results are ignored.
+func (r *run) passAll(op Op) error {
+	for k := range r.ms {
+		if r.asked(k, op) {
+			r.xs[k], r.vs[k] = r.reqs[k].X, r.reqs[k].V
+		} else {
+			r.xs[k], _, _ = r.ms[k].Best()
+			r.vs[k] = r.xs[k]
+		}
+	}
+	switch op {
+	case OpEval:
+		return r.obj.Eval(r.xs, r.f, r.outs)
+	case OpHessVec:
+		return r.hv.HessVec(r.xs, r.vs, r.outs)
+	default:
+		return r.ed.EvalDiagSome(nil, r.xs, r.f, r.outs, r.diags)
+	}
+}
+
+// tell gives the problems that asked for op its results (their methods
+// step in parallel: the problems are independent), then counts and
+// traces the iterations that ended.
+func (r *run) tell(op Op) {
+	each(r.K, func(k int) {
+		if !r.asked(k, op) {
+			return
+		}
+		rep := Reply{F: r.f[k], G: r.outs[k]}
 		switch op {
-		case OpEval:
-			return obj.Eval(xs, f, outs)
 		case OpHessVec:
-			return hv.HessVec(xs, vs, outs)
-		default:
-			return ed.EvalDiagSome(nil, xs, f, outs, diags)
+			rep = Reply{HV: r.outs[k]}
+		case OpEvalDiag:
+			rep.D = r.diags[k]
+		case OpEvalHess:
+			rep.H = r.hess[k]
+		}
+		r.steps[k] = r.ms[k].Tell(rep)
+	})
+	res, s := r.res, &r.s
+	for k, m := range r.ms {
+		if !r.asked(k, op) || !r.steps[k].Iterated {
+			continue
+		}
+		st := r.steps[k]
+		res.Iters[k]++
+		_, fb, gb := m.Best()
+		gn := floats.Norm(gb, 2)
+		res.Converged[k] = gn <= s.GradTol[k]
+		r.stalled[k] = st.Stalled
+		if r.done(k) {
+			r.active--
+		}
+		if s.Trace != nil {
+			s.Trace(Record{Problem: k, Iter: res.Iters[k], Evals: res.Evals, F: fb, GradNorm: gn, GradTol: s.GradTol[k],
+				Accepted: st.Accepted, Elapsed: s.Now().Sub(r.start), Converged: res.Converged[k]})
 		}
 	}
-	for active > 0 {
-		interrupted := s.Interrupt != nil && s.Interrupt()
-		if s.Checkpoint != nil && (interrupted || due()) {
-			snapAt = now()
-			if err := snapshot(); err != nil {
-				return nil, err
-			}
-			snapCost = now().Sub(snapAt)
-			lastSnap = res.Evals
-		}
-		if interrupted {
-			return nil, ErrInterrupted
-		}
-		var need [numOps]bool
-		each(K, func(k int) {
-			if !done(k) {
-				reqs[k] = ms[k].Next()
-			}
-		})
-		for k := range ms {
-			if !done(k) {
-				need[reqs[k].Op] = true
-			}
-		}
-		for op := range numOps {
-			if !need[op] {
-				continue
-			}
-			if err := pass(op); err != nil {
-				if s.Interrupt != nil && s.Interrupt() {
-					return nil, fmt.Errorf("%w: %w", ErrInterrupted, err)
-				}
-				return nil, err
-			}
-			res.Evals++
-			// The problems are independent: their methods step in parallel.
-			each(K, func(k int) {
-				if done(k) || reqs[k].Op != op {
-					return
-				}
-				switch op {
-				case OpEval:
-					steps[k] = ms[k].Tell(Reply{F: f[k], G: outs[k]})
-				case OpHessVec:
-					steps[k] = ms[k].Tell(Reply{HV: outs[k]})
-				case OpEvalDiag:
-					steps[k] = ms[k].Tell(Reply{F: f[k], G: outs[k], D: diags[k]})
-				case OpEvalHess:
-					steps[k] = ms[k].Tell(Reply{F: f[k], G: outs[k], H: hess[k]})
-				}
-			})
-			for k, m := range ms {
-				if done(k) || reqs[k].Op != op {
-					continue
-				}
-				st := steps[k]
-				if !st.Iterated {
-					continue
-				}
-				res.Iters[k]++
-				_, fb, gb := m.Best()
-				gn := floats.Norm(gb, 2)
-				res.Converged[k] = gn <= s.GradTol[k]
-				stalled[k] = st.Stalled
-				if done(k) {
-					active--
-				}
-				if s.Trace != nil {
-					s.Trace(Record{Problem: k, Iter: res.Iters[k], Evals: res.Evals, F: fb, GradNorm: gn, GradTol: s.GradTol[k],
-						Accepted: st.Accepted, Elapsed: now().Sub(start), Converged: res.Converged[k]})
-				}
-			}
-		}
-	}
-	for k, m := range ms {
+}
+
+// result is every problem's best point.
+func (r *run) result() *Result {
+	for k, m := range r.ms {
 		x, fb, gb := m.Best()
-		res.X[k] = clone(x)
-		res.F[k] = fb
-		res.GradNorm[k] = floats.Norm(gb, 2)
+		r.res.X[k] = clone(x)
+		r.res.F[k] = fb
+		r.res.GradNorm[k] = floats.Norm(gb, 2)
 	}
-	return res, nil
+	return r.res
 }
 
 // each runs fn for 0..n-1, spread over the available cores when there is
