@@ -180,44 +180,18 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	if K == 2 {
 		K = 1
 	}
-	// counts are the rows per class that training sees: all of them, or
-	// all but the held-out fold's.
-	counts := make([]int, len(order))
-	for c, l := range order {
-		counts[c] = countOf(sum, l)
+	stop, err := trainingRows(b, sum, order, cfg.Holdout)
+	if err != nil {
+		return nil, err
 	}
-	rows := sum.Rows
-	if cfg.Holdout > 0 {
-		// The tally counts rows by class whatever the weights: one zero
-		// vector, not K, which a batched run could not hold at once (of
-		// one weight at least: a point carries one).
-		zero := [][]float64{make([]float64, max(sum.MaxIndex, 1))}
-		t, err := b.Tally(&shard.Point{W: zero, Bias: -1, Holdout: cfg.Holdout})
-		if err != nil {
-			return nil, err
-		}
-		for c := range counts {
-			counts[c] -= t.Rows[c]
-		}
-		held, _ := t.Total()
-		rows -= held
-		if rows == 0 {
-			return nil, fmt.Errorf("fold %d holds every row", cfg.Holdout)
-		}
-	}
+	stop.eps, stop.g0norm, stop.tol = cfg.Eps, make([]float64, K), make([]float64, K)
 	weights, unknown := problemWeights(cfg.Weights, labels)
 	if len(unknown) > 0 {
 		return nil, fmt.Errorf("class weights given for labels %v, which the data does not have (labels %v)", unknown, labels)
 	}
-	lambda := cfg.Lambda
-	if lambda == 0 {
-		if !(cfg.C > 0) {
-			return nil, errors.New("the cost C must be positive")
-		}
-		lambda = 1 / (cfg.C * float64(rows))
-	}
-	if !(lambda >= minLambda) {
-		return nil, fmt.Errorf("lambda = %.3g (C m = %.3g) is below %g, where the objective's arithmetic overflows double precision; the model stops changing long before (heart_scale: the same weights to 13 digits from C = 1e20 to 1e100): use a smaller C", lambda, 1/lambda, minLambda)
+	lambda, err := regularisation(cfg, stop.rows)
+	if err != nil {
+		return nil, err
 	}
 	features := int(sum.MaxIndex)
 	if cfg.Init != nil && cfg.Init.NFeature > features {
@@ -235,7 +209,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		dataFP, flagsFP = DataFingerprint(metas), FlagsFingerprint(cfg)
 	}
 	obj := shard.NewObjective(b, features, lambda, cfg.Bias)
-	obj.Rows, obj.Weights, obj.Holdout = rows, weights, cfg.Holdout
+	obj.Rows, obj.Weights, obj.Holdout = stop.rows, weights, cfg.Holdout
 	timed := &timedObjective{Objective: obj}
 	// The methods see n coordinates of a model's dim: the live ones (see
 	// shard.Objective.LeaveOutDead), or all of them.
@@ -245,36 +219,11 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		live = obj.LeaveOutDead()
 	}
 	n := obj.Dim()
-	// The state's estimate may take half of MaxBytes: passes' buffers and
-	// the collector's headroom need the rest (news20.t peaked at 1.8 times
-	// the estimate). Problems that do not fit in it go in batches that do,
-	// one at a time if need be; only a problem that does not fit in
-	// MaxBytes alone is refused.
-	batch := cfg.Batch
-	if need := StateBytes(dim, n, K); cfg.MaxBytes > 0 && need > cfg.MaxBytes/2 {
-		fit := max(batchFitting(dim, n, K, cfg.MaxBytes/2), 1)
-		if batchFitting(dim, n, K, cfg.MaxBytes) < 1 {
-			return nil, fmt.Errorf("largest feature index %d (%d of them in the data) with %d problem(s) needs about %s for the model and the optimiser's state (%s with one problem at a time); only %s is available",
-				features, n, K, human(need), human(stateBytes(dim, n, K, 1)), human(cfg.MaxBytes))
-		}
-		if batch <= 0 || batch > fit {
-			batch = fit
-		}
+	batch, err := batchSize(cfg, features, dim, n, K)
+	if err != nil {
+		return nil, err
 	}
-	if batch >= K {
-		batch = 0
-	}
-
-	g0norm := make([]float64, K)
-	// The whole data's shape, a held-out fold's rows included: the choice
-	// of method must not depend on the fold.
-	shape := osgm.Shape{Dim: dim, NNZ: sum.NNZ, Shards: len(metas)}
-	for _, m := range metas {
-		shape.Pairs += m.Pairs
-	}
-	if cfg.Bias >= 0 { // one more nonzero per row
-		shape.Pairs += sum.NNZ + sum.Rows
-	}
+	shape := dataShape(metas, sum, dim, cfg.Bias)
 	method := osgm.Choose(cfg.Method, K, shape)
 	if cfg.Started != nil {
 		cfg.Started(Plan{Method: method, Problems: K, Batch: batch, Coordinates: n, Dim: dim, Resumed: cfg.Resume != nil})
@@ -287,60 +236,15 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		if len(r.G0Norm) != K {
 			return nil, fmt.Errorf("%w: it holds %d problems' starting gradients, this run has %d problems", ErrMismatch, len(r.G0Norm), K)
 		}
-		copy(g0norm, r.G0Norm)
+		copy(stop.g0norm, r.G0Norm)
 	}
-	// LIBLINEAR's test: ||g|| <= eps * max(min(#pos, #neg), 1) / m * ||g(0)||.
-	tol := make([]float64, K)
-	setTol := func(k int) {
-		pos := counts[k]
-		tol[k] = cfg.Eps * math.Max(float64(min(pos, rows-pos)), 1) / float64(rows) * g0norm[k]
-	}
-	// atZero makes the pass at 0 over problems ks (nil: all) that the
-	// tolerance needs. It brings the Hessian's diagonal too, for methods
-	// that start from it: every row is active at 0, so it is the data's
-	// column squares (with class weights), reduced as gradients are, the
-	// same bits on any backend. Problems in batches make it a batch at a
-	// time, so that its vectors are a batch's too.
-	usesDiag := osgm.UsesStartDiag(method, cfg.Params)
-	var firstGradient time.Duration
-	atZero := func(ks []int) (st osgm.Start, err error) {
-		m := len(ks)
-		if ks == nil {
-			m = K
-		}
-		x, f, g := vectors(m, n), make([]float64, m), vectors(m, n)
-		if usesDiag {
-			st.Diag = vectors(m, n)
-			err = timed.EvalDiagSome(ks, x, f, g, st.Diag)
-		} else {
-			err = timed.EvalSome(ks, x, f, g)
-		}
-		if err != nil {
-			return st, err
-		}
-		if firstGradient == 0 {
-			firstGradient = time.Since(start)
-		}
-		st.GradTol = make([]float64, m)
-		for i := range g {
-			k := i
-			if ks != nil {
-				k = ks[i]
-			}
-			g0norm[k] = floats.Norm(g[i], 2)
-			setTol(k)
-			st.GradTol[i] = tol[k]
-		}
-		if cfg.Init == nil { // 0 is where the methods start
-			st.F0, st.G0 = f, g
-		}
-		return st, nil
-	}
+	zero := &zeroPass{obj: timed, K: K, n: n, diag: osgm.UsesStartDiag(method, cfg.Params), warm: cfg.Init != nil,
+		stop: stop, start: start}
 	probs := make([]osgm.Problem, K)
 	for k := range probs {
 		probs[k] = osgm.Problem{Dim: n, L: obj.LipschitzBound(), Mu: lambda, HessPasses: shape.HessPasses()}
 	}
-	settings := osgm.Settings{Method: method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: tol, Batch: batch,
+	settings := osgm.Settings{Method: method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: stop.tol, Batch: batch,
 		CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
 	if cfg.Trace != nil {
 		settings.Trace = func(r osgm.Record) {
@@ -352,33 +256,19 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		settings.Checkpoint = func(s *osgm.Snapshot) error {
 			// The pass at zero counts among the passes; the snapshot keeps
 			// the optimiser's own count.
-			return cfg.Save(&Checkpoint{Version: checkpointVersion, Data: dataFP, Flags: flagsFP, G0Norm: g0norm, Opt: *s})
+			return cfg.Save(&Checkpoint{Version: checkpointVersion, Data: dataFP, Flags: flagsFP, G0Norm: stop.g0norm, Opt: *s})
 		}
 	}
-	// A resumed run starts its problems yet to start (in batches) where the
-	// first run did; the others' x0 gives their dimensions only.
-	var x0 [][]float64
-	if cfg.Init == nil {
-		x0 = vectors(K, n)
-	} else {
-		if x0, err = warmStart(cfg.Init, labels, dim, cfg.Bias); err != nil {
-			return nil, err
-		}
-		if live != nil { // dead coordinates start at their optimum, 0
-			for k, x := range x0 {
-				x0[k] = make([]float64, n)
-				for i, j := range live {
-					x0[k][i] = x[j]
-				}
-			}
-		}
+	x0, err := startPoints(cfg.Init, labels, K, dim, n, live, cfg.Bias)
+	if err != nil {
+		return nil, err
 	}
 	zeroPassed := false
 	switch {
 	case batch > 0 || r != nil && r.Opt.Batch > 0:
-		settings.BatchStart = atZero
+		settings.BatchStart = zero.run
 	case r == nil:
-		st, err := atZero(nil)
+		st, err := zero.run(nil)
 		if err != nil {
 			return nil, err
 		}
@@ -390,16 +280,16 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	}
 	if r != nil {
 		settings.Resume = &r.Opt
-		for k := range tol {
-			setTol(k)
+		for k := range stop.tol {
+			stop.set(k)
 		}
-		firstGradient = time.Since(start) // no pass: the objective alone
+		zero.firstGradient = time.Since(start) // no pass: the objective alone
 	}
 	res, err := osgm.Minimize(timed, x0, probs, settings)
 	if err != nil {
 		return nil, err
 	}
-	if live != nil {
+	if live != nil { // dead coordinates are at their optimum, 0
 		for k, x := range res.X {
 			res.X[k] = make([]float64, dim)
 			for i, j := range live {
@@ -419,7 +309,178 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		primal[k] = res.F[k] / lambda
 	}
 	return &Result{Method: method, Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent,
-		FirstGradient: firstGradient, Batch: batch}, nil
+		FirstGradient: zero.firstGradient, Batch: batch}, nil
+}
+
+// stopping is LIBLINEAR's stopping test, ||g|| <= eps * max(min(#pos,
+// #neg), 1) / m * ||g(0)||, for each problem: counts are the rows per
+// class that training sees, rows their sum, and tol[k] the threshold once
+// g0norm[k] is known.
+type stopping struct {
+	eps         float64
+	counts      []int
+	rows        int
+	g0norm, tol []float64
+}
+
+func (s *stopping) set(k int) {
+	pos := s.counts[k]
+	s.tol[k] = s.eps * math.Max(float64(min(pos, s.rows-pos)), 1) / float64(s.rows) * s.g0norm[k]
+}
+
+// trainingRows counts the rows per class that training sees: all of
+// them, or all but the held-out fold's.
+func trainingRows(b shard.Backend, sum shard.Summary, order []float64, holdout int) (*stopping, error) {
+	s := &stopping{counts: make([]int, len(order)), rows: sum.Rows}
+	for c, l := range order {
+		s.counts[c] = countOf(sum, l)
+	}
+	if holdout <= 0 {
+		return s, nil
+	}
+	// The tally counts rows by class whatever the weights: one zero
+	// vector, not K, which a batched run could not hold at once (of one
+	// weight at least: a point carries one).
+	zero := [][]float64{make([]float64, max(sum.MaxIndex, 1))}
+	t, err := b.Tally(&shard.Point{W: zero, Bias: -1, Holdout: holdout})
+	if err != nil {
+		return nil, err
+	}
+	for c := range s.counts {
+		s.counts[c] -= t.Rows[c]
+	}
+	held, _ := t.Total()
+	s.rows -= held
+	if s.rows == 0 {
+		return nil, fmt.Errorf("fold %d holds every row", holdout)
+	}
+	return s, nil
+}
+
+// regularisation is lambda: given, or LIBLINEAR's 1/(C m).
+func regularisation(cfg Config, rows int) (float64, error) {
+	lambda := cfg.Lambda
+	if lambda == 0 {
+		if !(cfg.C > 0) {
+			return 0, errors.New("the cost C must be positive")
+		}
+		lambda = 1 / (cfg.C * float64(rows))
+	}
+	if !(lambda >= minLambda) {
+		return 0, fmt.Errorf("lambda = %.3g (C m = %.3g) is below %g, where the objective's arithmetic overflows double precision; the model stops changing long before (heart_scale: the same weights to 13 digits from C = 1e20 to 1e100): use a smaller C", lambda, 1/lambda, minLambda)
+	}
+	return lambda, nil
+}
+
+// batchSize is how many problems are minimised at a time (0: all). The
+// state's estimate may take half of MaxBytes: passes' buffers and the
+// collector's headroom need the rest (news20.t peaked at 1.8 times the
+// estimate). Problems that do not fit in it go in batches that do, one at
+// a time if need be; only a problem that does not fit in MaxBytes alone
+// is refused.
+func batchSize(cfg Config, features, dim, n, K int) (int, error) {
+	batch := cfg.Batch
+	if need := StateBytes(dim, n, K); cfg.MaxBytes > 0 && need > cfg.MaxBytes/2 {
+		fit := max(batchFitting(dim, n, K, cfg.MaxBytes/2), 1)
+		if batchFitting(dim, n, K, cfg.MaxBytes) < 1 {
+			return 0, fmt.Errorf("largest feature index %d (%d of them in the data) with %d problem(s) needs about %s for the model and the optimiser's state (%s with one problem at a time); only %s is available",
+				features, n, K, human(need), human(stateBytes(dim, n, K, 1)), human(cfg.MaxBytes))
+		}
+		if batch <= 0 || batch > fit {
+			batch = fit
+		}
+	}
+	if batch >= K {
+		batch = 0
+	}
+	return batch, nil
+}
+
+// dataShape is the whole data's shape, a held-out fold's rows included:
+// the choice of method must not depend on the fold.
+func dataShape(metas []shard.Meta, sum shard.Summary, dim int, bias float64) osgm.Shape {
+	shape := osgm.Shape{Dim: dim, NNZ: sum.NNZ, Shards: len(metas)}
+	for _, m := range metas {
+		shape.Pairs += m.Pairs
+	}
+	if bias >= 0 { // one more nonzero per row
+		shape.Pairs += sum.NNZ + sum.Rows
+	}
+	return shape
+}
+
+// startPoints are the methods' x0 over their n coordinates: 0, or the
+// initial model's weights on the live coordinates. A resumed run starts
+// its problems yet to start (in batches) where the first run did; the
+// others' x0 gives their dimensions only.
+func startPoints(init *libsvm.Model, labels []int, K, dim, n int, live []int, bias float64) ([][]float64, error) {
+	if init == nil {
+		return vectors(K, n), nil
+	}
+	x0, err := warmStart(init, labels, dim, bias)
+	if err != nil {
+		return nil, err
+	}
+	if live != nil { // dead coordinates start at their optimum, 0
+		for k, x := range x0 {
+			x0[k] = make([]float64, n)
+			for i, j := range live {
+				x0[k][i] = x[j]
+			}
+		}
+	}
+	return x0, nil
+}
+
+// zeroPass makes the pass at 0 that the stopping test needs, over some
+// problems or all. It brings the Hessian's diagonal too (diag), for
+// methods that start from it: every row is active at 0, so it is the
+// data's column squares (with class weights), reduced as gradients are,
+// the same bits on any backend. Problems in batches make it a batch at a
+// time, so that its vectors are a batch's too.
+type zeroPass struct {
+	obj           *timedObjective
+	K, n          int
+	diag          bool
+	warm          bool // the methods start elsewhere: the values at 0 are not theirs
+	stop          *stopping
+	start         time.Time
+	firstGradient time.Duration // since start, at the first pass
+}
+
+// run is the pass over problems ks (nil: all).
+func (z *zeroPass) run(ks []int) (st osgm.Start, err error) {
+	m := len(ks)
+	if ks == nil {
+		m = z.K
+	}
+	x, f, g := vectors(m, z.n), make([]float64, m), vectors(m, z.n)
+	if z.diag {
+		st.Diag = vectors(m, z.n)
+		err = z.obj.EvalDiagSome(ks, x, f, g, st.Diag)
+	} else {
+		err = z.obj.EvalSome(ks, x, f, g)
+	}
+	if err != nil {
+		return st, err
+	}
+	if z.firstGradient == 0 {
+		z.firstGradient = time.Since(z.start)
+	}
+	st.GradTol = make([]float64, m)
+	for i := range g {
+		k := i
+		if ks != nil {
+			k = ks[i]
+		}
+		z.stop.g0norm[k] = floats.Norm(g[i], 2)
+		z.stop.set(k)
+		st.GradTol[i] = z.stop.tol[k]
+	}
+	if !z.warm { // 0 is where the methods start
+		st.F0, st.G0 = f, g
+	}
+	return st, nil
 }
 
 // timedObjective measures the time spent in passes over the data (on
