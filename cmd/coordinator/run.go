@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
@@ -40,24 +41,9 @@ func run(o *options) error {
 	if err := checkOutputs(o); err != nil {
 		return err
 	}
-	// The initial model and the test file are looked at before any data
-	// is read: a typo must not cost a load, or a training.
-	var init *libsvm.Model
-	if o.initModel != "" {
-		var err error
-		if init, err = readModel(o.initModel); err != nil {
-			return fmt.Errorf("-i: %w", err)
-		}
-		if err := train.CheckBias(init, o.bias); err != nil {
-			return fmt.Errorf("-i %s: %w", o.initModel, err)
-		}
-	}
-	if o.test != "" {
-		f, err := libsvm.Open(o.test)
-		if err != nil {
-			return fmt.Errorf("-t: %w", err)
-		}
-		f.Close()
+	init, err := checkInputs(o)
+	if err != nil {
+		return err
 	}
 
 	info, release, err := statAndHold(o)
@@ -88,15 +74,102 @@ func run(o *options) error {
 	cfg := train.Config{MaxBytes: max(shard.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
 		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}, Weights: o.weights}
 	cfg.Init = init
+	cfg.Interrupt = func() bool { return ctx.Err() != nil }
+	single, closeWatch, err := watch(o, log, backend, &cfg)
+	defer closeWatch() // what it opened before failing too
+	if err != nil {
+		return err
+	}
+	ck, err := checkpointing(o, log, nc, &cfg)
+	if err != nil {
+		return err
+	}
+	if o.folds > 0 {
+		return crossValidate(o, backend, cfg, log, os.Stdout)
+	}
+	trainStart := time.Now()
+	var busBefore transport.Stats
+	if c, ok := backend.(interface{ Stats() transport.Stats }); ok {
+		busBefore = c.Stats()
+	}
+	var res *train.Result
+	if o.compare != nil {
+		res, err = compare(backend, cfg, o.compare, o.plot, os.Stdout)
+	} else {
+		res, err = train.Train(backend, cfg)
+	}
+	if err != nil {
+		// The state is in the checkpoint if this run wrote one, or
+		// resumed from it and wrote none since.
+		return trainingFailed(o, err, ck != nil && (ck.written > 0 || cfg.Resume != nil))
+	}
+	trainTime := time.Since(trainStart)
+	if err := writeModel(o.model, res.Model); err != nil {
+		return err
+	}
+	if o.plot != "" && o.compare == nil {
+		if err := plotRun(o.plot, o.method, single); err != nil {
+			return err
+		}
+	}
+	fields := trainedFields(res, backend, busBefore, loaded, trainStart.Sub(start)+res.FirstGradient, trainTime)
+	log.Info("trained", append(fields, zap.String("model", o.model))...)
+	warnShort(log, res.Opt, o.maxIter)
+	if o.test != "" {
+		acc, err := testAccuracy(o.test, res.Model)
+		if err != nil {
+			return err
+		}
+		fmt.Println(acc)
+		if acc.Unknown > 0 {
+			return fmt.Errorf("%s: %d of %d rows have labels the training file does not have (model labels %v): wrong test file?",
+				o.test, acc.Unknown, acc.Total, res.Model.Labels)
+		}
+	}
+	return nil
+}
+
+// checkInputs reads the initial model and opens the test file before any
+// data is read: a typo must not cost a load, or a training.
+func checkInputs(o *options) (*libsvm.Model, error) {
+	var init *libsvm.Model
+	if o.initModel != "" {
+		var err error
+		if init, err = readModel(o.initModel); err != nil {
+			return nil, fmt.Errorf("-i: %w", err)
+		}
+		if err := train.CheckBias(init, o.bias); err != nil {
+			return nil, fmt.Errorf("-i %s: %w", o.initModel, err)
+		}
+	}
+	if o.test != "" {
+		f, err := libsvm.Open(o.test)
+		if err != nil {
+			return nil, fmt.Errorf("-t: %w", err)
+		}
+		f.Close()
+	}
+	return init, nil
+}
+
+// watch sets cfg's Trace and Started to what the run reports as it goes:
+// the -trace file, the progress log, the -metrics-addr server, and the
+// curve -plot draws (returned). close ends what it opened.
+func watch(o *options, log *zap.Logger, backend shard.Backend, cfg *train.Config) (single *curve, close func(), err error) {
+	var closers []func()
+	close = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
 	var trace *bufio.Writer
 	if o.trace != "" {
 		f, err := os.Create(o.trace)
 		if err != nil {
-			return err
+			return nil, close, err
 		}
-		defer f.Close()
 		trace = bufio.NewWriter(f)
-		defer trace.Flush()
+		closers = append(closers, func() { f.Close() }, func() { trace.Flush() })
 		fmt.Fprintln(trace, "problem,iter,evals,f,grad_norm,accepted,seconds")
 	}
 	var alive func() int
@@ -108,15 +181,15 @@ func run(o *options) error {
 		prog.metrics = metrics.NewCoordinator()
 		addr, stop, err := metrics.Serve(o.metricsAddr, prog.metrics.Registry)
 		if err != nil {
-			return fmt.Errorf("-metrics-addr: %w", err)
+			return nil, close, fmt.Errorf("-metrics-addr: %w", err)
 		}
-		defer stop()
+		closers = append(closers, stop)
 		log.Info("metrics", zap.String("url", "http://"+addr+"/metrics"))
 		if c, ok := backend.(interface{ Stats() transport.Stats }); ok {
 			prog.bus = c.Stats
 		}
 	}
-	single := newCurve(o.method)
+	single = newCurve(o.method)
 	cfg.Trace = func(r osgm.Record) {
 		single.record(r)
 		if trace != nil {
@@ -134,75 +207,63 @@ func run(o *options) error {
 		}
 		log.Info("plan", fields...)
 	}
-	cfg.Interrupt = func() bool { return ctx.Err() != nil }
-	var ck *checkpoints
-	if o.checkpoint != "" {
-		ck = &checkpoints{path: o.checkpoint, log: log}
-		if o.natsURL != "" {
-			// A copy on the bus is for a coordinator on another host; an
-			// embedded server ends with this process.
-			ck.nc = nc
-		}
-		cfg.Save, cfg.CheckpointEvery = ck.save, o.ckptEvery
-		if !o.set["checkpoint-every"] {
-			cfg.CheckpointShare = checkpointShare
-		}
-		if o.resume != resumeOff {
-			cfg.Resume, err = ck.load()
-			switch {
-			case errors.Is(err, errNoCheckpoint) && o.resume == resumeAuto:
-				log.Info("no checkpoint yet: training from the start", zap.String("checkpoint", o.checkpoint))
-			case err != nil:
-				return err
-			default:
-				log.Info("resuming", zap.String("checkpoint", o.checkpoint), zap.Int("passes", cfg.Resume.Opt.Evals))
-			}
-		}
+	return single, close, nil
+}
+
+// checkpointing sets cfg to save checkpoints as -checkpoint says and, with
+// -resume, to continue from one; nil without -checkpoint.
+func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, cfg *train.Config) (*checkpoints, error) {
+	if o.checkpoint == "" {
+		return nil, nil
 	}
-	if o.folds > 0 {
-		return crossValidate(o, backend, cfg, log, os.Stdout)
+	ck := &checkpoints{path: o.checkpoint, log: log}
+	if o.natsURL != "" {
+		// A copy on the bus is for a coordinator on another host; an
+		// embedded server ends with this process.
+		ck.nc = nc
 	}
-	trainStart := time.Now()
-	var busBefore transport.Stats
-	if c, ok := backend.(interface{ Stats() transport.Stats }); ok {
-		busBefore = c.Stats()
+	cfg.Save, cfg.CheckpointEvery = ck.save, o.ckptEvery
+	if !o.set["checkpoint-every"] {
+		cfg.CheckpointShare = checkpointShare
 	}
-	var res *train.Result
-	if o.compare != nil {
-		res, err = compare(backend, cfg, o.compare, o.plot, os.Stdout)
-	} else {
-		res, err = train.Train(backend, cfg)
+	if o.resume == resumeOff {
+		return ck, nil
 	}
-	// The state is in the checkpoint if this run wrote one, or resumed
-	// from it and wrote none since.
-	saved := ck != nil && (ck.written > 0 || cfg.Resume != nil)
-	if errors.Is(err, osgm.ErrInterrupted) {
-		if saved {
-			return fmt.Errorf("interrupted; the state is in %s: continue with the same flags and -resume", o.checkpoint)
-		}
-		if o.checkpoint != "" {
-			return fmt.Errorf("interrupted before a checkpoint was written: %w", err)
-		}
+	var err error
+	cfg.Resume, err = ck.load()
+	switch {
+	case errors.Is(err, errNoCheckpoint) && o.resume == resumeAuto:
+		log.Info("no checkpoint yet: training from the start", zap.String("checkpoint", o.checkpoint))
+	case err != nil:
+		return nil, err
+	default:
+		log.Info("resuming", zap.String("checkpoint", o.checkpoint), zap.Int("passes", cfg.Resume.Opt.Evals))
+	}
+	return ck, nil
+}
+
+// trainingFailed is the error a failed training ends with, saying what
+// to do next where there is something to do: saved says whether the
+// checkpoint holds the state.
+func trainingFailed(o *options, err error, saved bool) error {
+	switch {
+	case errors.Is(err, osgm.ErrInterrupted) && saved:
+		return fmt.Errorf("interrupted; the state is in %s: continue with the same flags and -resume", o.checkpoint)
+	case errors.Is(err, osgm.ErrInterrupted) && o.checkpoint != "":
+		return fmt.Errorf("interrupted before a checkpoint was written: %w", err)
+	case errors.Is(err, osgm.ErrInterrupted):
 		return errors.New("interrupted")
-	}
-	if errors.Is(err, transport.ErrNoWorkers) && saved {
+	case errors.Is(err, transport.ErrNoWorkers) && saved:
 		return fmt.Errorf("%w; the state is in %s: continue with the same flags and -resume once workers run", err, o.checkpoint)
-	}
-	if errors.Is(err, train.ErrMismatch) {
+	case errors.Is(err, train.ErrMismatch):
 		return fmt.Errorf("%s: %w; remove %s to train from the start", o.train, err, o.checkpoint)
 	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.train, err)
-	}
-	trainTime := time.Since(trainStart)
-	if err := writeModel(o.model, res.Model); err != nil {
-		return err
-	}
-	if o.plot != "" && o.compare == nil {
-		if err := plotRun(o.plot, o.method, single); err != nil {
-			return err
-		}
-	}
+	return fmt.Errorf("%s: %w", o.train, err)
+}
+
+// trainedFields are the "trained" log line's: the outcome, and where the
+// time went.
+func trainedFields(res *train.Result, backend shard.Backend, busBefore transport.Stats, loaded, firstGradient, trainTime time.Duration) []zap.Field {
 	conv := 0
 	for _, c := range res.Opt.Converged {
 		if c {
@@ -219,7 +280,7 @@ func run(o *options) error {
 	fields := []zap.Field{zap.String("method", res.Method), zap.Float64("lambda", res.Lambda),
 		zap.Int("iterations", maxInt(res.Opt.Iters)), zap.Int("passes", res.Opt.Evals),
 		zap.Float64s("objective", res.Primal), zap.Int("converged", conv), zap.Int("problems", len(res.Primal)),
-		zap.Duration("load", loaded), zap.Duration("first_gradient", trainStart.Sub(start)+res.FirstGradient), zap.Duration("train", trainTime),
+		zap.Duration("load", loaded), zap.Duration("first_gradient", firstGradient), zap.Duration("train", trainTime),
 		zap.Duration("compute", compute), zap.Duration("communication", comm), zap.Duration("method_time", trainTime-res.PassTime)}
 	if res.Batch > 0 {
 		// All at once, the methods' state would not have fitted in memory.
@@ -233,20 +294,7 @@ func run(o *options) error {
 			fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(rows)))
 		}
 	}
-	log.Info("trained", append(fields, zap.String("model", o.model))...)
-	warnShort(log, res.Opt, o.maxIter)
-	if o.test != "" {
-		acc, err := testAccuracy(o.test, res.Model)
-		if err != nil {
-			return err
-		}
-		fmt.Println(acc)
-		if acc.Unknown > 0 {
-			return fmt.Errorf("%s: %d of %d rows have labels the training file does not have (model labels %v): wrong test file?",
-				o.test, acc.Unknown, acc.Total, res.Model.Labels)
-		}
-	}
-	return nil
+	return fields
 }
 
 func maxInt(v []int) int {
