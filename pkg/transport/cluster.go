@@ -209,77 +209,19 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, nc: nc, log: cfg.Log, ups: make(chan upMsg, upQueue), hbs: make(chan Heartbeat, 256), reconnected: make(chan struct{}, 1), gone: make(chan string, 16),
 		workers: map[string]*peer{}, owner: make([]string, n), incoming: map[int]string{}, metas: make([]shard.Meta, n), haveMet: make([]bool, n)}
 	c.bad.log = c.log
-	asm := &c.asm
-	asm.MaxPending = 4 * max(n, 16)
-	up, err := nc.Subscribe(UpSubject(cfg.Job), func(m *nats.Msg) {
-		h, payload, err := DecodeChunk(m.Data)
-		switch {
-		case err != nil:
-			c.bad.add(err, h.Kind)
-			return
-		case h.Job != cfg.Job:
-			c.bad.add(errors.New("wrong job id"), h.Kind)
-			return
-		case h.Kind != KindPartial && h.Kind != KindMeta && h.Kind != KindError && h.Kind != KindGroup && h.Kind != KindNeedX:
-			c.bad.add(nil, h.Kind)
-			return
-		case h.Kind != KindGroup && int(h.Shard) >= n:
-			c.bad.add(errors.New("shard id out of range"), h.Kind)
-			return
-		}
-		if h.Kind == KindGroup {
-			if _, err := shard.NodeFromWire(h.Shard, n); err != nil {
-				c.bad.add(errors.New("shard id out of range"), h.Kind)
-				return
-			}
-		}
-		c.mu.Lock()
-		c.stats.BytesUp += int64(len(m.Data))
-		c.mu.Unlock()
-		if whole, ok := asm.Add(h, payload); ok {
-			c.ups <- upMsg{kind: h.Kind, round: h.Round, shard: int(h.Shard), payload: whole}
-		}
-	})
+	c.asm.MaxPending = 4 * max(n, 16)
+	up, err := nc.Subscribe(UpSubject(cfg.Job), c.receiveUp)
 	if err != nil {
 		return nil, err
 	}
 	up.SetPendingLimits(-1, -1)
-	hb, err := nc.Subscribe(SubjectHeartbeat, func(m *nats.Msg) {
-		h, payload, err := DecodeChunk(m.Data)
-		if err != nil || h.Kind != KindHeartbeat {
-			c.bad.add(err, h.Kind)
-			return
-		}
-		var b Heartbeat
-		if err := json.Unmarshal(payload, &b); err != nil {
-			c.bad.add(fmt.Errorf("heartbeat: %w", err), h.Kind)
-			return
-		}
-		if b.ID == "" {
-			c.bad.add(errors.New("heartbeat without a worker id"), h.Kind)
-			return
-		}
-		select {
-		case c.hbs <- b:
-		default: // a newer one follows shortly
-		}
-	})
+	hb, err := nc.Subscribe(SubjectHeartbeat, c.receiveHeartbeat)
 	if err != nil {
 		up.Unsubscribe()
 		return nil, err
 	}
 	c.probeInbox = nc.NewInbox()
-	probes, err := nc.Subscribe(c.probeInbox+".>", func(m *nats.Msg) {
-		// Workers never answer a probe: only the server does, with
-		// this status, when nobody holds the subject.
-		if m.Header.Get("Status") != noResponders {
-			return
-		}
-		select {
-		case c.gone <- strings.TrimPrefix(m.Subject, c.probeInbox+"."):
-		default: // the next probe asks again
-		}
-	})
+	probes, err := nc.Subscribe(c.probeInbox+".>", c.receiveProbe)
 	if err != nil {
 		up.Unsubscribe()
 		hb.Unsubscribe()
@@ -304,6 +246,77 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		}
 	})
 	return c, nil
+}
+
+// receiveUp takes a chunk of a worker's result, description or request
+// and, once the message is whole, queues it for the round or Load
+// waiting (onUp). The receive methods run on the subscriptions'
+// goroutines: they check what needs no state, and queue.
+func (c *Cluster) receiveUp(m *nats.Msg) {
+	n := len(c.cfg.Ranges)
+	h, payload, err := DecodeChunk(m.Data)
+	switch {
+	case err != nil:
+		c.bad.add(err, h.Kind)
+		return
+	case h.Job != c.cfg.Job:
+		c.bad.add(errors.New("wrong job id"), h.Kind)
+		return
+	case h.Kind != KindPartial && h.Kind != KindMeta && h.Kind != KindError && h.Kind != KindGroup && h.Kind != KindNeedX:
+		c.bad.add(nil, h.Kind)
+		return
+	case h.Kind != KindGroup && int(h.Shard) >= n:
+		c.bad.add(errors.New("shard id out of range"), h.Kind)
+		return
+	}
+	if h.Kind == KindGroup {
+		if _, err := shard.NodeFromWire(h.Shard, n); err != nil {
+			c.bad.add(errors.New("shard id out of range"), h.Kind)
+			return
+		}
+	}
+	c.mu.Lock()
+	c.stats.BytesUp += int64(len(m.Data))
+	c.mu.Unlock()
+	if whole, ok := c.asm.Add(h, payload); ok {
+		c.ups <- upMsg{kind: h.Kind, round: h.Round, shard: int(h.Shard), payload: whole}
+	}
+}
+
+// receiveHeartbeat queues a worker's heartbeat (for onHeartbeat), or
+// drops it when the queue is full: a newer one follows shortly.
+func (c *Cluster) receiveHeartbeat(m *nats.Msg) {
+	h, payload, err := DecodeChunk(m.Data)
+	if err != nil || h.Kind != KindHeartbeat {
+		c.bad.add(err, h.Kind)
+		return
+	}
+	var b Heartbeat
+	if err := json.Unmarshal(payload, &b); err != nil {
+		c.bad.add(fmt.Errorf("heartbeat: %w", err), h.Kind)
+		return
+	}
+	if b.ID == "" {
+		c.bad.add(errors.New("heartbeat without a worker id"), h.Kind)
+		return
+	}
+	select {
+	case c.hbs <- b:
+	default:
+	}
+}
+
+// receiveProbe hears the server say that nobody holds a worker's subject
+// (see probe, onGone): workers never answer a probe, only the server
+// does, with this status.
+func (c *Cluster) receiveProbe(m *nats.Msg) {
+	if m.Header.Get("Status") != noResponders {
+		return
+	}
+	select {
+	case c.gone <- strings.TrimPrefix(m.Subject, c.probeInbox+"."):
+	default: // the next probe asks again
+	}
 }
 
 // Live is the number of workers currently alive.
