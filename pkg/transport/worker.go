@@ -755,46 +755,9 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 	if len(shards) == 0 {
 		return
 	}
-	p, live := w.point, w.live
-	// at is where the vectors hold the bias weight: last, whether they
-	// carry every coordinate or the live ones.
-	at, features := len(p.X[0]), len(p.X[0])
-	if live != nil {
-		features = live.Full
-	}
-	if p.Bias >= 0 {
-		at--
-		features--
-	}
-	pt := shard.NewPoint(p.X, p.Bias, at)
-	pt.Holdout, pt.Stamp, pt.Live = int(p.Holdout), p.Stamp, live
-	if len(p.Weights) > 0 {
-		pt.Weights = p.Weights
-	}
-	if len(p.Classes) > 0 {
-		pt.Classes = make([]int32, len(p.Classes))
-		for k, c := range p.Classes {
-			pt.Classes[k] = int32(c)
-		}
-	}
-	for _, s := range shards {
-		if int(s.MaxIndex) > features {
-			w.log.Error("point is shorter than the shard's features", zap.Int("shard", s.ID))
-			return
-		}
-	}
-	if err := shard.CheckLive(shards, live); err != nil {
-		// An own point, made before this worker held some shard (loaded
-		// since, or the coordinator's view of what it holds was behind):
-		// the whole point serves it.
-		if w.askedFor != w.round {
-			w.askedFor = w.round
-			w.log.Info("the point lacks columns of shards this worker holds: asking for the whole point",
-				zap.Uint64("round", w.round), zap.Error(err))
-			w.publishUp(KindNeedX, w.round, 0, []byte(w.ID))
-			return
-		}
-		w.log.Error("point's live coordinates", zap.Error(err))
+	p := w.point
+	pt, at, ok := w.shardPoint(shards)
+	if !ok {
 		return
 	}
 	// The full set reuses the worker's backend and its scratch memory;
@@ -805,21 +768,13 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 	}
 	start := time.Now()
 	if p.Op == opCorrect {
-		for _, s := range shards {
-			t := s.Tally(pt)
-			part := &shard.Partial{Shard: s.ID, Loss: make([]float64, len(t.Rows)), BiasGrad: make([]float64, len(t.Rows))}
-			for k := range t.Rows {
-				part.Loss[k], part.BiasGrad[k] = float64(t.Rows[k]), float64(t.Correct[k])
-			}
-			part.Seconds = time.Since(start).Seconds()
-			w.answer(part)
-		}
+		w.tally(shards, pt, start)
 		return
 	}
 	var vp *shard.Point
 	if p.Op == shard.OpHessVec {
 		vp = shard.NewPoint(p.V, p.Bias, at)
-		vp.Live = live
+		vp.Live = w.live
 	}
 	sums := map[int]*shard.GroupSum{}
 	hess := 0
@@ -863,6 +818,68 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		}
 		return nil
 	})
+}
+
+// shardPoint is the round's point as the shards' kernels take it, and at
+// is where its vectors hold the bias weight: last, whether they carry
+// every coordinate or the live ones. Not ok when it does not serve these
+// shards: then it has logged why, or asked for the whole point.
+func (w *Worker) shardPoint(shards []*shard.Shard) (pt *shard.Point, at int, ok bool) {
+	p, live := w.point, w.live
+	at, features := len(p.X[0]), len(p.X[0])
+	if live != nil {
+		features = live.Full
+	}
+	if p.Bias >= 0 {
+		at--
+		features--
+	}
+	pt = shard.NewPoint(p.X, p.Bias, at)
+	pt.Holdout, pt.Stamp, pt.Live = int(p.Holdout), p.Stamp, live
+	if len(p.Weights) > 0 {
+		pt.Weights = p.Weights
+	}
+	if len(p.Classes) > 0 {
+		pt.Classes = make([]int32, len(p.Classes))
+		for k, c := range p.Classes {
+			pt.Classes[k] = int32(c)
+		}
+	}
+	for _, s := range shards {
+		if int(s.MaxIndex) > features {
+			w.log.Error("point is shorter than the shard's features", zap.Int("shard", s.ID))
+			return nil, 0, false
+		}
+	}
+	if err := shard.CheckLive(shards, live); err != nil {
+		// An own point, made before this worker held some shard (loaded
+		// since, or the coordinator's view of what it holds was behind):
+		// the whole point serves it.
+		if w.askedFor != w.round {
+			w.askedFor = w.round
+			w.log.Info("the point lacks columns of shards this worker holds: asking for the whole point",
+				zap.Uint64("round", w.round), zap.Error(err))
+			w.publishUp(KindNeedX, w.round, 0, []byte(w.ID))
+			return nil, 0, false
+		}
+		w.log.Error("point's live coordinates", zap.Error(err))
+		return nil, 0, false
+	}
+	return pt, at, true
+}
+
+// tally answers a round that counts each shard's correct predictions, in
+// a partial's loss (rows by class) and bias gradient (correct by class).
+func (w *Worker) tally(shards []*shard.Shard, pt *shard.Point, start time.Time) {
+	for _, s := range shards {
+		t := s.Tally(pt)
+		part := &shard.Partial{Shard: s.ID, Loss: make([]float64, len(t.Rows)), BiasGrad: make([]float64, len(t.Rows))}
+		for k := range t.Rows {
+			part.Loss[k], part.BiasGrad[k] = float64(t.Rows[k]), float64(t.Correct[k])
+		}
+		part.Seconds = time.Since(start).Seconds()
+		w.answer(part)
+	}
 }
 
 func (w *Worker) answer(part *shard.Partial) {
