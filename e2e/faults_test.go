@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -144,4 +146,61 @@ func TestSIGTERMWritesACheckpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNATSServerOfClusterKilled kills, for good, one server of a cluster of
+// three nats-server processes in the middle of training. Each client was
+// given one server's URL alone: the coordinator the first's, each worker
+// another's. The worker on the killed server fails over to a server it
+// learnt of from the cluster, and the model is unchanged.
+func TestNATSServerOfClusterKilled(t *testing.T) {
+	data := dataset(t, "a9a")
+	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "6"}
+	want := train(t, data, append(args, "-local")...)
+	var urls, routes []string
+	for range 3 {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
+	}
+	var servers []*proc
+	for i := range urls {
+		port := strings.TrimPrefix(urls[i], "nats://127.0.0.1:")
+		servers = append(servers, start(t, "nats-server", "-a", "127.0.0.1", "-p", port, "-n", fmt.Sprint("s", i),
+			"--cluster_name", "osgm", "--cluster", routes[i], "--routes", strings.Join(routes, ",")))
+	}
+	for i, u := range urls {
+		port, _ := strconv.Atoi(strings.TrimPrefix(u, "nats://127.0.0.1:"))
+		checkFor(t, 10*time.Second, fmt.Sprint("server ", i), func() bool { return dial(port) })
+	}
+	workers(t, urls[1], 1, "a")
+	w2 := workers(t, urls[2], 1, "b")
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", append(args, "-nats", urls[0], "-min-workers", "2", "-heartbeat-timeout", "5s", data, model)...)
+	checkFor(t, 60*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
+	servers[2].cmd.Process.Signal(syscall.SIGKILL)
+	<-servers[2].done
+	c.wait(t, 5*time.Minute)
+	back, done := logTime(w2[0].output(), "reconnected to NATS"), logTime(c.output(), `"msg":"trained"`)
+	if back == 0 || done == 0 || back > done {
+		t.Fatalf("the worker on the killed server did not fail over before training ended (at %v, ended %v):\n%s",
+			back, done, tail(w2[0].output(), 3000))
+	}
+	if strings.Contains(c.output(), `"worker lost"`) {
+		t.Fatalf("a worker was taken for lost:\n%s", tail(c.output(), 3000))
+	}
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("model after losing a server of the cluster differs")
+	}
+}
+
+// logTime is the time stamp of the first JSON log line holding s, 0 if
+// none does.
+func logTime(out, s string) float64 {
+	for _, line := range strings.Split(out, "\n") {
+		var l struct{ TS float64 }
+		if strings.Contains(line, s) && json.Unmarshal([]byte(line), &l) == nil {
+			return l.TS
+		}
+	}
+	return 0
 }
