@@ -103,13 +103,14 @@ func TestComposeCommands(t *testing.T) {
 		}
 		return out
 	}
-	run := func(service string, password string) *proc {
+	// run starts a service's command, with extra flags first.
+	run := func(service string, password string, extra ...string) *proc {
 		argv := mapArgs(cmds[service])
 		name := argv[0]
 		if service == "nats" {
 			name = "nats-server" // the image's entrypoint
 		} else {
-			argv = argv[1:]
+			argv = append(extra, argv[1:]...)
 		}
 		cmd := exec.Command(filepath.Join(bin, name), argv...)
 		cmd.Env = []string{"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret", "NATS_PASSWORD=" + password}
@@ -133,6 +134,13 @@ func TestComposeCommands(t *testing.T) {
 	if n := strings.Count(c.output(), `"msg":"worker joined"`); n != 2 {
 		t.Fatalf("%d workers joined; the one with the wrong password must not", n)
 	}
+	// Shards through the object store: workers may read its bucket.
+	os.Remove(model)
+	c = run("coordinator", "c-secret", "-objstore")
+	c.wait(t, 2*time.Minute)
+	if got := readFile(t, model); !bytes.Equal(got, want) || !strings.Contains(c.output(), "shards published to the object store") {
+		t.Fatalf("-objstore: not the in-process model, or no shards published:\n%s", tail(c.output(), 2000))
+	}
 	for _, w := range good {
 		if out := w.output(); strings.Contains(out, "ermissions") {
 			t.Fatalf("a worker was refused a subject it needs:\n%s", tail(out, 2000))
@@ -155,7 +163,8 @@ func TestComposeCommands(t *testing.T) {
 		t.Fatalf("publishing a heartbeat was refused: %v", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	for _, subject := range []string{"osgm.j.0000000000000001.down", "osgm.hello"} {
+	// Nor may it read another bucket, such as the checkpoints'.
+	for _, subject := range []string{"osgm.j.0000000000000001.down", "osgm.hello", "$JS.API.STREAM.INFO.OBJ_osgm-checkpoints"} {
 		nc.Publish(subject, []byte("forged"))
 		nc.Flush()
 		select {
@@ -266,6 +275,17 @@ func TestComposeClusterCommands(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(outDir, filepath.Base(data)+".model")); !bytes.Equal(got, want) {
 		t.Fatal("the model written with checkpoints differs")
+	}
+	// Shards through the cluster's object store, the workers reading
+	// them from whichever server holds the stream.
+	os.Remove(filepath.Join(outDir, filepath.Base(data)+".ckpt"))
+	c = run("coordinator", "c-secret", "-objstore")
+	c.wait(t, 2*time.Minute)
+	if !strings.Contains(c.output(), "object store") {
+		t.Fatalf("the shards did not go through the object store:\n%s", tail(c.output(), 2000))
+	}
+	if got := readFile(t, filepath.Join(outDir, filepath.Base(data)+".model")); !bytes.Equal(got, want) {
+		t.Fatal("the model trained from the object store differs")
 	}
 	for _, n := range names {
 		if r := routesOf(t, monitors[n]); r < len(names)-1 {

@@ -7,6 +7,8 @@ package e2e
 import (
 	"bytes"
 	"compress/bzip2"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +20,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 var bin string // directory of the built binaries
@@ -349,6 +354,20 @@ func TestObjectStore(t *testing.T) {
 	want := train(t, data, append(args, "-local")...)
 	if !bytes.Equal(got, want) {
 		t.Fatal("object-store model differs from the in-process one")
+	}
+	// The job's shards are gone from the store with the job.
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	store, err := js.ObjectStore(context.Background(), "osgm-shards")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs, err := store.List(context.Background()); !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		t.Fatalf("%d objects left in the store (%v)", len(objs), err)
 	}
 }
 

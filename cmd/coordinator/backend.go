@@ -110,17 +110,17 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		cleanup = append(cleanup, stopWorkers)
 	}
 	if o.objectStore {
-		bucket := fmt.Sprintf("osgm-%016x", c.Job())
+		src = transport.Source{Bucket: transport.ShardBucket, Prefix: fmt.Sprintf("%016x", c.Job())}
 		start := time.Now()
-		n, err := transport.PublishShards(ctx, nc, bucket, o.train, ranges)
+		n, err := transport.PublishShards(ctx, nc, src, o.train, ranges)
 		if err != nil {
+			transport.DeleteShards(context.Background(), nc, src, ranges) // those put before it failed
 			closeAll()
 			return nil, nil, nil, err
 		}
-		cleanup = append(cleanup, func() { transport.DeleteBucket(context.Background(), nc, bucket) })
-		log.Info("shards published to the object store", zap.String("bucket", bucket),
+		cleanup = append(cleanup, func() { transport.DeleteShards(context.Background(), nc, src, ranges) })
+		log.Info("shards published to the object store", zap.String("bucket", src.Bucket), zap.String("prefix", src.Prefix),
 			zap.Int64("bytes", n), zap.Duration("took", time.Since(start)))
-		src = transport.Source{Bucket: bucket}
 	}
 	c.SetSource(src)
 	if err := c.Load(ctx); err != nil {

@@ -509,13 +509,26 @@ type Source struct {
 	Path string       `json:"path,omitempty"`
 	File shard.FileID `json:"file"`
 	// Bucket, when set, is a JetStream object store holding one object per
-	// shard (zstd-compressed text, named by ObjectName), for hosts that
-	// cannot see the file.
+	// shard (zstd-compressed text, named by ObjectName under Prefix), for
+	// hosts that cannot see the file.
 	Bucket string `json:"bucket,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
 }
 
+// ShardBucket is the object store every job's shards go through, each
+// job's under its own prefix. One bucket, not one a job: NATS permissions
+// match whole subject tokens only, so workers can be allowed to read one
+// named bucket (deploy/nats.conf), never every bucket whose name starts
+// with osgm-.
+const ShardBucket = "osgm-shards"
+
 // ObjectName is the object store name of a shard's text.
-func ObjectName(id int) string { return fmt.Sprintf("shard-%06d", id) }
+func (s Source) ObjectName(id int) string {
+	if s.Prefix == "" {
+		return fmt.Sprintf("shard-%06d", id)
+	}
+	return fmt.Sprintf("%s/shard-%06d", s.Prefix, id)
+}
 
 // Assign is the full list of shards a worker must hold for a job. It is
 // idempotent: a worker loads what it lacks and drops what is not listed.

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/klauspost/compress/zstd"
@@ -12,21 +13,22 @@ import (
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
-// PublishShards puts the text of every range of path into a JetStream
-// object store, one zstd-compressed object per shard, for workers on hosts
-// that cannot see the file. It reads the file once and holds one shard's
-// text at a time. It returns the compressed bytes stored.
-func PublishShards(ctx context.Context, nc *nats.Conn, bucket, path string, ranges []shard.Range) (int64, error) {
+// PublishShards puts the text of every range of path into the JetStream
+// object store src names, one zstd-compressed object per shard, for
+// workers on hosts that cannot see the file. It reads the file once and
+// holds one shard's text at a time. It returns the compressed bytes
+// stored.
+func PublishShards(ctx context.Context, nc *nats.Conn, src Source, path string, ranges []shard.Range) (int64, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 0, err
 	}
 	store, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:      bucket,
-		Description: "shards of " + path,
+		Bucket:      src.Bucket,
+		Description: "the shards of training jobs that ran with -objstore, a job's under its id",
 	})
 	if err != nil {
-		return 0, fmt.Errorf("object store %s: %w", bucket, err)
+		return 0, fmt.Errorf("object store %s: %w", src.Bucket, err)
 	}
 	zw, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
 	if err != nil {
@@ -43,17 +45,27 @@ func PublishShards(ctx context.Context, nc *nats.Conn, bucket, path string, rang
 			return err
 		}
 		total += int64(buf.Len())
-		_, err := store.PutBytes(ctx, ObjectName(r.ID), buf.Bytes())
+		_, err := store.PutBytes(ctx, src.ObjectName(r.ID), buf.Bytes())
 		return err
 	})
 	return total, err
 }
 
-// DeleteBucket removes a job's object store.
-func DeleteBucket(ctx context.Context, nc *nats.Conn, bucket string) error {
+// DeleteShards removes a job's shards from the object store.
+func DeleteShards(ctx context.Context, nc *nats.Conn, src Source, ranges []shard.Range) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
-	return js.DeleteObjectStore(ctx, bucket)
+	store, err := js.ObjectStore(ctx, src.Bucket)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range ranges {
+		if err := store.Delete(ctx, src.ObjectName(r.ID)); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -439,9 +439,10 @@ func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, er
 	failed := 0
 	shards, err := shard.ReadEach(ranges, w.cfg.Compact.Options(shard.Options{}), func(r shard.Range) (*shard.Shard, error) {
 		failed = r.ID
-		obj, err := store.Get(ctx, ObjectName(r.ID))
+		name := src.ObjectName(r.ID)
+		obj, err := store.Get(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("object %s: %w", ObjectName(r.ID), err)
+			return nil, fmt.Errorf("object %s: %w", name, err)
 		}
 		defer obj.Close()
 		zr, err := zstd.NewReader(shard.Counted(obj, &w.read), zstd.WithDecoderConcurrency(1))
@@ -449,7 +450,7 @@ func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, er
 			return nil, err
 		}
 		defer zr.Close()
-		return shard.Read(zr, fmt.Sprintf("%s/%s", src.Bucket, ObjectName(r.ID)), r.ID)
+		return shard.Read(zr, fmt.Sprintf("%s/%s", src.Bucket, name), r.ID)
 	})
 	return shards, failed, err
 }
