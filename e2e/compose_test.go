@@ -141,6 +141,19 @@ func TestComposeCommands(t *testing.T) {
 	if got := readFile(t, model); !bytes.Equal(got, want) || !strings.Contains(c.output(), "shards published to the object store") {
 		t.Fatalf("-objstore: not the in-process model, or no shards published:\n%s", tail(c.output(), 2000))
 	}
+	// A coordinator restarted on another host (its checkpoint file not
+	// there) resumes from the copy in the object store.
+	ckpt := filepath.Join(outDir, filepath.Base(data)+".ckpt")
+	os.Remove(ckpt)
+	c = run("coordinator", "c-secret", "-checkpoint-every", "1")
+	c.wait(t, 2*time.Minute)
+	os.Remove(ckpt)
+	os.Remove(model)
+	c = run("coordinator", "c-secret")
+	c.wait(t, 2*time.Minute)
+	if got := readFile(t, model); !bytes.Equal(got, want) || !strings.Contains(c.output(), "checkpoint read from the object store") {
+		t.Fatalf("resumed from the object store: not the in-process model, or not from the store:\n%s", tail(c.output(), 2000))
+	}
 	for _, w := range good {
 		if out := w.output(); strings.Contains(out, "ermissions") {
 			t.Fatalf("a worker was refused a subject it needs:\n%s", tail(out, 2000))
