@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // composeCommands reads the command of every service in the compose
@@ -333,4 +335,79 @@ func healthy(port int) bool {
 	}
 	r.Body.Close()
 	return r.StatusCode == http.StatusOK
+}
+
+// deployServer starts nats-server with deploy/nats.conf, ports and store
+// mapped to this machine, and returns its client URL.
+func deployServer(t *testing.T) string {
+	port, monitor := freePort(t), freePort(t)
+	conf := string(readFile(t, "../deploy/nats.conf"))
+	conf = strings.Replace(conf, "port: 4222", fmt.Sprintf("port: %d", port), 1)
+	conf = strings.Replace(conf, "127.0.0.1:8222", fmt.Sprintf("127.0.0.1:%d", monitor), 1)
+	conf = strings.Replace(conf, "store_dir: /data", "store_dir: "+t.TempDir(), 1)
+	confPath := filepath.Join(t.TempDir(), "nats.conf")
+	os.WriteFile(confPath, []byte(conf), 0o600)
+	cmd := exec.Command(filepath.Join(bin, "nats-server"), "-c", confPath)
+	cmd.Env = []string{"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret"}
+	launch(t, cmd, "nats-server")
+	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })
+	return fmt.Sprintf("nats://127.0.0.1:%d", port)
+}
+
+// TestDeployObjectStores checks deploy/nats.conf's permissions on the
+// object stores with objects of 64 MB, large enough that reading one
+// needs the server's flow control, which small ones (the compose tests'
+// heart_scale) never do: the coordinator puts and reads back a
+// checkpoint (a resumed news20.t's is 150 MB) and puts shards; a worker
+// reads shards, and not checkpoints.
+func TestDeployObjectStores(t *testing.T) {
+	url := deployServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store := func(user, password, bucket string, create bool) jetstream.ObjectStore {
+		nc, err := nats.Connect(url, nats.UserInfo(user, password))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		if create {
+			s, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket})
+			if err != nil {
+				t.Fatalf("%s creates %s: %v", user, bucket, err)
+			}
+			return s
+		}
+		s, err := js.ObjectStore(ctx, bucket)
+		if err != nil {
+			t.Fatalf("%s opens %s: %v", user, bucket, err)
+		}
+		return s
+	}
+	big := make([]byte, 64<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	for _, bucket := range []string{"osgm-checkpoints", "osgm-shards"} {
+		if _, err := store("coordinator", "c-secret", bucket, true).PutBytes(ctx, "big", big); err != nil {
+			t.Fatalf("the coordinator puts into %s: %v", bucket, err)
+		}
+	}
+	if got, err := store("coordinator", "c-secret", "osgm-checkpoints", false).GetBytes(ctx, "big"); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("the coordinator reads its checkpoint back: %v", err)
+	}
+	if got, err := store("worker", "w-secret", "osgm-shards", false).GetBytes(ctx, "big"); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("a worker reads shards: %v", err)
+	}
+	nc, err := nats.Connect(url, nats.UserInfo("worker", "w-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	short, stop := context.WithTimeout(ctx, 2*time.Second)
+	defer stop()
+	if _, err := js.ObjectStore(short, "osgm-checkpoints"); err == nil {
+		t.Fatal("a worker opened the checkpoints' bucket")
+	}
 }
