@@ -83,13 +83,7 @@ func TestComposeCommands(t *testing.T) {
 		"TRAIN_FILE": filepath.Base(data)}
 	cmds := composeCommands(t, env, "compose.yaml")
 
-	port, monitor := freePort(t), freePort(t)
-	conf := string(readFile(t, "../deploy/nats.conf"))
-	conf = strings.Replace(conf, "port: 4222", fmt.Sprintf("port: %d", port), 1)
-	conf = strings.Replace(conf, "127.0.0.1:8222", fmt.Sprintf("127.0.0.1:%d", monitor), 1)
-	conf = strings.Replace(conf, "store_dir: /data", "store_dir: "+t.TempDir(), 1)
-	confPath := filepath.Join(t.TempDir(), "nats.conf")
-	os.WriteFile(confPath, []byte(conf), 0o600)
+	confPath, port := deployConf(t)
 	mapArgs := func(argv []string) []string {
 		out := make([]string, len(argv))
 		for i, a := range argv {
@@ -337,16 +331,23 @@ func healthy(port int) bool {
 	return r.StatusCode == http.StatusOK
 }
 
-// deployServer starts nats-server with deploy/nats.conf, ports and store
-// mapped to this machine, and returns its client URL.
-func deployServer(t *testing.T) string {
+// deployConf writes deploy/nats.conf with its ports and store mapped to
+// this machine, and returns its path and the client port.
+func deployConf(t *testing.T) (string, int) {
 	port, monitor := freePort(t), freePort(t)
 	conf := string(readFile(t, "../deploy/nats.conf"))
 	conf = strings.Replace(conf, "port: 4222", fmt.Sprintf("port: %d", port), 1)
 	conf = strings.Replace(conf, "127.0.0.1:8222", fmt.Sprintf("127.0.0.1:%d", monitor), 1)
 	conf = strings.Replace(conf, "store_dir: /data", "store_dir: "+t.TempDir(), 1)
-	confPath := filepath.Join(t.TempDir(), "nats.conf")
-	os.WriteFile(confPath, []byte(conf), 0o600)
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	os.WriteFile(path, []byte(conf), 0o600)
+	return path, port
+}
+
+// deployServer starts nats-server with deploy/nats.conf (deployConf) and
+// returns its client URL.
+func deployServer(t *testing.T) string {
+	confPath, port := deployConf(t)
 	cmd := exec.Command(filepath.Join(bin, "nats-server"), "-c", confPath)
 	cmd.Env = []string{"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret"}
 	launch(t, cmd, "nats-server")
