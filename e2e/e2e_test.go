@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -471,4 +473,51 @@ func TestGivesUpWithoutWorkers(t *testing.T) {
 	if c.err == nil || !strings.Contains(c.output(), "no live worker for 1s; the state is in "+ck) {
 		t.Fatalf("exit %v, and no word of the checkpoint:\n%s", c.err, tail(c.output(), 2000))
 	}
+}
+
+// TestMetricsEndpoints scrapes -metrics-addr of a coordinator while it
+// trains and of a worker after: the counters move with the run.
+func TestMetricsEndpoints(t *testing.T) {
+	data := dataset(t, "a9a")
+	url := natsServer(t)
+	wport, cport := freePort(t), freePort(t)
+	w := start(t, "worker", "-nats", url, "-name", "m", "-parallel", "1", "-metrics-addr", fmt.Sprintf("127.0.0.1:%d", wport))
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", "-nats", url, "-method", "hdm", "-e", "1e-6", "-metrics-addr", fmt.Sprintf("127.0.0.1:%d", cport), data, model)
+	var page string
+	checkFor(t, 60*time.Second, "the coordinator's metrics mid-run", func() bool {
+		page = scrape(fmt.Sprintf("http://127.0.0.1:%d/metrics", cport))
+		return metric(page, "osgm_passes_total") > 0
+	})
+	if metric(page, "osgm_workers_alive") != 1 {
+		t.Fatalf("osgm_workers_alive is not 1:\n%s", page)
+	}
+	c.wait(t, 5*time.Minute)
+	page = scrape(fmt.Sprintf("http://127.0.0.1:%d/metrics", wport))
+	if metric(page, "osgm_worker_shards") == 0 || metric(page, "osgm_worker_eval_seconds_count") == 0 {
+		t.Fatalf("the worker's metrics show no shards or no evaluation:\n%s\n%s", page, tail(w.output(), 2000))
+	}
+}
+
+// scrape is a metrics page's text, "" if it cannot be read.
+func scrape(url string) string {
+	r, err := http.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	return string(b)
+}
+
+// metric is the value of the first sample of name on a page (0 if none).
+func metric(page, name string) float64 {
+	for _, line := range strings.Split(page, "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
+			f := strings.Fields(rest)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return v
+		}
+	}
+	return 0
 }
