@@ -251,7 +251,7 @@ func parse(args []string) (*options, error) {
 		return nil, errors.New("-resume needs -checkpoint FILE")
 	}
 	if o.checkpoint != "" && !osgm.Checkpointable(o.method) {
-		return nil, fmt.Errorf("-method %s cannot be checkpointed; use lbfgs or an OSGM method", o.method)
+		return nil, fmt.Errorf("-method %s cannot be checkpointed (gonum's optimiser keeps its state to itself); -method lbfgs, this package's L-BFGS, can", o.method)
 	}
 	if o.ckptEvery < 1 {
 		return nil, errors.New("-checkpoint-every must be at least 1")

@@ -68,6 +68,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-v", "3", "-t", "test", "data"}, "drop -t"},
 		{[]string{"-resume", "data"}, "-resume needs -checkpoint"},
 		{[]string{"-resume=auto", "data"}, "-resume needs -checkpoint"},
+		{[]string{"-method", "gonum-lbfgs", "-checkpoint", "ck", "data"}, "-method gonum-lbfgs cannot be checkpointed"},
 		{[]string{"-resume=auto", "-checkpoint", "ck", "data"}, ""},
 		{[]string{"-resume=maybe", "-checkpoint", "ck", "data"}, "want true, false or auto"},
 		{[]string{"-w1", "data"}, "the weight must be a positive number"},

@@ -1,6 +1,7 @@
 package osgm
 
 import (
+	"fmt"
 	"math"
 
 	"gonum.org/v1/gonum/floats"
@@ -54,6 +55,9 @@ func (m *gd) Tell(r Reply) Step {
 
 func (m *gd) Best() ([]float64, float64, []float64) { return m.S.Best.X, m.S.Best.F, m.S.Best.G }
 func (m *gd) state() any                            { return &m.S }
+func (m *gd) fits(n int) error {
+	return vectors(n, vec{"X", m.S.X}, vec{"G", m.S.G}, vec{"Best.X", m.S.Best.X}, vec{"Best.G", m.S.Best.G})
+}
 
 // adaGrad is diagonal AdaGrad, x <- x - alpha g / sqrt(sum of g^2), with
 // alpha chosen so the first step moves the largest coordinate like a 1/L
@@ -94,6 +98,10 @@ func (m *adaGrad) Tell(r Reply) Step {
 
 func (m *adaGrad) Best() ([]float64, float64, []float64) { return m.S.Best.X, m.S.Best.F, m.S.Best.G }
 func (m *adaGrad) state() any                            { return &m.S }
+func (m *adaGrad) fits(n int) error {
+	s := &m.S
+	return vectors(n, vec{"X", s.X}, vec{"G", s.G}, vec{"Sq", s.Sq}, vec{"Best.X", s.Best.X}, vec{"Best.G", s.Best.G})
+}
 
 // agd is Nesterov's accelerated gradient: y = x + beta (x - x_prev),
 // x_next = y - grad f(y) / L. With strong=true it is the strongly convex
@@ -147,3 +155,10 @@ func (m *agd) Tell(r Reply) Step {
 
 func (m *agd) Best() ([]float64, float64, []float64) { return m.S.Best.X, m.S.Best.F, m.S.Best.G }
 func (m *agd) state() any                            { return &m.S }
+func (m *agd) fits(n int) error {
+	s := &m.S
+	if s.K < 1 {
+		return fmt.Errorf("iteration count %d", s.K)
+	}
+	return vectors(n, vec{"X", s.X}, vec{"XP", s.XP}, vec{"Y", s.Y}, vec{"Best.X", s.Best.X}, vec{"Best.G", s.Best.G})
+}
