@@ -357,7 +357,7 @@ func Compact(shards []*Shard) {
 		if s.Code8 == nil && s.Code16 == nil && s.Values != Ones && c.encode(s, s.NNZ(), s.number) {
 			s.Val32, s.Mant, s.Val64 = nil, nil, nil
 		}
-		if s.Idx != nil && len(s.Idx) > 0 && s.Cols.Len() <= mediumColumns {
+		if len(s.Idx) > 0 && s.Cols.Len() <= mediumColumns {
 			s.Idx24, s.Idx = ids24(s.Idx), nil
 		}
 		retrack(s, before, wasCompact)

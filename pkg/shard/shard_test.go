@@ -271,6 +271,7 @@ func TestKernelMatchesDenseReference(t *testing.T) {
 							}
 						}
 						checkFiniteDifferences(t, obj, x, g)
+						checkSubsets(t, obj, x, f, g)
 						checkHessVec(t, obj, x, rng)
 						checkActivityCache(t, obj, x, rng)
 						checkEvalDiag(t, obj, x)
