@@ -150,6 +150,9 @@ func TestComposeCommands(t *testing.T) {
 	if got := readFile(t, model); !bytes.Equal(got, want) || !strings.Contains(c.output(), "checkpoint read from the object store") {
 		t.Fatalf("resumed from the object store: not the in-process model, or not from the store:\n%s", tail(c.output(), 2000))
 	}
+	if r := replicas(t, fmt.Sprintf("nats://127.0.0.1:%d", port), "osgm-checkpoints", "osgm-shards"); !slices.Equal(r, []int{1, 1}) {
+		t.Fatalf("on one server the buckets have %v replicas, not 1", r)
+	}
 	for _, w := range good {
 		if out := w.output(); strings.Contains(out, "ermissions") {
 			t.Fatalf("a worker was refused a subject it needs:\n%s", tail(out, 2000))
@@ -296,6 +299,11 @@ func TestComposeClusterCommands(t *testing.T) {
 	if got := readFile(t, filepath.Join(outDir, filepath.Base(data)+".model")); !bytes.Equal(got, want) {
 		t.Fatal("the model trained from the object store differs")
 	}
+	// On three servers the buckets are on three: losing one loses no
+	// shard and no checkpoint copy.
+	if r := replicas(t, "nats://"+client["nats"], "osgm-checkpoints", "osgm-shards"); !slices.Equal(r, []int{3, 3}) {
+		t.Fatalf("the buckets have %v replicas, not 3", r)
+	}
 	for _, n := range names {
 		if r := routesOf(t, monitors[n]); r < len(names)-1 {
 			t.Fatalf("%s has %d routes: the servers did not form one cluster", n, r)
@@ -411,4 +419,26 @@ func TestDeployObjectStores(t *testing.T) {
 	if _, err := js.ObjectStore(short, "osgm-checkpoints"); err == nil {
 		t.Fatal("a worker opened the checkpoints' bucket")
 	}
+}
+
+// replicas is how many servers hold each object store bucket, read as
+// the coordinator user (0: the bucket is not there).
+func replicas(t *testing.T, url string, buckets ...string) []int {
+	nc, err := nats.Connect(url, nats.UserInfo("coordinator", "c-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var out []int
+	for _, b := range buckets {
+		n := 0
+		if store, err := js.ObjectStore(context.Background(), b); err == nil {
+			if st, err := store.Status(context.Background()); err == nil {
+				n = st.Replicas()
+			}
+		}
+		out = append(out, n)
+	}
+	return out
 }

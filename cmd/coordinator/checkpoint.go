@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/train"
+	"github.com/osgm-svm/osgm/pkg/transport"
 )
 
 // checkpointBucket is the JetStream object store holding copies of
@@ -64,7 +65,7 @@ func (c *checkpoints) putRemote(pieces [][]byte) error {
 	if err != nil {
 		return err
 	}
-	store, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: checkpointBucket})
+	store, err := transport.CreateStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: checkpointBucket})
 	if err != nil {
 		return err
 	}

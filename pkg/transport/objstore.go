@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"fmt"
 
 	"github.com/klauspost/compress/zstd"
@@ -23,7 +24,7 @@ func PublishShards(ctx context.Context, nc *nats.Conn, src Source, path string, 
 	if err != nil {
 		return 0, err
 	}
-	store, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	store, err := CreateStore(ctx, js, jetstream.ObjectStoreConfig{
 		Bucket:      src.Bucket,
 		Description: "the shards of training jobs that ran with -objstore, a job's under its id",
 	})
@@ -50,6 +51,25 @@ func PublishShards(ctx context.Context, nc *nats.Conn, src Source, path string, 
 	})
 	return total, err
 }
+
+// CreateStore creates an object store, or updates it to cfg, with three
+// replicas where JetStream runs clustered, so that a server lost for good
+// loses no shard and no checkpoint copy, and one where it cannot place
+// three (a single server, a cluster of two).
+func CreateStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	cfg.Replicas = 3
+	store, err := js.CreateOrUpdateObjectStore(ctx, cfg)
+	var api *jetstream.APIError
+	if err != nil && errors.As(err, &api) && slices.Contains(cannotReplicate, api.ErrorCode) {
+		cfg.Replicas = 1
+		store, err = js.CreateOrUpdateObjectStore(ctx, cfg)
+	}
+	return store, err
+}
+
+// cannotReplicate are the server's answers to three replicas it cannot
+// place: not clustered, no suitable peers, not the resources.
+var cannotReplicate = []jetstream.ErrorCode{10074, 10005, 10023}
 
 // DeleteShards removes a job's shards from the object store.
 func DeleteShards(ctx context.Context, nc *nats.Conn, src Source, ranges []shard.Range) error {
