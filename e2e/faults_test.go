@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestCoordinatorKilledAndResumed kills the coordinator with SIGKILL in
@@ -203,4 +207,78 @@ func logTime(out, s string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestObjectStoreOutlivesAServer publishes -objstore's shards to a
+// JetStream cluster of three nats-server processes, kills the server
+// leading the shards' stream for good, and only then starts the workers:
+// they read every shard from the replicas left, and the model is the
+// in-process one.
+func TestObjectStoreOutlivesAServer(t *testing.T) {
+	data := dataset(t, "dna.scale")
+	args := []string{"-e", "1e-4", "-shards", "4"}
+	want := train(t, data, append(args, "-local")...)
+	var urls, routes []string
+	var monitors []int
+	for range 3 {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
+		monitors = append(monitors, freePort(t))
+	}
+	servers := map[string]*proc{}
+	for i := range urls {
+		name := fmt.Sprint("s", i)
+		servers[name] = start(t, "nats-server", "-a", "127.0.0.1", "-p", strings.TrimPrefix(urls[i], "nats://127.0.0.1:"),
+			"-m", fmt.Sprint(monitors[i]), "-n", name, "-js", "-sd", t.TempDir(),
+			"--cluster_name", "osgm", "--cluster", routes[i], "--routes", strings.Join(routes, ","))
+	}
+	for i, m := range monitors {
+		checkFor(t, 30*time.Second, fmt.Sprint("server ", i, " healthy"), func() bool { return healthy(m) })
+	}
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", append(args, "-nats", strings.Join(urls, ","), "-objstore", "-min-workers", "2", data, model)...)
+	checkFor(t, 60*time.Second, "the shards in the object store", func() bool {
+		return strings.Contains(c.output(), "shards published to the object store")
+	})
+	leader := func(url string) string {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			return ""
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, "OBJ_osgm-shards")
+		if err != nil {
+			return ""
+		}
+		info, err := s.Info(ctx)
+		if err != nil || info.Cluster == nil {
+			return ""
+		}
+		return info.Cluster.Leader
+	}
+	lost := leader(urls[0])
+	if servers[lost] == nil {
+		t.Fatalf("the shards' stream has no leader among the servers (%q)", lost)
+	}
+	servers[lost].cmd.Process.Signal(syscall.SIGKILL)
+	<-servers[lost].done
+	var left []string
+	for i, u := range urls {
+		if fmt.Sprint("s", i) != lost {
+			left = append(left, u)
+		}
+	}
+	checkFor(t, 30*time.Second, "a new leader for the shards' stream", func() bool {
+		l := leader(left[0])
+		return l != "" && l != lost
+	})
+	workers(t, left[0], 1, "a")
+	workers(t, left[1], 1, "b")
+	c.wait(t, 2*time.Minute)
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("model from the replicas left differs")
+	}
 }
