@@ -275,6 +275,13 @@ func TestObjectStoreOutlivesAServer(t *testing.T) {
 		l := leader(left[0])
 		return l != "" && l != lost
 	})
+	// Workers would wait out an election of the cluster's meta layer too
+	// (storeRetries), but not for ever.
+	for i, m := range monitors {
+		if fmt.Sprint("s", i) != lost {
+			checkFor(t, 30*time.Second, fmt.Sprint("server ", i, " healthy"), func() bool { return healthy(m) })
+		}
+	}
 	workers(t, left[0], 1, "a")
 	workers(t, left[1], 1, "b")
 	c.wait(t, 2*time.Minute)

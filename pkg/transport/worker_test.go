@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
@@ -123,5 +125,37 @@ func TestGoodbyeWithoutServer(t *testing.T) {
 	}
 	if n := logs.FilterMessage("could not say goodbye").Len(); n != 0 {
 		t.Errorf("%d warnings that it could not say goodbye", n)
+	}
+}
+
+// TestRetryStore: an object store request that fails for want of an
+// answer is tried again, as storeRetries space it; one that finds nothing
+// there is not.
+func TestRetryStore(t *testing.T) {
+	defer func(d []time.Duration) { storeRetries = d }(storeRetries)
+	storeRetries = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
+	w := &Worker{log: zap.NewNop()}
+	for _, c := range []struct {
+		name  string
+		fails int
+		err   error
+		calls int
+		ok    bool
+	}{
+		{"answers at once", 0, nil, 1, true},
+		{"answers after an election", 2, nats.ErrTimeout, 3, true},
+		{"never answers", 10, nats.ErrTimeout, 4, false},
+		{"nothing there", 10, jetstream.ErrObjectNotFound, 1, false},
+	} {
+		calls := 0
+		err := w.retryStore("x", func() error {
+			if calls++; calls <= c.fails {
+				return c.err
+			}
+			return nil
+		})
+		if calls != c.calls || (err == nil) != c.ok {
+			t.Errorf("%s: %d calls, error %v; want %d calls, ok %v", c.name, calls, err, c.calls, c.ok)
+		}
 	}
 }
