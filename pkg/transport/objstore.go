@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"slices"
 	"fmt"
+	"slices"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/nats-io/nats.go"
