@@ -289,3 +289,49 @@ func TestObjectStoreOutlivesAServer(t *testing.T) {
 		t.Fatal("model from the replicas left differs")
 	}
 }
+
+// TestKilledRunsShardsRemoved kills a coordinator that put its shards in
+// the object store (-objstore): they stay behind it, and the run resumed
+// from its checkpoint, which names them, removes them.
+func TestKilledRunsShardsRemoved(t *testing.T) {
+	data := dataset(t, "a9a")
+	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "6"}
+	want := train(t, data, append(args, "-local")...)
+	url := natsServer(t)
+	workers(t, url, 2, "o")
+	ckpt := filepath.Join(t.TempDir(), "run.ckpt")
+	model := filepath.Join(t.TempDir(), "model")
+	cluster := append(args, "-nats", url, "-objstore", "-min-workers", "2", "-checkpoint", ckpt, "-checkpoint-every", "25", "-resume=auto")
+	c := start(t, "coordinator", append(cluster, data, model)...)
+	checkFor(t, 60*time.Second, "the first checkpoint", func() bool { return fileSize(ckpt) > 0 })
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.done
+	objects := func() int {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		store, err := js.ObjectStore(context.Background(), "osgm-shards")
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, _ := store.List(context.Background())
+		return len(objs)
+	}
+	if n := objects(); n != 6 {
+		t.Fatalf("the killed run left %d objects, not its 6 shards", n)
+	}
+	r := start(t, "coordinator", append(cluster, data, model)...)
+	r.wait(t, 5*time.Minute)
+	if !strings.Contains(r.output(), "removed the shards a killed run left") {
+		t.Fatalf("the resumed run did not remove the shards left:\n%s", tail(r.output(), 2000))
+	}
+	if n := objects(); n != 0 {
+		t.Fatalf("%d objects left after the resumed run", n)
+	}
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("model after kill and resume differs from the uninterrupted run")
+	}
+}

@@ -110,7 +110,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		cleanup = append(cleanup, stopWorkers)
 	}
 	if o.objectStore {
-		src = transport.Source{Bucket: transport.ShardBucket, Prefix: fmt.Sprintf("%016x", c.Job())}
+		src = transport.Source{Bucket: transport.ShardBucket, Prefix: objectPrefix(c.Job())}
 		start := time.Now()
 		n, err := transport.PublishShards(ctx, nc, src, o.train, ranges)
 		if err != nil {
@@ -178,3 +178,6 @@ func startWorkers(ctx context.Context, url string, n int, compact shard.Compacti
 	}
 	return stop, nil
 }
+
+// objectPrefix is where a job's shards go in the object store.
+func objectPrefix(job uint64) string { return fmt.Sprintf("%016x", job) }

@@ -30,10 +30,12 @@ type checkpoints struct {
 	path    string
 	nc      *nats.Conn // nil without a cluster
 	log     *zap.Logger
-	written int // by this run
+	written int    // by this run
+	objects string // the object store prefix of this run's shards (-objstore)
 }
 
 func (c *checkpoints) save(cp *train.Checkpoint) error {
+	cp.Objects = c.objects
 	pieces, err := cp.Pieces()
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
@@ -80,7 +81,7 @@ func run(o *options) error {
 	if err != nil {
 		return err
 	}
-	ck, err := checkpointing(o, log, nc, &cfg)
+	ck, err := checkpointing(o, log, nc, backend, ranges, &cfg)
 	if err != nil {
 		return err
 	}
@@ -212,7 +213,7 @@ func watch(o *options, log *zap.Logger, backend shard.Backend, cfg *train.Config
 
 // checkpointing sets cfg to save checkpoints as -checkpoint says and, with
 // -resume, to continue from one; nil without -checkpoint.
-func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, cfg *train.Config) (*checkpoints, error) {
+func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend shard.Backend, ranges []shard.Range, cfg *train.Config) (*checkpoints, error) {
 	if o.checkpoint == "" {
 		return nil, nil
 	}
@@ -221,6 +222,9 @@ func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, cfg *train.Config
 		// A copy on the bus is for a coordinator on another host; an
 		// embedded server ends with this process.
 		ck.nc = nc
+	}
+	if c, ok := backend.(interface{ Job() uint64 }); ok && o.objectStore {
+		ck.objects = objectPrefix(c.Job())
 	}
 	cfg.Save, cfg.CheckpointEvery = ck.save, o.ckptEvery
 	if !o.set["checkpoint-every"] {
@@ -238,8 +242,28 @@ func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, cfg *train.Config
 		return nil, err
 	default:
 		log.Info("resuming", zap.String("checkpoint", o.checkpoint), zap.Int("passes", cfg.Resume.Opt.Evals))
+		removeLeftShards(log, ck.nc, cfg.Resume.Objects, ck.objects, ranges)
 	}
 	return ck, nil
+}
+
+// removeLeftShards removes from the object store the shards a run that
+// was killed left under its prefix, old, when this run is not using
+// them: a run ended in any other way removed its own.
+func removeLeftShards(log *zap.Logger, nc *nats.Conn, old, current string, ranges []shard.Range) {
+	if old == "" || old == current || nc == nil {
+		return
+	}
+	src := transport.Source{Bucket: transport.ShardBucket, Prefix: old}
+	err := transport.DeleteShards(context.Background(), nc, src, ranges)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return // another server's, or removed by hand
+	}
+	if err != nil {
+		log.Warn("the shards a killed run left in the object store stay", zap.String("prefix", old), zap.Error(err))
+		return
+	}
+	log.Info("removed the shards a killed run left in the object store", zap.String("prefix", old))
 }
 
 // trainingFailed is the error a failed training ends with, saying what

@@ -38,6 +38,11 @@ type Checkpoint struct {
 	Flags   string    // fingerprint of the flags that change the result
 	G0Norm  []float64 // ||grad f(0)|| per problem, for the stopping test
 	Opt     osgm.Snapshot
+	// Objects names where the run's shards are in an object store (the
+	// coordinator's -objstore prefix), for a resumed run to remove what
+	// a killed one left. It changes no result, and older checkpoints
+	// lack it.
+	Objects string
 }
 
 // Encode serialises a checkpoint: checkpointMagic, the checkpoint
