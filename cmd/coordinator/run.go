@@ -255,15 +255,14 @@ func removeLeftShards(log *zap.Logger, nc *nats.Conn, old, current string, range
 		return
 	}
 	src := transport.Source{Bucket: transport.ShardBucket, Prefix: old}
-	err := transport.DeleteShards(context.Background(), nc, src, ranges)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return // another server's, or removed by hand
-	}
-	if err != nil {
+	n, err := transport.DeleteShards(context.Background(), nc, src, ranges)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound): // another server's, or removed by hand
+	case err != nil:
 		log.Warn("the shards a killed run left in the object store stay", zap.String("prefix", old), zap.Error(err))
-		return
+	case n > 0: // none: the run ended and removed them
+		log.Info("removed the shards a killed run left in the object store", zap.String("prefix", old), zap.Int("shards", n))
 	}
-	log.Info("removed the shards a killed run left in the object store", zap.String("prefix", old))
 }
 
 // trainingFailed is the error a failed training ends with, saying what

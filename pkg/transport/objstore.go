@@ -71,21 +71,26 @@ func CreateStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.Obje
 // place: not clustered, no suitable peers, not the resources.
 var cannotReplicate = []jetstream.ErrorCode{10074, 10005, 10023}
 
-// DeleteShards removes a job's shards from the object store.
-func DeleteShards(ctx context.Context, nc *nats.Conn, src Source, ranges []shard.Range) error {
+// DeleteShards removes a job's shards from the object store, and says
+// how many were there.
+func DeleteShards(ctx context.Context, nc *nats.Conn, src Source, ranges []shard.Range) (int, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	store, err := js.ObjectStore(ctx, src.Bucket)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var errs []error
+	n := 0
 	for _, r := range ranges {
-		if err := store.Delete(ctx, src.ObjectName(r.ID)); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		switch err := store.Delete(ctx, src.ObjectName(r.ID)); {
+		case err == nil:
+			n++
+		case !errors.Is(err, jetstream.ErrObjectNotFound):
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return n, errors.Join(errs...)
 }
