@@ -38,12 +38,7 @@ func main() {
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at this address; off by default")
 	memProfile := fs.String("memprofile", "", "write a heap profile (pprof) to this file on SIGUSR1 (a worker keeps the last job's shards until a job over another file comes)")
 	var auth transport.Auth
-	fs.StringVar(&auth.User, "user", "", "NATS user (password from NATS_PASSWORD)")
-	fs.StringVar(&auth.NKeyFile, "nkey", os.Getenv("NATS_NKEY_FILE"), "NATS NKey seed file (or NATS_NKEY_FILE)")
-	fs.StringVar(&auth.CredsFile, "creds", os.Getenv("NATS_CREDS_FILE"), "NATS credentials file (or NATS_CREDS_FILE)")
-	fs.StringVar(&auth.CAFile, "tlsca", os.Getenv("NATS_CA_FILE"), "TLS CA file (or NATS_CA_FILE)")
-	fs.StringVar(&auth.CertFile, "tlscert", os.Getenv("NATS_CERT_FILE"), "TLS client certificate (or NATS_CERT_FILE)")
-	fs.StringVar(&auth.KeyFile, "tlskey", os.Getenv("NATS_KEY_FILE"), "TLS client key (or NATS_KEY_FILE)")
+	auth.Flags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: worker [options]\n\nOptions:\n")
 		fs.PrintDefaults()

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -23,6 +24,18 @@ type Auth struct {
 	CAFile         string // TLS: trusted roots
 	CertFile       string // TLS: client certificate (mutual TLS)
 	KeyFile        string
+}
+
+// Flags registers the commands' NATS credential flags on fs, each
+// defaulting to its environment variable, so that the coordinator and the
+// workers are configured alike (a container's environment, or flags).
+func (a *Auth) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&a.User, "user", os.Getenv("NATS_USER"), "NATS user, password from NATS_PASSWORD (or NATS_USER)")
+	fs.StringVar(&a.NKeyFile, "nkey", os.Getenv("NATS_NKEY_FILE"), "NATS NKey seed file (or NATS_NKEY_FILE)")
+	fs.StringVar(&a.CredsFile, "creds", os.Getenv("NATS_CREDS_FILE"), "NATS credentials file (or NATS_CREDS_FILE)")
+	fs.StringVar(&a.CAFile, "tlsca", os.Getenv("NATS_CA_FILE"), "TLS CA file for the NATS server (or NATS_CA_FILE)")
+	fs.StringVar(&a.CertFile, "tlscert", os.Getenv("NATS_CERT_FILE"), "TLS client certificate, mutual TLS (or NATS_CERT_FILE)")
+	fs.StringVar(&a.KeyFile, "tlskey", os.Getenv("NATS_KEY_FILE"), "TLS client key, mutual TLS (or NATS_KEY_FILE)")
 }
 
 // FromEnv fills unset secrets from NATS_USER, NATS_PASSWORD and NATS_TOKEN.

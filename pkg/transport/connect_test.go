@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"flag"
 	"net"
 	"strings"
 	"testing"
@@ -95,5 +96,31 @@ func TestRefusedCredentialsEnd(t *testing.T) {
 				t.Fatal("still waiting on a connection the server refused")
 			}
 		})
+	}
+}
+
+// TestAuthFlags: both commands' credential flags default to their
+// environment variables, and a flag given wins.
+func TestAuthFlags(t *testing.T) {
+	env := map[string]string{"NATS_USER": "u", "NATS_NKEY_FILE": "n", "NATS_CREDS_FILE": "c",
+		"NATS_CA_FILE": "ca", "NATS_CERT_FILE": "cert", "NATS_KEY_FILE": "key"}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	parse := func(args ...string) Auth {
+		var a Auth
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		a.Flags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if got, want := parse(), (Auth{User: "u", NKeyFile: "n", CredsFile: "c", CAFile: "ca", CertFile: "cert", KeyFile: "key"}); got != want {
+		t.Errorf("from the environment: %+v, want %+v", got, want)
+	}
+	got := parse("-user", "U", "-nkey", "N", "-creds", "C", "-tlsca", "CA", "-tlscert", "CERT", "-tlskey", "KEY")
+	if want := (Auth{User: "U", NKeyFile: "N", CredsFile: "C", CAFile: "CA", CertFile: "CERT", KeyFile: "KEY"}); got != want {
+		t.Errorf("from flags: %+v, want %+v", got, want)
 	}
 }
