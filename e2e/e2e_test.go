@@ -521,3 +521,37 @@ func metric(page, name string) float64 {
 	}
 	return 0
 }
+
+// TestServerWithoutJetStream: against a nats-server run without
+// JetStream, a coordinator with -checkpoint and -resume=auto trains and
+// says once that its checkpoints stay on its host, and -objstore fails at
+// once saying what it needs.
+func TestServerWithoutJetStream(t *testing.T) {
+	data := dataset(t, "dna.scale")
+	port := freePort(t)
+	start(t, "nats-server", "-a", "127.0.0.1", "-p", fmt.Sprint(port))
+	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	workers(t, url, 1, "j")
+	args := []string{"-e", "1e-4", "-shards", "4"}
+	want := train(t, data, append(args, "-local")...)
+	ckpt := filepath.Join(t.TempDir(), "ck")
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", append(args, "-nats", url, "-checkpoint", ckpt, "-checkpoint-every", "5", "-resume=auto", data, model)...)
+	c.wait(t, 2*time.Minute)
+	if !bytes.Equal(readFile(t, model), want) || fileSize(ckpt) == 0 {
+		t.Fatal("no checkpoint, or not the in-process model")
+	}
+	if n := strings.Count(c.output(), "runs without JetStream"); n != 1 {
+		t.Fatalf("said %d times that the server runs without JetStream:\n%s", n, tail(c.output(), 2000))
+	}
+	o := start(t, "coordinator", append(args, "-nats", url, "-objstore", data, model+".o")...)
+	select {
+	case <-o.done:
+	case <-time.After(time.Minute):
+		t.Fatal("-objstore without JetStream hung")
+	}
+	if o.err == nil || !strings.Contains(o.output(), "-objstore needs JetStream") {
+		t.Fatalf("-objstore without JetStream: %v\n%s", o.err, tail(o.output(), 2000))
+	}
+}

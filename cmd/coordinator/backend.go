@@ -112,7 +112,11 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 	if o.objectStore {
 		src = transport.Source{Bucket: transport.ShardBucket, Prefix: objectPrefix(c.Job())}
 		start := time.Now()
-		n, err := transport.PublishShards(ctx, nc, src, o.train, ranges)
+		n, err := transport.PublishShards(ctx, nc, src, o.train, ranges, log)
+		if transport.NoJetStream(err) {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("-objstore needs JetStream on the NATS server (nats-server -js, or a jetstream block in its configuration): %w", err)
+		}
 		if err != nil {
 			transport.DeleteShards(context.Background(), nc, src, ranges) // those put before it failed
 			closeAll()

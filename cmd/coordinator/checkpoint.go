@@ -32,6 +32,17 @@ type checkpoints struct {
 	log     *zap.Logger
 	written int    // by this run
 	objects string // the object store prefix of this run's shards (-objstore)
+	// noJetStream: the server has no object store, said once.
+	noJetStream bool
+}
+
+// noStore notes, and says once, that the NATS server runs without
+// JetStream: checkpoints stay on this host.
+func (c *checkpoints) noStore() {
+	if !c.noJetStream {
+		c.noJetStream = true
+		c.log.Warn("the NATS server runs without JetStream: checkpoints are not copied to an object store, so only this host can resume from them")
+	}
 }
 
 func (c *checkpoints) save(cp *train.Checkpoint) error {
@@ -42,8 +53,11 @@ func (c *checkpoints) save(cp *train.Checkpoint) error {
 	}
 	// The remote copy first: once the local file exists, so does a copy
 	// at least as new on the bus, for a coordinator on another host.
-	if c.nc != nil {
-		if err := c.putRemote(pieces); err != nil {
+	if c.nc != nil && !c.noJetStream {
+		switch err := c.putRemote(pieces); {
+		case transport.NoJetStream(err):
+			c.noStore()
+		case err != nil:
 			// A missing remote copy only matters if this host is lost too.
 			c.log.Warn("checkpoint not copied to the object store", zap.Error(err))
 		}
@@ -125,6 +139,8 @@ func (c *checkpoints) load() (*train.Checkpoint, error) {
 			case rerr == nil:
 				c.log.Info("checkpoint read from the object store", zap.String("name", filepath.Base(c.path)))
 				b, err = rb, nil
+			case transport.NoJetStream(rerr):
+				c.noStore()
 			case !errors.Is(rerr, jetstream.ErrBucketNotFound) && !errors.Is(rerr, jetstream.ErrObjectNotFound):
 				err = fmt.Errorf("%s: not on this host, and the object store: %w", c.path, rerr)
 			}
@@ -140,16 +156,24 @@ func (c *checkpoints) load() (*train.Checkpoint, error) {
 	return cp, nil
 }
 
+// getRemote reads the copy in the object store, trying again while a
+// JetStream cluster gives no answer (electing leaders): a coordinator
+// restarted with its server lost would otherwise fail to resume.
 func (c *checkpoints) getRemote() ([]byte, error) {
 	js, err := jetstream.New(c.nc)
 	if err != nil {
 		return nil, err
 	}
-	store, err := js.ObjectStore(context.Background(), checkpointBucket)
-	if err != nil {
-		return nil, err
-	}
-	return store.GetBytes(context.Background(), filepath.Base(c.path))
+	var b []byte
+	err = transport.RetryStore(c.log, checkpointBucket, func() error {
+		store, err := js.ObjectStore(context.Background(), checkpointBucket)
+		if err != nil {
+			return err
+		}
+		b, err = store.GetBytes(context.Background(), filepath.Base(c.path))
+		return err
+	})
+	return b, err
 }
 
 // checkpointShare bounds the time checkpoints take, unless

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -18,15 +20,19 @@ import (
 // object store src names, one zstd-compressed object per shard, for
 // workers on hosts that cannot see the file. It reads the file once and
 // holds one shard's text at a time. It returns the compressed bytes
-// stored.
-func PublishShards(ctx context.Context, nc *nats.Conn, src Source, path string, ranges []shard.Range) (int64, error) {
+// stored. Requests that get no answer are tried again (RetryStore).
+func PublishShards(ctx context.Context, nc *nats.Conn, src Source, path string, ranges []shard.Range, log *zap.Logger) (int64, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 0, err
 	}
-	store, err := CreateStore(ctx, js, jetstream.ObjectStoreConfig{
-		Bucket:      src.Bucket,
-		Description: "the shards of training jobs that ran with -objstore, a job's under its id",
+	var store jetstream.ObjectStore
+	err = RetryStore(log, src.Bucket, func() (err error) {
+		store, err = CreateStore(ctx, js, jetstream.ObjectStoreConfig{
+			Bucket:      src.Bucket,
+			Description: "the shards of training jobs that ran with -objstore, a job's under its id",
+		})
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("object store %s: %w", src.Bucket, err)
@@ -46,8 +52,11 @@ func PublishShards(ctx context.Context, nc *nats.Conn, src Source, path string, 
 			return err
 		}
 		total += int64(buf.Len())
-		_, err := store.PutBytes(ctx, src.ObjectName(r.ID), buf.Bytes())
-		return err
+		name := src.ObjectName(r.ID)
+		return RetryStore(log, name, func() error {
+			_, err := store.PutBytes(ctx, name, buf.Bytes())
+			return err
+		})
 	})
 	return total, err
 }
@@ -93,4 +102,38 @@ func DeleteShards(ctx context.Context, nc *nats.Conn, src Source, ranges []shard
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// storeRetries space the attempts at an object store request that failed
+// for want of an answer: after a JetStream server is lost, its streams
+// and the cluster's meta layer elect new leaders, which takes seconds
+// (about 15 s of attempts in all).
+var storeRetries = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+
+// NoJetStream reports whether err says the NATS server (or the account)
+// runs without JetStream, so that there is no object store at all.
+func NoJetStream(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
+}
+
+// final are the object store's answers that no attempt changes. A
+// server without JetStream leaves its API without responders.
+var final = []error{jetstream.ErrObjectNotFound, jetstream.ErrBucketNotFound, jetstream.ErrStreamNotFound,
+	jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount, nats.ErrNoResponders}
+
+// RetryStore runs op until it succeeds, fails in a way no attempt
+// changes (the bucket or the object is not there, JetStream is off), or
+// storeRetries are spent, logging each failure it tries again after.
+func RetryStore(log *zap.Logger, what string, op func() error) error {
+	err := op()
+	for _, d := range storeRetries {
+		if err == nil || slices.ContainsFunc(final, func(f error) bool { return errors.Is(err, f) }) {
+			return err
+		}
+		log.Warn("object store: trying again", zap.String("what", what), zap.Duration("after", d), zap.Error(err))
+		time.Sleep(d)
+		err = op()
+	}
+	return err
 }

@@ -433,7 +433,7 @@ func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, er
 	}
 	ctx := context.Background()
 	var store jetstream.ObjectStore
-	err = w.retryStore(src.Bucket, func() (err error) {
+	err = RetryStore(w.log, src.Bucket, func() (err error) {
 		store, err = js.ObjectStore(ctx, src.Bucket)
 		return err
 	})
@@ -445,7 +445,7 @@ func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, er
 		failed = r.ID
 		name := src.ObjectName(r.ID)
 		var obj jetstream.ObjectResult
-		err := w.retryStore(name, func() (err error) {
+		err := RetryStore(w.log, name, func() (err error) {
 			obj, err = store.Get(ctx, name)
 			return err
 		})
@@ -461,29 +461,6 @@ func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, er
 		return shard.Read(zr, fmt.Sprintf("%s/%s", src.Bucket, name), r.ID)
 	})
 	return shards, failed, err
-}
-
-// storeRetries space the attempts at an object store request that failed
-// for want of an answer: after a JetStream server is lost, its streams
-// and the cluster's meta layer elect new leaders, which takes seconds
-// (about 15 s of attempts in all). A job whose load fails ends.
-var storeRetries = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
-
-// retryStore runs op until it succeeds, finds that there is nothing to
-// read (the bucket or the object is not there: no attempt brings it), or
-// storeRetries are spent.
-func (w *Worker) retryStore(what string, op func() error) error {
-	err := op()
-	for _, d := range storeRetries {
-		if err == nil || errors.Is(err, jetstream.ErrObjectNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) ||
-			errors.Is(err, jetstream.ErrStreamNotFound) {
-			return err
-		}
-		w.log.Warn("object store: trying again", zap.String("what", what), zap.Duration("after", d), zap.Error(err))
-		time.Sleep(d)
-		err = op()
-	}
-	return err
 }
 
 func (w *Worker) finishLoad(r loadResult) {

@@ -134,7 +134,6 @@ func TestGoodbyeWithoutServer(t *testing.T) {
 func TestRetryStore(t *testing.T) {
 	defer func(d []time.Duration) { storeRetries = d }(storeRetries)
 	storeRetries = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
-	w := &Worker{log: zap.NewNop()}
 	for _, c := range []struct {
 		name  string
 		fails int
@@ -146,9 +145,10 @@ func TestRetryStore(t *testing.T) {
 		{"answers after an election", 2, nats.ErrTimeout, 3, true},
 		{"never answers", 10, nats.ErrTimeout, 4, false},
 		{"nothing there", 10, jetstream.ErrObjectNotFound, 1, false},
+		{"no JetStream", 10, nats.ErrNoResponders, 1, false},
 	} {
 		calls := 0
-		err := w.retryStore("x", func() error {
+		err := RetryStore(zap.NewNop(), "x", func() error {
 			if calls++; calls <= c.fails {
 				return c.err
 			}
