@@ -555,3 +555,34 @@ func TestServerWithoutJetStream(t *testing.T) {
 		t.Fatalf("-objstore without JetStream: %v\n%s", o.err, tail(o.output(), 2000))
 	}
 }
+
+// TestSmallMaxPayload runs against a nats-server whose max_payload (16
+// KB) is below the object store's own chunks (128 KB): rounds, shards
+// through the store (-objstore) and checkpoint copies are all cut to fit,
+// and a coordinator without its checkpoint file resumes from the copy.
+func TestSmallMaxPayload(t *testing.T) {
+	data := dataset(t, "dna.scale")
+	port := freePort(t)
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	os.WriteFile(conf, []byte(fmt.Sprintf("host: 127.0.0.1\nport: %d\nmax_payload: 16KB\njetstream { store_dir: %q }\n", port, t.TempDir())), 0o600)
+	start(t, "nats-server", "-c", conf)
+	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	workers(t, url, 2, "p")
+	args := []string{"-e", "1e-3", "-shards", "4"}
+	want := train(t, data, append(args, "-local")...)
+	ckpt := filepath.Join(t.TempDir(), "ck")
+	model := filepath.Join(t.TempDir(), "model")
+	run := append(args, "-nats", url, "-min-workers", "2", "-objstore", "-checkpoint", ckpt, "-checkpoint-every", "5", "-resume=auto")
+	c := start(t, "coordinator", append(run, data, model)...)
+	c.wait(t, 2*time.Minute)
+	if !bytes.Equal(readFile(t, model), want) || strings.Contains(c.output(), "not copied") {
+		t.Fatalf("not the in-process model, or a checkpoint not copied:\n%s", tail(c.output(), 2000))
+	}
+	os.Remove(ckpt)
+	r := start(t, "coordinator", append(run, data, model)...)
+	r.wait(t, 2*time.Minute)
+	if !strings.Contains(r.output(), "checkpoint read from the object store") || !bytes.Equal(readFile(t, model), want) {
+		t.Fatalf("did not resume from the store's copy, or another model:\n%s", tail(r.output(), 2000))
+	}
+}

@@ -89,7 +89,7 @@ func (c *checkpoints) putRemote(pieces [][]byte) error {
 	for i, p := range pieces {
 		readers[i] = bytes.NewReader(p)
 	}
-	_, err = store.Put(ctx, jetstream.ObjectMeta{Name: filepath.Base(c.path)}, io.MultiReader(readers...))
+	_, err = store.Put(ctx, transport.ObjectMeta(c.nc, filepath.Base(c.path)), io.MultiReader(readers...))
 	return err
 }
 

@@ -53,10 +53,14 @@ func PublishShards(ctx context.Context, nc *nats.Conn, src Source, path string, 
 		}
 		total += int64(buf.Len())
 		name := src.ObjectName(r.ID)
-		return RetryStore(log, name, func() error {
-			_, err := store.PutBytes(ctx, name, buf.Bytes())
+		err := RetryStore(log, name, func() error {
+			_, err := store.Put(ctx, ObjectMeta(nc, name), bytes.NewReader(buf.Bytes()))
 			return err
 		})
+		if err != nil {
+			return fmt.Errorf("object store %s: object %s: %w", src.Bucket, name, err)
+		}
+		return nil
 	})
 	return total, err
 }
@@ -79,6 +83,15 @@ func CreateStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.Obje
 // cannotReplicate are the server's answers to three replicas it cannot
 // place: not clustered, no suitable peers, not the resources.
 var cannotReplicate = []jetstream.ErrorCode{10074, 10005, 10023}
+
+// ObjectMeta names an object to put, in chunks that fit the server's
+// max_payload: the store's own 128 KB do not fit a server that allows
+// less, which then refuses every put.
+func ObjectMeta(nc *nats.Conn, name string) jetstream.ObjectMeta {
+	const room = 1024 // for the chunk's headers
+	chunk := max(min(128<<10, nc.MaxPayload()-room), room)
+	return jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: uint32(chunk)}}
+}
 
 // DeleteShards removes a job's shards from the object store, and says
 // how many were there.
@@ -120,7 +133,7 @@ func NoJetStream(err error) bool {
 // final are the object store's answers that no attempt changes. A
 // server without JetStream leaves its API without responders.
 var final = []error{jetstream.ErrObjectNotFound, jetstream.ErrBucketNotFound, jetstream.ErrStreamNotFound,
-	jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount, nats.ErrNoResponders}
+	jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount, nats.ErrNoResponders, nats.ErrMaxPayload}
 
 // RetryStore runs op until it succeeds, fails in a way no attempt
 // changes (the bucket or the object is not there, JetStream is off), or
