@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,15 @@ func serverCluster(t testing.TB, n int) []*server.Server {
 		t.Cleanup(s.Shutdown)
 		servers = append(servers, s)
 	}
-	conns := make([]*nats.Conn, n)
+	reachEachOther(t, servers)
+	return servers
+}
+
+// reachEachOther returns once a message published on any of the servers
+// reaches a subscriber on every other.
+func reachEachOther(t testing.TB, servers []*server.Server) {
+	t.Helper()
+	conns := make([]*nats.Conn, len(servers))
 	for i, s := range servers {
 		nc, err := nats.Connect(s.ClientURL())
 		if err != nil {
@@ -66,7 +75,6 @@ func serverCluster(t testing.TB, n int) []*server.Server {
 		}
 		sub.Unsubscribe()
 	}
-	return servers
 }
 
 // clusterURLs lists every server's URL, the at-th (round the list) first:
@@ -149,4 +157,63 @@ func serverClusterRun(t *testing.T, path string, cfg train.Config, want []float6
 		}
 		return n == 6
 	})
+}
+
+// leafServers starts a hub server and a leaf server connected to it as a
+// leaf node (a remote site's server), and returns once a message
+// published on either reaches a subscriber on the other.
+func leafServers(t *testing.T) []*server.Server {
+	t.Helper()
+	port := freePort(t)
+	hub, err := server.NewServer(&server.Options{ServerName: "hub", Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: port}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub.Start()
+	t.Cleanup(hub.Shutdown)
+	if !hub.ReadyForConnections(10 * time.Second) {
+		t.Fatal("hub did not start")
+	}
+	remote, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", port))
+	leaf, err := server.NewServer(&server.Options{ServerName: "leaf", Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+		LeafNode: server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{{URLs: []*url.URL{remote}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf.Start()
+	t.Cleanup(leaf.Shutdown)
+	if !leaf.ReadyForConnections(10 * time.Second) {
+		t.Fatal("leaf did not start")
+	}
+	servers := []*server.Server{hub, leaf}
+	reachEachOther(t, servers)
+	return servers
+}
+
+// TestLeafNode: workers on a leaf node's server (a remote site's), the
+// coordinator on the hub it connects to: every round crosses the leaf
+// connection both ways, and the model is the in-process one to the bit,
+// with points broadcast or each worker's own.
+func TestLeafNode(t *testing.T) {
+	path := bandedData(t, 4000, 2, 1)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "newton", MaxIter: 300}
+	want := localModel(t, path, 16, cfg)
+	for _, points := range []PointMode{PointsBroadcast, PointsOwn} {
+		t.Run(points.String(), func(t *testing.T) {
+			servers := leafServers(t)
+			// The coordinator on the hub, both workers on the leaf.
+			c, _, _ := startCluster(t, path, 2, 16, clusterOptions{parallel: 1,
+				servers: []*server.Server{servers[0], servers[1], servers[1]},
+				config:  func(cfg *ClusterConfig) { cfg.Points = points }})
+			if n := servers[1].NumClients(); n != 2 {
+				t.Fatalf("the leaf has %d clients, not the 2 workers", n)
+			}
+			res, err := train.Train(c, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameModel(t, res, want)
+		})
+	}
 }
