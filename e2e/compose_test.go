@@ -83,7 +83,7 @@ func TestComposeCommands(t *testing.T) {
 		"TRAIN_FILE": filepath.Base(data)}
 	cmds := composeCommands(t, env, "compose.yaml")
 
-	confPath, port := deployConf(t)
+	confPath, port, _ := deployConf(t, t.TempDir())
 	mapArgs := func(argv []string) []string {
 		out := make([]string, len(argv))
 		for i, a := range argv {
@@ -212,22 +212,17 @@ func TestComposeClusterCommands(t *testing.T) {
 	}
 
 	names := []string{"nats", "nats-2", "nats-3"}
-	client, routes := map[string]string{}, map[string]string{}
-	for _, n := range names {
-		client[n] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		routes[n] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	}
-	monitors := map[string]int{}
+	client, routes, monitors, dirs := map[string]string{}, map[string]string{}, map[string]int{}, map[string]string{}
 	for _, n := range names {
 		// Each server's directory holds both files, as its container's
 		// /etc/nats does: the cluster file includes ./nats.conf.
-		dir := t.TempDir()
-		monitors[n] = freePort(t)
-		conf := string(readFile(t, "../deploy/nats.conf"))
-		conf = strings.Replace(conf, "port: 4222", "port: "+strings.Split(client[n], ":")[1], 1)
-		conf = strings.Replace(conf, "127.0.0.1:8222", fmt.Sprintf("127.0.0.1:%d", monitors[n]), 1)
-		conf = strings.Replace(conf, "store_dir: /data", "store_dir: "+t.TempDir(), 1)
-		os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(conf), 0o600)
+		dirs[n] = t.TempDir()
+		_, port, monitor := deployConf(t, dirs[n])
+		client[n], monitors[n] = fmt.Sprintf("127.0.0.1:%d", port), monitor
+		routes[n] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	}
+	for _, n := range names {
+		dir := dirs[n]
 		cl := string(readFile(t, "../deploy/nats-cluster.conf"))
 		cl = strings.Replace(cl, "listen: 0.0.0.0:6222", "listen: "+routes[n], 1)
 		for _, m := range names {
@@ -339,23 +334,24 @@ func healthy(port int) bool {
 	return r.StatusCode == http.StatusOK
 }
 
-// deployConf writes deploy/nats.conf with its ports and store mapped to
-// this machine, and returns its path and the client port.
-func deployConf(t *testing.T) (string, int) {
-	port, monitor := freePort(t), freePort(t)
+// deployConf writes deploy/nats.conf into dir with its ports and store
+// mapped to this machine, and returns its path and the client and
+// monitoring ports.
+func deployConf(t *testing.T, dir string) (path string, port, monitor int) {
+	port, monitor = freePort(t), freePort(t)
 	conf := string(readFile(t, "../deploy/nats.conf"))
 	conf = strings.Replace(conf, "port: 4222", fmt.Sprintf("port: %d", port), 1)
 	conf = strings.Replace(conf, "127.0.0.1:8222", fmt.Sprintf("127.0.0.1:%d", monitor), 1)
 	conf = strings.Replace(conf, "store_dir: /data", "store_dir: "+t.TempDir(), 1)
-	path := filepath.Join(t.TempDir(), "nats.conf")
+	path = filepath.Join(dir, "nats.conf")
 	os.WriteFile(path, []byte(conf), 0o600)
-	return path, port
+	return path, port, monitor
 }
 
 // deployServer starts nats-server with deploy/nats.conf (deployConf) and
 // returns its client URL.
 func deployServer(t *testing.T) string {
-	confPath, port := deployConf(t)
+	confPath, port, _ := deployConf(t, t.TempDir())
 	cmd := exec.Command(filepath.Join(bin, "nats-server"), "-c", confPath)
 	cmd.Env = []string{"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret"}
 	launch(t, cmd, "nats-server")

@@ -140,17 +140,38 @@ func freePort(t *testing.T) int {
 // natsServer starts a nats-server process with JetStream on a free port.
 func natsServer(t *testing.T, extra ...string) string {
 	port := freePort(t)
-	args := append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", t.TempDir()}, extra...)
+	return serverOn(t, port, append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", t.TempDir()}, extra...)...)
+}
+
+// serverOn starts nats-server with args, which make it listen on port,
+// and returns its URL once it does.
+func serverOn(t *testing.T, port int, args ...string) string {
 	p := start(t, "nats-server", args...)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	checkFor(t, 10*time.Second, "nats-server to listen", func() bool {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil && !strings.Contains(p.output(), "fatal")
+		return dial(port) && !strings.Contains(p.output(), "fatal")
 	})
-	return url
+	return fmt.Sprintf("nats://127.0.0.1:%d", port)
+}
+
+// shardObjects is how many objects the shards' object store on the server
+// at url holds.
+func shardObjects(t *testing.T, url string) int {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	store, err := js.ObjectStore(context.Background(), "osgm-shards")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := store.List(context.Background())
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		t.Fatal(err)
+	}
+	return len(objs)
 }
 
 // dataset returns a plain copy of a shared data set, or skips.
@@ -358,18 +379,8 @@ func TestObjectStore(t *testing.T) {
 		t.Fatal("object-store model differs from the in-process one")
 	}
 	// The job's shards are gone from the store with the job.
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	store, err := js.ObjectStore(context.Background(), "osgm-shards")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if objs, err := store.List(context.Background()); !errors.Is(err, jetstream.ErrNoObjectsFound) {
-		t.Fatalf("%d objects left in the store (%v)", len(objs), err)
+	if n := shardObjects(t, url); n != 0 {
+		t.Fatalf("%d objects left in the store", n)
 	}
 }
 
@@ -529,9 +540,7 @@ func metric(page, name string) float64 {
 func TestServerWithoutJetStream(t *testing.T) {
 	data := dataset(t, "dna.scale")
 	port := freePort(t)
-	start(t, "nats-server", "-a", "127.0.0.1", "-p", fmt.Sprint(port))
-	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	url := serverOn(t, port, "-a", "127.0.0.1", "-p", fmt.Sprint(port))
 	workers(t, url, 1, "j")
 	args := []string{"-e", "1e-4", "-shards", "4"}
 	want := train(t, data, append(args, "-local")...)
@@ -565,9 +574,7 @@ func TestSmallMaxPayload(t *testing.T) {
 	port := freePort(t)
 	conf := filepath.Join(t.TempDir(), "nats.conf")
 	os.WriteFile(conf, []byte(fmt.Sprintf("host: 127.0.0.1\nport: %d\nmax_payload: 16KB\njetstream { store_dir: %q }\n", port, t.TempDir())), 0o600)
-	start(t, "nats-server", "-c", conf)
-	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	url := serverOn(t, port, "-c", conf)
 	workers(t, url, 2, "p")
 	args := []string{"-e", "1e-3", "-shards", "4"}
 	want := train(t, data, append(args, "-local")...)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -161,28 +160,14 @@ func TestNATSServerOfClusterKilled(t *testing.T) {
 	data := dataset(t, "a9a")
 	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "6"}
 	want := train(t, data, append(args, "-local")...)
-	var urls, routes []string
-	for range 3 {
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
-	}
-	var servers []*proc
-	for i := range urls {
-		port := strings.TrimPrefix(urls[i], "nats://127.0.0.1:")
-		servers = append(servers, start(t, "nats-server", "-a", "127.0.0.1", "-p", port, "-n", fmt.Sprint("s", i),
-			"--cluster_name", "osgm", "--cluster", routes[i], "--routes", strings.Join(routes, ",")))
-	}
-	for i, u := range urls {
-		port, _ := strconv.Atoi(strings.TrimPrefix(u, "nats://127.0.0.1:"))
-		checkFor(t, 10*time.Second, fmt.Sprint("server ", i), func() bool { return dial(port) })
-	}
-	workers(t, urls[1], 1, "a")
-	w2 := workers(t, urls[2], 1, "b")
+	servers := natsCluster(t, 3, false)
+	workers(t, servers[1].url, 1, "a")
+	w2 := workers(t, servers[2].url, 1, "b")
 	model := filepath.Join(t.TempDir(), "model")
-	c := start(t, "coordinator", append(args, "-nats", urls[0], "-min-workers", "2", "-heartbeat-timeout", "5s", data, model)...)
+	c := start(t, "coordinator", append(args, "-nats", servers[0].url, "-min-workers", "2", "-heartbeat-timeout", "5s", data, model)...)
 	checkFor(t, 60*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
-	servers[2].cmd.Process.Signal(syscall.SIGKILL)
-	<-servers[2].done
+	servers[2].proc.cmd.Process.Signal(syscall.SIGKILL)
+	<-servers[2].proc.done
 	c.wait(t, 5*time.Minute)
 	back, done := logTime(w2[0].output(), "reconnected to NATS"), logTime(c.output(), `"msg":"trained"`)
 	if back == 0 || done == 0 || back > done {
@@ -218,22 +203,10 @@ func TestObjectStoreOutlivesAServer(t *testing.T) {
 	data := dataset(t, "dna.scale")
 	args := []string{"-e", "1e-4", "-shards", "4"}
 	want := train(t, data, append(args, "-local")...)
-	var urls, routes []string
-	var monitors []int
-	for range 3 {
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
-		monitors = append(monitors, freePort(t))
-	}
-	servers := map[string]*proc{}
-	for i := range urls {
-		name := fmt.Sprint("s", i)
-		servers[name] = start(t, "nats-server", "-a", "127.0.0.1", "-p", strings.TrimPrefix(urls[i], "nats://127.0.0.1:"),
-			"-m", fmt.Sprint(monitors[i]), "-n", name, "-js", "-sd", t.TempDir(),
-			"--cluster_name", "osgm", "--cluster", routes[i], "--routes", strings.Join(routes, ","))
-	}
-	for i, m := range monitors {
-		checkFor(t, 30*time.Second, fmt.Sprint("server ", i, " healthy"), func() bool { return healthy(m) })
+	servers := natsCluster(t, 3, true)
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.url)
 	}
 	model := filepath.Join(t.TempDir(), "model")
 	c := start(t, "coordinator", append(args, "-nats", strings.Join(urls, ","), "-objstore", "-min-workers", "2", data, model)...)
@@ -259,31 +232,30 @@ func TestObjectStoreOutlivesAServer(t *testing.T) {
 		}
 		return info.Cluster.Leader
 	}
-	lost := leader(urls[0])
-	if servers[lost] == nil {
-		t.Fatalf("the shards' stream has no leader among the servers (%q)", lost)
-	}
-	servers[lost].cmd.Process.Signal(syscall.SIGKILL)
-	<-servers[lost].done
-	var left []string
-	for i, u := range urls {
-		if fmt.Sprint("s", i) != lost {
-			left = append(left, u)
+	name := leader(urls[0])
+	lost := -1
+	for i := range servers {
+		if fmt.Sprint("s", i) == name {
+			lost = i
 		}
 	}
+	if lost < 0 {
+		t.Fatalf("the shards' stream has no leader among the servers (%q)", name)
+	}
+	servers[lost].proc.cmd.Process.Signal(syscall.SIGKILL)
+	<-servers[lost].proc.done
+	left := slices.Delete(slices.Clone(servers), lost, lost+1)
 	checkFor(t, 30*time.Second, "a new leader for the shards' stream", func() bool {
-		l := leader(left[0])
-		return l != "" && l != lost
+		l := leader(left[0].url)
+		return l != "" && l != name
 	})
 	// Workers would wait out an election of the cluster's meta layer too
 	// (storeRetries), but not for ever.
-	for i, m := range monitors {
-		if fmt.Sprint("s", i) != lost {
-			checkFor(t, 30*time.Second, fmt.Sprint("server ", i, " healthy"), func() bool { return healthy(m) })
-		}
+	for _, s := range left {
+		checkFor(t, 30*time.Second, s.url+" healthy", func() bool { return healthy(s.monitor) })
 	}
-	workers(t, left[0], 1, "a")
-	workers(t, left[1], 1, "b")
+	workers(t, left[0].url, 1, "a")
+	workers(t, left[1].url, 1, "b")
 	c.wait(t, 2*time.Minute)
 	if !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("model from the replicas left differs")
@@ -306,21 +278,7 @@ func TestKilledRunsShardsRemoved(t *testing.T) {
 	checkFor(t, 60*time.Second, "the first checkpoint", func() bool { return fileSize(ckpt) > 0 })
 	c.cmd.Process.Signal(syscall.SIGKILL)
 	<-c.done
-	objects := func() int {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
-		store, err := js.ObjectStore(context.Background(), "osgm-shards")
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs, _ := store.List(context.Background())
-		return len(objs)
-	}
-	if n := objects(); n != 6 {
+	if n := shardObjects(t, url); n != 6 {
 		t.Fatalf("the killed run left %d objects, not its 6 shards", n)
 	}
 	r := start(t, "coordinator", append(cluster, data, model)...)
@@ -328,10 +286,43 @@ func TestKilledRunsShardsRemoved(t *testing.T) {
 	if !strings.Contains(r.output(), "removed the shards a killed run left") {
 		t.Fatalf("the resumed run did not remove the shards left:\n%s", tail(r.output(), 2000))
 	}
-	if n := objects(); n != 0 {
+	if n := shardObjects(t, url); n != 0 {
 		t.Fatalf("%d objects left after the resumed run", n)
 	}
 	if !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("model after kill and resume differs from the uninterrupted run")
 	}
+}
+
+// clusterServer is one nats-server process of a cluster natsCluster
+// starts: server i is named s<i>.
+type clusterServer struct {
+	url     string
+	monitor int // its monitoring port
+	proc    *proc
+}
+
+// natsCluster starts n nats-server processes routed into one cluster,
+// with JetStream when js, and returns once each is healthy (with
+// JetStream: in contact with the cluster's meta leader).
+func natsCluster(t *testing.T, n int, js bool) []clusterServer {
+	var servers []clusterServer
+	var routes []string
+	for range n {
+		servers = append(servers, clusterServer{url: fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)), monitor: freePort(t)})
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
+	}
+	for i := range servers {
+		s := &servers[i]
+		args := []string{"-a", "127.0.0.1", "-p", strings.TrimPrefix(s.url, "nats://127.0.0.1:"), "-m", fmt.Sprint(s.monitor),
+			"-n", fmt.Sprint("s", i), "--cluster_name", "osgm", "--cluster", routes[i], "--routes", strings.Join(routes, ",")}
+		if js {
+			args = append(args, "-js", "-sd", t.TempDir())
+		}
+		s.proc = start(t, "nats-server", args...)
+	}
+	for i, s := range servers {
+		checkFor(t, 30*time.Second, fmt.Sprint("server ", i, " healthy"), func() bool { return healthy(s.monitor) })
+	}
+	return servers
 }

@@ -155,10 +155,10 @@ func checkInputs(o *options) (*libsvm.Model, error) {
 
 // watch sets cfg's Trace and Started to what the run reports as it goes:
 // the -trace file, the progress log, the -metrics-addr server, and the
-// curve -plot draws (returned). close ends what it opened.
-func watch(o *options, log *zap.Logger, backend shard.Backend, cfg *train.Config) (single *curve, close func(), err error) {
+// curve -plot draws (returned). end ends what it opened, in reverse.
+func watch(o *options, log *zap.Logger, backend shard.Backend, cfg *train.Config) (single *curve, end func(), err error) {
 	var closers []func()
-	close = func() {
+	end = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
@@ -167,7 +167,7 @@ func watch(o *options, log *zap.Logger, backend shard.Backend, cfg *train.Config
 	if o.trace != "" {
 		f, err := os.Create(o.trace)
 		if err != nil {
-			return nil, close, err
+			return nil, end, err
 		}
 		trace = bufio.NewWriter(f)
 		closers = append(closers, func() { f.Close() }, func() { trace.Flush() })
@@ -182,7 +182,7 @@ func watch(o *options, log *zap.Logger, backend shard.Backend, cfg *train.Config
 		prog.metrics = metrics.NewCoordinator()
 		addr, stop, err := metrics.Serve(o.metricsAddr, prog.metrics.Registry)
 		if err != nil {
-			return nil, close, fmt.Errorf("-metrics-addr: %w", err)
+			return nil, end, fmt.Errorf("-metrics-addr: %w", err)
 		}
 		closers = append(closers, stop)
 		log.Info("metrics", zap.String("url", "http://"+addr+"/metrics"))
@@ -208,7 +208,7 @@ func watch(o *options, log *zap.Logger, backend shard.Backend, cfg *train.Config
 		}
 		log.Info("plan", fields...)
 	}
-	return single, close, nil
+	return single, end, nil
 }
 
 // checkpointing sets cfg to save checkpoints as -checkpoint says and, with

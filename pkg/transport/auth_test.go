@@ -20,19 +20,7 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-func startServer(t *testing.T, opts *server.Options) string {
-	opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "127.0.0.1", -1, true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("server did not start")
-	}
-	t.Cleanup(s.Shutdown)
-	return s.ClientURL()
-}
+func startServer(t *testing.T, opts *server.Options) string { return runServer(t, opts).ClientURL() }
 
 // connects reports whether a client with auth gets a working connection.
 func connects(t *testing.T, url string, auth Auth) bool {

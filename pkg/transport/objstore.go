@@ -130,10 +130,12 @@ func NoJetStream(err error) bool {
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
 }
 
-// final are the object store's answers that no attempt changes. A
-// server without JetStream leaves its API without responders.
-var final = []error{jetstream.ErrObjectNotFound, jetstream.ErrBucketNotFound, jetstream.ErrStreamNotFound,
-	jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount, nats.ErrNoResponders, nats.ErrMaxPayload}
+// final reports whether err is an answer of the object store that no
+// attempt changes: nothing there, no JetStream, a message too large.
+func final(err error) bool {
+	return errors.Is(err, jetstream.ErrObjectNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) || NoJetStream(err) || errors.Is(err, nats.ErrMaxPayload)
+}
 
 // RetryStore runs op until it succeeds, fails in a way no attempt
 // changes (the bucket or the object is not there, JetStream is off), or
@@ -141,7 +143,7 @@ var final = []error{jetstream.ErrObjectNotFound, jetstream.ErrBucketNotFound, je
 func RetryStore(log *zap.Logger, what string, op func() error) error {
 	err := op()
 	for _, d := range storeRetries {
-		if err == nil || slices.ContainsFunc(final, func(f error) bool { return errors.Is(err, f) }) {
+		if err == nil || final(err) {
 			return err
 		}
 		log.Warn("object store: trying again", zap.String("what", what), zap.Duration("after", d), zap.Error(err))

@@ -21,26 +21,31 @@ func serverCluster(t testing.TB, n int) []*server.Server {
 	t.Helper()
 	var servers []*server.Server
 	for i := range n {
-		o := &server.Options{
-			ServerName: fmt.Sprint("s", i), Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
-			Cluster: server.ClusterOpts{Name: "osgm", Host: "127.0.0.1", Port: -1},
-		}
+		o := &server.Options{ServerName: fmt.Sprint("s", i), Cluster: server.ClusterOpts{Name: "osgm", Host: "127.0.0.1", Port: -1}}
 		if i > 0 { // the others learn of each other from the first
 			o.Routes = server.RoutesFromStr(fmt.Sprintf("nats://%s", servers[0].ClusterAddr()))
 		}
-		s, err := server.NewServer(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Start()
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatalf("server %d did not start", i)
-		}
-		t.Cleanup(s.Shutdown)
-		servers = append(servers, s)
+		servers = append(servers, runServer(t, o))
 	}
 	reachEachOther(t, servers)
 	return servers
+}
+
+// runServer starts a server on a random loopback port with opts, stopped
+// when the test ends.
+func runServer(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "127.0.0.1", -1, true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start() // returns once it listens
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server did not start")
+	}
+	t.Cleanup(s.Shutdown)
+	return s
 }
 
 // reachEachOther returns once a message published on any of the servers
@@ -165,27 +170,10 @@ func serverClusterRun(t *testing.T, path string, cfg train.Config, want []float6
 func leafServers(t *testing.T) []*server.Server {
 	t.Helper()
 	port := freePort(t)
-	hub, err := server.NewServer(&server.Options{ServerName: "hub", Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
-		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: port}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub.Start()
-	t.Cleanup(hub.Shutdown)
-	if !hub.ReadyForConnections(10 * time.Second) {
-		t.Fatal("hub did not start")
-	}
+	hub := runServer(t, &server.Options{ServerName: "hub", LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: port}})
 	remote, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", port))
-	leaf, err := server.NewServer(&server.Options{ServerName: "leaf", Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+	leaf := runServer(t, &server.Options{ServerName: "leaf",
 		LeafNode: server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{{URLs: []*url.URL{remote}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf.Start()
-	t.Cleanup(leaf.Shutdown)
-	if !leaf.ReadyForConnections(10 * time.Second) {
-		t.Fatal("leaf did not start")
-	}
 	servers := []*server.Server{hub, leaf}
 	reachEachOther(t, servers)
 	return servers
