@@ -357,3 +357,49 @@ func columnsOf(lists map[int][]uint32) map[int]Columns {
 	}
 	return out
 }
+
+// BenchmarkRootSums is the coordinator's part of a round on news20.t's
+// shape with 2 workers: each sends the sum of a group of 8 shards (about
+// 28,000 of 62,061 columns, text-like), for K problems, and the
+// coordinator adds the two into the per-problem gradient vectors.
+func BenchmarkRootSums(b *testing.B) {
+	const n, width, per = 16, 62_061, 6_000
+	rng := rand.New(rand.NewPCG(1, 2))
+	cols := make([][]uint32, n)
+	for s := range n {
+		set := map[uint32]bool{}
+		for len(set) < per {
+			set[uint32(float64(width)*rng.Float64()*rng.Float64())] = true
+		}
+		for j := range set {
+			cols[s] = append(cols[s], j)
+		}
+		slices.Sort(cols[s])
+	}
+	for _, K := range []int{1, 20} {
+		b.Run(fmt.Sprintf("K=%d", K), func(b *testing.B) {
+			r := NewReducer(cols)
+			var nodes [2]*Partial
+			for g := range nodes {
+				c, _ := r.tree.Cols(NodeID{0, g})
+				p := &Partial{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([]float64, len(c)*K)}
+				for j := range p.Grad {
+					p.Grad[j] = rng.NormFloat64()
+				}
+				nodes[g] = p
+			}
+			sum := &Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K)}
+			for k := range sum.Grad {
+				sum.Grad[k] = make([]float64, width)
+			}
+			for b.Loop() {
+				r.Reset(sum)
+				for g, p := range nodes {
+					if _, err := r.AddNode(NodeID{0, g}, p); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

@@ -262,6 +262,14 @@ func NewReducer(cols [][]uint32) *Reducer {
 		r.done = true
 		return nil
 	})
+	r.comb.EmitChildren = func(left, right NodeID, lp, rp *Partial) error {
+		lc, _ := r.tree.Cols(left)
+		rc, _ := r.tree.Cols(right)
+		r.apply(lc, lp)
+		r.apply(rc, rp)
+		r.done = true
+		return nil
+	}
 	return r
 }
 
@@ -367,13 +375,21 @@ func (r *Reducer) apply(cols []uint32, p *Partial) {
 	if len(cols) == 0 {
 		return // no feature columns (data with the bias alone)
 	}
-	// Problem by problem: each pass writes one vector, reading the
-	// interleaved sum with a fixed stride.
-	for k := range K {
-		g := r.sum.Grad[k]
-		src := p.Grad[k:]
-		for l, j := range cols {
-			g[j] += src[l*K]
+	// Problem by problem over blocks of columns: the block of the
+	// interleaved sum stays in cache while each problem's vector takes
+	// its part, where whole-length strided passes read every cache line
+	// K times from memory (news20.t, K = 20: 4.3 against 1.6 ms a round,
+	// BenchmarkRootSums). Each entry is added once, so the order changes
+	// no bit.
+	const block = 256
+	for lo := 0; lo < len(cols); lo += block {
+		cs := cols[lo:min(lo+block, len(cols))]
+		src := p.Grad[lo*K : (lo+len(cs))*K]
+		for k := range K {
+			g := r.sum.Grad[k]
+			for l, j := range cs {
+				g[j] += src[l*K+k]
+			}
 		}
 	}
 }

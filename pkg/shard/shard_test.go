@@ -925,9 +925,9 @@ func TestReductionTreeIsFixed(t *testing.T) {
 }
 
 // TestReducerBuildsWhatSumsNeed: sums from the root's children, as two
-// workers holding half the groups each send them, build the root's
-// positions and its children's columns only, and give the bits that shard
-// partials give (which build every group).
+// workers holding half the groups each send them, build their own columns
+// only (the root's sum goes out as its children, Combiner.EmitChildren),
+// and give the bits that shard partials give (which build every group).
 func TestReducerBuildsWhatSumsNeed(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	d := randomData(rng, 2000, 40, 2, "f64")
@@ -982,7 +982,7 @@ func TestReducerBuildsWhatSumsNeed(t *testing.T) {
 			}
 		}
 	}
-	if !r.Done() || len(r.tree.groups) != 0 || len(r.tree.nodes) != 1 || r.tree.nodes[Root(n)] == nil || len(r.tree.cols) != 2 {
+	if !r.Done() || len(r.tree.groups) != 0 || len(r.tree.nodes) != 0 || len(r.tree.cols) != 2 {
 		t.Fatalf("node sums: done %v; built %d groups, nodes %v, columns of %d nodes", r.Done(), len(r.tree.groups), r.tree.nodes, len(r.tree.cols))
 	}
 	for j := range want.Grad[0] {
@@ -992,6 +992,130 @@ func TestReducerBuildsWhatSumsNeed(t *testing.T) {
 	}
 	if math.Float64bits(got.Loss[0]) != math.Float64bits(want.Loss[0]) {
 		t.Fatalf("loss %v from node sums, %v from shard partials", got.Loss[0], want.Loss[0])
+	}
+}
+
+// TestRootChildrenMatchRootSum: the root's sum taken as its two children
+// (Combiner.EmitChildren) has the bits of the root's own sum added into
+// the vectors, as the reduction took it before: gradients, losses and,
+// for one problem, the Hessian, on trees of 1 to 6 groups.
+func TestRootChildrenMatchRootSum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, c := range []struct{ shards, classes int }{{8, 2}, {16, 2}, {24, 2}, {24, 3}, {45, 4}} {
+		t.Run(fmt.Sprintf("shards=%d/classes=%d", c.shards, c.classes), func(t *testing.T) {
+			// Rows draw their columns from a band that moves down the
+			// file, so groups hold different columns and the root's
+			// children overlap in part.
+			var text strings.Builder
+			for i := range 3000 {
+				lab := rng.IntN(c.classes)
+				if c.classes == 2 {
+					lab = 2*lab - 1
+				}
+				fmt.Fprintf(&text, "%d", lab)
+				base := 1 + i*1200/3000
+				for j := range 40 {
+					if rng.Float64() < 0.15 {
+						fmt.Fprintf(&text, " %d:%g", base+j, rng.NormFloat64())
+					}
+				}
+				text.WriteString("\n")
+			}
+			obj := objectiveFor(t, writeFile(t, text.String()), c.shards, 2, 1e-3, 1)
+			shards := obj.Backend.(*Local).Shards
+			K := max(1, c.classes)
+			if c.classes == 2 {
+				K = 1
+			}
+			x := make([][]float64, K)
+			for k := range x {
+				x[k] = make([]float64, obj.Dim())
+				for j := range x[k] {
+					x[k][j] = rng.NormFloat64()
+				}
+			}
+			p := obj.Point(x)
+			n := len(shards)
+			cols := make([][]uint32, n)
+			parts := make([]*Partial, n)
+			for i, s := range shards {
+				cols[i], parts[i] = s.Cols.Slice(), new(Partial)
+				if K == 1 {
+					s.EvalHess(p, new(Scratch), parts[i])
+				} else {
+					s.Eval(p, new(Scratch), parts[i])
+				}
+			}
+			newSum := func() *Sum {
+				sum := &Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K), Hess: make([]float64, len(parts[0].Hess))}
+				for k := range sum.Grad {
+					sum.Grad[k] = make([]float64, obj.Features)
+				}
+				return sum
+			}
+			got := newSum()
+			r := NewReducer(cols)
+			r.Reset(got)
+			for _, q := range parts {
+				if _, err := r.Add(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !r.Done() {
+				t.Fatalf("reduction incomplete: missing %v", r.Missing())
+			}
+
+			// The root's own sum, over its columns, added into zeros.
+			want := newSum()
+			groups := map[int]*Group{}
+			for g, gr := range Groups(cols) {
+				groups[g] = gr
+			}
+			var root *Partial
+			comb := NewCombiner(n, BuildNodes(n, groups), func(id NodeID, q *Partial) error {
+				root = q
+				return nil
+			})
+			for g := range groups {
+				gs := NewGroupSum(groups[g], n, K, len(parts[0].Hess), nil, nil)
+				first, end := GroupShards(g, n)
+				for s := first; s < end; s++ {
+					gs.Add(parts[s])
+				}
+				if _, err := comb.Add(NodeID{0, g}, gs.Sum()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rootCols, _ := comb.Tree.Cols(Root(n))
+			for k := range K {
+				want.Loss[k] += root.Loss[k]
+				want.BiasGrad[k] += root.BiasGrad[k]
+				for l, j := range rootCols {
+					want.Grad[k][j] += root.Grad[l*K+k]
+				}
+			}
+			for i, v := range root.Hess {
+				want.Hess[i] += v
+			}
+
+			same := func(what string, a, b []float64) {
+				t.Helper()
+				for i := range a {
+					if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+						t.Fatalf("%s[%d]: %v from the root's children, %v from its sum", what, i, a[i], b[i])
+					}
+				}
+			}
+			same("loss", got.Loss, want.Loss)
+			same("bias gradient", got.BiasGrad, want.BiasGrad)
+			same("Hessian", got.Hess, want.Hess)
+			for k := range K {
+				same(fmt.Sprintf("grad %d", k), got.Grad[k], want.Grad[k])
+			}
+			if K == 1 && len(got.Hess) == 0 {
+				t.Fatal("no Hessian to compare")
+			}
+		})
 	}
 }
 
