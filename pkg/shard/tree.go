@@ -275,7 +275,7 @@ func (c *Combiner) Add(id NodeID, p *Partial) (bool, error) {
 	}
 	for {
 		c.sums[id] = p
-		if c.EmitChildren != nil && id.Parent() == Root(c.N) && id.Level < TreeHeight(c.N) {
+		if c.EmitChildren != nil && id.Parent() == Root(c.N) {
 			if l, r := (NodeID{id.Level, 0}), (NodeID{id.Level, 1}); r.in(c.N) {
 				left, right := c.sums[l], c.sums[r]
 				if left == nil || right == nil {
