@@ -83,7 +83,12 @@ func parseFast(line []byte, row *Row) (ok, handled bool) {
 			return false, false
 		}
 		prev = idx
-		v, dec, n, good := fastFloatPrefix(line[q+1:])
+		// "1" alone is most values of binary data (w8a, a9a, rcv1): it
+		// skips the number reader.
+		v, dec, n, good := 1.0, 0, 1, true
+		if q+2 > len(line) || line[q+1] != '1' || (q+2 < len(line) && !isSpace(line[q+2])) {
+			v, dec, n, good = fastFloatPrefix(line[q+1:])
+		}
 		q += 1 + n
 		if !good || (q < len(line) && !isSpace(line[q])) {
 			return false, false

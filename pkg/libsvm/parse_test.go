@@ -35,6 +35,10 @@ func TestParseLineAccepts(t *testing.T) {
 		{"1 1:0.1234567890123456789", true, 1, []uint32{1}, []float64{0.1234567890123456789}},
 		{"1 1:1e-320", true, 1, []uint32{1}, []float64{1e-320}},
 		{"-2 1:0x1p-2", true, -2, []uint32{1}, []float64{0.25}},
+		// Around the shortcut for a value of "1".
+		{"1 1:1 2:1\t3:1\r", true, 1, []uint32{1, 2, 3}, []float64{1, 1, 1}},
+		{"1 1:10 2:1.5 3:1e2 4:1. 5:11", true, 1, []uint32{1, 2, 3, 4, 5}, []float64{10, 1.5, 100, 1, 11}},
+		{"1 1:1#c", true, 1, []uint32{1}, []float64{1}},
 	}
 	for _, tc := range tests {
 		var row Row
@@ -64,6 +68,8 @@ func TestParseLineRejects(t *testing.T) {
 		{"1 7:1 5:2", "index 5 after 7: indices must increase"},
 		{"1 5:1 5:2", "index 5 after 5: indices must increase"},
 		{"1 3:abc", `"abc" is not a number`},
+		{"1 3:1x", `"1x" is not a number`},
+		{"1 3:1:2", `"1:2" is not a number`},
 		{"1 3:nan", "value is NaN"},
 		{"1 3:NaN", "value is NaN"},
 		{"1 3:inf", "value is infinite"},
