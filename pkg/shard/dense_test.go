@@ -41,14 +41,7 @@ func TestDenseSumMatchesCombiner(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(data.name+"/"+c.name, func(t *testing.T) {
-				x := make([][]float64, c.K)
-				for k := range x {
-					x[k] = make([]float64, obj.Dim())
-					for j := range x[k] {
-						x[k][j] = rng.NormFloat64()
-					}
-				}
-				p := obj.Point(x)
+				p := obj.Point(normalVectors(rng, c.K, obj.Dim()))
 				parts := make([]*Partial, n)
 				for i, s := range shards {
 					var sc Scratch

@@ -68,13 +68,7 @@ func TestTallyCountsTheHeldOutFold(t *testing.T) {
 		d := randomData(rng, 200, 8, classes, "f64")
 		obj := objectiveFor(t, writeFile(t, d.text), 4, 2, 0.01, 1)
 		order, K := problems(obj)
-		x := make([][]float64, K)
-		for k := range x {
-			x[k] = make([]float64, obj.Dim())
-			for j := range x[k] {
-				x[k][j] = rng.NormFloat64()
-			}
-		}
+		x := normalVectors(rng, K, obj.Dim())
 		if err := obj.Backend.SetFolds(4); err != nil {
 			t.Fatal(err)
 		}

@@ -138,6 +138,18 @@ func objectiveOf(t testing.TB, path string, nShards, parallel int, lambda, bias 
 	return NewObjective(b, int(sum.MaxIndex), lambda, bias)
 }
 
+// normalVectors is K vectors of n standard normal values: a point.
+func normalVectors(rng *rand.Rand, K, n int) [][]float64 {
+	x := make([][]float64, K)
+	for k := range x {
+		x[k] = make([]float64, n)
+		for j := range x[k] {
+			x[k][j] = rng.NormFloat64()
+		}
+	}
+	return x
+}
+
 // problems is the data's label order and the number of problems it
 // makes (one for two classes, one per class otherwise).
 func problems(obj *Objective) (order []float64, K int) {
@@ -830,14 +842,7 @@ func TestReductionTreeIsFixed(t *testing.T) {
 	obj := objectiveFor(t, writeFile(t, d.text), 45, 2, 1e-3, -1) // 6 groups, a tree of height 3
 	shards := obj.Backend.(*Local).Shards
 	K := 3
-	x := make([][]float64, K)
-	for k := range x {
-		x[k] = make([]float64, obj.Dim())
-		for j := range x[k] {
-			x[k][j] = rng.NormFloat64()
-		}
-	}
-	p := obj.Point(x)
+	p := obj.Point(normalVectors(rng, K, obj.Dim()))
 	parts := make([]*Partial, len(shards))
 	cols := make([][]uint32, len(shards))
 	for i, s := range shards {
@@ -1023,18 +1028,8 @@ func TestRootChildrenMatchRootSum(t *testing.T) {
 			}
 			obj := objectiveFor(t, writeFile(t, text.String()), c.shards, 2, 1e-3, 1)
 			shards := obj.Backend.(*Local).Shards
-			K := max(1, c.classes)
-			if c.classes == 2 {
-				K = 1
-			}
-			x := make([][]float64, K)
-			for k := range x {
-				x[k] = make([]float64, obj.Dim())
-				for j := range x[k] {
-					x[k][j] = rng.NormFloat64()
-				}
-			}
-			p := obj.Point(x)
+			_, K := problems(obj)
+			p := obj.Point(normalVectors(rng, K, obj.Dim()))
 			n := len(shards)
 			cols := make([][]uint32, n)
 			parts := make([]*Partial, n)
