@@ -14,8 +14,13 @@ type Local struct {
 	Parallel int
 
 	scratch []Scratch
-	free    sync.Pool
-	folds   int // the fold count the shards are numbered for (0: none)
+	// Partials handed back for reuse. A list, not a sync.Pool: a pool is
+	// emptied by every collection, and on wide multi-class data each
+	// partial lost was megabytes to allocate and zero again (news20.t).
+	// It never holds more partials than were out at once.
+	freeMu sync.Mutex
+	free   []*Partial
+	folds  int // the fold count the shards are numbered for (0: none)
 	// The shards' descriptions, made once: each decodes a column map.
 	meta     []Meta
 	metaOnce sync.Once
@@ -44,7 +49,25 @@ func (l *Local) SetClasses(order []float64) error {
 }
 
 // Release hands a partial back for reuse once it has been added.
-func (l *Local) Release(p *Partial) { l.free.Put(p) }
+func (l *Local) Release(p *Partial) {
+	l.freeMu.Lock()
+	l.free = append(l.free, p)
+	l.freeMu.Unlock()
+}
+
+// reuse is a released partial, or a new one.
+func (l *Local) reuse() *Partial {
+	l.freeMu.Lock()
+	defer l.freeMu.Unlock()
+	n := len(l.free)
+	if n == 0 {
+		return new(Partial)
+	}
+	p := l.free[n-1]
+	l.free[n-1] = nil
+	l.free = l.free[:n-1]
+	return p
+}
 
 func (l *Local) Eval(op Op, p, v *Point, add func(*Partial) error) error {
 	if err := CheckFolds(l.Shards, p); err != nil {
@@ -71,10 +94,7 @@ func (l *Local) Eval(op Op, p, v *Point, add func(*Partial) error) error {
 				if i >= len(l.Shards) {
 					return
 				}
-				part, _ := l.free.Get().(*Partial)
-				if part == nil {
-					part = new(Partial)
-				}
+				part := l.reuse()
 				switch op {
 				case OpEval:
 					l.Shards[i].Eval(p, sc, part)

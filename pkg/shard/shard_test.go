@@ -1607,3 +1607,48 @@ func TestSparseRowsKeepTheBits(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialsOutliveCollections checks that a Local's released partials
+// are kept through garbage collections (a sync.Pool would drop them, and
+// on wide multi-class data each is megabytes to allocate and zero again)
+// and that a reused partial, last filled by another shard of another
+// size, gives the bits of a fresh one.
+func TestPartialsOutliveCollections(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	path := writeFile(t, randomData(rng, 400, 60, 4, "f64").text)
+	reused := objectiveFor(t, path, 7, 2, 0.01, 1)
+	_, K := problems(reused)
+	n := reused.Dim()
+	f := make([]float64, K)
+	g := normalVectors(rng, K, n) // overwritten
+	for range 3 {
+		if err := reused.Eval(normalVectors(rng, K, n), f, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.GC()
+	local := reused.Backend.(*Local)
+	if len(local.free) == 0 {
+		t.Fatal("no released partial survived two collections")
+	}
+	x := normalVectors(rng, K, n)
+	if err := reused.Eval(x, f, g); err != nil {
+		t.Fatal(err)
+	}
+	fresh := objectiveFor(t, path, 7, 2, 0.01, 1)
+	f2, g2 := make([]float64, K), normalVectors(rng, K, n)
+	if err := fresh.Eval(x, f2, g2); err != nil {
+		t.Fatal(err)
+	}
+	for k := range K {
+		if math.Float64bits(f[k]) != math.Float64bits(f2[k]) {
+			t.Errorf("problem %d: loss %v with reused partials, %v fresh", k, f[k], f2[k])
+		}
+		for j := range g[k] {
+			if math.Float64bits(g[k][j]) != math.Float64bits(g2[k][j]) {
+				t.Fatalf("problem %d: gradient %d is %v with reused partials, %v fresh", k, j, g[k][j], g2[k][j])
+			}
+		}
+	}
+}
