@@ -25,6 +25,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/osgm-svm/osgm/internal/testport"
 )
 
 var bin string // directory of the built binaries
@@ -128,13 +130,10 @@ func checkFor(t *testing.T, total time.Duration, what string, cond func() bool) 
 	}
 }
 
+// freePort is a loopback port for a server the test starts (testport.Free).
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Helper()
+	return testport.Free(t)
 }
 
 // natsServer starts a nats-server process with JetStream on a free port.

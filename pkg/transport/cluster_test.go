@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/osgm-svm/osgm/internal/testport"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
@@ -1003,15 +1003,10 @@ func serverOn(t *testing.T, port int) *server.Server {
 	return s
 }
 
-// freePort is a loopback port nobody listened on a moment ago.
+// freePort is a loopback port for a server the test starts (testport.Free).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testport.Free(t)
 }
 
 // waitFor polls cond until it holds, failing the test after timeout.
