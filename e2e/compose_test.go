@@ -72,6 +72,18 @@ func composeCommands(t *testing.T, env map[string]string, files ...string) map[s
 	return out
 }
 
+// checksMatch: the one-shot checks run the command they check, with
+// -check, so they cannot test other files or credentials than it uses.
+func checksMatch(t *testing.T, cmds map[string][]string) {
+	t.Helper()
+	for check, service := range map[string]string{"check": "coordinator", "worker-check": "worker"} {
+		want := append([]string{cmds[service][0], "-check"}, cmds[service][1:]...)
+		if !slices.Equal(cmds[check], want) {
+			t.Errorf("%s runs %q; the check of %s's command is %q", check, cmds[check], service, want)
+		}
+	}
+}
+
 // TestComposeCommands runs what docker compose would run, as plain
 // processes: nats-server with deploy/nats.conf (authentication on), two
 // workers and the coordinator, with the same arguments. Only host names
@@ -82,6 +94,7 @@ func TestComposeCommands(t *testing.T) {
 	env := map[string]string{"COORDINATOR_PASSWORD": "c-secret", "WORKER_PASSWORD": "w-secret",
 		"TRAIN_FILE": filepath.Base(data)}
 	cmds := composeCommands(t, env, "compose.yaml")
+	checksMatch(t, cmds)
 
 	confPath, port, _ := deployConf(t, t.TempDir())
 	mapArgs := func(argv []string) []string {
@@ -204,12 +217,14 @@ func TestComposeClusterCommands(t *testing.T) {
 	single := composeCommands(t, env, "compose.yaml")
 	cmds := composeCommands(t, env, "compose.yaml", "compose.cluster.yaml")
 	const list = "nats://nats:4222,nats://nats-2:4222,nats://nats-3:4222"
-	for _, s := range []string{"worker", "coordinator"} {
+	for _, s := range []string{"worker", "coordinator", "worker-check", "check"} {
 		got := strings.Join(cmds[s], " ")
 		if want := strings.Join(single[s], " "); strings.ReplaceAll(got, list, "nats://nats:4222") != want || !strings.Contains(got, list) {
 			t.Fatalf("%s: compose.cluster.yaml runs\n  %s\nwhere compose.yaml runs\n  %s", s, got, want)
 		}
 	}
+
+	checksMatch(t, cmds)
 
 	names := []string{"nats", "nats-2", "nats-3"}
 	client, routes, monitors, dirs := map[string]string{}, map[string]string{}, map[string]int{}, map[string]string{}

@@ -63,6 +63,7 @@ type options struct {
 	folds        int
 	findC        bool
 	weights      []train.ClassWeight
+	check        bool
 	set          map[string]bool // flags given on the command line
 }
 
@@ -125,6 +126,7 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.initModel, "i", "", "initial model file (warm start)")
 	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL, or a cluster's URLs comma-separated (default: embedded server)")
 	fs.IntVar(&o.minWorkers, "min-workers", 1, "with -nats: wait for this many workers")
+	fs.BoolVar(&o.check, "check", false, "check what no restart can fix and exit: the flags, the output files, the input files, and with -nats the server's acceptance of the credentials (compose runs this before training)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at this address (e.g. 127.0.0.1:9100); off by default")
 	fs.StringVar(&o.plot, "plot", "", "draw the convergence curve (or, with -compare, every method's) to this .png or .svg file")

@@ -46,6 +46,9 @@ func run(o *options) error {
 	if err != nil {
 		return err
 	}
+	if o.check {
+		return checkOnly(o, log)
+	}
 
 	info, release, err := statAndHold(o)
 	if err != nil {
@@ -127,6 +130,29 @@ func run(o *options) error {
 				o.test, acc.Unknown, acc.Total, res.Model.Labels)
 		}
 	}
+	return nil
+}
+
+// checkOnly finishes -check: the training file can be read and the NATS
+// server accepts the credentials. What it finds wrong, a restart would
+// find again, so a supervisor runs it once before it starts the
+// coordinator with a restart policy.
+func checkOnly(o *options, log *zap.Logger) error {
+	f, err := os.Open(o.train)
+	if err != nil {
+		return fmt.Errorf("training file: %w", err)
+	}
+	_, err = f.Read(make([]byte, 1))
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("training file %s: %w", o.train, err)
+	}
+	if o.natsURL != "" {
+		if err := transport.CheckConnect(o.natsURL, "coordinator check", o.auth.FromEnv(), log); err != nil {
+			return err
+		}
+	}
+	log.Info("check passed", zap.String("train", o.train), zap.String("model", o.model))
 	return nil
 }
 

@@ -36,6 +36,7 @@ func main() {
 	var compact shard.Compaction
 	fs.Var(&compact, "compact", "store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at this address; off by default")
+	check := fs.Bool("check", false, "connect, check that the server accepts the credentials, and exit (compose runs this before the workers)")
 	memProfile := fs.String("memprofile", "", "write a heap profile (pprof) to this file on SIGUSR1 (a worker keeps the last job's shards until a job over another file comes)")
 	var auth transport.Auth
 	auth.Flags(fs)
@@ -62,6 +63,14 @@ func main() {
 	shard.TuneGC()
 	log := logging.New(*quiet)
 	defer log.Sync()
+	if *check {
+		if err := transport.CheckConnect(*url, "worker check "+*name, auth.FromEnv(), log); err != nil {
+			log.Error("check failed", zap.Error(err))
+			os.Exit(1)
+		}
+		log.Info("check passed", zap.String("nats", *url))
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	nc, err := transport.Connect(*url, "worker "+*name, auth.FromEnv(), log)

@@ -214,3 +214,16 @@ func embedded(dir string, port int) (*server.Server, error) {
 	}
 	return s, nil
 }
+
+// CheckConnect connects and closes again: the server at url answers and
+// accepts auth. A deployment checks this once before it starts processes
+// with a restart policy, which would otherwise restart them forever on
+// credentials the server refuses.
+func CheckConnect(url, name string, auth Auth, log *zap.Logger) error {
+	nc, err := Connect(url, name, auth, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return WaitConnected(context.Background(), nc, 30*time.Second)
+}

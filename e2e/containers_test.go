@@ -1,0 +1,603 @@
+package e2e
+
+// The compose stack on a real Docker engine: deploy/compose.yaml (and
+// compose.cluster.yaml over it) started with images built offline by
+// scripts/images.sh, faults made with docker itself, and every training
+// ending in the bytes of an undisturbed run.
+//
+// Docker's engine is shared by the whole machine, so these tests do not
+// run in parallel with each other; each stack has its own project name,
+// network and volumes, and is taken down (volumes too) when its test ends.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// needDocker skips where the engine does not answer, unless the run says
+// the tests are required there (.ci/run sets OSGM_CONTAINER_TESTS=require
+// where `docker info` succeeds, so a skip cannot hide a broken engine).
+func needDocker(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("container tests: run without -short")
+	}
+	err := exec.Command("docker", "info").Run()
+	if err == nil {
+		_, err = exec.LookPath("docker-compose")
+	}
+	if err != nil {
+		if os.Getenv("OSGM_CONTAINER_TESTS") == "require" {
+			t.Fatalf("container tests required, but docker or docker-compose fails: %v", err)
+		}
+		t.Skipf("no Docker engine here (docker info: %v)", err)
+	}
+}
+
+var images struct {
+	once       sync.Once
+	osgm, nats string
+	err        error
+}
+
+// offlineImages returns the images the stack runs: OSGM_IMAGE and
+// NATS_IMAGE when set (built once for the whole CI run), otherwise built
+// here once per test binary by scripts/images.sh.
+func offlineImages(t *testing.T) (osgmImage, natsImage string) {
+	t.Helper()
+	images.once.Do(func() {
+		images.osgm, images.nats = os.Getenv("OSGM_IMAGE"), os.Getenv("NATS_IMAGE")
+		if images.osgm != "" && images.nats != "" {
+			return
+		}
+		images.osgm, images.nats = "osgm:scratch", "osgm-nats:scratch"
+		out, err := exec.Command("../scripts/images.sh").CombinedOutput()
+		if err != nil {
+			images.err = fmt.Errorf("scripts/images.sh: %v\n%s", err, out)
+		}
+	})
+	if images.err != nil {
+		t.Fatal(images.err)
+	}
+	return images.osgm, images.nats
+}
+
+// stack is one compose project.
+type stack struct {
+	t       *testing.T
+	project string
+	files   []string
+	env     []string
+	out     string // OUT_DIR
+	port    int    // NATS's client port, published on the host's loopback
+	train   string // TRAIN_FILE
+}
+
+var stacks int
+
+// newStack prepares a compose project over the shared data set name,
+// layering files (relative to deploy/, or absolute) in order; extra are
+// VAR=value settings that replace the defaults.
+func newStack(t *testing.T, name string, files []string, extra ...string) *stack {
+	t.Helper()
+	needDocker(t)
+	dataDir, _ := filepath.Abs("../../shared/data")
+	if _, err := os.Stat(filepath.Join(dataDir, name+".bz2")); err != nil {
+		t.Skipf("../shared/data/%s.bz2 is not here", name)
+	}
+	osgmImage, natsImage := offlineImages(t)
+	stacks++
+	s := &stack{t: t, project: fmt.Sprintf("osgme2e%d%d", os.Getpid(), stacks), out: t.TempDir(),
+		port: freePort(t), train: name + ".bz2"}
+	for _, f := range files {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join("../deploy", f)
+		}
+		s.files = append(s.files, f)
+	}
+	// The coordinator runs as the image's non-root user, as deployed; the
+	// output directory is made theirs as an operator would.
+	if os.Getuid() == 0 {
+		if err := os.Chown(s.out, 65532, 65532); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		extra = append([]string{fmt.Sprintf("OSGM_USER=%d:%d", os.Getuid(), os.Getgid())}, extra...)
+	}
+	s.env = append([]string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret",
+		"OSGM_IMAGE=" + osgmImage, "NATS_IMAGE=" + natsImage,
+		"DATA_DIR=" + dataDir, "OUT_DIR=" + s.out, "TRAIN_FILE=" + s.train,
+		fmt.Sprintf("NATS_PUBLISH=127.0.0.1:%d", s.port),
+	}, extra...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := s.compose("logs", "--no-color", "--tail", "60")
+			t.Logf("compose logs:\n%s", tail(logs, 12000))
+		}
+		s.compose("down", "-v", "--remove-orphans", "-t", "2")
+	})
+	return s
+}
+
+// compose runs docker-compose on the stack and returns its output.
+func (s *stack) compose(args ...string) (string, error) {
+	all := []string{"-p", s.project}
+	for _, f := range s.files {
+		all = append(all, "-f", f)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "docker-compose", append(all, args...)...)
+	cmd.Env = s.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (s *stack) mustCompose(args ...string) string {
+	s.t.Helper()
+	out, err := s.compose(args...)
+	if err != nil {
+		s.t.Fatalf("docker-compose %v: %v\n%s", args, err, tail(out, 4000))
+	}
+	return out
+}
+
+// docker runs the docker client and returns its trimmed output.
+func docker(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// containers lists the ids of a service's containers, stopped ones too.
+func (s *stack) containers(service string) []string {
+	s.t.Helper()
+	return strings.Fields(s.mustCompose("ps", "-a", "-q", service))
+}
+
+func (s *stack) container(service string) string {
+	s.t.Helper()
+	ids := s.containers(service)
+	if len(ids) != 1 {
+		s.t.Fatalf("%d containers of %s, want 1", len(ids), service)
+	}
+	return ids[0]
+}
+
+// state is a container's status, exit code and restart count.
+func state(t *testing.T, id string) (status string, code, restarts int) {
+	t.Helper()
+	f := strings.Fields(docker(t, "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}", id))
+	code, _ = strconv.Atoi(f[1])
+	restarts, _ = strconv.Atoi(f[2])
+	return f[0], code, restarts
+}
+
+func logsOf(t *testing.T, id string) string {
+	out, _ := exec.Command("docker", "logs", id).CombinedOutput()
+	return string(out)
+}
+
+// crash kills a container's process from outside with SIGKILL, as the
+// OOM killer or a crash would: unlike `docker kill`, which Docker counts
+// as stopped by hand, this is what a restart policy restarts.
+func crash(t *testing.T, id string) {
+	t.Helper()
+	pid := docker(t, "inspect", "-f", "{{.State.Pid}}", id)
+	if out, err := exec.Command("kill", "-KILL", pid).CombinedOutput(); err != nil {
+		t.Fatalf("kill %s: %v %s", pid, err, out)
+	}
+}
+
+// modelPath is the model file the coordinator writes on the host.
+func (s *stack) modelPath() string { return filepath.Join(s.out, s.train+".model") }
+
+// waitTrained waits for the coordinator to exit with status 0 and not be
+// restarted, and returns the model's bytes.
+func (s *stack) waitTrained(timeout time.Duration) []byte {
+	s.t.Helper()
+	id := s.container("coordinator")
+	checkFor(s.t, timeout, "the coordinator to finish", func() bool {
+		status, code, _ := state(s.t, id)
+		if status == "exited" && code != 0 {
+			s.t.Fatalf("the coordinator exited with %d:\n%s", code, tail(logsOf(s.t, id), 4000))
+		}
+		return status == "exited"
+	})
+	return readFile(s.t, s.modelPath())
+}
+
+// slowRun replaces the coordinator's training flags with a run long
+// enough to be hit mid-way (HDM for a fixed number of iterations,
+// checkpoints every 20 passes), keeping everything else of its command;
+// want is what the same flags give in one undisturbed local run.
+func slowRun(t *testing.T, urls string, iters int, extra ...string) (override string, flags []string) {
+	flags = append([]string{"-method", "hdm", "-e", "1e-12", "-max-iter", strconv.Itoa(iters)}, extra...)
+	cmd := append([]string{"-nats", urls, "-user", "coordinator", "-min-workers", "2", "-heartbeat-timeout", "2s",
+		"-checkpoint-every", "20", "-checkpoint", "/out/${TRAIN_FILE}.ckpt", "-resume=auto"}, flags...)
+	cmd = append(cmd, "/data/${TRAIN_FILE}", "/out/${TRAIN_FILE}.model")
+	quote := func(args []string) string {
+		q := make([]string, len(args))
+		for i, a := range args {
+			q[i] = strconv.Quote(a)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
+	yaml := fmt.Sprintf("services:\n  check:\n    command: %s\n  coordinator:\n    command: %s\n",
+		quote(append([]string{"coordinator", "-check"}, cmd...)), quote(append([]string{"coordinator"}, cmd...)))
+	override = filepath.Join(t.TempDir(), "slow.yaml")
+	if err := os.WriteFile(override, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return override, flags
+}
+
+// localModel trains the shared set in this process's coordinator binary,
+// the undisturbed reference.
+func localModel(t *testing.T, name string, flags ...string) []byte {
+	src, _ := filepath.Abs(filepath.Join("../../shared/data", name+".bz2"))
+	return train(t, src, append([]string{"-q"}, flags...)...)
+}
+
+const oneServer = "nats://nats:4222"
+const threeServers = "nats://nats:4222,nats://nats-2:4222,nats://nats-3:4222"
+
+// waitCheckpoint waits until the coordinator has written a checkpoint:
+// the run is under way, with state that a restart resumes from.
+func (s *stack) waitCheckpoint() {
+	s.t.Helper()
+	checkFor(s.t, 2*time.Minute, "a checkpoint", func() bool {
+		_, err := os.Stat(filepath.Join(s.out, s.train+".ckpt"))
+		return err == nil
+	})
+}
+
+// TestContainerTraining is the README's cluster command with three worker
+// containers: the model, written as the non-root user, is the bytes of
+// the coordinator run locally with the same flags, and only NATS's client
+// port reaches the host.
+func TestContainerTraining(t *testing.T) {
+	s := newStack(t, "a9a", []string{"compose.yaml"})
+	s.mustCompose("up", "-d", "--scale", "worker=3")
+	got := s.waitTrained(3 * time.Minute)
+	if want := localModel(t, "a9a", "-e", "0.01"); !bytes.Equal(got, want) {
+		t.Fatal("the compose cluster's model differs from the local coordinator's")
+	}
+	if os.Getuid() == 0 {
+		info, _ := os.Stat(s.modelPath())
+		if uid := fileOwner(info); uid != 65532 {
+			t.Errorf("the model belongs to uid %d, not the image's non-root user", uid)
+		}
+	}
+	if n := len(s.containers("worker")); n != 3 {
+		t.Errorf("%d worker containers, want 3", n)
+	}
+	for _, service := range []string{"nats", "worker", "coordinator", "check", "worker-check"} {
+		for _, id := range s.containers(service) {
+			ports := docker(t, "inspect", "-f", "{{range $p, $b := .NetworkSettings.Ports}}{{if $b}}{{$p}} {{end}}{{end}}", id)
+			want := ""
+			if service == "nats" {
+				want = "4222/tcp"
+			}
+			if strings.TrimSpace(ports) != want {
+				t.Errorf("%s publishes %q on the host, want %q", service, ports, want)
+			}
+		}
+	}
+}
+
+// TestContainerClusterTraining: three NATS servers, six workers.
+func TestContainerClusterTraining(t *testing.T) {
+	s := newStack(t, "a9a", []string{"compose.yaml", "compose.cluster.yaml"})
+	s.mustCompose("up", "-d", "--scale", "worker=6")
+	got := s.waitTrained(3 * time.Minute)
+	if want := localModel(t, "a9a", "-e", "0.01"); !bytes.Equal(got, want) {
+		t.Fatal("the three-server cluster's model differs from the local coordinator's")
+	}
+}
+
+// TestContainerWorkerFaults: one worker crashes (its process killed from
+// outside, as the OOM killer does) and comes back under its restart
+// policy and rejoins; another is `docker kill`ed, which Docker treats as
+// stopped by hand, so its shards move and it stays down until `up` brings
+// it back. A third is cut off the network (its TCP connection hangs, not
+// closes): its shards move after -heartbeat-timeout, and reconnected it
+// rejoins. The model is the undisturbed run's.
+func TestContainerWorkerFaults(t *testing.T) {
+	slow, flags := slowRun(t, oneServer, 3000)
+	s := newStack(t, "a9a", []string{"compose.yaml", slow})
+	s.mustCompose("up", "-d", "--scale", "worker=4")
+	s.waitCheckpoint()
+	ws := s.containers("worker")
+	coord := s.container("coordinator")
+	lost := func(id string) func() bool {
+		return func() bool { return logged(logsOf(t, coord), id, "worker lost") > 0 }
+	}
+
+	crash(t, ws[0])
+	checkFor(t, time.Minute, "the crashed worker to be restarted", func() bool {
+		status, _, restarts := state(t, ws[0])
+		return status == "running" && restarts >= 1
+	})
+
+	docker(t, "kill", ws[1])
+	checkFor(t, time.Minute, "the killed worker's shards to move", lost(ws[1]))
+	if status, _, _ := state(t, ws[1]); status != "exited" {
+		t.Fatalf("a worker killed with docker kill is %s: Docker restarted what was stopped by hand", status)
+	}
+
+	network := s.project + "_default"
+	docker(t, "network", "disconnect", network, ws[2])
+	checkFor(t, time.Minute, "the partitioned worker's shards to move", lost(ws[2]))
+	docker(t, "network", "connect", network, ws[2])
+	s.mustCompose("up", "-d", "--no-recreate", "--scale", "worker=4")
+
+	got := s.waitTrained(5 * time.Minute)
+	if want := localModel(t, "a9a", flags...); !bytes.Equal(got, want) {
+		t.Fatal("after the worker faults the model differs from the undisturbed run's")
+	}
+	out := logsOf(t, coord)
+	for i, id := range ws[:3] {
+		if n := joins(out, id); n < 2 {
+			t.Errorf("worker %d (%s) joined %d times: it never came back\n%s", i, id[:12], n, tail(out, 3000))
+		}
+	}
+}
+
+// joins counts the coordinator's lines for a container's worker joining,
+// or coming back after it was lost (a partition healed): a worker's id
+// starts with its host name, the container's short id.
+func joins(logs, id string) int {
+	return logged(logs, id, "worker joined") + logged(logs, id, "worker back")
+}
+
+// logged counts the coordinator's lines with message msg about a
+// container's worker.
+func logged(logs, id, msg string) int {
+	n := 0
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, `"msg":"`+msg+`"`) && strings.Contains(line, `"worker":"`+id[:12]) {
+			n++
+		}
+	}
+	return n
+}
+
+// fileOwner is the uid owning a file.
+func fileOwner(info os.FileInfo) int {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return -1
+}
+
+// TestContainerNATSRestarted: the nats container restarts mid-run
+// (JetStream on its volume); clients reconnect and the round goes out
+// again.
+func TestContainerNATSRestarted(t *testing.T) {
+	slow, flags := slowRun(t, oneServer, 2500)
+	s := newStack(t, "a9a", []string{"compose.yaml", slow})
+	s.mustCompose("up", "-d", "--scale", "worker=2")
+	s.waitCheckpoint()
+	docker(t, "restart", "-t", "1", s.container("nats"))
+	got := s.waitTrained(5 * time.Minute)
+	if want := localModel(t, "a9a", flags...); !bytes.Equal(got, want) {
+		t.Fatal("after the NATS restart the model differs from the undisturbed run's")
+	}
+	if out := logsOf(t, s.container("coordinator")); !strings.Contains(out, "reconnected to NATS") {
+		t.Errorf("the coordinator never lost NATS: the restart did not happen mid-run\n%s", tail(out, 2000))
+	}
+}
+
+// TestContainerCoordinatorCrashed: the coordinator's process is killed
+// mid-run; its restart policy brings it back, it resumes from the
+// checkpoint in $OUT_DIR and writes the undisturbed run's model.
+func TestContainerCoordinatorCrashed(t *testing.T) {
+	slow, flags := slowRun(t, oneServer, 2500)
+	s := newStack(t, "a9a", []string{"compose.yaml", slow})
+	s.mustCompose("up", "-d", "--scale", "worker=2")
+	s.waitCheckpoint()
+	coord := s.container("coordinator")
+	crash(t, coord)
+	got := s.waitTrained(5 * time.Minute)
+	if _, _, restarts := state(t, coord); restarts < 1 {
+		t.Fatal("the coordinator was not restarted")
+	}
+	if out := logsOf(t, coord); !strings.Contains(out, `"resuming"`) {
+		t.Fatalf("the restarted coordinator did not resume:\n%s", tail(out, 3000))
+	}
+	if want := localModel(t, "a9a", flags...); !bytes.Equal(got, want) {
+		t.Fatal("the resumed coordinator's model differs from the undisturbed run's")
+	}
+}
+
+// TestContainerClusterServerLost: three NATS servers, shards and the
+// checkpoint copy in the replicated object stores (-objstore); one
+// server's container is killed for good mid-run.
+func TestContainerClusterServerLost(t *testing.T) {
+	slow, flags := slowRun(t, threeServers, 2000, "-objstore")
+	s := newStack(t, "a9a", []string{"compose.yaml", "compose.cluster.yaml", slow})
+	s.mustCompose("up", "-d", "--scale", "worker=3")
+	s.waitCheckpoint()
+	docker(t, "kill", s.container("nats-2"))
+	got := s.waitTrained(5 * time.Minute)
+	if want := localModel(t, "a9a", flags...); !bytes.Equal(got, want) {
+		t.Fatal("with a server lost the model differs from the undisturbed run's")
+	}
+}
+
+// TestContainerScaled: the workers go from 2 to 6 during a training,
+// then to 2 again.
+func TestContainerScaled(t *testing.T) {
+	slow, flags := slowRun(t, oneServer, 3000)
+	s := newStack(t, "a9a", []string{"compose.yaml", slow})
+	s.mustCompose("up", "-d", "--scale", "worker=2")
+	s.waitCheckpoint()
+	coord := s.container("coordinator")
+	s.mustCompose("up", "-d", "--no-recreate", "--scale", "worker=6")
+	checkFor(t, time.Minute, "six workers to join", func() bool {
+		return strings.Count(logsOf(t, coord), `"worker joined"`) >= 6
+	})
+	s.mustCompose("up", "-d", "--no-recreate", "--scale", "worker=2")
+	got := s.waitTrained(5 * time.Minute)
+	if want := localModel(t, "a9a", flags...); !bytes.Equal(got, want) {
+		t.Fatal("scaled up and down, the model differs from the undisturbed run's")
+	}
+	if out := logsOf(t, coord); !strings.Contains(out, `"worker left"`) {
+		t.Errorf("no worker left on the scale-down:\n%s", tail(out, 2000))
+	}
+}
+
+// TestContainerSecurity: as deployed, a worker's credentials cannot read
+// the checkpoint bucket or publish as the coordinator, and a worker with
+// the wrong password ends with the server's reason and a non-zero exit.
+func TestContainerSecurity(t *testing.T) {
+	s := newStack(t, "heart_scale", []string{"compose.yaml"})
+	s.mustCompose("up", "-d", "--scale", "worker=2")
+	s.waitTrained(3 * time.Minute)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", s.port)
+
+	violations := make(chan error, 8)
+	nc, err := nats.Connect(url, nats.UserInfo("worker", "w-secret"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for _, subject := range []string{"osgm.w.x", "osgm.hello", "osgm.j.0000000000000001.down"} {
+		nc.Publish(subject, []byte("forged"))
+		nc.Flush()
+		select {
+		case err := <-violations:
+			if !strings.Contains(err.Error(), "ermissions") {
+				t.Fatalf("publishing on %s: unexpected error %v", subject, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a worker could publish on %s, as the coordinator", subject)
+		}
+	}
+	// The coordinator's credentials put an object in the checkpoint
+	// bucket, which the worker's then cannot read.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc, err := nats.Connect(url, nats.UserInfo("coordinator", "c-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	cjs, _ := jetstream.New(cc)
+	store, err := cjs.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "osgm-checkpoints"})
+	if err != nil {
+		t.Fatalf("the coordinator cannot open its checkpoint bucket: %v", err)
+	}
+	if _, err := store.PutBytes(ctx, "secret.ckpt", []byte("state")); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	if ws, err := js.ObjectStore(ctx, "osgm-checkpoints"); err == nil {
+		if _, err := ws.GetBytes(ctx, "secret.ckpt"); err == nil {
+			t.Fatal("a worker read the checkpoint bucket")
+		}
+	}
+
+	out, err := s.compose("run", "--rm", "-e", "NATS_PASSWORD=wrong", "worker")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("a worker with the wrong password exited with %v:\n%s", err, out)
+	}
+	if !strings.Contains(out, "Authorization Violation") {
+		t.Fatalf("the worker's exit does not give the server's reason:\n%s", tail(out, 2000))
+	}
+}
+
+// TestContainerBadConfiguration: what no restart can fix ends `up` with
+// one message from the checks, and the coordinator and workers never
+// start, so nothing loops.
+func TestContainerBadConfiguration(t *testing.T) {
+	cases := []struct {
+		name  string
+		extra []string
+		setup func(s *stack)
+		want  string
+	}{
+		{name: "missing training file", extra: []string{"TRAIN_FILE=no-such-file"}, want: "/data/no-such-file"},
+		{name: "output directory not writable", setup: func(s *stack) {
+			// Root's, as a directory Docker made because it was missing.
+			if os.Getuid() != 0 {
+				s.t.Skip("needs root to give OUT_DIR to another user")
+			}
+			os.Chown(s.out, 0, 0)
+			os.Chmod(s.out, 0o755)
+		}, want: "cannot create a file in /out"},
+		{name: "wrong worker password", setup: func(s *stack) {
+			// The server knows the right password; the workers are
+			// given another.
+			s.files = append(s.files, workerPassword(s.t, "w-secret-typo"))
+		}, want: "Authorization Violation"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStack(t, "heart_scale", []string{"compose.yaml"}, c.extra...)
+			if c.setup != nil {
+				c.setup(s)
+			}
+			out, err := s.compose("up", "-d", "--scale", "worker=2")
+			if err == nil {
+				t.Fatalf("up succeeded:\n%s", out)
+			}
+			logs := s.mustCompose("logs", "--no-color")
+			if !strings.Contains(logs, c.want) {
+				t.Fatalf("the logs do not say %q:\n%s\n%s", c.want, tail(out, 2000), tail(logs, 3000))
+			}
+			if ids := s.containers("coordinator"); len(ids) > 0 {
+				if status, _, _ := state(t, ids[0]); status != "created" {
+					t.Fatalf("the coordinator container is %s: it ran despite the failed check", status)
+				}
+			}
+		})
+	}
+	t.Run("passwords unset", func(t *testing.T) {
+		s := newStack(t, "heart_scale", []string{"compose.yaml"})
+		var env []string
+		for _, e := range s.env {
+			if !strings.HasPrefix(e, "WORKER_PASSWORD=") {
+				env = append(env, e)
+			}
+		}
+		s.env = env
+		out, err := s.compose("up", "-d")
+		if err == nil || !strings.Contains(out, "set WORKER_PASSWORD") {
+			t.Fatalf("up without WORKER_PASSWORD: %v\n%s", err, out)
+		}
+	})
+}
+
+// workerPassword is an override giving the workers (and their check) a
+// password of their own.
+func workerPassword(t *testing.T, pw string) string {
+	yaml := fmt.Sprintf("services:\n  worker-check:\n    environment:\n      NATS_PASSWORD: %q\n  worker:\n    environment:\n      NATS_PASSWORD: %q\n", pw, pw)
+	path := filepath.Join(t.TempDir(), "password.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

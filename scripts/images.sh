@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds the two images deploy/compose.yaml runs, without a registry: the
+# osgm binaries (static, CGO_ENABLED=0) and nats-server at the version
+# go.mod pins, each on an empty (scratch) base; busybox-static from
+# Debian's archive is the nats image's wget. deploy/Dockerfile builds the
+# same osgm image, but from golang and distroless images it pulls.
+#
+#   scripts/images.sh            # builds osgm:scratch and osgm-nats:scratch
+#   eval "$(scripts/images.sh -env)"   # ... and exports OSGM_IMAGE, NATS_IMAGE
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+osgm=${OSGM_IMAGE:-osgm:scratch}
+natsimg=${NATS_IMAGE:-osgm-nats:scratch}
+
+# Debian's busybox-static installs a static /bin/busybox (the dynamic
+# busybox package installs one that an empty image cannot run).
+busybox=${BUSYBOX:-/bin/busybox}
+if ! [ -x "$busybox" ] || ldd "$busybox" >/dev/null 2>&1; then
+  echo "images.sh: needs a static $busybox: apt-get install busybox-static" >&2
+  exit 1
+fi
+
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+mkdir "$ctx/osgm" "$ctx/nats"
+CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$ctx/osgm/" ./cmd/coordinator ./cmd/worker ./cmd/predict ./cmd/svmgen
+CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$ctx/nats/nats-server" github.com/nats-io/nats-server/v2
+cp "$busybox" "$ctx/nats/busybox"
+docker build -q -t "$osgm" -f deploy/offline/osgm.Dockerfile "$ctx/osgm" >&2
+docker build -q -t "$natsimg" -f deploy/offline/nats.Dockerfile "$ctx/nats" >&2
+if [ "${1:-}" = -env ]; then
+  echo "export OSGM_IMAGE=$osgm NATS_IMAGE=$natsimg"
+else
+  echo "built $osgm and $natsimg: OSGM_IMAGE=$osgm NATS_IMAGE=$natsimg docker-compose -f deploy/compose.yaml up" >&2
+fi
