@@ -26,6 +26,7 @@ type params struct {
 	noise, zipf                  float64
 	seed                         uint64
 	bytes                        int64 // stop after this many bytes (0: rows decides)
+	testRows                     int   // rows after the training rows, for a test file
 }
 
 // check says what is wrong with the parameters, naming the flag.
@@ -61,6 +62,9 @@ func main() {
 	flag.Uint64Var(&p.seed, "seed", 1, "random seed")
 	flag.StringVar(&size, "size", "", "write rows until the file has this size (e.g. 1G, 500M), instead of -rows")
 	flag.StringVar(&out, "o", "-", "output file (- for standard output)")
+	var testOut string
+	flag.StringVar(&testOut, "test", "", "also write -test-rows further rows of the same data (held out from -o) to this file")
+	flag.IntVar(&p.testRows, "test-rows", 0, "rows of the -test file (default: a fifth of -rows)")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: svmgen [options]\n\nWrites a synthetic LIBSVM file with text-like (power-law) features.\n\nOptions:\n")
 		flag.PrintDefaults()
@@ -75,21 +79,32 @@ func main() {
 		}
 		p.bytes, p.rows = n, math.MaxInt
 	}
+	if testOut == "" {
+		p.testRows = 0
+	} else if p.testRows == 0 {
+		p.testRows = max(p.rows/5, 1)
+	}
 	if err := p.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "svmgen:", err)
 		os.Exit(2)
 	}
-	w := io.Writer(os.Stdout)
-	if out != "-" {
-		f, err := os.Create(out)
+	w, test := io.Writer(os.Stdout), io.Discard
+	for _, o := range []struct {
+		path string
+		w    *io.Writer
+	}{{out, &w}, {testOut, &test}} {
+		if o.path == "" || o.path == "-" {
+			continue
+		}
+		f, err := os.Create(o.path)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "svmgen:", err)
 			os.Exit(1)
 		}
 		defer f.Close()
-		w = f
+		*o.w = f
 	}
-	if err := generate(w, p); err != nil {
+	if err := generate(w, test, p); err != nil {
 		fmt.Fprintln(os.Stderr, "svmgen:", err)
 		os.Exit(1)
 	}
@@ -126,7 +141,9 @@ type block struct {
 	ends []int
 }
 
-func generate(out io.Writer, p params) error {
+// generate writes p.rows rows (or p.bytes) to out, then p.testRows more
+// of the same data to test.
+func generate(out, test io.Writer, p params) error {
 	workers := runtime.GOMAXPROCS(0)
 	type job struct {
 		id  int
@@ -175,20 +192,30 @@ func generate(out io.Writer, p params) error {
 	}
 	bw := bufio.NewWriterSize(out, 1<<20)
 	var written int64
-	rows := 0
+	rows, testRows := 0, 0
 	for j := range order {
 		b := <-j.out
 		start := 0
 		for _, end := range b.ends {
 			if rows >= p.rows || (p.bytes > 0 && written >= p.bytes) {
-				return bw.Flush()
+				if testRows == p.testRows {
+					return bw.Flush()
+				}
+				if testRows == 0 {
+					if err := bw.Flush(); err != nil {
+						return err
+					}
+					bw = bufio.NewWriterSize(test, 1<<20)
+				}
+				testRows++
+			} else {
+				written += int64(end - start)
+				rows++
 			}
 			if _, err := bw.Write(b.text[start:end]); err != nil {
 				return err
 			}
-			written += int64(end - start)
 			start = end
-			rows++
 		}
 	}
 	return bw.Flush()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"runtime"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ func TestSameBytesWhateverTheCores(t *testing.T) {
 	for _, procs := range []int{1, 4} {
 		old := runtime.GOMAXPROCS(procs)
 		var b bytes.Buffer
-		err := generate(&b, p)
+		err := generate(&b, io.Discard, p)
 		runtime.GOMAXPROCS(old)
 		if err != nil {
 			t.Fatal(err)
@@ -46,13 +47,35 @@ func TestSameBytesWhateverTheCores(t *testing.T) {
 func TestSizeStopsAtTheFirstRowPastIt(t *testing.T) {
 	p := params{rows: 1 << 40, features: 1000, nnz: 10, classes: 2, zipf: 1.1, seed: 1, bytes: 100000}
 	var b bytes.Buffer
-	if err := generate(&b, p); err != nil {
+	if err := generate(&b, io.Discard, p); err != nil {
 		t.Fatal(err)
 	}
 	text := b.String()
 	last := strings.LastIndex(strings.TrimSuffix(text, "\n"), "\n")
 	if len(text) < 100000 || last+1 >= 100000 || !strings.HasSuffix(text, "\n") {
 		t.Fatalf("%d bytes, last row starts at %d: want the first row that reaches 100000 to be the last", len(text), last+1)
+	}
+}
+
+// TestTestRowsFollowTheTrainingRows: -test holds the rows that come after
+// the training rows, from the same hidden models: held out, not a copy.
+func TestTestRowsFollowTheTrainingRows(t *testing.T) {
+	p := params{rows: 3000, features: 2000, nnz: 15, classes: 2, noise: 0.05, zipf: 1.1, seed: 3}
+	var whole, train, test bytes.Buffer
+	all := p
+	all.rows = 3700
+	if err := generate(&whole, io.Discard, all); err != nil {
+		t.Fatal(err)
+	}
+	p.testRows = 700
+	if err := generate(&train, &test, p); err != nil {
+		t.Fatal(err)
+	}
+	if train.String()+test.String() != whole.String() {
+		t.Fatal("the training and test files are not the first 3000 and the next 700 rows")
+	}
+	if n := strings.Count(test.String(), "\n"); n != 700 {
+		t.Fatalf("%d test rows, want 700", n)
 	}
 }
 

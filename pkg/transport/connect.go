@@ -82,6 +82,9 @@ func (a Auth) options() ([]nats.Option, error) {
 	return opts, nil
 }
 
+// pingInterval is how often a client pings its server.
+const pingInterval = 3 * time.Second
+
 // Connect opens a connection that keeps reconnecting through server
 // restarts and says so in the log; extra options override its own.
 func Connect(url, name string, auth Auth, log *zap.Logger, extra ...nats.Option) (*nats.Conn, error) {
@@ -102,6 +105,13 @@ func Connect(url, name string, auth Auth, log *zap.Logger, extra ...nats.Option)
 			log.Warn("cannot reach NATS; retrying with backoff", zap.String("url", url), zap.Error(err))
 		}),
 		nats.ReconnectBufSize(64<<20),
+		// A connection that hangs rather than closes (a partition, a host
+		// that vanished, a healed link over which the old TCP connection
+		// is dead) is found by unanswered pings: within about 12 s, not
+		// the client's default of minutes, so a partitioned worker is
+		// back soon after the network is.
+		nats.PingInterval(pingInterval),
+		nats.MaxPingsOutstanding(3),
 		nats.RetryOnFailedConnect(true),
 		nats.ConnectHandler(func(*nats.Conn) { log.Info("connected to NATS", zap.String("url", url)) }),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
