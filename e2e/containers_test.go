@@ -323,7 +323,7 @@ func TestContainerClusterTraining(t *testing.T) {
 // Docker treats as stopped by hand: its shards move and it stays down
 // until `up` starts it again. The model is the undisturbed run's.
 func TestContainerWorkerFaults(t *testing.T) {
-	slow, flags := slowRun(t, oneServer, 6000)
+	slow, flags := slowRun(t, oneServer, 12000)
 	s := newStack(t, "a9a", []string{"compose.yaml", slow})
 	s.mustCompose("up", "-d", "--scale", "worker=4")
 	s.waitCheckpoint()
@@ -447,7 +447,7 @@ func TestContainerClusterServerLost(t *testing.T) {
 // TestContainerScaled: the workers go from 2 to 6 during a training,
 // then to 2 again.
 func TestContainerScaled(t *testing.T) {
-	slow, flags := slowRun(t, oneServer, 3000)
+	slow, flags := slowRun(t, oneServer, 8000)
 	s := newStack(t, "a9a", []string{"compose.yaml", slow})
 	s.mustCompose("up", "-d", "--scale", "worker=2")
 	s.waitCheckpoint()

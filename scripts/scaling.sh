@@ -1,5 +1,5 @@
 #!/bin/bash
-# scaling.sh FILE [N] [WORKERS...]: issue 4's scaling measurement. For each
+# scaling.sh FILE [N] [WORKERS...]: time a pass with more workers. For each
 # worker count W (default 1 2) it starts a nats-server and W standalone
 # `worker -parallel 1` processes (one core each), runs
 #   coordinator -nats URL -min-workers W -method hdm -max-iter 100 -e 1e-12 FILE
@@ -9,13 +9,51 @@
 # the bytes down and up a round (the coordinator's bus line), and whether
 # every run wrote the same model bits.
 # BINDIR (default /tmp/bin) holds coordinator, worker and nats-server.
+# ITERS (default 100) sets -max-iter. CONTAINERS=1 runs the same on
+# deploy/compose.yaml instead, with W worker containers and the
+# coordinator in a container (images from OSGM_IMAGE and NATS_IMAGE, for
+# example from scripts/images.sh): what the container network costs.
 set -uo pipefail
 f=${1:?usage: scaling.sh FILE [N] [WORKERS...]}; n=${2:-3}; shift $(($# < 2 ? $# : 2))
 counts=${*:-1 2}
 bin=${BINDIR:-/tmp/bin}
+iters=${ITERS:-100}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+deploy=$(cd "$(dirname "$0")/../deploy" && pwd)
+
+# containers W: the run on compose, the coordinator's log in $tmp/log.
+containers() {
+	local w=$1 base data
+	base=$(basename "$f"); data=$(cd "$(dirname "$f")" && pwd)
+	mkdir -p "$tmp/out"
+	cat >"$tmp/scale.yaml" <<-EOF
+	services:
+	  check:
+	    command: ["coordinator", "-check", "-nats", "nats://nats:4222", "-user", "coordinator", "/data/$base", "/out/model"]
+	  worker:
+	    command: ["worker", "-nats", "nats://nats:4222", "-user", "worker", "-parallel", "1"]
+	  coordinator:
+	    command: ["coordinator", "-nats", "nats://nats:4222", "-user", "coordinator", "-min-workers", "$w", "-method", "hdm", "-max-iter", "$iters", "-e", "1e-12", "/data/$base", "/out/model"]
+	EOF
+	local dc=(env COORDINATOR_PASSWORD=scale WORKER_PASSWORD=scale DATA_DIR="$data" OUT_DIR="$tmp/out"
+		OSGM_USER="$(id -u):$(id -g)" NATS_PUBLISH="127.0.0.1:$((20000 + RANDOM % 10000))"
+		docker-compose -p osgmscale -f "$deploy/compose.yaml" -f "$tmp/scale.yaml")
+	"${dc[@]}" up -d --scale worker="$w" >/dev/null 2>&1 || { echo "W=$w: compose up failed"; "${dc[@]}" logs --tail 5; }
+	local id; id=$("${dc[@]}" ps -q coordinator)
+	timeout 900 docker wait "$id" >/dev/null
+	docker logs "$id" >"$tmp/log" 2>&1
+	cp "$tmp/out/model" "$tmp/model"
+	"${dc[@]}" down -v -t 2 >/dev/null 2>&1
+}
+
 for i in $(seq "$n"); do
 	for w in $counts; do
+		if [ -n "${CONTAINERS:-}" ]; then
+			containers "$w"
+			digest=$(sha256sum <"$tmp/model" | cut -c1-16)
+			grep -h '"trained"\|"bus"' "$tmp/log" | sed "s/^/$w $digest /"
+			continue
+		fi
 		port=$((20000 + RANDOM % 10000))
 		"$bin/nats-server" -a 127.0.0.1 -p "$port" >"$tmp/server" 2>&1 &
 		pids=$!
@@ -24,7 +62,7 @@ for i in $(seq "$n"); do
 			pids="$pids $!"
 		done
 		OSGM_LOG_FORMAT=json timeout 600 "$bin/coordinator" -nats "nats://127.0.0.1:$port" -min-workers "$w" \
-			-method hdm -max-iter 100 -e 1e-12 "$f" "$tmp/model" >"$tmp/log" 2>&1 ||
+			-method hdm -max-iter "$iters" -e 1e-12 "$f" "$tmp/model" >"$tmp/log" 2>&1 ||
 			{ echo "W=$w run $i failed:"; tail -5 "$tmp/log"; }
 		# shellcheck disable=SC2086
 		kill $pids 2>/dev/null

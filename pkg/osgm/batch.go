@@ -1,7 +1,6 @@
 package osgm
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -11,13 +10,9 @@ import (
 // which bounds the methods' memory (L-BFGS holds some 30 vectors a
 // problem) by the batch instead of by every class, and gives the same
 // bits as all at once: a batch is Minimize over those problems alone, on
-// an objective that evaluates just them (a Subsetter).
+// an objective that evaluates just them.
 
 func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Result, error) {
-	sub, ok := obj.(Subsetter)
-	if !ok {
-		return nil, errors.New("osgm: problems in batches need an objective that evaluates some of them (a Subsetter)")
-	}
 	K, B := len(x0), s.Batch
 	// The method is the whole run's choice, not a batch's.
 	s.Method = Choose(s.Method, K, s.Shape)
@@ -94,7 +89,7 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 				return s.Checkpoint(snap)
 			}
 		}
-		r, err := Minimize(batchOf(sub, obj, ks), x0[lo:hi], bprobs, bs)
+		r, err := Minimize(&batch{obj: obj, ks: ks}, x0[lo:hi], bprobs, bs)
 		if err != nil {
 			return nil, err
 		}
@@ -117,52 +112,26 @@ func (res *Result) place(lo int, r *Result) {
 // batch is problems ks of an objective, as problems 0, 1, ... of their
 // own.
 type batch struct {
-	sub Subsetter
+	obj Objective
 	ks  []int
 	buf []int
 }
 
-// batchOf is ks of obj, an EvalDiager too if obj is one: what a method
-// asks for depends on it.
-func batchOf(sub Subsetter, obj Objective, ks []int) Objective {
-	b := &batch{sub: sub, ks: ks}
-	if ed, ok := obj.(EvalDiager); ok {
-		return diagBatch{b, ed}
+func (b *batch) Ops() Op { return b.obj.Ops() }
+
+// Evaluate maps the batch's problems to obj's (nil: all of the batch).
+func (b *batch) Evaluate(e *Batch) error {
+	inner := e.Ks
+	if inner == nil {
+		e.Ks = b.ks
+	} else {
+		b.buf = b.buf[:0]
+		for _, k := range inner {
+			b.buf = append(b.buf, b.ks[k])
+		}
+		e.Ks = b.buf
 	}
-	return b
-}
-
-// of maps the batch's problems to obj's (nil: all of the batch).
-func (b *batch) of(ks []int) []int {
-	if ks == nil {
-		return b.ks
-	}
-	b.buf = b.buf[:0]
-	for _, k := range ks {
-		b.buf = append(b.buf, b.ks[k])
-	}
-	return b.buf
-}
-
-func (b *batch) Eval(x [][]float64, f []float64, g [][]float64) error {
-	return b.sub.EvalSome(b.ks, x, f, g)
-}
-
-func (b *batch) HessVec(x, v, hv [][]float64) error { return b.sub.HessVecSome(b.ks, x, v, hv) }
-
-func (b *batch) EvalSome(ks []int, x [][]float64, f []float64, g [][]float64) error {
-	return b.sub.EvalSome(b.of(ks), x, f, g)
-}
-
-func (b *batch) HessVecSome(ks []int, x, v, hv [][]float64) error {
-	return b.sub.HessVecSome(b.of(ks), x, v, hv)
-}
-
-type diagBatch struct {
-	*batch
-	ed EvalDiager
-}
-
-func (b diagBatch) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
-	return b.ed.EvalDiagSome(b.of(ks), x, f, g, d)
+	err := b.obj.Evaluate(e)
+	e.Ks = inner
+	return err
 }

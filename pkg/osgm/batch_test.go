@@ -6,23 +6,8 @@ import (
 	"testing"
 )
 
-// someQuadratic is a quadratic that evaluates some of its problems: the
-// problems share A and differ in their centre c.
-type someQuadratic struct{ *quadratic }
-
-func (q someQuadratic) EvalSome(ks []int, x [][]float64, f []float64, g [][]float64) error {
-	for i, k := range ks {
-		one := &quadratic{A: q.A, c: [][]float64{q.c[k]}}
-		one.Eval(x[i:i+1], f[i:i+1], g[i:i+1])
-	}
-	q.evals++
-	return nil
-}
-
-func (q someQuadratic) HessVecSome(ks []int, x, v, hv [][]float64) error { return q.HessVec(x, v, hv) }
-
-func batchRun(method string) (someQuadratic, [][]float64, Settings) {
-	q := someQuadratic{newQuadratic(rand.New(rand.NewPCG(5, 6)), 8, 5, 30, true)}
+func batchRun(method string) (*quadratic, [][]float64, Settings) {
+	q := newQuadratic(rand.New(rand.NewPCG(5, 6)), 8, 5, 30, true)
 	x0 := make([][]float64, 5)
 	for k := range x0 {
 		x0[k] = make([]float64, 8)

@@ -117,11 +117,11 @@ type failingAt struct {
 
 var errStopped = errors.New("stopped")
 
-func (o *failingAt) Eval(x [][]float64, f []float64, g [][]float64) error {
+func (o *failingAt) Evaluate(b *Batch) error {
 	if o.calls++; o.calls == o.at {
 		return errStopped
 	}
-	return o.quadratic.Eval(x, f, g)
+	return o.quadratic.Evaluate(b)
 }
 
 // TestStoppedPassEndsAsInterrupted: a pass that fails once Interrupt
@@ -365,9 +365,9 @@ type clocked struct {
 	pass time.Duration
 }
 
-func (c clocked) Eval(x [][]float64, f []float64, g [][]float64) error {
+func (c clocked) Evaluate(b *Batch) error {
 	*c.t = c.t.Add(c.pass)
-	return c.quadratic.Eval(x, f, g)
+	return c.quadratic.Evaluate(b)
 }
 
 // TestCheckpointShareSpacesSnapshots: on a clock where a pass takes 10 ms

@@ -15,51 +15,66 @@ import (
 	"sort"
 )
 
-// Objective evaluates K independent problems that share one pass over the
-// data. x[k], g[k] have the problem dimension; Eval overwrites f and g.
-type Objective interface {
-	Eval(x [][]float64, f []float64, g [][]float64) error
-}
-
-// HessVecer is an Objective that can also apply its (generalised) Hessian:
-// hv[k] = H_k(x[k]) v[k].
-type HessVecer interface {
-	HessVec(x, v, hv [][]float64) error
-}
-
-// Subsetter is an Objective whose passes cost in proportion to the
-// problems they carry (one-vs-rest data, where every problem reads every
-// row). Minimize then evaluates only the problems that asked: ks lists
-// them, and x, f, g (or x, v, hv) hold those problems in that order.
-type Subsetter interface {
-	EvalSome(ks []int, x [][]float64, f []float64, g [][]float64) error
-	HessVecSome(ks []int, x, v, hv [][]float64) error
-}
-
-// EvalHesser is an Objective that can also compute, in the pass of an
-// evaluation, its whole (generalised) Hessian h[k] = H_k(x[k]), dense and
-// row by row, for one problem at a time (len(x) == 1).
-type EvalHesser interface {
-	EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error
-}
-
-// EvalDiager is an Objective that can also compute, in the pass of an
-// evaluation, its (generalised) Hessian's diagonal d[k] = diag H_k(x[k]),
-// for the problems ks (nil: all) held in x, f, g and d in the order of ks.
-type EvalDiager interface {
-	EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error
-}
-
-// Op is the kind of evaluation a method asks for.
+// Op says what an evaluation computes, as a bitmask (gonum/optimize's
+// Operation): methods ask for one, objectives say which they can do.
 type Op uint8
 
 const (
-	OpEval     Op = iota // value and gradient at X
-	OpHessVec            // Hessian at X applied to V
-	OpEvalDiag           // value, gradient and the Hessian's diagonal at X
-	OpEvalHess           // value, gradient and the whole Hessian at X
-	numOps
+	OpValue   Op = 1 << iota // f(X)
+	OpGrad                   // the gradient at X
+	OpDiag                   // the (generalised) Hessian's diagonal at X
+	OpHess                   // the whole (generalised) Hessian at X, one problem a pass
+	OpHessVec                // the Hessian at X applied to V
+
+	OpEval     = OpValue | OpGrad
+	OpEvalDiag = OpEval | OpDiag
+	OpEvalHess = OpEval | OpHess
 )
+
+func (op Op) String() string {
+	switch op {
+	case OpEval:
+		return "eval"
+	case OpEvalDiag:
+		return "eval+diag"
+	case OpEvalHess:
+		return "eval+hess"
+	case OpHessVec:
+		return "hessvec"
+	}
+	return fmt.Sprintf("op(%#x)", uint8(op))
+}
+
+// passOrder is the order in which Minimize makes a round's passes, one
+// for each kind the methods asked for.
+var passOrder = [...]Op{OpEval, OpHessVec, OpEvalDiag, OpEvalHess}
+
+// Batch is one pass over the data: Op for the problems Ks at X (and V).
+// The vectors are indexed like Ks; the objective fills those Op names.
+type Batch struct {
+	Op Op
+	// Ks are the problems evaluated, in the order of the vectors; nil
+	// means every problem, in order.
+	Ks   []int
+	X, V [][]float64
+	F    []float64   // OpValue
+	G    [][]float64 // OpGrad
+	D    [][]float64 // OpDiag
+	H    [][]float64 // OpHess: Dim x Dim, row by row
+	HV   [][]float64 // OpHessVec
+}
+
+// Objective evaluates K independent problems that share one pass over
+// the data; a pass costs in proportion to the problems it carries. Ops
+// is what Evaluate can compute (OpEval at least); Evaluate computes
+// b.Op, one of OpEval, OpEvalDiag, OpEvalHess and OpHessVec.
+type Objective interface {
+	Ops() Op
+	Evaluate(b *Batch) error
+}
+
+// ErrUnsupported is returned for an Op an objective cannot compute.
+var ErrUnsupported = errors.New("osgm: the objective cannot compute this")
 
 // Request is the evaluation a method needs next. X and V belong to the
 // method and stay unchanged until the following Tell.
@@ -109,7 +124,7 @@ type Problem struct {
 	// taken more steps (zero: after any solve).
 	HessPasses float64
 	// EvalDiag says the objective computes the Hessian's diagonal with an
-	// evaluation (OpEvalDiag); Minimize sets it.
+	// evaluation (it has OpDiag); Minimize sets it.
 	EvalDiag bool
 }
 
@@ -197,27 +212,41 @@ func Choose(name string, problems int, shape Shape) string {
 // ErrUnknownMethod is returned by New for a name it does not know.
 var ErrUnknownMethod = errors.New("osgm: unknown method")
 
-type constructor func(Problem, Params) Method
+// spec is a method: how to make one, and what it asks of the objective
+// beyond OpEval.
+type spec struct {
+	make  func(Problem, Params) Method
+	needs Op
+	// startDiag: reads Problem.Diag unless Params.NoDiag (the OSGM
+	// family), or always (Newton, whose first solve at 0 is
+	// preconditioned with it).
+	startDiag, diagAlways bool
+}
 
-var methods = map[string]constructor{
-	"osgm-h":  func(p Problem, q Params) Method { return newOSGM(p, q, hypergrad) },
-	"osgm-r":  func(p Problem, q Params) Method { return newOSGM(p, q, ratio) },
-	"osgm-g":  func(p Problem, q Params) Method { return newOSGM(p, q, gradNorm) },
-	"hdm":     func(p Problem, q Params) Method { return newOSGM(p, q, momentum) },
-	"gd":      newGD,
-	"adagrad": newAdaGrad,
-	"agd":     func(p Problem, q Params) Method { return newAGD(p, false) },
-	"sagd":    func(p Problem, q Params) Method { return newAGD(p, true) },
-	"lbfgs":   newLBFGS,
+func osgmSpec(s surrogate) spec {
+	return spec{make: func(p Problem, q Params) Method { return newOSGM(p, q, s) }, startDiag: true}
+}
+
+var methods = map[string]spec{
+	"osgm-h": osgmSpec(hypergrad),
+	"osgm-r": osgmSpec(ratio),
+	// OSGM-G's surrogate needs the Hessian along the gradient.
+	"osgm-g":  {make: func(p Problem, q Params) Method { return newOSGM(p, q, gradNorm) }, needs: OpHessVec, startDiag: true},
+	"hdm":     osgmSpec(momentum),
+	"gd":      {make: newGD},
+	"adagrad": {make: newAdaGrad},
+	"agd":     {make: func(p Problem, q Params) Method { return newAGD(p, false) }},
+	"sagd":    {make: func(p Problem, q Params) Method { return newAGD(p, true) }},
+	"lbfgs":   {make: newLBFGS},
 	// Trust-region Newton-CG, LIBLINEAR's own -s 2 method, as a baseline
 	// and for the fewest passes.
-	"newton": newNewton,
+	"newton": {make: newNewton, needs: OpHessVec, diagAlways: true},
 	// Newton with the whole Hessian, solved exactly: few passes where
 	// there are few features.
-	"newton-full": newNewtonFull,
+	"newton-full": {make: newNewtonFull, needs: OpHessVec | OpHess, diagAlways: true},
 	// gonum's L-BFGS with More-Thuente line search, for comparison; its
 	// state is private, so checkpoints restart it from the best point.
-	"gonum-lbfgs": newGonumLBFGS,
+	"gonum-lbfgs": {make: newGonumLBFGS},
 }
 
 // Methods lists the method names New accepts.
@@ -232,31 +261,21 @@ func Methods() []string {
 
 // New returns the named method for problem p.
 func New(name string, p Problem, q Params) (Method, error) {
-	c, ok := methods[name]
+	sp, ok := methods[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownMethod, name, Methods())
 	}
-	return c(p, q), nil
+	return sp.make(p, q), nil
 }
+
+// Needs is what the named method may ask of an objective beyond OpEval:
+// OpHessVec, OpHess. OpDiag it takes when the objective has it.
+func Needs(name string) Op { return methods[name].needs }
 
 // UsesStartDiag reports whether the named method reads Problem.Diag, so a
 // caller computes the diagonal (a pass over the data) only for those that
-// do: the OSGM family unless NoDiag, and Newton, whose first solve at 0
-// is preconditioned with it.
+// do.
 func UsesStartDiag(name string, q Params) bool {
-	switch name {
-	case "osgm-h", "osgm-r", "osgm-g", "hdm":
-		return !q.NoDiag
-	case "newton", "newton-full":
-		return true
-	}
-	return false
-}
-
-// NeedsHess reports whether the named method may ask for OpEvalHess.
-func NeedsHess(name string) bool { return name == "newton-full" }
-
-// NeedsHessVec reports whether the named method asks for OpHessVec.
-func NeedsHessVec(name string) bool {
-	return name == "osgm-g" || name == "newton" || name == "newton-full"
+	sp := methods[name]
+	return sp.diagAlways || sp.startDiag && !q.NoDiag
 }

@@ -145,23 +145,16 @@ type run struct {
 	active  int // problems not done
 	start   time.Time
 
-	obj  Objective
-	hv   HessVecer  // nil unless obj has them
-	eh   EvalHesser //
-	ed   EvalDiager //
-	some Subsetter  //
+	obj Objective
+	ops Op // what obj computes
 
 	// A round's requests, replies and the methods' steps, by problem.
 	reqs              []Request
 	steps             []Step
 	f                 []float64
 	outs, diags, hess [][]float64 // gradient or Hv; diagonal; Hessian
-	// The arguments of one evaluation call: every problem's (xs, vs), or
-	// those of the problems that asked (ks, sx, ...).
-	xs, vs           [][]float64
-	ks               []int
-	sx, sv, sout, sd [][]float64
-	sf               []float64
+	// One pass's batch: the problems that asked, and their vectors.
+	b Batch
 
 	lastSnap int           // res.Evals at the last snapshot
 	snapAt   time.Time     // when the last snapshot began
@@ -175,16 +168,14 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 	r := &run{s: s, K: K, obj: obj, start: s.Now()}
 	r.s.Method = Choose(s.Method, K, s.Shape)
 	method := r.s.Method
-	r.hv, _ = obj.(HessVecer)
-	r.eh, _ = obj.(EvalHesser)
-	r.ed, _ = obj.(EvalDiager)
-	r.some, _ = obj.(Subsetter)
+	r.ops = obj.Ops()
+	needs := Needs(method)
 	switch {
-	case NeedsHessVec(method) && r.hv == nil:
+	case needs&OpHessVec != 0 && r.ops&OpHessVec == 0:
 		return nil, fmt.Errorf("osgm: %s needs Hessian-vector products, which this objective lacks", method)
-	case NeedsHess(method) && r.eh == nil:
+	case needs&OpHess != 0 && r.ops&OpHess == 0:
 		return nil, fmt.Errorf("osgm: %s needs the Hessian, which this objective lacks", method)
-	case NeedsHess(method) && K > 0 && len(x0[0]) > MaxFullDim:
+	case needs&OpHess != 0 && K > 0 && len(x0[0]) > MaxFullDim:
 		return nil, fmt.Errorf("osgm: %s takes at most %d coordinates (features and bias); this problem has %d: use newton", method, MaxFullDim, len(x0[0]))
 	}
 
@@ -193,15 +184,14 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 	for k := range r.outs {
 		n := len(x0[k])
 		r.outs[k] = make([]float64, n)
-		if r.ed != nil {
+		if r.ops&OpDiag != 0 {
 			r.diags[k] = make([]float64, n)
 		}
-		if NeedsHess(method) {
+		if needs&OpHess != 0 {
 			r.hess[k] = make([]float64, n*n)
 		}
 	}
 	r.reqs, r.steps = make([]Request, K), make([]Step, K)
-	r.xs, r.vs = make([][]float64, K), make([][]float64, K)
 	r.res = &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
 		Iters: make([]int, K), Converged: make([]bool, K)}
 	r.stalled = make([]bool, K)
@@ -218,7 +208,7 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 			copy(r.outs[k], s.G0[k])
 		}
 	default:
-		if err := obj.Eval(x0, r.f, r.outs); err != nil {
+		if err := obj.Evaluate(&Batch{Op: OpEval, X: x0, F: r.f, G: r.outs}); err != nil {
 			return nil, err
 		}
 		r.res.Evals++
@@ -226,7 +216,7 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 	r.ms = make([]Method, K)
 	for k := range r.ms {
 		prob := probs[k]
-		prob.EvalDiag = r.ed != nil
+		prob.EvalDiag = r.ops&OpDiag != 0
 		m, err := New(method, prob, s.Params)
 		if err != nil {
 			return nil, err
@@ -314,14 +304,8 @@ func (r *run) iterate() error {
 			r.reqs[k] = r.ms[k].Next()
 		}
 	})
-	var need [numOps]bool
-	for k := range r.ms {
-		if !r.done(k) {
-			need[r.reqs[k].Op] = true
-		}
-	}
-	for op := range numOps {
-		if !need[op] {
+	for _, op := range passOrder {
+		if !r.anyAsked(op) {
 			continue
 		}
 		if err := r.pass(op); err != nil {
@@ -336,85 +320,70 @@ func (r *run) iterate() error {
 	return nil
 }
 
-// pass evaluates op for the problems that asked for it.
-func (r *run) pass(op Op) error {
-	switch {
-	case op == OpEvalHess:
-		return r.passHess()
-	case r.some != nil && r.K > 1:
-		return r.passSome(op)
+func (r *run) anyAsked(op Op) bool {
+	for k := range r.ms {
+		if r.asked(k, op) {
+			return true
+		}
 	}
-	return r.passAll(op)
+	return false
 }
 
-// passHess makes one pass per problem that asked: a pass carries one
-// problem's Hessian.
-func (r *run) passHess() error {
+// pass evaluates op for the problems that asked for it, and those alone
+// (all of them, as nil, when there is one problem). A pass carries one
+// problem's Hessian, so OpEvalHess makes a pass per problem that asked.
+func (r *run) pass(op Op) error {
 	first := true
 	for k := range r.ms {
-		if !r.asked(k, OpEvalHess) {
+		if op != OpEvalHess || !r.asked(k, op) {
 			continue
 		}
 		if !first {
 			r.res.Evals++ // iterate counts the first
 		}
 		first = false
-		var only []int
-		if r.K > 1 {
-			only = []int{k}
-		}
-		if err := r.eh.EvalHessSome(only, [][]float64{r.reqs[k].X}, r.f[k:k+1], r.outs[k:k+1], r.hess[k:k+1]); err != nil {
+		if err := r.evaluate(op, k, k+1); err != nil {
 			return err
 		}
 	}
-	return nil
+	if op == OpEvalHess {
+		return nil
+	}
+	return r.evaluate(op, 0, r.K)
 }
 
-// passSome evaluates the problems that asked, and those alone.
-func (r *run) passSome(op Op) error {
-	r.ks, r.sx, r.sv, r.sout, r.sd, r.sf = r.ks[:0], r.sx[:0], r.sv[:0], r.sout[:0], r.sd[:0], r.sf[:0]
-	for k := range r.ms {
-		if r.asked(k, op) {
-			r.ks = append(r.ks, k)
-			r.sx, r.sv, r.sout, r.sf = append(r.sx, r.reqs[k].X), append(r.sv, r.reqs[k].V), append(r.sout, r.outs[k]), append(r.sf, 0)
-			r.sd = append(r.sd, r.diags[k])
+// evaluate makes one pass of op over the problems in [lo, hi) that asked.
+func (r *run) evaluate(op Op, lo, hi int) error {
+	b := &r.b
+	*b = Batch{Op: op, Ks: b.Ks[:0], X: b.X[:0], V: b.V[:0], F: b.F[:0], G: b.G[:0], D: b.D[:0], H: b.H[:0], HV: b.HV[:0]}
+	for k := lo; k < hi; k++ {
+		if !r.asked(k, op) {
+			continue
+		}
+		b.Ks, b.X = append(b.Ks, k), append(b.X, r.reqs[k].X)
+		switch op {
+		case OpHessVec:
+			b.V, b.HV = append(b.V, r.reqs[k].V), append(b.HV, r.outs[k])
+		default:
+			b.F, b.G = append(b.F, 0), append(b.G, r.outs[k])
+			if op&OpDiag != 0 {
+				b.D = append(b.D, r.diags[k])
+			}
+			if op&OpHess != 0 {
+				b.H = append(b.H, r.hess[k])
+			}
 		}
 	}
-	var err error
-	switch op {
-	case OpEval:
-		err = r.some.EvalSome(r.ks, r.sx, r.sf, r.sout)
-	case OpHessVec:
-		err = r.some.HessVecSome(r.ks, r.sx, r.sv, r.sout)
-	case OpEvalDiag:
-		err = r.ed.EvalDiagSome(r.ks, r.sx, r.sf, r.sout, r.sd)
+	ks := b.Ks
+	if r.K == 1 {
+		b.Ks = nil // the objective's only problem
 	}
-	for i, k := range r.ks {
-		r.f[k] = r.sf[i]
+	err := r.obj.Evaluate(b)
+	for i, f := range b.F {
+		r.f[ks[i]] = f
 	}
+	b.Ks = ks // keeps its memory for the next pass
 	return err
-}
-
-// passAll evaluates every problem, for an objective that cannot evaluate
-// some alone: those that did not ask ride along at their best point, and
-// their results are ignored.
-func (r *run) passAll(op Op) error {
-	for k := range r.ms {
-		if r.asked(k, op) {
-			r.xs[k], r.vs[k] = r.reqs[k].X, r.reqs[k].V
-		} else {
-			r.xs[k], _, _ = r.ms[k].Best()
-			r.vs[k] = r.xs[k]
-		}
-	}
-	switch op {
-	case OpEval:
-		return r.obj.Eval(r.xs, r.f, r.outs)
-	case OpHessVec:
-		return r.hv.HessVec(r.xs, r.vs, r.outs)
-	default:
-		return r.ed.EvalDiagSome(nil, r.xs, r.f, r.outs, r.diags)
-	}
 }
 
 // tell gives the problems that asked for op its results (their methods

@@ -1,7 +1,6 @@
 package osgm
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -60,45 +59,38 @@ func newQuadratic(rng *rand.Rand, n, K int, cond float64, rotate bool) *quadrati
 	return q
 }
 
+// Eval is every problem's value and gradient.
 func (q *quadratic) Eval(x [][]float64, f []float64, g [][]float64) error {
-	q.evals++
-	for k := range x {
-		r := make([]float64, len(x[k]))
-		floats.SubTo(r, x[k], q.c[k])
-		for i := range g[k] {
-			g[k][i] = floats.Dot(q.A[i], r)
-		}
-		f[k] = floats.Dot(r, g[k]) / 2
-	}
-	return nil
+	return q.Evaluate(&Batch{Op: OpEval, X: x, F: f, G: g})
 }
 
-func (q *quadratic) HessVec(x, v, hv [][]float64) error {
-	q.evals++
-	for k := range v {
-		for i := range hv[k] {
-			hv[k][i] = floats.Dot(q.A[i], v[k])
-		}
-	}
-	return nil
-}
+func (q *quadratic) Ops() Op { return OpEval | OpHessVec | OpHess }
 
-// EvalHessSome is Eval with the (constant) Hessian, for newton-full.
-func (q *quadratic) EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error {
+// Evaluate is Eval over any problems, with Hessian-vector products and
+// the (constant) Hessian for newton-full.
+func (q *quadratic) Evaluate(b *Batch) error {
 	q.evals++
-	for i := range x {
+	for i := range b.X {
 		k := i
-		if ks != nil {
-			k = ks[i]
+		if b.Ks != nil {
+			k = b.Ks[i]
 		}
-		r := make([]float64, len(x[i]))
-		floats.SubTo(r, x[i], q.c[k])
+		if b.Op == OpHessVec {
+			for a := range b.HV[i] {
+				b.HV[i][a] = floats.Dot(q.A[a], b.V[i])
+			}
+			continue
+		}
+		r := make([]float64, len(b.X[i]))
+		floats.SubTo(r, b.X[i], q.c[k])
 		n := len(r)
 		for a := range n {
-			g[i][a] = floats.Dot(q.A[a], r)
-			copy(h[i][a*n:(a+1)*n], q.A[a])
+			b.G[i][a] = floats.Dot(q.A[a], r)
+			if b.Op&OpHess != 0 {
+				copy(b.H[i][a*n:(a+1)*n], q.A[a])
+			}
 		}
-		f[i] = floats.Dot(r, g[i]) / 2
+		b.F[i] = floats.Dot(r, b.G[i]) / 2
 	}
 	return nil
 }
@@ -109,32 +101,26 @@ func (q *quadratic) EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]
 // for the methods' paths and checkpoints to depend on it.
 type diagQuadratic struct{ *quadratic }
 
-func (q diagQuadratic) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
-	if ks != nil {
-		return errors.New("diagQuadratic: no subsets")
-	}
-	if err := q.Eval(x, f, g); err != nil {
-		return err
-	}
-	for k := range x {
-		for i := range d[k] {
-			d[k][i] = q.A[i][i] * (1 + math.Abs(math.Sin(x[k][i])))
-		}
-	}
-	return nil
-}
+func (q diagQuadratic) Ops() Op { return q.quadratic.Ops() | OpDiag }
 
-// EvalHessSome makes the Hessian vary with x too: A with each row and
-// column scaled by sqrt(1 + |sin x_i|), still positive definite.
-func (q diagQuadratic) EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error {
-	if err := q.quadratic.EvalHessSome(ks, x, f, g, h); err != nil {
+// Evaluate makes the Hessian vary with x too: A with each row and column
+// scaled by sqrt(1 + |sin x_i|), still positive definite.
+func (q diagQuadratic) Evaluate(b *Batch) error {
+	if err := q.quadratic.Evaluate(b); err != nil {
 		return err
 	}
-	for i := range x {
-		n := len(x[i])
-		for a := range n {
-			for b := range n {
-				h[i][a*n+b] *= math.Sqrt((1 + math.Abs(math.Sin(x[i][a]))) * (1 + math.Abs(math.Sin(x[i][b]))))
+	for i, x := range b.X {
+		n := len(x)
+		if b.Op&OpDiag != 0 {
+			for a := range n {
+				b.D[i][a] = q.A[a][a] * (1 + math.Abs(math.Sin(x[a])))
+			}
+		}
+		if b.Op&OpHess != 0 {
+			for a := range n {
+				for c := range n {
+					b.H[i][a*n+c] *= math.Sqrt((1 + math.Abs(math.Sin(x[a]))) * (1 + math.Abs(math.Sin(x[c]))))
+				}
 			}
 		}
 	}

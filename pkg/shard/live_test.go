@@ -211,25 +211,25 @@ func TestObjectiveOverLiveCoordinates(t *testing.T) {
 		}
 	}
 
-	check(live.EvalSome(ks, pick(x), f, g))
-	check(full.EvalSome(ks, pick(fx), wf, wg))
+	check(live.evalSome(ks, pick(x), f, g))
+	check(full.evalSome(ks, pick(fx), wf, wg))
 	if !slices.Equal(f, wf) {
 		t.Fatalf("values %v, the full pass's %v", f, wf)
 	}
 	same("gradient", g, wg)
 
-	check(live.HessVecSome(ks, pick(x), pick(v), g))
-	check(full.HessVecSome(ks, pick(fx), pick(fv), wg))
+	check(live.hessVecSome(ks, pick(x), pick(v), g))
+	check(full.hessVecSome(ks, pick(fx), pick(fv), wg))
 	same("Hessian-vector product", g, wg)
 
-	check(live.EvalDiagSome(ks, pick(x), f, g, d))
-	check(full.EvalDiagSome(ks, pick(fx), wf, wg, wd))
+	check(live.evalDiagSome(ks, pick(x), f, g, d))
+	check(full.evalDiagSome(ks, pick(fx), wf, wg, wd))
 	same("gradient with the diagonal", g, wg)
 	same("diagonal", d, wd)
 
 	h, wh := [][]float64{make([]float64, n*n)}, [][]float64{make([]float64, dim*dim)}
-	check(live.EvalHessSome(ks[:1], pick(x)[:1], f, g[:1], h))
-	check(full.EvalHessSome(ks[:1], pick(fx)[:1], wf, wg[:1], wh))
+	check(live.evalHessSome(ks[:1], pick(x)[:1], f, g[:1], h))
+	check(full.evalHessSome(ks[:1], pick(fx)[:1], wf, wg[:1], wh))
 	for a, ja := range idx {
 		for c, jc := range idx {
 			if math.Float64bits(h[0][a*n+c]) != math.Float64bits(wh[0][ja*dim+jc]) {
@@ -286,11 +286,11 @@ func TestOneProblemPassesAreTheBatchPasses(t *testing.T) {
 				}
 			}
 			f, g, d, hv1, hv2 := make([]float64, K), vecs(), vecs(), vecs(), vecs()
-			check(obj.EvalSome(nil, x, f, g))
+			check(obj.evalSome(nil, x, f, g))
 			fd, gd := make([]float64, K), vecs()
-			check(obj.EvalDiagSome(nil, x, fd, gd, d))
-			check(obj.HessVecSome(nil, x, v1, hv1))
-			check(obj.HessVecSome(nil, x, v2, hv2))
+			check(obj.evalDiagSome(nil, x, fd, gd, d))
+			check(obj.hessVecSome(nil, x, v1, hv1))
+			check(obj.hessVecSome(nil, x, v2, hv2))
 			// Newton's trial points take the diagonal pass, its start the
 			// plain one: both give the same value and gradient.
 			for k := range K {
@@ -309,17 +309,17 @@ func TestOneProblemPassesAreTheBatchPasses(t *testing.T) {
 						}
 					}
 				}
-				check(obj.EvalSome(one, x[k:k+1], f1, g1))
+				check(obj.evalSome(one, x[k:k+1], f1, g1))
 				same("value", f1, f[k:k+1])
 				same("gradient", g1[0], g[k])
-				check(obj.EvalDiagSome(one, x[k:k+1], f1, g1, d1))
+				check(obj.evalDiagSome(one, x[k:k+1], f1, g1, d1))
 				same("value with the diagonal", f1, fd[k:k+1])
 				same("gradient with the diagonal", g1[0], gd[k])
 				same("diagonal", d1[0], d[k])
 				// The same point as EvalDiag's: both products read the cache.
-				check(obj.HessVecSome(one, x[k:k+1], v1[k:k+1], g1))
+				check(obj.hessVecSome(one, x[k:k+1], v1[k:k+1], g1))
 				same("first Hessian-vector product", g1[0], hv1[k])
-				check(obj.HessVecSome(one, x[k:k+1], v2[k:k+1], g1))
+				check(obj.hessVecSome(one, x[k:k+1], v2[k:k+1], g1))
 				same("second Hessian-vector product", g1[0], hv2[k])
 			}
 		})

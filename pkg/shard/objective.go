@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
 // Op is the kind of pass a backend makes over its shards.
@@ -58,7 +60,7 @@ type Backend interface {
 //	f_k(x) = (1/m) sum_i max(0, 1 - y_ik a_i·x)^2 + (lambda/2) ||x||^2
 //
 // where a_i carries the bias feature when Bias >= 0, and x's last entry is
-// then the bias weight. It satisfies osgm.Objective and osgm.HessVecer.
+// then the bias weight. It is an osgm.Objective.
 type Objective struct {
 	Backend  Backend
 	Rows     int // m: the rows counted, which excludes a held-out fold
@@ -275,14 +277,34 @@ func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]
 	return o.sum.Loss, nil
 }
 
-// Eval computes every problem's value and gradient in one pass.
-func (o *Objective) Eval(x [][]float64, f []float64, g [][]float64) error {
-	return o.EvalSome(nil, x, f, g)
+// Ops is every evaluation the kernels make.
+func (o *Objective) Ops() osgm.Op { return osgm.OpEval | osgm.OpDiag | osgm.OpHess | osgm.OpHessVec }
+
+// Evaluate makes one pass over the data for b.Op, for the problems b.Ks
+// (nil: all) held in b's vectors in that order: a pass costs in
+// proportion to the problems it carries.
+func (o *Objective) Evaluate(b *osgm.Batch) error {
+	switch b.Op {
+	case osgm.OpEval:
+		return o.evalSome(b.Ks, b.X, b.F, b.G)
+	case osgm.OpEvalDiag:
+		return o.evalDiagSome(b.Ks, b.X, b.F, b.G, b.D)
+	case osgm.OpEvalHess:
+		return o.evalHessSome(b.Ks, b.X, b.F, b.G, b.H)
+	case osgm.OpHessVec:
+		return o.hessVecSome(b.Ks, b.X, b.V, b.HV)
+	}
+	return fmt.Errorf("%w: %v", osgm.ErrUnsupported, b.Op)
 }
 
-// EvalSome is Eval for the problems ks only (nil: all), held in x, f and g
-// in the order of ks: the pass costs in proportion to len(ks).
-func (o *Objective) EvalSome(ks []int, x [][]float64, f []float64, g [][]float64) error {
+// Eval computes every problem's value and gradient in one pass.
+func (o *Objective) Eval(x [][]float64, f []float64, g [][]float64) error {
+	return o.evalSome(nil, x, f, g)
+}
+
+// evalSome is Eval for the problems ks only (nil: all), held in x, f and g
+// in the order of ks.
+func (o *Objective) evalSome(ks []int, x [][]float64, f []float64, g [][]float64) error {
 	loss, err := o.pass(OpEval, ks, x, nil, g)
 	if err != nil {
 		return err
@@ -305,14 +327,9 @@ func (o *Objective) finishEval(x [][]float64, loss, f []float64, g [][]float64) 
 	}
 }
 
-// HessVec computes hv[k] = (lambda I + (2/m) A_I^T A_I) v[k], I the rows
-// active at x[k].
-func (o *Objective) HessVec(x, v, hv [][]float64) error {
-	return o.HessVecSome(nil, x, v, hv)
-}
-
-// HessVecSome is HessVec for the problems ks only, as EvalSome.
-func (o *Objective) HessVecSome(ks []int, x, v, hv [][]float64) error {
+// hessVecSome computes hv[k] = (lambda I + (2/m) A_I^T A_I) v[k], I the
+// rows active at x[k], for the problems ks (nil: all).
+func (o *Objective) hessVecSome(ks []int, x, v, hv [][]float64) error {
 	o.stamp(ks, x)
 	if _, err := o.pass(OpHessVec, ks, x, v, hv); err != nil {
 		return err
@@ -326,7 +343,7 @@ func (o *Objective) HessVecSome(ks []int, x, v, hv [][]float64) error {
 	return nil
 }
 
-// EvalDiagSome is EvalSome that also computes, in the same pass, d[k]: the
+// evalDiagSome is evalSome that also computes, in the same pass, d[k]: the
 // diagonal of the generalised Hessian at x[k], lambda + (2/m) sum over the
 // rows active at x[k] of c a_j^2, c the row's weight (its class weight; 0
 // in a held-out fold). Newton's preconditioner is built from it at every
@@ -336,7 +353,7 @@ func (o *Objective) HessVecSome(ks []int, x, v, hv [][]float64) error {
 // Newton's Hessian-vector passes at an accepted trial point do not
 // compute every margin again. One point is remembered: after a rejected
 // trial, the next pass at the iterate finds the activity afresh.
-func (o *Objective) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
+func (o *Objective) evalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
 	o.stamp(ks, x)
 	loss, err := o.pass(OpEvalDiag, ks, x, nil, append(slices.Clip(g), d...))
 	if err != nil {
@@ -352,11 +369,11 @@ func (o *Objective) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]
 	return nil
 }
 
-// EvalHessSome is EvalSome that also computes, in the same pass, h[k]:
+// evalHessSome is evalSome that also computes, in the same pass, h[k]:
 // the generalised Hessian at x[k], lambda I + (2/m) sum over the rows
 // active at x[k] of c a a^T, as a dense symmetric Dim x Dim matrix, row
 // by row. One problem at a time: a pass carries one Hessian.
-func (o *Objective) EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error {
+func (o *Objective) evalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error {
 	if len(x) != 1 {
 		return fmt.Errorf("shard: a Hessian pass carries one problem, not %d", len(x))
 	}

@@ -372,7 +372,7 @@ func storageResults(t *testing.T, o *Objective, x, v [][]float64) []float64 {
 	if err := o.Eval(x, f, g); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.HessVec(x, v, hv); err != nil {
+	if err := o.hessVecSome(nil, x, v, hv); err != nil {
 		t.Fatal(err)
 	}
 	out := slices.Clone(f)
@@ -381,7 +381,7 @@ func storageResults(t *testing.T, o *Objective, x, v [][]float64) []float64 {
 	}
 	if K == 1 {
 		diag := [][]float64{make([]float64, o.Dim())}
-		if err := o.EvalDiagSome(nil, x, f, g, diag); err != nil {
+		if err := o.evalDiagSome(nil, x, f, g, diag); err != nil {
 			t.Fatal(err)
 		}
 		out = append(append(append(out, f...), g[0]...), diag[0]...)
@@ -389,7 +389,7 @@ func storageResults(t *testing.T, o *Objective, x, v [][]float64) []float64 {
 			return out // wide data: newton-full does not take it
 		}
 		h := [][]float64{make([]float64, o.Dim()*o.Dim())}
-		if err := o.EvalHessSome(nil, x, f, g, h); err != nil {
+		if err := o.evalHessSome(nil, x, f, g, h); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, h[0]...)
@@ -423,7 +423,7 @@ func checkEvalHess(t *testing.T, obj *Objective, x [][]float64) {
 				ks = []int{k}
 			}
 			f, g, h := make([]float64, 1), [][]float64{make([]float64, n)}, [][]float64{make([]float64, n*n)}
-			if err := obj.EvalHessSome(ks, at[k:k+1], f, g, h); err != nil {
+			if err := obj.evalHessSome(ks, at[k:k+1], f, g, h); err != nil {
 				t.Fatal(err)
 			}
 			if K == 1 && (math.Float64bits(f[0]) != math.Float64bits(wf[k]) || !slices.Equal(g[0], wg[k])) {
@@ -463,7 +463,7 @@ func hessColumns(t *testing.T, obj *Objective, x [][]float64) [][][]float64 {
 		for k := range cols[j] {
 			cols[j][k] = make([]float64, n)
 		}
-		if err := obj.HessVec(x, e, cols[j]); err != nil {
+		if err := obj.hessVecSome(nil, x, e, cols[j]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -518,7 +518,7 @@ func checkSubsets(t *testing.T, obj *Objective, x [][]float64, f []float64, g []
 			sx[i], sg[i] = x[k], make([]float64, obj.Dim())
 		}
 		sf := make([]float64, len(ks))
-		if err := obj.EvalSome(ks, sx, sf, sg); err != nil {
+		if err := obj.evalSome(ks, sx, sf, sg); err != nil {
 			t.Fatal(err)
 		}
 		for i, k := range ks {
@@ -556,12 +556,12 @@ func checkActivityCache(t *testing.T, obj *Objective, x [][]float64, rng *rand.R
 		v, cached, fresh := newVecs(true), newVecs(false), newVecs(false)
 		if step == 0 {
 			// Newton's order: the trial point's EvalDiag pass, then CG.
-			if err := obj.EvalDiagSome(nil, x, make([]float64, K), newVecs(false), newVecs(false)); err != nil {
+			if err := obj.evalDiagSome(nil, x, make([]float64, K), newVecs(false), newVecs(false)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		before := obj.lastStamp
-		if err := obj.HessVec(x, v, cached); err != nil {
+		if err := obj.hessVecSome(nil, x, v, cached); err != nil {
 			t.Fatal(err)
 		}
 		if step == 0 && (before == 0 || obj.lastStamp != before) {
@@ -572,7 +572,7 @@ func checkActivityCache(t *testing.T, obj *Objective, x [][]float64, rng *rand.R
 		}
 		stamp := obj.lastStamp
 		obj.lastStamp = 0 // the next pass gets a new stamp: activity found afresh
-		if err := obj.HessVec(x, v, fresh); err != nil {
+		if err := obj.hessVecSome(nil, x, v, fresh); err != nil {
 			t.Fatal(err)
 		}
 		if obj.lastStamp == stamp {
@@ -608,7 +608,7 @@ func checkHessVec(t *testing.T, obj *Objective, x [][]float64, rng *rand.Rand) {
 		g1[k] = make([]float64, obj.Dim())
 		x1[k] = make([]float64, obj.Dim())
 	}
-	if err := obj.HessVec(x, v, hv); err != nil {
+	if err := obj.hessVecSome(nil, x, v, hv); err != nil {
 		t.Fatal(err)
 	}
 	const h = 1e-7
@@ -648,7 +648,7 @@ func checkEvalDiag(t *testing.T, obj *Objective, x [][]float64) {
 	for _, at := range [][][]float64{x, zero} {
 		f, g, d := make([]float64, K), alloc(), alloc()
 		wf, wg := make([]float64, K), alloc()
-		if err := obj.EvalDiagSome(nil, at, f, g, d); err != nil {
+		if err := obj.evalDiagSome(nil, at, f, g, d); err != nil {
 			t.Fatal(err)
 		}
 		if err := obj.Eval(at, wf, wg); err != nil {
@@ -1270,7 +1270,7 @@ func TestDiagAtZero(t *testing.T) {
 				}
 			}
 			zero, g, diag := [][]float64{make([]float64, n)}, [][]float64{make([]float64, n)}, [][]float64{make([]float64, n)}
-			if err := obj.EvalDiagSome(nil, zero, make([]float64, 1), g, diag); err != nil {
+			if err := obj.evalDiagSome(nil, zero, make([]float64, 1), g, diag); err != nil {
 				t.Fatal(err)
 			}
 			m := float64(len(d.rows))

@@ -455,13 +455,12 @@ func (z *zeroPass) run(ks []int) (st osgm.Start, err error) {
 		m = z.K
 	}
 	x, f, g := vectors(m, z.n), make([]float64, m), vectors(m, z.n)
+	b := &osgm.Batch{Op: osgm.OpEval, Ks: ks, X: x, F: f, G: g}
 	if z.diag {
 		st.Diag = vectors(m, z.n)
-		err = z.obj.EvalDiagSome(ks, x, f, g, st.Diag)
-	} else {
-		err = z.obj.EvalSome(ks, x, f, g)
+		b.Op, b.D = osgm.OpEvalDiag, st.Diag
 	}
-	if err != nil {
+	if err = z.obj.Evaluate(b); err != nil {
 		return st, err
 	}
 	if z.firstGradient == 0 {
@@ -490,40 +489,10 @@ type timedObjective struct {
 	spent time.Duration
 }
 
-func (t *timedObjective) Eval(x [][]float64, f []float64, g [][]float64) error {
+func (t *timedObjective) Evaluate(b *osgm.Batch) error {
 	start := time.Now()
 	defer func() { t.spent += time.Since(start) }()
-	return t.Objective.Eval(x, f, g)
-}
-
-func (t *timedObjective) HessVec(x, v, hv [][]float64) error {
-	start := time.Now()
-	defer func() { t.spent += time.Since(start) }()
-	return t.Objective.HessVec(x, v, hv)
-}
-
-func (t *timedObjective) EvalSome(ks []int, x [][]float64, f []float64, g [][]float64) error {
-	start := time.Now()
-	defer func() { t.spent += time.Since(start) }()
-	return t.Objective.EvalSome(ks, x, f, g)
-}
-
-func (t *timedObjective) HessVecSome(ks []int, x, v, hv [][]float64) error {
-	start := time.Now()
-	defer func() { t.spent += time.Since(start) }()
-	return t.Objective.HessVecSome(ks, x, v, hv)
-}
-
-func (t *timedObjective) EvalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error {
-	start := time.Now()
-	defer func() { t.spent += time.Since(start) }()
-	return t.Objective.EvalHessSome(ks, x, f, g, h)
-}
-
-func (t *timedObjective) EvalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
-	start := time.Now()
-	defer func() { t.spent += time.Since(start) }()
-	return t.Objective.EvalDiagSome(ks, x, f, g, d)
+	return t.Objective.Evaluate(b)
 }
 
 func countOf(sum shard.Summary, label float64) int {
