@@ -37,8 +37,8 @@ func needDocker(t *testing.T) {
 		t.Skip("container tests: run without -short")
 	}
 	err := exec.Command("docker", "info").Run()
-	if err == nil {
-		_, err = exec.LookPath("docker-compose")
+	if err == nil && composeCommand() == nil {
+		err = errors.New("neither docker compose nor docker-compose is installed")
 	}
 	if err != nil {
 		if os.Getenv("OSGM_CONTAINER_TESTS") == "require" {
@@ -46,6 +46,24 @@ func needDocker(t *testing.T) {
 		}
 		t.Skipf("no Docker engine here (docker info: %v)", err)
 	}
+}
+
+var compose struct {
+	once sync.Once
+	argv []string
+}
+
+// composeCommand is `docker compose` where the plugin exists, else
+// Debian's docker-compose; nil when there is neither.
+func composeCommand() []string {
+	compose.once.Do(func() {
+		if exec.Command("docker", "compose", "version").Run() == nil {
+			compose.argv = []string{"docker", "compose"}
+		} else if _, err := exec.LookPath("docker-compose"); err == nil {
+			compose.argv = []string{"docker-compose"}
+		}
+	})
+	return compose.argv
 }
 
 var images struct {
@@ -135,15 +153,16 @@ func newStack(t *testing.T, name string, files []string, extra ...string) *stack
 	return s
 }
 
-// compose runs docker-compose on the stack and returns its output.
+// compose runs docker compose on the stack and returns its output.
 func (s *stack) compose(args ...string) (string, error) {
-	all := []string{"-p", s.project}
+	argv := composeCommand()
+	all := append(argv[1:len(argv):len(argv)], "-p", s.project)
 	for _, f := range s.files {
 		all = append(all, "-f", f)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "docker-compose", append(all, args...)...)
+	cmd := exec.CommandContext(ctx, argv[0], append(all, args...)...)
 	cmd.Env = s.env
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -153,7 +172,7 @@ func (s *stack) mustCompose(args ...string) string {
 	s.t.Helper()
 	out, err := s.compose(args...)
 	if err != nil {
-		s.t.Fatalf("docker-compose %v: %v\n%s", args, err, tail(out, 4000))
+		s.t.Fatalf("compose %v: %v\n%s", args, err, tail(out, 4000))
 	}
 	return out
 }
@@ -271,6 +290,29 @@ func (s *stack) waitCheckpoint() {
 	})
 }
 
+// faultRun starts a slow run (slowRun) on the compose files (compose.yaml
+// first) with workers worker containers, and returns once it has written
+// a checkpoint: under way, with state a restart resumes from.
+func faultRun(t *testing.T, urls string, iters, workers int, files []string, extra ...string) (*stack, []string) {
+	slow, flags := slowRun(t, urls, iters, extra...)
+	s := newStack(t, "a9a", append(files, slow))
+	s.mustCompose("up", "-d", "--scale", fmt.Sprintf("worker=%d", workers))
+	s.waitCheckpoint()
+	return s, flags
+}
+
+// wantLocalModel waits for the coordinator to finish and checks that its
+// model is the bytes of the local coordinator's, undisturbed, with the
+// same training flags: where the work ran and what failed changed no bit.
+func (s *stack) wantLocalModel(flags []string, after string) []byte {
+	s.t.Helper()
+	got := s.waitTrained(5 * time.Minute)
+	if want := localModel(s.t, "a9a", flags...); !bytes.Equal(got, want) {
+		s.t.Fatalf("%s the model differs from the local coordinator's", after)
+	}
+	return got
+}
+
 // TestContainerTraining is the README's cluster command with three worker
 // containers: the model, written as the non-root user, is the bytes of
 // the coordinator run locally with the same flags, and only NATS's client
@@ -278,10 +320,7 @@ func (s *stack) waitCheckpoint() {
 func TestContainerTraining(t *testing.T) {
 	s := newStack(t, "a9a", []string{"compose.yaml"})
 	s.mustCompose("up", "-d", "--scale", "worker=3")
-	got := s.waitTrained(3 * time.Minute)
-	if want := localModel(t, "a9a", "-e", "0.01"); !bytes.Equal(got, want) {
-		t.Fatal("the compose cluster's model differs from the local coordinator's")
-	}
+	s.wantLocalModel([]string{"-e", "0.01"}, "with three worker containers")
 	if os.Getuid() == 0 {
 		info, _ := os.Stat(s.modelPath())
 		if uid := fileOwner(info); uid != 65532 {
@@ -309,10 +348,7 @@ func TestContainerTraining(t *testing.T) {
 func TestContainerClusterTraining(t *testing.T) {
 	s := newStack(t, "a9a", []string{"compose.yaml", "compose.cluster.yaml"})
 	s.mustCompose("up", "-d", "--scale", "worker=6")
-	got := s.waitTrained(3 * time.Minute)
-	if want := localModel(t, "a9a", "-e", "0.01"); !bytes.Equal(got, want) {
-		t.Fatal("the three-server cluster's model differs from the local coordinator's")
-	}
+	s.wantLocalModel([]string{"-e", "0.01"}, "on three NATS servers")
 }
 
 // TestContainerWorkerFaults: a worker is cut off the network (its TCP
@@ -323,10 +359,7 @@ func TestContainerClusterTraining(t *testing.T) {
 // Docker treats as stopped by hand: its shards move and it stays down
 // until `up` starts it again. The model is the undisturbed run's.
 func TestContainerWorkerFaults(t *testing.T) {
-	slow, flags := slowRun(t, oneServer, 12000)
-	s := newStack(t, "a9a", []string{"compose.yaml", slow})
-	s.mustCompose("up", "-d", "--scale", "worker=4")
-	s.waitCheckpoint()
+	s, flags := faultRun(t, oneServer, 12000, 4, []string{"compose.yaml"})
 	ws := s.containers("worker")
 	coord := s.container("coordinator")
 	lost := func(id string) func() bool {
@@ -356,10 +389,7 @@ func TestContainerWorkerFaults(t *testing.T) {
 	s.mustCompose("up", "-d", "--no-recreate", "--scale", "worker=4")
 	checkFor(t, time.Minute, "the killed worker to rejoin once started", back(ws[2]))
 
-	got := s.waitTrained(5 * time.Minute)
-	if want := localModel(t, "a9a", flags...); !bytes.Equal(got, want) {
-		t.Fatal("after the worker faults the model differs from the undisturbed run's")
-	}
+	s.wantLocalModel(flags, "after the worker faults")
 }
 
 // joins counts the coordinator's lines for a container's worker joining,
@@ -393,15 +423,9 @@ func fileOwner(info os.FileInfo) int {
 // (JetStream on its volume); clients reconnect and the round goes out
 // again.
 func TestContainerNATSRestarted(t *testing.T) {
-	slow, flags := slowRun(t, oneServer, 2500)
-	s := newStack(t, "a9a", []string{"compose.yaml", slow})
-	s.mustCompose("up", "-d", "--scale", "worker=2")
-	s.waitCheckpoint()
+	s, flags := faultRun(t, oneServer, 2500, 2, []string{"compose.yaml"})
 	docker(t, "restart", "-t", "1", s.container("nats"))
-	got := s.waitTrained(5 * time.Minute)
-	if want := localModel(t, "a9a", flags...); !bytes.Equal(got, want) {
-		t.Fatal("after the NATS restart the model differs from the undisturbed run's")
-	}
+	s.wantLocalModel(flags, "after the NATS restart")
 	if out := logsOf(t, s.container("coordinator")); !strings.Contains(out, "reconnected to NATS") {
 		t.Errorf("the coordinator never lost NATS: the restart did not happen mid-run\n%s", tail(out, 2000))
 	}
@@ -411,21 +435,15 @@ func TestContainerNATSRestarted(t *testing.T) {
 // mid-run; its restart policy brings it back, it resumes from the
 // checkpoint in $OUT_DIR and writes the undisturbed run's model.
 func TestContainerCoordinatorCrashed(t *testing.T) {
-	slow, flags := slowRun(t, oneServer, 2500)
-	s := newStack(t, "a9a", []string{"compose.yaml", slow})
-	s.mustCompose("up", "-d", "--scale", "worker=2")
-	s.waitCheckpoint()
+	s, flags := faultRun(t, oneServer, 2500, 2, []string{"compose.yaml"})
 	coord := s.container("coordinator")
 	crash(t, coord)
-	got := s.waitTrained(5 * time.Minute)
+	s.wantLocalModel(flags, "resumed,")
 	if _, _, restarts := state(t, coord); restarts < 1 {
 		t.Fatal("the coordinator was not restarted")
 	}
 	if out := logsOf(t, coord); !strings.Contains(out, `"resuming"`) {
 		t.Fatalf("the restarted coordinator did not resume:\n%s", tail(out, 3000))
-	}
-	if want := localModel(t, "a9a", flags...); !bytes.Equal(got, want) {
-		t.Fatal("the resumed coordinator's model differs from the undisturbed run's")
 	}
 }
 
@@ -433,34 +451,22 @@ func TestContainerCoordinatorCrashed(t *testing.T) {
 // checkpoint copy in the replicated object stores (-objstore); one
 // server's container is killed for good mid-run.
 func TestContainerClusterServerLost(t *testing.T) {
-	slow, flags := slowRun(t, threeServers, 2000, "-objstore")
-	s := newStack(t, "a9a", []string{"compose.yaml", "compose.cluster.yaml", slow})
-	s.mustCompose("up", "-d", "--scale", "worker=3")
-	s.waitCheckpoint()
+	s, flags := faultRun(t, threeServers, 2000, 3, []string{"compose.yaml", "compose.cluster.yaml"}, "-objstore")
 	docker(t, "kill", s.container("nats-2"))
-	got := s.waitTrained(5 * time.Minute)
-	if want := localModel(t, "a9a", flags...); !bytes.Equal(got, want) {
-		t.Fatal("with a server lost the model differs from the undisturbed run's")
-	}
+	s.wantLocalModel(flags, "with a server lost")
 }
 
 // TestContainerScaled: the workers go from 2 to 6 during a training,
 // then to 2 again.
 func TestContainerScaled(t *testing.T) {
-	slow, flags := slowRun(t, oneServer, 8000)
-	s := newStack(t, "a9a", []string{"compose.yaml", slow})
-	s.mustCompose("up", "-d", "--scale", "worker=2")
-	s.waitCheckpoint()
+	s, flags := faultRun(t, oneServer, 8000, 2, []string{"compose.yaml"})
 	coord := s.container("coordinator")
 	s.mustCompose("up", "-d", "--no-recreate", "--scale", "worker=6")
 	checkFor(t, time.Minute, "six workers to join", func() bool {
 		return strings.Count(logsOf(t, coord), `"worker joined"`) >= 6
 	})
 	s.mustCompose("up", "-d", "--no-recreate", "--scale", "worker=2")
-	got := s.waitTrained(5 * time.Minute)
-	if want := localModel(t, "a9a", flags...); !bytes.Equal(got, want) {
-		t.Fatal("scaled up and down, the model differs from the undisturbed run's")
-	}
+	s.wantLocalModel(flags, "scaled up and down,")
 	if out := logsOf(t, coord); !strings.Contains(out, `"worker left"`) {
 		t.Errorf("no worker left on the scale-down:\n%s", tail(out, 2000))
 	}

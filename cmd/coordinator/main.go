@@ -106,8 +106,18 @@ func parse(args []string) (*options, error) {
 		return nil, err
 	}
 	o.weights = weights
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	solver := fs.Int("s", 2, "LIBLINEAR's solver type: only 2, the L2-regularised L2-loss SVM in the primal, is trained here")
+	fs, solver, compare := newFlags(o)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return o, o.validate(fs, *solver, *compare)
+}
+
+// newFlags registers the options into o; -s and -compare are checked and
+// turned into o's fields after parsing.
+func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
+	fs = flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	solver = fs.Int("s", 2, "LIBLINEAR's solver type: only 2, the L2-regularised L2-loss SVM in the primal, is trained here")
 	fs.Float64Var(&o.c, "c", 1, "cost C, as in LIBLINEAR (lambda = 1/(C m))")
 	fs.Float64Var(&o.lambda, "lambda", 0, "regularisation lambda, instead of -c")
 	fs.Float64Var(&o.eps, "e", 0.01, "stopping tolerance: LIBLINEAR's relative gradient test")
@@ -130,7 +140,7 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at this address (e.g. 127.0.0.1:9100); off by default")
 	fs.StringVar(&o.plot, "plot", "", "draw the convergence curve (or, with -compare, every method's) to this .png or .svg file")
-	compare := fs.String("compare", "", "run these methods on the same shards (comma-separated) and print and plot their comparison")
+	compare = fs.String("compare", "", "run these methods on the same shards (comma-separated) and print and plot their comparison")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the optimiser's state to this file (atomically) every -checkpoint-every passes and on SIGINT/SIGTERM")
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 50, "passes between checkpoints (by default also spaced so that writing them takes at most 5% of the time)")
 	fs.Var(&o.resume, "resume", "continue from -checkpoint (refused if made for other data or flags); -resume=auto: if it exists, else start (what a supervisor that restarts the coordinator gives every time)")
@@ -144,18 +154,15 @@ func parse(args []string) (*options, error) {
 	fs.BoolVar(&o.local, "local", false, "evaluate in-process without NATS (for comparison)")
 	fs.IntVar(&o.folds, "v", 0, "n-fold cross-validation: print the held-out accuracy (LIBLINEAR's folds); no model is written")
 	fs.BoolVar(&o.findC, "C", false, "search C by cross-validation (-v folds, default 5), from -c if given, doubling up to 1024, warm-started; no model is written")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: coordinator [options] training_file [model_file]\n\nOptions:\n")
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "  -wi weight\n    \tmultiply C by weight for the rows of label i (e.g. -w1 2 -w-1 0.5), as LIBLINEAR\n")
-		fmt.Fprintf(fs.Output(), "\nExamples:\n  coordinator -c 1 -e 0.001 -t a9a.t a9a a9a.model\n  coordinator -v 5 a9a\n  coordinator -C a9a\n")
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
+	fs.Usage = func() { usage(fs.Output(), fs) }
+	return fs, solver, compare
+}
+
+// validate checks the parsed options and the rules between them.
+func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	if fs.NArg() < 1 || fs.NArg() > 2 {
 		fs.Usage()
-		return nil, errors.New("need a training file and at most a model file")
+		return errors.New("need a training file and at most a model file")
 	}
 	o.train = fs.Arg(0)
 	o.model = fs.Arg(1)
@@ -165,57 +172,57 @@ func parse(args []string) (*options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.set = set
-	if err := checkSolver(*solver); err != nil {
-		return nil, err
+	if err := checkSolver(solver); err != nil {
+		return err
 	}
 	if set["c"] && set["lambda"] {
-		return nil, errors.New("give either -c or -lambda, not both")
+		return errors.New("give either -c or -lambda, not both")
 	}
 	if set["lambda"] && !(o.lambda > 0) {
-		return nil, errors.New("-lambda must be positive")
+		return errors.New("-lambda must be positive")
 	}
 	if !(o.c > 0) {
-		return nil, errors.New("-c must be positive")
+		return errors.New("-c must be positive")
 	}
 	if !(o.eps > 0) {
-		return nil, errors.New("-e must be positive")
+		return errors.New("-e must be positive")
 	}
 	if o.maxIter < 1 {
-		return nil, errors.New("-max-iter must be at least 1")
+		return errors.New("-max-iter must be at least 1")
 	}
 	// Not positive, they would take every worker for lost or stuck.
 	if o.hbTimeout <= 0 {
-		return nil, errors.New("-heartbeat-timeout must be positive")
+		return errors.New("-heartbeat-timeout must be positive")
 	}
 	if o.loadStall <= 0 {
-		return nil, errors.New("-load-stall must be positive")
+		return errors.New("-load-stall must be positive")
 	}
 	if o.workers < 1 {
-		return nil, errors.New("-workers must be at least 1")
+		return errors.New("-workers must be at least 1")
 	}
 	if o.local && o.natsURL != "" {
-		return nil, errors.New("-local evaluates in this process; drop -nats (or -local)")
+		return errors.New("-local evaluates in this process; drop -nats (or -local)")
 	}
 	if o.noWorkers < 0 {
-		return nil, errors.New("-no-worker-timeout must not be negative")
+		return errors.New("-no-worker-timeout must not be negative")
 	}
 	if o.compact != shard.CompactAuto && o.natsURL != "" {
-		return nil, errors.New("-compact applies to local workers; with -nats, give it to the workers")
+		return errors.New("-compact applies to local workers; with -nats, give it to the workers")
 	}
 	if o.local && o.objectStore {
-		return nil, errors.New("-objstore needs workers; drop -local")
+		return errors.New("-objstore needs workers; drop -local")
 	}
-	if *compare != "" {
+	if compare != "" {
 		var err error
-		if o.compare, err = methodList(*compare); err != nil {
-			return nil, err
+		if o.compare, err = methodList(compare); err != nil {
+			return err
 		}
 		if o.checkpoint != "" {
-			return nil, errors.New("-compare runs several methods; it does not take -checkpoint")
+			return errors.New("-compare runs several methods; it does not take -checkpoint")
 		}
 	}
 	if set["v"] && o.folds < 2 {
-		return nil, errors.New("-v needs at least 2 folds")
+		return errors.New("-v needs at least 2 folds")
 	}
 	if o.findC && o.folds == 0 {
 		o.folds = 5 // LIBLINEAR's default for -C
@@ -225,41 +232,41 @@ func parse(args []string) (*options, error) {
 		if o.findC {
 			what = "-C"
 			if set["lambda"] {
-				return nil, errors.New("-C searches C; give the starting value with -c, not -lambda")
+				return errors.New("-C searches C; give the starting value with -c, not -lambda")
 			}
 		}
 		switch {
 		case o.compare != nil:
-			return nil, fmt.Errorf("%s and -compare both run many trainings; run them separately", what)
+			return fmt.Errorf("%s and -compare both run many trainings; run them separately", what)
 		case o.checkpoint != "":
-			return nil, fmt.Errorf("%s does not checkpoint; drop -checkpoint", what)
+			return fmt.Errorf("%s does not checkpoint; drop -checkpoint", what)
 		case o.initModel != "":
-			return nil, fmt.Errorf("%s trains every fold from zero (and -C warm-starts each fold itself); drop -i", what)
+			return fmt.Errorf("%s trains every fold from zero (and -C warm-starts each fold itself); drop -i", what)
 		case o.test != "":
-			return nil, fmt.Errorf("%s writes no model to test; drop -t, or train without %s", what, what)
+			return fmt.Errorf("%s writes no model to test; drop -t, or train without %s", what, what)
 		case o.plot != "":
-			return nil, fmt.Errorf("%s draws no curve; drop -plot", what)
+			return fmt.Errorf("%s draws no curve; drop -plot", what)
 		}
 	}
 	if o.plot != "" && !strings.HasSuffix(o.plot, ".png") && !strings.HasSuffix(o.plot, ".svg") {
-		return nil, errors.New("-plot needs a .png or .svg file name")
+		return errors.New("-plot needs a .png or .svg file name")
 	}
 	if o.resume != resumeOff && o.checkpoint == "" {
-		return nil, errors.New("-resume needs -checkpoint FILE")
+		return errors.New("-resume needs -checkpoint FILE")
 	}
 	if o.checkpoint != "" && !osgm.Checkpointable(o.method) {
-		return nil, fmt.Errorf("-method %s cannot be checkpointed (gonum's optimiser keeps its state to itself); -method lbfgs, this package's L-BFGS, can", o.method)
+		return fmt.Errorf("-method %s cannot be checkpointed (gonum's optimiser keeps its state to itself); -method lbfgs, this package's L-BFGS, can", o.method)
 	}
 	if o.ckptEvery < 1 {
-		return nil, errors.New("-checkpoint-every must be at least 1")
+		return errors.New("-checkpoint-every must be at least 1")
 	}
 	if o.shards < 0 {
-		return nil, errors.New("-shards must be 0 (automatic) or positive")
+		return errors.New("-shards must be 0 (automatic) or positive")
 	}
 	if _, err := osgm.New(osgm.Choose(o.method, 1, osgm.Shape{}), osgm.Problem{}, osgm.Params{}); err != nil {
-		return nil, err
+		return err
 	}
-	return o, nil
+	return nil
 }
 
 // checkSolver accepts LIBLINEAR's -s 2, so that its command lines run

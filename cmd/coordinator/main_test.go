@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -686,5 +687,33 @@ func TestInProcessWorkersLog(t *testing.T) {
 	}
 	if e := logs.All()[0]; e.LoggerName != "local0" {
 		t.Errorf("warning from logger %q: %s", e.LoggerName, e.Message)
+	}
+}
+
+// TestEveryFlagInOneGroup: -h lists options by group, so a flag added
+// without a group would vanish from the help, and one in two groups
+// would be listed twice.
+func TestEveryFlagInOneGroup(t *testing.T) {
+	fs, _, _ := newFlags(&options{})
+	groups := map[string]int{}
+	for _, g := range flagGroups {
+		for _, name := range g.names {
+			if fs.Lookup(name) == nil {
+				t.Errorf("group %q names -%s, which is no flag", g.title, name)
+			}
+			groups[name]++
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if groups[f.Name] != 1 {
+			t.Errorf("-%s is in %d groups of -h, not one", f.Name, groups[f.Name])
+		}
+	})
+	var b strings.Builder
+	usage(&b, fs)
+	for _, want := range []string{"LIBLINEAR's options:\n  -s int", "  -wi weight", "Security", "  -nats string"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("-h lacks %q:\n%s", want, b.String())
+		}
 	}
 }
