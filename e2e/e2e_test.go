@@ -384,7 +384,7 @@ func TestObjectStore(t *testing.T) {
 }
 
 // TestWorkerShortOfMemory runs a worker whose memory (GOMEMLIMIT, one
-// of the limits shard.Available reads) leaves no room for plain shards:
+// of the limits memory.Available reads) leaves no room for plain shards:
 // it stores them compact by itself, and the model is the one plain
 // shards give.
 func TestWorkerShortOfMemory(t *testing.T) {

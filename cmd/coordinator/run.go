@@ -18,6 +18,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/logging"
+	"github.com/osgm-svm/osgm/pkg/memory"
 	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -26,7 +27,7 @@ import (
 )
 
 func run(o *options) error {
-	shard.TuneGC()
+	memory.TuneGC()
 	log := logging.New(o.quiet)
 	defer log.Sync()
 	if o.cpuProfile != "" {
@@ -75,7 +76,7 @@ func run(o *options) error {
 
 	// The memory left now that the shards are loaded (under a
 	// container's limit too) bounds the problems the methods hold at once.
-	cfg := train.Config{MaxBytes: max(shard.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
+	cfg := train.Config{MaxBytes: max(memory.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
 		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}, Weights: o.weights}
 	cfg.Init = init
 	cfg.Interrupt = func() bool { return ctx.Err() != nil }
@@ -419,7 +420,7 @@ func warnShort(log *zap.Logger, opt *osgm.Result, maxIter int) {
 func statAndHold(o *options) (info shard.Info, release func(), err error) {
 	keep := int64(0)
 	if o.local || o.natsURL == "" && !o.objectStore {
-		keep = shard.Available() / 8
+		keep = memory.Available() / 8
 	}
 	before, _ := shard.Identify(o.train)
 	info, text, err := shard.StatKeep(o.train, keep)

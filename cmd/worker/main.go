@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/logging"
+	"github.com/osgm-svm/osgm/pkg/memory"
 	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport"
@@ -60,7 +61,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "worker: -parallel must be at least 1")
 		os.Exit(2)
 	}
-	shard.TuneGC()
+	memory.TuneGC()
 	log := logging.New(*quiet)
 	defer log.Sync()
 	if *check {

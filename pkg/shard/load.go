@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+
+	"github.com/osgm-svm/osgm/pkg/memory"
 )
 
 // Range is a piece of the decompressed input: the lines whose first byte is
@@ -143,7 +145,7 @@ func loadFrom(src source, ranges []Range, opt Options) ([]*Shard, error) {
 // load is Load's reading, with the collector paused; plain says which
 // shards were built plain.
 func load(src source, ranges []Range, opt Options, fit *fit) (out []*Shard, plain []bool, err error) {
-	defer pauseGC()()
+	defer memory.Pause()()
 	out, plain = make([]*Shard, len(ranges)), make([]bool, len(ranges))
 	build := func(b *builder, i int) *Shard {
 		s := b.build()

@@ -14,6 +14,8 @@ import (
 	"sort"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+
+	"github.com/osgm-svm/osgm/pkg/memory"
 )
 
 // Values says how a shard stores its nonzero values. Storage is chosen per
@@ -286,7 +288,8 @@ func (b *builder) build() *Shard {
 
 	s.NormSq, s.MaxNormSq = b.normSq, b.maxNormSq
 	b.setValues(s)
-	track(s)
+	memory.Track(s, int64(s.Bytes()), s.Compacted())
+	s.tracked = true
 	return s
 }
 
@@ -360,7 +363,11 @@ func Compact(shards []*Shard) {
 		if len(s.Idx) > 0 && s.Cols.Len() <= mediumColumns {
 			s.Idx24, s.Idx = ids24(s.Idx), nil
 		}
-		retrack(s, before, wasCompact)
+		// What Track counted is cancelled, and the shard counted anew.
+		if s.tracked && (before != s.Bytes() || wasCompact != s.Compacted()) {
+			memory.Track(s, -int64(before), wasCompact)
+			memory.Track(s, int64(s.Bytes()), s.Compacted())
+		}
 	}
 }
 

@@ -9,12 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/osgm-svm/osgm/pkg/memory"
 )
 
 // dataset is a random LIBSVM file held as dense rows for reference checks.
@@ -1283,23 +1284,6 @@ func TestDiagAtZero(t *testing.T) {
 	}
 }
 
-// TestGCPauseNests: overlapping loads keep the collector off until the
-// last ends, then restore the setting they found.
-func TestGCPauseNests(t *testing.T) {
-	old := debug.SetGCPercent(37)
-	defer debug.SetGCPercent(old)
-	first := pauseGC()
-	second := pauseGC()
-	first()
-	if p := debug.SetGCPercent(-1); p != -1 {
-		t.Errorf("collector at %d while a load runs", p)
-	}
-	second()
-	if p := debug.SetGCPercent(37); p != 37 {
-		t.Errorf("collector at %d after the loads, want 37", p)
-	}
-}
-
 // TestCompactAfterLoad: Compact on loaded shards gives the storage that
 // compacting as they are built gives, field for field (the object store's
 // path compacts after reading, Load's while building).
@@ -1324,26 +1308,6 @@ func TestCompactAfterLoad(t *testing.T) {
 	}
 }
 
-func TestScaledPercent(t *testing.T) {
-	tests := []struct {
-		percent int
-		live    uint64
-		data    int64
-		want    int
-	}{
-		{25, 100, 0, 25},   // no shards: as set
-		{25, 100, 60, 10},  // 25% of the other 40 is 10% of the whole
-		{25, 100, 100, 25}, // a stale live figure below the data: as set
-		{25, 1000, 999, 1}, // never 0, which would collect continuously
-		{100, 200, 100, 50},
-	}
-	for _, tc := range tests {
-		if got := scaledPercent(tc.percent, tc.live, tc.data); got != tc.want {
-			t.Errorf("scaledPercent(%d, %d, %d) = %d, want %d", tc.percent, tc.live, tc.data, got, tc.want)
-		}
-	}
-}
-
 // TestHeldFollowsShards: building shards adds their bytes to the count
 // the collector's tuning uses, and their collection takes them back.
 // (Shards of earlier tests may be collected meanwhile: the count only
@@ -1351,7 +1315,7 @@ func TestScaledPercent(t *testing.T) {
 func TestHeldFollowsShards(t *testing.T) {
 	d := randomData(rand.New(rand.NewPCG(8, 9)), 2000, 50, 2, "f64-few")
 	path := writeFile(t, d.text)
-	before := held.Load()
+	before := heldNow()
 	shards, err := Load(path, Layout(int64(len(d.text)), 4), Options{Parallel: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -1360,12 +1324,12 @@ func TestHeldFollowsShards(t *testing.T) {
 	for _, s := range shards {
 		bytes += s.Bytes()
 	}
-	if got := held.Load(); got < int64(bytes) {
+	if got := heldNow(); got < int64(bytes) {
 		t.Fatalf("held is %d with shards of %d bytes alive", got, bytes)
 	}
 	// Compact takes what it saves off the count (and the cleanups give
 	// back only what is left).
-	plainHeld, compactBefore := held.Load(), compactHeld.Load()
+	plainHeld, compactBefore := heldNow(), compactNow()
 	Compact(shards)
 	saved, compacted := bytes, 0
 	for _, s := range shards {
@@ -1377,17 +1341,20 @@ func TestHeldFollowsShards(t *testing.T) {
 	if saved <= 0 || compacted == 0 {
 		t.Fatal("Compact saved nothing: the test shows nothing")
 	}
-	if got := held.Load(); got > plainHeld-int64(saved) {
+	if got := heldNow(); got > plainHeld-int64(saved) {
 		t.Fatalf("held is %d after Compact saved %d of %d", got, saved, plainHeld)
 	}
-	if got := compactHeld.Load(); got < compactBefore+int64(compacted) {
+	if got := compactNow(); got < compactBefore+int64(compacted) {
 		t.Fatalf("compact shards of %d bytes counted as %d (%d before)", compacted, got, compactBefore)
 	}
 	// The shards are unreachable from here on.
-	awaitCleanups(t, func() bool { return held.Load() <= before && compactHeld.Load() <= compactBefore }, func() string {
-		return fmt.Sprintf("held is %d (compact %d) after the shards went, %d (%d) before", held.Load(), compactHeld.Load(), before, compactBefore)
+	awaitCleanups(t, func() bool { return heldNow() <= before && compactNow() <= compactBefore }, func() string {
+		return fmt.Sprintf("held is %d (compact %d) after the shards went, %d (%d) before", heldNow(), compactNow(), before, compactBefore)
 	})
 }
+
+func heldNow() int64    { all, _ := memory.Held(); return all }
+func compactNow() int64 { _, compact := memory.Held(); return compact }
 
 // awaitCleanups collects until done holds (the cleanups of unreachable
 // shards run after a collection, on a goroutine of their own), failing
@@ -1400,41 +1367,6 @@ func awaitCleanups(t *testing.T, done func() bool, state func() string) {
 		}
 		runtime.GC()
 		time.Sleep(time.Millisecond)
-	}
-}
-
-// TestCompactShardsLowerTheTarget: while compact shards are held the
-// collector aims at CompactGCPercent, unless GOGC set the target.
-func TestCompactShardsLowerTheTarget(t *testing.T) {
-	d := randomData(rand.New(rand.NewPCG(8, 10)), 500, 50, 2, "f64-few")
-	path := writeFile(t, d.text)
-	for _, tc := range []struct {
-		percent int
-		gogc    bool
-		compact bool
-		want    int
-	}{
-		{DefaultGCPercent, false, false, DefaultGCPercent},
-		{DefaultGCPercent, false, true, CompactGCPercent},
-		{5, false, true, 5},
-		{DefaultGCPercent, true, true, DefaultGCPercent},
-	} {
-		// Wait out shards of other tests, whose cleanups may not have run.
-		awaitCleanups(t, func() bool { return compactHeld.Load() == 0 }, func() string {
-			return fmt.Sprintf("compact shards of %d bytes still counted", compactHeld.Load())
-		})
-		shards, err := Load(path, Layout(int64(len(d.text)), 2), Options{Parallel: 1, Compact: tc.compact})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tc.compact && !shards[0].Compacted() {
-			t.Fatal("the shards are not stored compact: the test shows nothing")
-		}
-		g := gcState{percent: tc.percent, gogc: tc.gogc}
-		if got := g.target(); got != tc.want {
-			t.Errorf("percent %d, GOGC set %v, compact %v: target %d, want %d", tc.percent, tc.gogc, tc.compact, got, tc.want)
-		}
-		runtime.KeepAlive(shards)
 	}
 }
 

@@ -1,4 +1,4 @@
-package shard
+package memory
 
 import (
 	"os"
@@ -11,19 +11,17 @@ import (
 )
 
 // DefaultGCPercent is the garbage collector's target for the commands, as
-// a percentage of the heap other than the shards (see TuneGC). Go's
+// a percentage of the heap other than the tracked data (see TuneGC). Go's
 // default (100: let the heap double before collecting) mostly buys idle
-// memory: on the 8.8 M-nonzero generated set a worker peaked at 258 MB
-// with 100 and 163 MB with 25, for 2% more time (BENCHMARKS.md).
+// memory (BENCHMARKS.md).
 const DefaultGCPercent = 25
 
 // CompactGCPercent replaces DefaultGCPercent while the process holds
-// compact shards (Shard.Compacted): they are stored so because memory is
+// compact data (Track's compact): it is stored so because memory is
 // short (-compact, or -compact=auto finding it so), and the headroom over
-// the heap other than the shards is then worth a few collections more.
-// On gen1g a compact worker peaked at 296-298 MiB with 10 instead of
-// 310-311 with 25 (BENCHMARKS.md, session 9), and at 283-284 MiB with 5
-// instead of 287-290 with 10 (session 13), training in the same time.
+// the heap other than the tracked data is then worth a few collections more.
+// Lower targets cost collections, not time, and cut a compact worker's
+// peak (BENCHMARKS.md).
 const CompactGCPercent = 5
 
 // GroupLimitShare is the part of the container's memory limit (the
@@ -31,20 +29,20 @@ const CompactGCPercent = 5
 // limit when GOMEMLIMIT is not set. Near it the collector runs more
 // often instead of letting garbage grow into the container's last
 // megabytes, where the kernel evicts the program's own pages, then kills
-// it: news20.t's cross-validation in 100 MiB was killed with GOGC alone
-// and peaked at 87 MiB with it (BENCHMARKS.md, session 20). The rest is
-// for what Go does not count: the binary's pages and the data file's
-// page cache.
+// it. The rest is for what Go does not count: the binary's pages and the
+// data file's page cache.
 const GroupLimitShare = 0.9
 
-// held is about the memory of the shards alive in this process: a build
-// adds a shard's bytes, a cleanup takes them back once the shard is
-// unreachable. compactHeld is the part of it in compact shards.
+// held is about the memory of the data Tracked in this process: n bytes
+// of an object count until it is unreachable. compactHeld is the part of
+// it stored compact.
 var held, compactHeld atomic.Int64
 
-// account adds n bytes to the counts now and takes them back when s is
-// unreachable.
-func account(s *Shard, n int64, compact bool) {
+// Track counts n bytes (negative: takes them back) of long-lived data
+// owned by obj until obj is unreachable: TuneGC's target leaves it out of
+// the heap it scales. compact says the data is stored compact because
+// memory is short.
+func Track[T any](obj *T, n int64, compact bool) {
 	add := func(n int64) {
 		held.Add(n)
 		if compact {
@@ -52,26 +50,15 @@ func account(s *Shard, n int64, compact bool) {
 		}
 	}
 	add(n)
-	runtime.AddCleanup(s, func(n int64) { add(-n) }, n)
+	runtime.AddCleanup(obj, func(n int64) { add(-n) }, n)
 }
 
-func track(s *Shard) {
-	account(s, int64(s.Bytes()), s.Compacted())
-	s.tracked = true
-}
+// Held is the bytes Tracked and still reachable, and the compact part of
+// them.
+func Held() (all, compact int64) { return held.Load(), compactHeld.Load() }
 
-// retrack follows a tracked shard that Compact changed from before bytes
-// stored plain (wasCompact false) or compact: what track counted is
-// cancelled, and the shard is counted anew, each with its own cleanup.
-func retrack(s *Shard, before int, wasCompact bool) {
-	if s.tracked && (before != s.Bytes() || wasCompact != s.Compacted()) {
-		account(s, -int64(before), wasCompact)
-		account(s, int64(s.Bytes()), s.Compacted())
-	}
-}
-
-// gc is the collector's setting: off while loads run; with TuneGC,
-// percent of the heap other than the shards.
+// gc is the collector's setting: off while loads run (Pause); with
+// TuneGC, percent of the heap other than the tracked data.
 var gc gcState
 
 type gcState struct {
@@ -79,12 +66,12 @@ type gcState struct {
 	loads   int  // loads under way
 	restore int  // the setting a pause found
 	tuning  bool // TuneGC's goroutine is running
-	percent int  // its target for the heap other than the shards
-	gogc    bool // percent is GOGC's, whatever the shards
+	percent int  // its target for the heap other than the tracked data
+	gogc    bool // percent is GOGC's, whatever the data
 	applied int  // what it last set
 }
 
-// target is the percent of the heap other than the shards to aim at.
+// target is the percent of the heap other than the tracked data to aim at.
 func (g *gcState) target() int {
 	if !g.gogc && compactHeld.Load() > 0 {
 		return min(g.percent, CompactGCPercent)
@@ -93,10 +80,11 @@ func (g *gcState) target() int {
 }
 
 // TuneGC makes the collector's target DefaultGCPercent (or GOGC's, or
-// CompactGCPercent while compact shards are held) of the heap other than
-// the shards. Shards make no garbage and live for the
-// whole job, so headroom in proportion to them (a quarter of the data,
-// with GOGC=25 of the whole heap) is memory the collector never uses. The
+// CompactGCPercent while compact data is held) of the heap other than
+// the Tracked data. Such data (a worker's shards) makes no garbage and
+// lives for the whole job, so headroom in proportion to it (a quarter of
+// the data, with GOGC=25 of the whole heap) is memory the collector never
+// uses. The
 // setting follows the live heap, read every 100 ms. In a container, and
 // without GOMEMLIMIT, it also sets Go's soft memory limit to
 // GroupLimitShare of the container's.
@@ -107,7 +95,7 @@ func TuneGC() {
 		return
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		if limit := groupLimit(os.DirFS("/")); limit > 0 {
+		if limit := GroupLimit(os.DirFS("/")); limit > 0 {
 			debug.SetMemoryLimit(int64(GroupLimitShare * float64(limit)))
 		}
 	}
@@ -145,13 +133,13 @@ func scaledPercent(percent int, live uint64, data int64) int {
 	return max(1, int(uint64(percent)*(live-uint64(data))/live))
 }
 
-// pauseGC turns the collector off until the returned function is called.
+// Pause turns the collector off until the returned function is called.
 // Loading makes almost no garbage (its scratch is reused from shard to
-// shard), so each cycle during a load only marks the growing shards: on
-// the 8.8 M-nonzero generated set, 27 cycles took 10-15% of the load
-// time (BENCHMARKS.md). A memory limit (GOMEMLIMIT) still applies.
-// Loads may overlap; the setting comes back when the last one ends.
-func pauseGC() (resume func()) {
+// shard), so each cycle during a load only marks the growing shards,
+// for a tenth of the load's time. A memory limit (GOMEMLIMIT) still
+// applies. Loads may overlap; the setting comes back when the last one
+// ends.
+func Pause() (resume func()) {
 	gc.Lock()
 	defer gc.Unlock()
 	if gc.loads == 0 {
