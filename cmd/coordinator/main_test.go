@@ -468,23 +468,22 @@ func fileSize(path string) int64 {
 	return fi.Size()
 }
 
-// TestWarnShort: a problem that stops short of -e is put down to
-// -max-iter only when it reached it.
+// TestWarnShort: each problem that stops short of -e is warned about
+// with the reason its method gave.
 func TestWarnShort(t *testing.T) {
 	for _, c := range []struct {
-		name      string
-		converged []bool
-		iters     []int
-		want      []string // the warnings' first words, in order
+		name string
+		stop []osgm.Stop
+		want []string // the warnings' first words, in order
 	}{
-		{"all converged", []bool{true, true}, []int{3, 100}, nil},
-		{"at the limit", []bool{true, false}, []int{3, 100}, []string{"stopped at -max-iter"}},
-		{"at precision", []bool{false, true}, []int{12, 100}, []string{"stopped before reaching -e: steps no longer change"}},
-		{"both", []bool{false, false, true}, []int{100, 12, 5}, []string{"stopped at -max-iter", "stopped before reaching -e: steps no longer change"}},
+		{"all converged", []osgm.Stop{osgm.Converged, osgm.Converged}, nil},
+		{"at the limit", []osgm.Stop{osgm.Converged, osgm.MaxIter}, []string{"stopped at -max-iter"}},
+		{"at precision", []osgm.Stop{osgm.Stalled, osgm.Converged}, []string{"stopped before reaching -e: steps no longer change"}},
+		{"both", []osgm.Stop{osgm.MaxIter, osgm.Stalled, osgm.Converged}, []string{"stopped at -max-iter", "stopped before reaching -e: steps no longer change"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			core, logs := observer.New(zap.WarnLevel)
-			warnShort(zap.New(core), &osgm.Result{Converged: c.converged, Iters: c.iters}, 100)
+			warnShort(zap.New(core), &osgm.Result{Stop: c.stop}, 100)
 			got := logs.All()
 			if len(got) != len(c.want) {
 				t.Fatalf("%d warnings, want %d: %v", len(got), len(c.want), got)

@@ -393,12 +393,11 @@ func testAccuracy(path string, m *libsvm.Model) (libsvm.Accuracy, error) {
 // LIBLINEAR does with "actred and prered too small").
 func warnShort(log *zap.Logger, opt *osgm.Result, maxIter int) {
 	var limit, precision []int
-	for k, c := range opt.Converged {
-		switch {
-		case c:
-		case opt.Iters[k] >= maxIter:
+	for k, stop := range opt.Stop {
+		switch stop {
+		case osgm.MaxIter:
 			limit = append(limit, k)
-		default:
+		case osgm.Stalled:
 			precision = append(precision, k)
 		}
 	}

@@ -17,7 +17,7 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 	// The method is the whole run's choice, not a batch's.
 	s.Method = Choose(s.Method, K, s.Shape)
 	res := &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
-		Iters: make([]int, K), Converged: make([]bool, K)}
+		Iters: make([]int, K), Converged: make([]bool, K), Stop: make([]Stop, K)}
 	first, before := 0, 0 // the batch to start at, and the passes made before it
 	if r := s.Resume; r != nil {
 		if r.Batch < 1 || r.First < 0 || r.First >= K || r.First%r.Batch != 0 {
@@ -38,6 +38,17 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 			if len(x) != len(x0[k]) {
 				return nil, fmt.Errorf("osgm: the snapshot's problem %d has %d coordinates, this run %d", k, len(x), len(x0[k]))
 			}
+		}
+		if done.Stop == nil {
+			// Snapshots before Result.Stop: what the finished
+			// problems' state says, as a stalled method leaves it.
+			done.Stop = make([]Stop, first)
+			for k := range done.Stop {
+				done.Stop[k] = stopOf(done.Converged[k], true, done.Iters[k], s.MaxIter)
+			}
+		}
+		if len(done.Stop) != first {
+			return nil, fmt.Errorf("osgm: the snapshot's finished problems do not number %d", first)
 		}
 		res.place(0, &done)
 		before = done.Evals
@@ -81,7 +92,7 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 		if s.Checkpoint != nil {
 			bs.Checkpoint = func(snap *Snapshot) error {
 				done, err := encodeState(&Result{X: res.X[:lo], F: res.F[:lo], GradNorm: res.GradNorm[:lo],
-					Iters: res.Iters[:lo], Converged: res.Converged[:lo], Evals: before})
+					Iters: res.Iters[:lo], Converged: res.Converged[:lo], Stop: res.Stop[:lo], Evals: before})
 				if err != nil {
 					return err
 				}
@@ -107,6 +118,7 @@ func (res *Result) place(lo int, r *Result) {
 	copy(res.GradNorm[lo:], r.GradNorm)
 	copy(res.Iters[lo:], r.Iters)
 	copy(res.Converged[lo:], r.Converged)
+	copy(res.Stop[lo:], r.Stop)
 }
 
 // batch is problems ks of an objective, as problems 0, 1, ... of their

@@ -97,7 +97,36 @@ type Result struct {
 	GradNorm  []float64
 	Iters     []int
 	Converged []bool
-	Evals     int // data passes, including one at x0 unless F0 was given
+	// Stop says why each problem ended.
+	Stop  []Stop
+	Evals int // data passes, including one at x0 unless F0 was given
+}
+
+// Stop is why a problem's minimisation ended.
+type Stop uint8
+
+const (
+	Running   Stop = iota // not ended (not in a Result)
+	Converged             // the gradient met its tolerance
+	MaxIter               // Settings.MaxIter came first
+	Stalled               // the method's steps no longer change the objective
+)
+
+func (s Stop) String() string {
+	return [...]string{"running", "converged", "max-iter", "stalled"}[s]
+}
+
+// stopOf is why a problem with this state ended.
+func stopOf(converged, stalled bool, iters, maxIter int) Stop {
+	switch {
+	case converged:
+		return Converged
+	case iters >= maxIter:
+		return MaxIter
+	case stalled:
+		return Stalled
+	}
+	return Running
 }
 
 // Minimize runs one method per problem from x0, evaluating all problems
@@ -193,7 +222,7 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 	}
 	r.reqs, r.steps = make([]Request, K), make([]Step, K)
 	r.res = &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
-		Iters: make([]int, K), Converged: make([]bool, K)}
+		Iters: make([]int, K), Converged: make([]bool, K), Stop: make([]Stop, K)}
 	r.stalled = make([]bool, K)
 
 	switch {
@@ -433,6 +462,7 @@ func (r *run) result() *Result {
 		r.res.X[k] = clone(x)
 		r.res.F[k] = fb
 		r.res.GradNorm[k] = floats.Norm(gb, 2)
+		r.res.Stop[k] = stopOf(r.res.Converged[k], r.stalled[k], r.res.Iters[k], r.s.MaxIter)
 	}
 	return r.res
 }

@@ -381,3 +381,26 @@ func TestNewtonStopsAtPrecision(t *testing.T) {
 		})
 	}
 }
+
+// TestStopSaysWhy: every problem of a Result says why it ended: its
+// tolerance met, -max-iter reached, or no more progress possible (here a
+// problem whose gradient is NaN from the start).
+func TestStopSaysWhy(t *testing.T) {
+	q := newQuadratic(rand.New(rand.NewPCG(3, 4)), 10, 3, 20, true)
+	q.c[2][0] = math.NaN()
+	x0 := [][]float64{make([]float64, 10), make([]float64, 10), make([]float64, 10)}
+	res, err := Minimize(q, x0, q.problems(), Settings{Method: "lbfgs", MaxIter: 500, GradTol: []float64{1e-6, 1e-6, 1e-6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stop[0] != Converged || res.Stop[1] != Converged || res.Stop[2] != Stalled {
+		t.Fatalf("stops %v, want converged, converged, stalled (iterations %v)", res.Stop, res.Iters)
+	}
+	res, err = Minimize(q, x0, q.problems(), Settings{Method: "lbfgs", MaxIter: 3, GradTol: []float64{1e-6, 1e-6, 1e-6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stop[0] != MaxIter || res.Stop[1] != MaxIter || res.Stop[2] != Stalled {
+		t.Fatalf("stops %v at -max-iter 3, want max-iter, max-iter, stalled (iterations %v)", res.Stop, res.Iters)
+	}
+}
