@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
 // TestDenseSumMatchesCombiner: a worker summing the nodes it holds whole
@@ -33,11 +35,11 @@ func TestDenseSumMatchesCombiner(t *testing.T) {
 		cases := []struct {
 			name string
 			K    int
-			op   Op
+			op   osgm.Op
 		}{
-			{"one problem", 1, OpEval},
-			{"three problems", 3, OpEval},
-			{"Hessian", 1, OpEvalHess},
+			{"one problem", 1, osgm.OpEval},
+			{"three problems", 3, osgm.OpEval},
+			{"Hessian", 1, osgm.OpEvalHess},
 		}
 		for _, c := range cases {
 			t.Run(data.name+"/"+c.name, func(t *testing.T) {
@@ -46,7 +48,7 @@ func TestDenseSumMatchesCombiner(t *testing.T) {
 				for i, s := range shards {
 					var sc Scratch
 					parts[i] = new(Partial)
-					if c.op == OpEvalHess {
+					if c.op == osgm.OpEvalHess {
 						s.EvalHess(p, &sc, parts[i])
 					} else {
 						s.Eval(p, &sc, parts[i])

@@ -65,7 +65,7 @@ type Partial struct {
 	Loss     []float64 // per problem: sum of max(0, 1 - y a·w)^2
 	Grad     []float64 // local column l, problem k at l*K+k: sum of -2 y (1 - z) a
 	BiasGrad []float64 // per problem, the bias feature's gradient sum
-	// Hess, for OpEvalHess only, is the data part of the Hessian over the
+	// Hess, for osgm.OpEvalHess only, is the data part of the Hessian over the
 	// point's whole dimension, packed (see HessLen); nil otherwise.
 	Hess []float64
 	// Seconds is how long the worker that sent it had been computing the

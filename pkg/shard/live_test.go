@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
 // spreadData writes rows whose features are multiples of 3 up to 90 (two
@@ -84,16 +86,16 @@ func TestLivePointsGiveTheSameBits(t *testing.T) {
 				}
 				var sc Scratch
 				for _, s := range local.Shards {
-					for _, op := range []Op{OpEval, OpEvalDiag, OpHessVec} {
+					for _, op := range []osgm.Op{osgm.OpEval, osgm.OpEvalDiag, osgm.OpHessVec} {
 						var want, got Partial
 						switch op {
-						case OpEval:
+						case osgm.OpEval:
 							s.Eval(px, &sc, &want)
 							s.Eval(lx, &sc, &got)
-						case OpEvalDiag:
+						case osgm.OpEvalDiag:
 							s.EvalDiag(px, &sc, &want)
 							s.EvalDiag(lx, &sc, &got)
-						case OpHessVec:
+						case osgm.OpHessVec:
 							s.HessVec(px, pv, &sc, &want)
 							s.HessVec(lx, lv, &sc, &got)
 						}

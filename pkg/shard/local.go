@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
 // Local is a Backend over shards held in this process, evaluated by a
@@ -69,7 +71,7 @@ func (l *Local) reuse() *Partial {
 	return p
 }
 
-func (l *Local) Eval(op Op, p, v *Point, add func(*Partial) error) error {
+func (l *Local) Eval(op osgm.Op, p, v *Point, add func(*Partial) error) error {
 	if err := CheckFolds(l.Shards, p); err != nil {
 		return err
 	}
@@ -96,13 +98,13 @@ func (l *Local) Eval(op Op, p, v *Point, add func(*Partial) error) error {
 				}
 				part := l.reuse()
 				switch op {
-				case OpEval:
+				case osgm.OpEval:
 					l.Shards[i].Eval(p, sc, part)
-				case OpHessVec:
+				case osgm.OpHessVec:
 					l.Shards[i].HessVec(p, v, sc, part)
-				case OpEvalDiag:
+				case osgm.OpEvalDiag:
 					l.Shards[i].EvalDiag(p, sc, part)
-				case OpEvalHess:
+				case osgm.OpEvalHess:
 					l.Shards[i].EvalHess(p, sc, part)
 				default:
 					panic(fmt.Sprintf("shard: unknown op %d", op))

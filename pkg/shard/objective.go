@@ -8,16 +8,6 @@ import (
 	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
-// Op is the kind of pass a backend makes over its shards.
-type Op uint8
-
-const (
-	OpEval     Op = iota // loss and gradient sums at a point
-	OpHessVec            // generalised Hessian at a point times a vector
-	OpEvalDiag           // OpEval and the generalised Hessian's diagonal
-	OpEvalHess           // OpEval and the whole generalised Hessian (one problem)
-)
-
 // Meta describes one loaded shard to the coordinator.
 type Meta struct {
 	ID         int
@@ -48,7 +38,7 @@ type Backend interface {
 	// SetFolds splits the rows into n cross-validation folds, numbered
 	// 1..n as Folds does; points then name a fold to hold out.
 	SetFolds(n int) error
-	Eval(op Op, p, v *Point, add func(*Partial) error) error
+	Eval(op osgm.Op, p, v *Point, add func(*Partial) error) error
 	// Tally counts rows and correct predictions by class (only the
 	// held-out fold's rows when p.Holdout is set).
 	Tally(p *Point) (Tally, error)
@@ -233,14 +223,14 @@ func (o *Objective) stamp(ks []int, x [][]float64) {
 }
 
 // pass runs one reduction of op for problems ks (nil: all) into out (the
-// data sums, unscaled): a vector per problem, two for OpEvalDiag.
-func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]float64, error) {
+// data sums, unscaled): a vector per problem, two for osgm.OpEvalDiag.
+func (o *Objective) pass(op osgm.Op, ks []int, x, v [][]float64, out [][]float64) ([]float64, error) {
 	K := len(out)
 	o.sum.Loss = grow(o.sum.Loss, K)
 	o.sum.BiasGrad = grow(o.sum.BiasGrad, K)
 	o.sum.Grad = o.sum.Grad[:0]
 	o.sum.Hess = o.sum.Hess[:0]
-	if op == OpEvalHess {
+	if op == osgm.OpEvalHess {
 		o.sum.Hess = grow(o.sum.Hess, HessLen(o.Dim()))
 	}
 	for k := range out {
@@ -253,7 +243,7 @@ func (o *Objective) pass(op Op, ks []int, x, v [][]float64, out [][]float64) ([]
 		vp = o.pointFor(ks, v)
 	}
 	pt := o.pointFor(ks, x)
-	if op == OpHessVec || op == OpEvalDiag {
+	if op == osgm.OpHessVec || op == osgm.OpEvalDiag {
 		pt.Stamp = o.lastStamp
 	}
 	if err := o.Backend.Eval(op, pt, vp, func(p *Partial) error {
@@ -305,7 +295,7 @@ func (o *Objective) Eval(x [][]float64, f []float64, g [][]float64) error {
 // evalSome is Eval for the problems ks only (nil: all), held in x, f and g
 // in the order of ks.
 func (o *Objective) evalSome(ks []int, x [][]float64, f []float64, g [][]float64) error {
-	loss, err := o.pass(OpEval, ks, x, nil, g)
+	loss, err := o.pass(osgm.OpEval, ks, x, nil, g)
 	if err != nil {
 		return err
 	}
@@ -331,7 +321,7 @@ func (o *Objective) finishEval(x [][]float64, loss, f []float64, g [][]float64) 
 // rows active at x[k], for the problems ks (nil: all).
 func (o *Objective) hessVecSome(ks []int, x, v, hv [][]float64) error {
 	o.stamp(ks, x)
-	if _, err := o.pass(OpHessVec, ks, x, v, hv); err != nil {
+	if _, err := o.pass(osgm.OpHessVec, ks, x, v, hv); err != nil {
 		return err
 	}
 	m := float64(o.Rows)
@@ -355,7 +345,7 @@ func (o *Objective) hessVecSome(ks []int, x, v, hv [][]float64) error {
 // trial, the next pass at the iterate finds the activity afresh.
 func (o *Objective) evalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
 	o.stamp(ks, x)
-	loss, err := o.pass(OpEvalDiag, ks, x, nil, append(slices.Clip(g), d...))
+	loss, err := o.pass(osgm.OpEvalDiag, ks, x, nil, append(slices.Clip(g), d...))
 	if err != nil {
 		return err
 	}
@@ -384,7 +374,7 @@ func (o *Objective) evalHessSome(ks []int, x [][]float64, f []float64, g, h [][]
 	if len(h[0]) != n*n {
 		return fmt.Errorf("shard: Hessian buffer of %d entries for dimension %d", len(h[0]), n)
 	}
-	loss, err := o.pass(OpEvalHess, ks, x, nil, g)
+	loss, err := o.pass(osgm.OpEvalHess, ks, x, nil, g)
 	if err != nil {
 		return err
 	}

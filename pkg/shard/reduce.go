@@ -10,7 +10,7 @@ type Sum struct {
 	Loss     []float64
 	Grad     [][]float64 // Grad[k][j]
 	BiasGrad []float64
-	Hess     []float64 // OpEvalHess: the packed Hessian's data part (see HessLen)
+	Hess     []float64 // osgm.OpEvalHess: the packed Hessian's data part (see HessLen)
 }
 
 // GroupSize is how many consecutive shards are summed together before

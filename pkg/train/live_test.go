@@ -295,7 +295,7 @@ type widest struct {
 	k int
 }
 
-func (w *widest) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
+func (w *widest) Eval(op osgm.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
 	w.k = max(w.k, p.K())
 	return w.Backend.Eval(op, p, v, add)
 }

@@ -123,7 +123,7 @@ type Cluster struct {
 
 	// The last round's point, by its stamp, and the workers live when it
 	// went out: a Hessian-vector product at that point goes without x
-	// (opHessVecAt) while they are the same.
+	// (pointHessVecAt) while they are the same.
 	lastStamp  uint64
 	lastLive   []string
 	lastLayout *pointLayout
@@ -148,7 +148,7 @@ type Cluster struct {
 type Stats struct {
 	Rounds int
 	// WithoutX counts the Hessian-vector rounds whose point went out
-	// without x, the last round's (see opHessVecAt).
+	// without x, the last round's (see pointHessVecAt).
 	WithoutX int
 	// Compute sums, over rounds, the longest time a worker reported
 	// computing in the round; the rest of the rounds' time is the bus.

@@ -483,7 +483,7 @@ func roundWithoutWorkers(t *testing.T, cfg func(*ClusterConfig)) (*Cluster, <-ch
 func evalAsync(c *Cluster, features uint32) <-chan error {
 	p := &shard.Point{W: [][]float64{make([]float64, features)}, Bias: -1}
 	done := make(chan error, 1)
-	go func() { done <- c.Eval(shard.OpEval, p, nil, func(*shard.Partial) error { return nil }) }()
+	go func() { done <- c.Eval(osgm.OpEval, p, nil, func(*shard.Partial) error { return nil }) }()
 	return done
 }
 
@@ -953,7 +953,7 @@ func serverRestart(t *testing.T, path string, tc restartCase, points PointMode) 
 	c.SetClasses([]float64{1, 2, 3})
 	eval := func() (map[string]float64, error) {
 		got := map[string]float64{}
-		err := c.Eval(shard.OpEval, p, nil, func(part *shard.Partial) error {
+		err := c.Eval(osgm.OpEval, p, nil, func(part *shard.Partial) error {
 			got[fmt.Sprint(part.Group, part.Level, part.Shard)] = part.Loss[0]
 			return nil
 		})

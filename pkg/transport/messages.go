@@ -33,7 +33,7 @@ func UpSubject(job uint64) string { return fmt.Sprintf("osgm.j.%016x.up", job) }
 // Hessian-vector product, the vector), with everything a worker needs to
 // evaluate its shards: the bias and the label order that defines classes.
 type Point struct {
-	Op      shard.Op
+	Op      wireOp
 	Bias    float64
 	Labels  []float64 // class order; a row's class is its label's position
 	Weights []float64 // class weights, as shard.Point.Weights (empty: none)
@@ -85,7 +85,7 @@ func pointPieces(head []byte, p *Point) [][]byte {
 // vectors are the point's vectors in wire order: X, then V for a
 // Hessian-vector product; V alone at the last point (X stays unsent).
 func (p *Point) vectors() [][]float64 {
-	if p.Op == shard.OpHessVec {
+	if p.Op == pointHessVec {
 		return slices.Concat(p.X, p.V)
 	}
 	return p.sent()
@@ -94,7 +94,7 @@ func (p *Point) vectors() [][]float64 {
 // sent are the vectors that size the message's head: X, or V alone at the
 // last point.
 func (p *Point) sent() [][]float64 {
-	if p.Op == opHessVecAt {
+	if p.Op == pointHessVecAt {
 		return p.V
 	}
 	return p.X
@@ -147,8 +147,8 @@ func DecodePointInto(b []byte, old *Point) (*Point, error) {
 // 1 M-feature point is never copied whole.
 func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	d := decParts(parts)
-	p := &Point{Op: shard.Op(d.u8())}
-	if d.err == nil && p.Op != shard.OpEval && p.Op != shard.OpHessVec && p.Op != shard.OpEvalDiag && p.Op != shard.OpEvalHess && p.Op != opCorrect && p.Op != opHessVecAt {
+	p := &Point{Op: wireOp(d.u8())}
+	if d.err == nil && p.Op > pointHessVecAt {
 		return nil, fmt.Errorf("transport: point: unknown op %d", p.Op)
 	}
 	p.Bias = d.f64()
@@ -168,7 +168,7 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	K, dim := int(d.u32()), int(d.u32())
 	d.skipPad()
 	vecs := K
-	if p.Op == shard.OpHessVec {
+	if p.Op == pointHessVec {
 		vecs *= 2
 	}
 	if d.err != nil {
@@ -221,10 +221,10 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 		}
 		return out
 	}
-	if p.Op != opHessVecAt {
+	if p.Op != pointHessVecAt {
 		p.X = read(oldX)
 	}
-	if p.Op == shard.OpHessVec || p.Op == opHessVecAt {
+	if p.Op == pointHessVec || p.Op == pointHessVecAt {
 		p.V = read(oldV)
 	}
 	return p, d.done()

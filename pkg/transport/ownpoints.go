@@ -74,7 +74,7 @@ type ownPoint struct {
 // layoutFor is the layout of pt's round, worked out again when the
 // shards' owners or the point's coordinates change.
 func (c *Cluster) layoutFor(pt *Point) *pointLayout {
-	if c.cfg.Points == PointsBroadcast || pt.Op == shard.OpEvalHess {
+	if c.cfg.Points == PointsBroadcast || pt.Op == pointEvalHess {
 		return nil // a Hessian over the point's dimension needs all of it
 	}
 	full, dim := fullOf(pt), pt.dim()
@@ -167,10 +167,10 @@ func (o *ownPoint) point(pt *Point) *Point {
 	own := *pt
 	own.Full, own.Live = uint32(fullOf(pt)), o.bits
 	own.X, own.V = nil, nil
-	if pt.Op != opHessVecAt {
+	if pt.Op != pointHessVecAt {
 		own.X = gather(&o.x, pt.X)
 	}
-	if pt.Op == shard.OpHessVec || pt.Op == opHessVecAt {
+	if pt.Op == pointHessVec || pt.Op == pointHessVecAt {
 		own.V = gather(&o.v, pt.V)
 	}
 	return &own

@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
 // onUp handles one result; add receives partials of the current round.
@@ -121,7 +123,7 @@ func (c *Cluster) SetFolds(n int) error {
 }
 
 // point is the wire form of a request at p.
-func (c *Cluster) point(op shard.Op, p *shard.Point) (*Point, error) {
+func (c *Cluster) point(op wireOp, p *shard.Point) (*Point, error) {
 	if p.Holdout > 0 && c.folds == 0 {
 		return nil, errors.New("a fold is held out but SetFolds was not called")
 	}
@@ -140,17 +142,17 @@ func (c *Cluster) point(op shard.Op, p *shard.Point) (*Point, error) {
 }
 
 // Eval runs one round: broadcast the point, gather every shard's partial.
-func (c *Cluster) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
-	pt, err := c.point(op, p)
+func (c *Cluster) Eval(op osgm.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
+	pt, err := c.point(wireOpOf(op), p)
 	if err != nil {
 		return err
 	}
-	if op == shard.OpHessVec {
+	if op == osgm.OpHessVec {
 		pt.V = v.W
 		// Without x only while every worker holds the last point in the
 		// layout this one goes out in.
 		if p.Stamp != 0 && p.Stamp == c.lastStamp && slices.Equal(c.live(), c.lastLive) && c.layoutFor(pt) == c.lastLayout {
-			pt.Op = opHessVecAt
+			pt.Op = pointHessVecAt
 			c.mu.Lock()
 			c.stats.WithoutX++
 			c.mu.Unlock()
@@ -162,7 +164,7 @@ func (c *Cluster) Eval(op shard.Op, p, v *shard.Point, add func(*shard.Partial) 
 // Tally counts rows and correct predictions on the workers: each shard's
 // partial carries rows per class in Loss and correct ones in BiasGrad.
 func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
-	pt, err := c.point(opCorrect, p)
+	pt, err := c.point(pointCorrect, p)
 	if err != nil {
 		return shard.Tally{}, err
 	}
@@ -302,7 +304,7 @@ func (r *roundState) again() error {
 	}
 	r.layout, c.lastLayout = nil, nil
 	var err error
-	if r.pt.Op == opHessVecAt {
+	if r.pt.Op == pointHessVecAt {
 		// Some worker may not hold x: send it again too.
 		r.payload, err = c.sendX(r.pt)
 	} else {
@@ -329,9 +331,9 @@ func (r *roundState) onUp(m upMsg) error {
 	if m.kind == KindNeedX {
 		// A worker without x, or whose own point lacks the columns of
 		// shards it has loaded since: the whole point serves it.
-		if m.round == c.round && (r.pt.Op == opHessVecAt || r.layout != nil) {
+		if m.round == c.round && (r.pt.Op == pointHessVecAt || r.layout != nil) {
 			why := "a worker lacks x"
-			if r.pt.Op != opHessVecAt {
+			if r.pt.Op != pointHessVecAt {
 				why = "a worker's own point lacks columns of its shards"
 			}
 			c.log.Info("broadcasting the point whole", zap.Uint64("round", c.round), zap.String("why", why), zap.String("worker", string(m.payload)))
@@ -496,7 +498,7 @@ func (c *Cluster) due(now time.Time) bool {
 // sendX turns the round's point without x into one with x and
 // broadcasts it; it returns the new payload, for later resends.
 func (c *Cluster) sendX(pt *Point) ([][]byte, error) {
-	pt.Op = shard.OpHessVec
+	pt.Op = pointHessVec
 	payload := pointPieces(c.pointBuf, pt)
 	c.pointBuf = payload[0]
 	return payload, c.broadcast(payload)

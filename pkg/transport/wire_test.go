@@ -84,7 +84,7 @@ func within(v []float64, b []byte) bool {
 // memory. What comes out is what was encoded in every case.
 func TestDecodingInPlace(t *testing.T) {
 	mk := func(x float64, dim int) *Point {
-		p := &Point{Op: shard.OpHessVec, Labels: []float64{1, -1, 3}, X: [][]float64{make([]float64, dim)}, V: [][]float64{make([]float64, dim)}}
+		p := &Point{Op: pointHessVec, Labels: []float64{1, -1, 3}, X: [][]float64{make([]float64, dim)}, V: [][]float64{make([]float64, dim)}}
 		for j := range dim {
 			p.X[0][j], p.V[0][j] = x+float64(j), x-float64(j)
 		}
@@ -160,7 +160,7 @@ func TestDecodingInPlace(t *testing.T) {
 // point's memory.
 func TestPointFromChunks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	want := &Point{Op: shard.OpHessVec, Labels: []float64{1, -1, 2}, Weights: []float64{1, 2, 3, 4}, Classes: []uint32{0, 2},
+	want := &Point{Op: pointHessVec, Labels: []float64{1, -1, 2}, Weights: []float64{1, 2, 3, 4}, Classes: []uint32{0, 2},
 		Stamp: 7, Rows: 99, Starts: []uint64{0, 50}, X: [][]float64{make([]float64, 37), make([]float64, 37)}, V: [][]float64{make([]float64, 37), make([]float64, 37)}}
 	for _, vs := range [][][]float64{want.X, want.V} {
 		for _, v := range vs {
@@ -256,7 +256,7 @@ func TestDecodeChunkRejects(t *testing.T) {
 }
 
 func TestMessagesRoundTrip(t *testing.T) {
-	p := &Point{Op: shard.OpHessVec, Bias: 1.5, Labels: []float64{3, 1, 2}, Weights: []float64{2, 1, 0.5, 1, 1, 1},
+	p := &Point{Op: pointHessVec, Bias: 1.5, Labels: []float64{3, 1, 2}, Weights: []float64{2, 1, 0.5, 1, 1, 1},
 		Classes: []uint32{2, 0, 1}, Stamp: 0xdeadbeef12345678, Folds: 5, Holdout: 3, Rows: 1000, Starts: []uint64{0, 400, 700},
 		X: [][]float64{{1, -2, math.Pi}, {0, 1e-300, -0.5}, {4, 5, 6}},
 		V: [][]float64{{1, 1, 1}, {2, 2, 2}, {3, 3, 3}}}
@@ -277,23 +277,23 @@ func TestMessagesRoundTrip(t *testing.T) {
 	// At the last point: V travels, X (held by the sender for a second
 	// broadcast) does not.
 	at := *p
-	at.Op = opHessVecAt
+	at.Op = pointHessVecAt
 	full, short := EncodePoint(p), EncodePoint(&at)
 	if len(full)-len(short) != 8*len(p.X)*len(p.X[0]) {
 		t.Fatalf("a point without x takes %d bytes, with x %d", len(short), len(full))
 	}
-	if got, err := DecodePoint(short); err != nil || got.Op != opHessVecAt || got.X != nil || got.Stamp != p.Stamp || !slices.Equal(got.V[2], p.V[2]) {
+	if got, err := DecodePoint(short); err != nil || got.Op != pointHessVecAt || got.X != nil || got.Stamp != p.Stamp || !slices.Equal(got.V[2], p.V[2]) {
 		t.Fatalf("point without x: %v %+v", err, got)
 	}
 
 	// Vectors of 70 coordinates that carry 3 of them.
-	lp := &Point{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b101, 1 << 5}, X: [][]float64{{1, 2, 3}}}
+	lp := &Point{Op: pointEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b101, 1 << 5}, X: [][]float64{{1, 2, 3}}}
 	if got, err := DecodePoint(EncodePoint(lp)); err != nil || got.Full != 70 || !slices.Equal(got.Live, lp.Live) || !slices.Equal(got.X[0], lp.X[0]) {
 		t.Fatalf("point with live coordinates: %v %+v", err, got)
 	}
 
-	hp := &Point{Op: shard.OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2, 3}}}
-	if got, err := DecodePoint(EncodePoint(hp)); err != nil || got.Op != shard.OpEvalHess || !slices.Equal(got.X[0], hp.X[0]) || got.V != nil {
+	hp := &Point{Op: pointEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2, 3}}}
+	if got, err := DecodePoint(EncodePoint(hp)); err != nil || got.Op != pointEvalHess || !slices.Equal(got.X[0], hp.X[0]) || got.V != nil {
 		t.Fatalf("Hessian point: %v %+v", err, got)
 	}
 
@@ -334,7 +334,7 @@ func TestColumnMapBeyondUint32(t *testing.T) {
 }
 
 func TestDecodeRejectsLies(t *testing.T) {
-	p := EncodePoint(&Point{Op: shard.OpEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}})
+	p := EncodePoint(&Point{Op: pointEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}})
 	if _, err := DecodePoint(p[:len(p)-8]); err == nil {
 		t.Error("a truncated point decoded")
 	}
@@ -344,13 +344,13 @@ func TestDecodeRejectsLies(t *testing.T) {
 		t.Error("a point with an unknown op decoded")
 	}
 	for _, lie := range []*Point{
-		{Op: shard.OpEval, Labels: []float64{1, -1}, Weights: []float64{1, 2, 3}, X: [][]float64{{1, 2}}},
-		{Op: shard.OpEval, Labels: []float64{1, -1}, Folds: 3, Holdout: 4, X: [][]float64{{1, 2}}},
-		{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b111, 0}, X: [][]float64{{1, 2}}},
-		{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
-		{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 4, Live: []uint64{0b10001}, X: [][]float64{{1, 2}}},
-		{Op: shard.OpEval, Labels: []float64{1, -1}, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
-		{Op: shard.OpEval, X: [][]float64{{1, 2}}},
+		{Op: pointEval, Labels: []float64{1, -1}, Weights: []float64{1, 2, 3}, X: [][]float64{{1, 2}}},
+		{Op: pointEval, Labels: []float64{1, -1}, Folds: 3, Holdout: 4, X: [][]float64{{1, 2}}},
+		{Op: pointEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b111, 0}, X: [][]float64{{1, 2}}},
+		{Op: pointEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
+		{Op: pointEval, Labels: []float64{1, -1}, Full: 4, Live: []uint64{0b10001}, X: [][]float64{{1, 2}}},
+		{Op: pointEval, Labels: []float64{1, -1}, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
+		{Op: pointEval, X: [][]float64{{1, 2}}},
 	} {
 		if _, err := DecodePoint(EncodePoint(lie)); err == nil {
 			t.Errorf("a point with %d labels, %d weights for 1 problem, fold %d of %d, or live coordinates %b of %d decoded",
@@ -387,15 +387,15 @@ func FuzzDecodeChunk(f *testing.F) {
 }
 
 func FuzzDecodeMessages(f *testing.F) {
-	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: pointEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}}))
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}, Hess: []float64{1, 2, 3}}))
 	sparse := make([]float64, 70)
 	sparse[3], sparse[66] = 1, -2
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: sparse}))
-	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
-	f.Add(uint8(0), EncodePoint(&Point{Op: opHessVecAt, Labels: []float64{1, -1}, Stamp: 3, V: [][]float64{{1, 2}}}))
-	f.Add(uint8(0), EncodePoint(&Point{Op: shard.OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{1, 1}, X: [][]float64{{1, 2}}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: pointEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: pointHessVecAt, Labels: []float64{1, -1}, Stamp: 3, V: [][]float64{{1, 2}}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: pointEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{1, 1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{MaxIndex: 301, Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1, 7, 300}}))
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		switch which % 3 {

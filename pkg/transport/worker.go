@@ -19,6 +19,8 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/shard"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
 // Defaults of the protocol's timing, shared by coordinator and workers.
@@ -34,19 +36,49 @@ const (
 	upQueue          = 4096
 )
 
-// opCorrect asks workers to tally rows and correct predictions per class
-// (shard.Tally) instead of evaluating: rows come back as the partial's
-// Loss, correct ones as its BiasGrad.
-const opCorrect = shard.OpEvalHess + 1
+// wireOp is a point's operation as its byte on the wire: osgm's four
+// evaluations, and two kinds only the protocol has.
+type wireOp uint8
 
-// opHessVecAt is a Hessian-vector product at the point the worker last
+const (
+	pointEval wireOp = iota
+	pointHessVec
+	pointEvalDiag
+	pointEvalHess
+	// pointCorrect asks workers to tally rows and correct predictions
+	// per class (shard.Tally) instead of evaluating: rows come back as
+	// the partial's Loss, correct ones as its BiasGrad.
+	pointCorrect
+	pointHessVecAt // see below
+)
+
+// wireOpOf is an evaluation's byte on the wire.
+func wireOpOf(op osgm.Op) wireOp {
+	switch op {
+	case osgm.OpHessVec:
+		return pointHessVec
+	case osgm.OpEvalDiag:
+		return pointEvalDiag
+	case osgm.OpEvalHess:
+		return pointEvalHess
+	}
+	return pointEval
+}
+
+// eval is the evaluation a point's op asks for (pointHessVecAt's once
+// the worker has put its x back: a Hessian-vector product).
+func (w wireOp) eval() osgm.Op {
+	return [...]osgm.Op{pointEval: osgm.OpEval, pointHessVec: osgm.OpHessVec, pointEvalDiag: osgm.OpEvalDiag,
+		pointEvalHess: osgm.OpEvalHess, pointHessVecAt: osgm.OpHessVec}[w]
+}
+
+// pointHessVecAt is a Hessian-vector product at the point the worker last
 // received, named by the stamp: the message carries V alone. Newton's CG
 // steps multiply at the x of the round before (the trial point just
 // accepted, or the step before), so their points are half the bytes (8 MB
 // a worker at 1 M features, not 16). A worker that does not hold that
 // point (it missed the round before) says so (KindNeedX) and answers the
 // broadcast with x that the coordinator sends at once.
-const opHessVecAt = opCorrect + 1
 
 var errNoX = errors.New("transport: a Hessian-vector point at an x this worker does not hold (waiting for the round with x)")
 
@@ -715,7 +747,7 @@ func (w *Worker) decodePoint(parts [][]byte, into *Point) (*Point, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.Op != opHessVecAt {
+	if p.Op != pointHessVecAt {
 		return p, nil
 	}
 	if w.forgetPoints > 0 {
@@ -725,7 +757,7 @@ func (w *Worker) decodePoint(parts [][]byte, into *Point) (*Point, error) {
 	if held == nil || p.Stamp == 0 || held.Stamp != p.Stamp || len(held.X) != len(p.V) || !sameLayout(w.live, p) || len(p.V[0]) != len(held.X[0]) {
 		return nil, errNoX
 	}
-	p.Op, p.X = shard.OpHessVec, held.X
+	p.Op, p.X = pointHessVec, held.X
 	return p, nil
 }
 
@@ -776,18 +808,18 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 		local = shard.NewLocal(shards, w.cfg.Parallel)
 	}
 	start := time.Now()
-	if p.Op == opCorrect {
+	if p.Op == pointCorrect {
 		w.tally(shards, pt, start)
 		return
 	}
 	var vp *shard.Point
-	if p.Op == shard.OpHessVec {
+	if p.Op == pointHessVec {
 		vp = shard.NewPoint(p.V, p.Bias, at)
 		vp.Live = w.live
 	}
 	sums := map[int]*shard.GroupSum{}
 	hess := 0
-	if p.Op == shard.OpEvalHess {
+	if p.Op == pointEvalHess {
 		hess = shard.HessLen(len(p.X[0]))
 	}
 	w.started = start
@@ -800,7 +832,7 @@ func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
 	if m := w.cfg.Metrics; m != nil {
 		defer func(start time.Time) { m.Eval.Observe(time.Since(start).Seconds()) }(time.Now())
 	}
-	local.Eval(p.Op, pt, vp, func(part *shard.Partial) error {
+	local.Eval(p.Op.eval(), pt, vp, func(part *shard.Partial) error {
 		if grouped && w.dense != nil && w.dense.Holds(part.Shard) {
 			_, err := w.dense.Add(part)
 			return err

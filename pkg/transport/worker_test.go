@@ -65,19 +65,19 @@ func FuzzWorkerPoint(f *testing.F) {
 	}
 	for _, p := range []*Point{
 		// First, while the shards have never been given the labels.
-		{Op: shard.OpEval, Bias: 1, X: three(61, 0.1)},
-		{Op: shard.OpEval, Bias: 1, Labels: labels, X: three(61, 0.1)},
-		{Op: shard.OpEval, Bias: -1, Labels: labels, Classes: []uint32{2}, Weights: []float64{1, 2}, X: [][]float64{vec(60, 0.1)}},
-		{Op: shard.OpHessVec, Bias: 1, Labels: labels, Stamp: 5, X: three(61, 0.1), V: three(61, 1)},
-		{Op: opHessVecAt, Bias: 1, Labels: labels, Stamp: 5, V: three(61, 1)},
-		{Op: shard.OpEvalDiag, Bias: 1, Labels: labels, Stamp: 6, X: [][]float64{vec(61, 0.1)}},
-		{Op: shard.OpEvalHess, Bias: 1, Labels: labels, X: [][]float64{vec(61, 0.1)}},
-		{Op: opCorrect, Bias: 1, Labels: labels, X: three(61, 0.1)},
-		{Op: shard.OpEval, Bias: 1, Labels: labels, Folds: 3, Holdout: 2, Rows: 200, Starts: []uint64{0, 50, 100, 150}, X: three(61, 0.1)},
-		{Op: shard.OpEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<61 - 1}, X: three(61, 0.1)},
+		{Op: pointEval, Bias: 1, X: three(61, 0.1)},
+		{Op: pointEval, Bias: 1, Labels: labels, X: three(61, 0.1)},
+		{Op: pointEval, Bias: -1, Labels: labels, Classes: []uint32{2}, Weights: []float64{1, 2}, X: [][]float64{vec(60, 0.1)}},
+		{Op: pointHessVec, Bias: 1, Labels: labels, Stamp: 5, X: three(61, 0.1), V: three(61, 1)},
+		{Op: pointHessVecAt, Bias: 1, Labels: labels, Stamp: 5, V: three(61, 1)},
+		{Op: pointEvalDiag, Bias: 1, Labels: labels, Stamp: 6, X: [][]float64{vec(61, 0.1)}},
+		{Op: pointEvalHess, Bias: 1, Labels: labels, X: [][]float64{vec(61, 0.1)}},
+		{Op: pointCorrect, Bias: 1, Labels: labels, X: three(61, 0.1)},
+		{Op: pointEval, Bias: 1, Labels: labels, Folds: 3, Holdout: 2, Rows: 200, Starts: []uint64{0, 50, 100, 150}, X: three(61, 0.1)},
+		{Op: pointEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<61 - 1}, X: three(61, 0.1)},
 		// An own point that lacks the columns of half the shards' features.
-		{Op: shard.OpEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, X: three(31, 0.1)},
-		{Op: opHessVecAt, Bias: 1, Labels: labels, Stamp: 5, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, V: three(31, 1)},
+		{Op: pointEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, X: three(31, 0.1)},
+		{Op: pointHessVecAt, Bias: 1, Labels: labels, Stamp: 5, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, V: three(31, 1)},
 	} {
 		b := EncodePoint(p)
 		for _, same := range []bool{false, true} {
