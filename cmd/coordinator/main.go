@@ -30,6 +30,7 @@ type options struct {
 	train, model string
 	c, lambda    float64
 	eps          float64
+	gap          float64
 	bias         float64
 	method       string
 	maxIter      int
@@ -124,6 +125,7 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.Float64Var(&o.bias, "B", -1, "bias: if >= 0, every row gets a feature of this value (-1: none)")
 	fs.StringVar(&o.method, "method", osgm.DefaultMethod, "optimiser: "+strings.Join(osgm.Methods(), ", ")+" (auto: newton-full for two classes and at most 1,024 features, newton for more features, lbfgs for more classes)")
 	fs.IntVar(&o.maxIter, "max-iter", 10000, "maximum iterations")
+	fs.Float64Var(&o.gap, "gap", 0, "also stop each problem only once it is certified within this relative gap of its optimum (0: LIBLINEAR's test alone); 1e-6 gives at least LIBLINEAR's objective at the same -e, in more passes")
 	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
 	fs.StringVar(&o.trace, "trace", "", "write one CSV line per iteration to this file")
 	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "local workers (without -nats)")
@@ -186,6 +188,9 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	}
 	if !(o.eps > 0) {
 		return errors.New("-e must be positive")
+	}
+	if !(o.gap >= 0) {
+		return errors.New("-gap must not be negative")
 	}
 	if o.maxIter < 1 {
 		return errors.New("-max-iter must be at least 1")

@@ -76,7 +76,7 @@ func run(o *options) error {
 
 	// The memory left now that the shards are loaded (under a
 	// container's limit too) bounds the problems the methods hold at once.
-	cfg := train.Config{MaxBytes: max(memory.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
+	cfg := train.Config{MaxBytes: max(memory.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, MaxGap: o.gap, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
 		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}, Weights: o.weights}
 	cfg.Init = init
 	cfg.Interrupt = func() bool { return ctx.Err() != nil }

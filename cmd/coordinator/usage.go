@@ -14,7 +14,7 @@ var flagGroups = []struct {
 	names []string
 }{
 	{"LIBLINEAR's options", []string{"s", "c", "e", "B", "v", "C", "i", "t", "q", "lambda"}},
-	{"Method", []string{"method", "max-iter", "compare", "plot", "trace", "eta", "eta-scale", "eta-beta", "no-diag"}},
+	{"Method", []string{"method", "max-iter", "gap", "compare", "plot", "trace", "eta", "eta-scale", "eta-beta", "no-diag"}},
 	{"Cluster", []string{"nats", "min-workers", "workers", "shards", "objstore", "points", "compact", "local"}},
 	{"Operations", []string{"checkpoint", "checkpoint-every", "resume", "heartbeat-timeout", "load-stall",
 		"no-worker-timeout", "check", "metrics-addr", "cpuprofile"}},

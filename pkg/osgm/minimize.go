@@ -22,6 +22,11 @@ type Settings struct {
 	MaxIter int
 	// GradTol is each problem's stopping threshold on ||grad f||_2.
 	GradTol []float64
+	// MaxGap, when positive, also holds each problem to a certified
+	// relative gap: it converges only once ||grad f||^2 <= 2 Mu f MaxGap
+	// as well, which for a Mu-strongly convex f >= 0 bounds (f - f*)/f
+	// by MaxGap whatever path the method took.
+	MaxGap float64
 	// Trace, when set, receives a record after every iteration.
 	Trace func(Record)
 	// Now is the clock (time.Now when nil); tests replace it.
@@ -178,6 +183,7 @@ type run struct {
 	ops Op // what obj computes
 
 	// A round's requests, replies and the methods' steps, by problem.
+	mu                []float64 // each problem's strong convexity (Problem.Mu)
 	reqs              []Request
 	steps             []Step
 	f                 []float64
@@ -242,9 +248,10 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 		}
 		r.res.Evals++
 	}
-	r.ms = make([]Method, K)
+	r.ms, r.mu = make([]Method, K), make([]float64, K)
 	for k := range r.ms {
 		prob := probs[k]
+		r.mu[k] = prob.Mu
 		prob.EvalDiag = r.ops&OpDiag != 0
 		m, err := New(method, prob, s.Params)
 		if err != nil {
@@ -260,9 +267,9 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 			}
 			r.res.Iters[k], r.stalled[k] = s.Resume.Iters[k], s.Resume.Stalled[k]
 		}
-		_, _, gb := m.Best()
+		_, fb, gb := m.Best()
 		gn := floats.Norm(gb, 2)
-		r.res.Converged[k] = gn <= s.GradTol[k]
+		r.res.Converged[k] = r.converged(k, fb, gn)
 		r.stalled[k] = r.stalled[k] || math.IsNaN(gn) || math.IsInf(gn, 0)
 		if !r.done(k) {
 			r.active++
@@ -273,6 +280,12 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 	}
 	r.lastSnap = r.res.Evals
 	return r, nil
+}
+
+// converged is the stopping test of problem k at value f and gradient
+// norm gn.
+func (r *run) converged(k int, f, gn float64) bool {
+	return gn <= r.s.GradTol[k] && (r.s.MaxGap <= 0 || gn*gn <= 2*r.mu[k]*f*r.s.MaxGap)
 }
 
 func (r *run) done(k int) bool {
@@ -443,7 +456,7 @@ func (r *run) tell(op Op) {
 		res.Iters[k]++
 		_, fb, gb := m.Best()
 		gn := floats.Norm(gb, 2)
-		res.Converged[k] = gn <= s.GradTol[k]
+		res.Converged[k] = r.converged(k, fb, gn)
 		r.stalled[k] = st.Stalled
 		if r.done(k) {
 			r.active--

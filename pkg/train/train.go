@@ -24,9 +24,17 @@ const minLambda = 1e-150
 
 // Config is what the user chose.
 type Config struct {
-	C       float64 // LIBLINEAR's cost; used when Lambda is 0
-	Lambda  float64
-	Eps     float64 // LIBLINEAR's relative gradient tolerance
+	C      float64 // LIBLINEAR's cost; used when Lambda is 0
+	Lambda float64
+	Eps    float64 // LIBLINEAR's relative gradient tolerance
+	// MaxGap, when positive, also stops each problem only once it is
+	// certified within this relative gap of its optimum (see
+	// osgm.Settings.MaxGap). LIBLINEAR's gradient test alone stops a
+	// method wherever its path first meets it, which for a path other
+	// than TRON's (or TRON's with other rounding) can be above the
+	// objective LIBLINEAR stops at; within 1e-6 of the optimum a problem
+	// is at most 1e-6 above it, as LIBLINEAR's is at least the optimum.
+	MaxGap  float64
 	Bias    float64 // < 0: no bias feature
 	Method  string
 	MaxIter int
@@ -246,6 +254,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	}
 	settings := osgm.Settings{Method: method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: stop.tol, Batch: batch,
 		CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
+	settings.MaxGap = cfg.MaxGap
 	if cfg.Trace != nil {
 		settings.Trace = func(r osgm.Record) {
 			r.F /= lambda // report LIBLINEAR's objective, as the log and model do
