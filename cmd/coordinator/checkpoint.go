@@ -177,9 +177,9 @@ func (c *checkpoints) getRemote() ([]byte, error) {
 }
 
 // checkpointShare bounds the time checkpoints take, unless
-// -checkpoint-every is given: a state as large as news20.t's (150 MB for
-// 20 problems' L-BFGS histories), written every 50 passes, took a third
-// of the run.
+// -checkpoint-every is given: many one-vs-rest problems' L-BFGS histories
+// run to hundreds of MB, and written every 50 passes they can take a
+// large share of the run.
 const checkpointShare = 0.05
 
 // checkOutputs makes sure, before any loading or training, that the

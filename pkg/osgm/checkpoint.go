@@ -126,8 +126,8 @@ func loadMethod(m Method, n int, b []byte) error {
 // A state is encoded as its fields other than vectors (gob), the
 // vectors' lengths, and the vectors' float64 bits, little-endian, in
 // field order: gob writes a []float64 a number at a time into a buffer it
-// grows as it goes, and a checkpoint of news20.t's L-BFGS state (20
-// problems, 160 MB) cost 2 s of CPU and peaked at a GB. A length of -1
+// grows as it goes, which for a state of hundreds of MB costs seconds of
+// CPU and several times the state's memory. A length of -1
 // stands for a nil vector (Newton's Hessian before it is held); a
 // [][]float64 field gives its count, then its vectors' lengths.
 var (

@@ -165,9 +165,9 @@ const MaxFullDim = 1024
 
 // HessPasses is what a pass that brings the whole Hessian costs, in
 // ordinary passes over the data: each row of r nonzeros makes r(r+1)/2
-// products (1.25 nonzeros' worth each, measured on a9a and w8a), and
-// every shard's Hessian is added up and carried (4 per entry). a9a: 10.9,
-// ijcnn1: 10.0, w8a: 20. Zero when the data's shape is not known.
+// products (each worth 1.25 nonzeros' work, as measured), and every
+// shard's Hessian is added up and carried (4 per entry). Zero when the
+// data's shape is not known.
 func (s Shape) HessPasses() float64 {
 	if s.NNZ <= 0 {
 		return 0
@@ -178,7 +178,7 @@ func (s Shape) HessPasses() float64 {
 
 // fullPays reports whether newton-full can hold the Hessian, and whether
 // a CG solve may cost more than a Hessian pass: TRON's longest take tens
-// of steps (a9a 83, mushrooms 35).
+// of steps.
 func (s Shape) fullPays() bool {
 	return s.Dim > 0 && s.Dim <= MaxFullDim && s.NNZ > 0 && s.HessPasses() <= 64
 }
@@ -187,14 +187,13 @@ func (s Shape) fullPays() bool {
 // the given shape, from measurements on every shared LIBSVM set and
 // generated data (BENCHMARKS.md). A single (binary) problem gets
 // LIBLINEAR's trust-region Newton-CG, which needs the fewest passes on
-// large data (4x fewer than L-BFGS on a 134 MB generated set); where a
-// Hessian pass is cheap enough (few features, short rows) in its
-// newton-full form, which brings the Hessian back when CG solves cost
-// more than that (a9a: 35 passes in all against 146). One-vs-rest problems get
-// L-BFGS, which converges without tuning everywhere and is 4-7x faster
-// than Newton on news20 and letter. HDM, the best OSGM variant, needs 2 to
-// 20 times the passes of L-BFGS and over 20,000 on news20, so the OSGM
-// family is one flag away rather than the default. Other names are
+// large data; where a Hessian pass is cheap enough (few features, short
+// rows) in its newton-full form, which brings the Hessian back when CG
+// solves cost more than that. One-vs-rest problems get L-BFGS, which
+// converges without tuning everywhere and is several times faster than
+// Newton on wide multi-class data. HDM, the best OSGM variant, needs 2
+// to 20 times the passes of L-BFGS, so the OSGM family is one flag away
+// rather than the default. Other names are
 // returned as they are.
 func Choose(name string, problems int, shape Shape) string {
 	if name != "" && name != Auto {

@@ -20,12 +20,11 @@ import (
 // per step. A Hessian pass costs hessPasses ordinary ones (rows of r
 // nonzeros make r(r+1)/2 products), so it is asked for with a trial only
 // when the solve that made the trial took more steps than that: solves
-// lengthen as the iterates near the optimum (a9a's take 2, 4, 7, 15, 14
-// and 83 steps), and the next is taken to be like the last. A trial that
+// lengthen as the iterates near the optimum, and the next is taken to
+// be like the last. A trial that
 // brings no Hessian drops the one held. The iterates are TRON's to
-// rounding, which on ill-conditioned data is not the same path
-// (mushrooms, separable: 32 trials instead of 21, in 71 passes instead of
-// 369).
+// rounding, which on ill-conditioned data (separable sets such as
+// mushrooms) is not the same path, though in far fewer passes.
 type newton struct {
 	mu         float64   // lambda: the objective is lambda times LIBLINEAR's F
 	m0         []float64 // the preconditioner from the Hessian's diagonal at 0
@@ -147,9 +146,9 @@ func (m *newton) Init(x []float64, f float64, g []float64) {
 
 // startCG starts an iteration's CG solve. The first also sizes the trust
 // region as tron.cpp does: ||g_F||_M, F's gradient in the M norm. (Not
-// ||g_f||_{M^-1}: on a9a that is 0.17 where the first CG solve wants a
-// step of 8.4, and the radius then grows only fourfold per iteration:
-// three more iterations than TRON.)
+// ||g_f||_{M^-1}: on scaled data that is far below the first CG solve's
+// step, and the radius then grows only fourfold per iteration, costing
+// iterations TRON does not make.)
 func (m *newton) startCG() {
 	s := &m.S
 	clear(s.Step)

@@ -4,12 +4,11 @@ import "slices"
 
 // Columns is a shard's column map: its distinct global feature indices,
 // increasing, kept as their low 16 bits and the runs that share the high
-// bits. Wide data's column maps take half the memory of 32-bit indices
-// (gen1g's workers hold about 5.4 million columns across their shards),
-// and walking one is still a branch-free scan whose loads of the point
+// bits. Wide data's column maps (millions of columns across a worker's
+// shards) take half the memory of 32-bit indices, and walking one is still a branch-free scan whose loads of the point
 // are independent of each other. (Variable-length gaps took a quarter of
 // the memory, but their branch made the point's gather, a walk bound by
-// memory latency, 50% slower.)
+// memory latency, markedly slower.)
 type Columns struct {
 	lo   []uint16
 	runs []colRun

@@ -94,8 +94,7 @@ func NewDenseSum(n int, cols map[int]Columns) *DenseSum {
 // numbered in order, rather than over every column below the highest,
 // when that leaves out a quarter or more: every pass clears and adds
 // vectors of the width, and on text a worker's shards touch a part of
-// the ids (news20.t, one group of 8 shards a worker: about 28,000 of ids
-// up to 62,061, over 20 problems). A column keeps its order, so the sums
+// the ids (on news20.t less than half of them). A column keeps its order, so the sums
 // are packed onto the nodes' columns as before and carry the same bits.
 func (d *DenseSum) ranked(whole map[int]bool) {
 	words := make([]uint64, (d.width+63)/64)
@@ -301,8 +300,8 @@ func (d *DenseSum) emit(t denseTop) error {
 		}
 		for w != 0 {
 			// A run of consecutive columns moves in one copy: on text,
-			// low ids come in long runs (news20.t, K = 20: a call per
-			// column cost more than the additions).
+			// low ids come in long runs, where a call per column
+			// cost more than the additions.
 			b := bits.TrailingZeros64(w)
 			run := bits.TrailingZeros64(^(w >> b))
 			w &^= (1<<run - 1) << b

@@ -110,9 +110,8 @@ func (s *Shard) gather(p *Point, sc *Scratch) []float64 {
 	cols := sc.cols
 	// Column by column: K reads, one from each problem's vector, and
 	// one contiguous write. Problem by problem instead wrote one weight
-	// per cache line of wl, K times over: on news20.t (20 classes, each
-	// of 16 shards touching 9,000 of 62,060 columns) that gather cost
-	// more than the rows themselves.
+	// per cache line of wl, K times over: on wide multi-class text that
+	// gather cost more than the rows themselves.
 	for l, g := range cols {
 		dst := wl[l*K : l*K+K]
 		for k := range dst {

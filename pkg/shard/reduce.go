@@ -378,8 +378,7 @@ func (r *Reducer) apply(cols []uint32, p *Partial) {
 	// Problem by problem over blocks of columns: the block of the
 	// interleaved sum stays in cache while each problem's vector takes
 	// its part, where whole-length strided passes read every cache line
-	// K times from memory (news20.t, K = 20: 4.3 against 1.6 ms a round,
-	// BenchmarkRootSums). Each entry is added once, so the order changes
+	// K times from memory (BenchmarkRootSums). Each entry is added once, so the order changes
 	// no bit.
 	const block = 256
 	for lo := 0; lo < len(cols); lo += block {

@@ -59,9 +59,8 @@ type Shard struct {
 	// value q is Table[Code[q]] (over Scale for decimals), the table
 	// holding the shard's distinct numbers in the storage's terms (the
 	// mantissas, for decimals), so codes change no result's bits. Files
-	// write few distinct values (gen100k's first 20 MB: 28,333; news20.t:
-	// 84): a code takes one or two bytes where the value takes four or
-	// eight.
+	// write few distinct values (text often under a hundred): a code
+	// takes one or two bytes where the value takes four or eight.
 	Code8  []uint8
 	Code16 []uint16
 	Table  []float64

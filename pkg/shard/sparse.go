@@ -44,9 +44,9 @@ func (m colView[I]) dotOnes(wp unsafe.Pointer, a, b uintptr) float64 {
 
 // rowView reads a shard's column ids and values through raw pointers.
 // The kernels write their hottest loops (a row's margin and its gradient
-// terms) inline with it instead of calling a function per row: on short rows
-// (ijcnn1's 13 values, a9a's 14 ones) a call per row, with the registers
-// it spills, cost as much as the row's arithmetic. rowPtr's offsets are
+// terms) inline with it instead of calling a function per row: on short
+// rows a call per row, with the registers it spills, cost as much as the
+// row's arithmetic. rowPtr's offsets are
 // within idx and val by construction; newRowView checks the last one.
 type rowView[V value, I colID] struct {
 	colView[I]

@@ -16,9 +16,8 @@ import (
 // it again from the start, up to the last range it wants. A coordinator
 // whose workers run in its own process (the default, and -local) keeps
 // the text Stat decompressed instead and holds it for the loads, which
-// then read their ranges from memory in parallel, as from a plain file.
-// ijcnn1.t.bz2 was decompressed three times: by Stat, and by each of two
-// in-process workers.
+// then read their ranges from memory in parallel, as from a plain file,
+// instead of decompressing it again each.
 
 // StatKeep is Stat that also returns the decompressed text of a
 // compressed file when it is at most keep bytes (nil otherwise, and for a
@@ -50,8 +49,7 @@ func StatKeep(path string, keep int64) (Info, *Decompressed, error) {
 
 // Decompressed is a file's decompressed text, in chunks of textChunk
 // bytes: one slice grown by appending, and the fresh pages it touched,
-// took 3.5 times as long as the decompression itself (ijcnn1.t.gz: 114
-// ms against 33).
+// took several times as long as the decompression itself.
 type Decompressed struct {
 	chunks [][]byte
 	size   int64

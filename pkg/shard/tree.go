@@ -226,9 +226,7 @@ type Combiner struct {
 	// the root's sum, for a reduction that adds them into vectors of its
 	// own: (0 + left) + right there has the bits of 0 + (left + right),
 	// as no sum is -0, and the root's vector and its column map (the
-	// widest of the tree) are never made. On news20.t's shape with 2
-	// workers it halves the coordinator's part of a round
-	// (BenchmarkRootSums).
+	// widest of the tree) are never made (BenchmarkRootSums).
 	EmitChildren func(left, right NodeID, l, r *Partial) error
 
 	sums  map[NodeID]*Partial

@@ -54,8 +54,8 @@ func (c *Checkpoint) Encode() ([]byte, error) {
 }
 
 // Pieces is Encode's bytes in pieces, in order, which view the states
-// instead of copying them: they are the bulk (news20.t's L-BFGS: 150 MB),
-// and a writer takes pieces as well as a whole.
+// instead of copying them: they are the bulk (hundreds of MB for many
+// classes' L-BFGS), and a writer takes pieces as well as a whole.
 func (c *Checkpoint) Pieces() ([][]byte, error) {
 	head := *c
 	head.Opt.States = nil

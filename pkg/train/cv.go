@@ -53,7 +53,7 @@ func crossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model,
 	out := &CV{C: cfg.C, Folds: folds, Models: make([]*libsvm.Model, folds), Unchanged: warm != nil}
 	// The models held, the warm starts' and this run's, are memory each
 	// fold's training cannot have: it batches its problems to what is
-	// left (news20.t: 10 MB a model).
+	// left.
 	held := modelBytes(warm...)
 	for f := 1; f <= folds; f++ {
 		c := cfg

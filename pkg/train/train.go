@@ -383,8 +383,8 @@ func regularisation(cfg Config, rows int) (float64, error) {
 
 // batchSize is how many problems are minimised at a time (0: all). The
 // state's estimate may take half of MaxBytes: passes' buffers and the
-// collector's headroom need the rest (news20.t peaked at 1.8 times the
-// estimate). Problems that do not fit in it go in batches that do, one at
+// collector's headroom need the rest (a run's peak can be nearly twice
+// the estimate). Problems that do not fit in it go in batches that do, one at
 // a time if need be; only a problem that does not fit in MaxBytes alone
 // is refused.
 func batchSize(cfg Config, features, dim, n, K int) (int, error) {

@@ -11,21 +11,18 @@ import (
 // A broadcast point reaches every worker whole: the server sends W copies
 // of what the coordinator sent once. On text-like data a worker's shards
 // touch only part of the columns, and a smaller part the more workers
-// share the data (news20.t: 72-75% of its live columns each at 2 workers,
-// 51% at 4, 35% at 8; gen100k 98%, 91%, 75%). A worker can instead be
+// share the data (README, BENCHMARKS.md). A worker can instead be
 // sent its own point, on its own subject, with the values of those
 // columns alone, in the layout that leaves out dead features (Point.Live,
 // a bitmap over every coordinate): the server then takes in and sends on
 // the sum of the workers' fractions of a point where a broadcast makes it
-// take in one point and send W (news20.t at 8 workers: 8.6 MB a round
-// instead of 24.3). Workers evaluate own points as any other: a shard
+// take in one point and send W. Workers evaluate own points as any other: a shard
 // reads the same values at the same columns, so no bit of the result
 // changes.
 //
 // Own points cost the coordinator a gather per worker and a message per
 // worker instead of one, so they go out only when the workers' fractions
-// add up to at most half their number (W/2 points instead of W: 8 workers
-// on news20.t send 2.8 points' worth). A round that goes out again (a
+// add up to at most half their number (W/2 points instead of W). A round that goes out again (a
 // resend, a reconnection, a worker that asks, shards that change hands)
 // is broadcast whole: it serves every worker, whatever it holds by then.
 
