@@ -172,109 +172,39 @@ func problemWeights(ws []ClassWeight, labels []int) (out []float64, unknown []in
 // included (see shard.Objective.LeaveOutDead): tests compare the two.
 var keepDead = false
 
-// Train fits the model on the backend's shards.
+// Train minimises every problem of the backend's data as cfg says: it
+// settles the plan (classes, lambda, tolerances, batches, method) before
+// any pass, then makes the pass at 0 and runs the methods.
 func Train(b shard.Backend, cfg Config) (*Result, error) {
 	start := time.Now()
-	metas := b.Meta()
-	sum := Summarize(metas)
-	order, labels, err := Classes(sum)
+	p, err := plan(b, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.SetClasses(order); err != nil {
-		return nil, err
-	}
-	K := len(order)
-	if K == 2 {
-		K = 1
-	}
-	stop, err := trainingRows(b, sum, order, cfg.Holdout)
-	if err != nil {
-		return nil, err
-	}
-	stop.eps, stop.g0norm, stop.tol = cfg.Eps, make([]float64, K), make([]float64, K)
-	weights, unknown := problemWeights(cfg.Weights, labels)
-	if len(unknown) > 0 {
-		return nil, fmt.Errorf("class weights given for labels %v, which the data does not have (labels %v)", unknown, labels)
-	}
-	lambda, err := regularisation(cfg, stop.rows)
-	if err != nil {
-		return nil, err
-	}
-	features := int(sum.MaxIndex)
-	if cfg.Init != nil && cfg.Init.NFeature > features {
-		features = cfg.Init.NFeature
-	}
-	if features == 0 && cfg.Bias < 0 {
-		// LIBLINEAR writes a model of no weights, which predicts one
-		// class for every row: an error says more.
-		return nil, errors.New("no row has a feature (each holds a label only) and there is no bias: nothing to learn; a bias (-B 1) would learn the classes' balance")
-	}
-	// Only checkpoints need the fingerprints; hashing every shard's
-	// column map took 15 ms of gen100k's time to the first gradient.
-	var dataFP, flagsFP string
-	if cfg.Save != nil || cfg.Resume != nil {
-		dataFP, flagsFP = DataFingerprint(metas), FlagsFingerprint(cfg)
-	}
-	obj := shard.NewObjective(b, features, lambda, cfg.Bias)
-	obj.Rows, obj.Weights, obj.Holdout = stop.rows, weights, cfg.Holdout
-	timed := &timedObjective{Objective: obj}
-	// The methods see n coordinates of a model's dim: the live ones (see
-	// shard.Objective.LeaveOutDead), or all of them.
-	dim := obj.Dim()
-	var live []int
-	if !keepDead {
-		live = obj.LeaveOutDead()
-	}
-	n := obj.Dim()
-	batch, err := batchSize(cfg, features, dim, n, K)
-	if err != nil {
-		return nil, err
-	}
-	shape := dataShape(metas, sum, dim, cfg.Bias)
-	method := osgm.Choose(cfg.Method, K, shape)
 	if cfg.Started != nil {
-		cfg.Started(Plan{Method: method, Problems: K, Batch: batch, Coordinates: n, Dim: dim, Resumed: cfg.Resume != nil})
+		cfg.Started(p.Plan)
 	}
 	r := cfg.Resume
 	if r != nil {
-		if err := r.check(dataFP, flagsFP); err != nil {
+		if err := r.check(p.dataFP, p.flagsFP); err != nil {
 			return nil, err
 		}
-		if len(r.G0Norm) != K {
-			return nil, fmt.Errorf("%w: it holds %d problems' starting gradients, this run has %d problems", ErrMismatch, len(r.G0Norm), K)
+		if len(r.G0Norm) != p.Problems {
+			return nil, fmt.Errorf("%w: it holds %d problems' starting gradients, this run has %d problems", ErrMismatch, len(r.G0Norm), p.Problems)
 		}
-		copy(stop.g0norm, r.G0Norm)
+		copy(p.stop.g0norm, r.G0Norm)
 	}
-	zero := &zeroPass{obj: timed, K: K, n: n, diag: osgm.UsesStartDiag(method, cfg.Params), warm: cfg.Init != nil,
-		stop: stop, start: start}
-	probs := make([]osgm.Problem, K)
-	for k := range probs {
-		probs[k] = osgm.Problem{Dim: n, L: obj.LipschitzBound(), Mu: lambda, HessPasses: shape.HessPasses()}
-	}
-	settings := osgm.Settings{Method: method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: stop.tol, Batch: batch,
-		CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
-	settings.MaxGap = cfg.MaxGap
-	if cfg.Trace != nil {
-		settings.Trace = func(r osgm.Record) {
-			r.F /= lambda // report LIBLINEAR's objective, as the log and model do
-			cfg.Trace(r)
-		}
-	}
-	if cfg.Save != nil {
-		settings.Checkpoint = func(s *osgm.Snapshot) error {
-			// The pass at zero counts among the passes; the snapshot keeps
-			// the optimiser's own count.
-			return cfg.Save(&Checkpoint{Version: checkpointVersion, Data: dataFP, Flags: flagsFP, G0Norm: stop.g0norm, Opt: *s})
-		}
-	}
-	x0, err := startPoints(cfg.Init, labels, K, dim, n, live, cfg.Bias)
+	timed := &timedObjective{Objective: p.obj}
+	zero := &zeroPass{obj: timed, K: p.Problems, n: p.Coordinates, diag: osgm.UsesStartDiag(p.Method, cfg.Params), warm: cfg.Init != nil,
+		stop: p.stop, start: start}
+	probs, settings := p.settings(cfg)
+	x0, err := startPoints(cfg.Init, p.labels, p.Problems, p.Dim, p.Coordinates, p.live, cfg.Bias)
 	if err != nil {
 		return nil, err
 	}
 	zeroPassed := false
 	switch {
-	case batch > 0 || r != nil && r.Opt.Batch > 0:
+	case p.Batch > 0 || r != nil && r.Opt.Batch > 0:
 		settings.BatchStart = zero.run
 	case r == nil:
 		st, err := zero.run(nil)
@@ -289,8 +219,8 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	}
 	if r != nil {
 		settings.Resume = &r.Opt
-		for k := range stop.tol {
-			stop.set(k)
+		for k := range p.stop.tol {
+			p.stop.set(k)
 		}
 		zero.firstGradient = time.Since(start) // no pass: the objective alone
 	}
@@ -298,27 +228,133 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if live != nil { // dead coordinates are at their optimum, 0
+	if zeroPassed {
+		res.Evals++ // batches count theirs
+	}
+	out := p.result(res, cfg.Bias)
+	out.PassTime, out.FirstGradient = timed.spent, zero.firstGradient
+	return out, nil
+}
+
+// planned is what Train settles before its first pass.
+type planned struct {
+	Plan
+	sum             shard.Summary
+	labels          []int
+	stop            *stopping
+	lambda          float64
+	features        int
+	obj             *shard.Objective
+	live            []int // the coordinates the methods see (nil: all)
+	shape           osgm.Shape
+	dataFP, flagsFP string // for checkpoints
+}
+
+// plan reads the shards' descriptions and decides what the run will do.
+func plan(b shard.Backend, cfg Config) (*planned, error) {
+	p := &planned{}
+	metas := b.Meta()
+	p.sum = Summarize(metas)
+	order, labels, err := Classes(p.sum)
+	if err != nil {
+		return nil, err
+	}
+	p.labels = labels
+	if err := b.SetClasses(order); err != nil {
+		return nil, err
+	}
+	K := len(order)
+	if K == 2 {
+		K = 1
+	}
+	p.Problems = K
+	if p.stop, err = trainingRows(b, p.sum, order, cfg.Holdout); err != nil {
+		return nil, err
+	}
+	p.stop.eps, p.stop.g0norm, p.stop.tol = cfg.Eps, make([]float64, K), make([]float64, K)
+	weights, unknown := problemWeights(cfg.Weights, labels)
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("class weights given for labels %v, which the data does not have (labels %v)", unknown, labels)
+	}
+	if p.lambda, err = regularisation(cfg, p.stop.rows); err != nil {
+		return nil, err
+	}
+	p.features = int(p.sum.MaxIndex)
+	if cfg.Init != nil && cfg.Init.NFeature > p.features {
+		p.features = cfg.Init.NFeature
+	}
+	if p.features == 0 && cfg.Bias < 0 {
+		// LIBLINEAR writes a model of no weights, which predicts one
+		// class for every row: an error says more.
+		return nil, errors.New("no row has a feature (each holds a label only) and there is no bias: nothing to learn; a bias (-B 1) would learn the classes' balance")
+	}
+	// Only checkpoints need the fingerprints, and hashing every shard's
+	// column map costs time before the first gradient.
+	if cfg.Save != nil || cfg.Resume != nil {
+		p.dataFP, p.flagsFP = DataFingerprint(metas), FlagsFingerprint(cfg)
+	}
+	p.obj = shard.NewObjective(b, p.features, p.lambda, cfg.Bias)
+	p.obj.Rows, p.obj.Weights, p.obj.Holdout = p.stop.rows, weights, cfg.Holdout
+	// The methods see n coordinates of a model's dim: the live ones (see
+	// shard.Objective.LeaveOutDead), or all of them.
+	p.Dim = p.obj.Dim()
+	if !keepDead {
+		p.live = p.obj.LeaveOutDead()
+	}
+	p.Coordinates = p.obj.Dim()
+	if p.Batch, err = batchSize(cfg, p.features, p.Dim, p.Coordinates, K); err != nil {
+		return nil, err
+	}
+	p.shape = dataShape(metas, p.sum, p.Dim, cfg.Bias)
+	p.Method = osgm.Choose(cfg.Method, K, p.shape)
+	p.Resumed = cfg.Resume != nil
+	return p, nil
+}
+
+// settings are the problems and Minimize's settings of the plan.
+func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
+	probs := make([]osgm.Problem, p.Problems)
+	for k := range probs {
+		probs[k] = osgm.Problem{Dim: p.Coordinates, L: p.obj.LipschitzBound(), Mu: p.lambda, HessPasses: p.shape.HessPasses()}
+	}
+	s := osgm.Settings{Method: p.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: p.stop.tol, MaxGap: cfg.MaxGap,
+		Batch: p.Batch, CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
+	if cfg.Trace != nil {
+		s.Trace = func(r osgm.Record) {
+			r.F /= p.lambda // report LIBLINEAR's objective, as the log and model do
+			cfg.Trace(r)
+		}
+	}
+	if cfg.Save != nil {
+		s.Checkpoint = func(snap *osgm.Snapshot) error {
+			// The pass at zero counts among the passes; the snapshot keeps
+			// the optimiser's own count.
+			return cfg.Save(&Checkpoint{Version: checkpointVersion, Data: p.dataFP, Flags: p.flagsFP, G0Norm: p.stop.g0norm, Opt: *snap})
+		}
+	}
+	return probs, s
+}
+
+// result is the model of the methods' result: every feature's weight,
+// the dead ones at their optimum, 0.
+func (p *planned) result(res *osgm.Result, bias float64) *Result {
+	if p.live != nil {
 		for k, x := range res.X {
-			res.X[k] = make([]float64, dim)
-			for i, j := range live {
+			res.X[k] = make([]float64, p.Dim)
+			for i, j := range p.live {
 				res.X[k][j] = x[i]
 			}
 		}
 	}
-	if zeroPassed {
-		res.Evals++ // batches count theirs
-	}
-	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: labels, NFeature: features, Bias: cfg.Bias, W: res.X}
-	if cfg.Bias < 0 {
+	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: p.labels, NFeature: p.features, Bias: bias, W: res.X}
+	if bias < 0 {
 		model.Bias = -1
 	}
-	primal := make([]float64, K)
+	primal := make([]float64, p.Problems)
 	for k := range primal {
-		primal[k] = res.F[k] / lambda
+		primal[k] = res.F[k] / p.lambda
 	}
-	return &Result{Method: method, Model: model, Opt: res, Summary: sum, Lambda: lambda, Primal: primal, Obj: obj, PassTime: timed.spent,
-		FirstGradient: zero.firstGradient, Batch: batch}, nil
+	return &Result{Method: p.Method, Model: model, Opt: res, Summary: p.sum, Lambda: p.lambda, Primal: primal, Obj: p.obj, Batch: p.Batch}
 }
 
 // stopping is LIBLINEAR's stopping test, ||g|| <= eps * max(min(#pos,
