@@ -174,6 +174,27 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.set = set
+	if err := o.validateProblem(solver); err != nil {
+		return err
+	}
+	if err := o.validateCluster(); err != nil {
+		return err
+	}
+	if err := o.validateRuns(compare); err != nil {
+		return err
+	}
+	if o.shards < 0 {
+		return errors.New("-shards must be 0 (automatic) or positive")
+	}
+	if _, err := osgm.New(osgm.Choose(o.method, 1, osgm.Shape{}), osgm.Problem{}, osgm.Params{}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// validateProblem checks LIBLINEAR's options and the method's.
+func (o *options) validateProblem(solver int) error {
+	set := o.set
 	if err := checkSolver(solver); err != nil {
 		return err
 	}
@@ -195,6 +216,11 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	if o.maxIter < 1 {
 		return errors.New("-max-iter must be at least 1")
 	}
+	return nil
+}
+
+// validateCluster checks where and how the workers run.
+func (o *options) validateCluster() error {
 	// Not positive, they would take every worker for lost or stuck.
 	if o.hbTimeout <= 0 {
 		return errors.New("-heartbeat-timeout must be positive")
@@ -217,6 +243,14 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	if o.local && o.objectStore {
 		return errors.New("-objstore needs workers; drop -local")
 	}
+	return nil
+}
+
+// validateRuns checks the options that make a run other than one
+// training (-compare, -v, -C) against those of one (-checkpoint, -i, -t,
+// -plot).
+func (o *options) validateRuns(compare string) error {
+	set := o.set
 	if compare != "" {
 		var err error
 		if o.compare, err = methodList(compare); err != nil {
@@ -264,12 +298,6 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	}
 	if o.ckptEvery < 1 {
 		return errors.New("-checkpoint-every must be at least 1")
-	}
-	if o.shards < 0 {
-		return errors.New("-shards must be 0 (automatic) or positive")
-	}
-	if _, err := osgm.New(osgm.Choose(o.method, 1, osgm.Shape{}), osgm.Problem{}, osgm.Params{}); err != nil {
-		return err
 	}
 	return nil
 }

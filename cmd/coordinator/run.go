@@ -30,15 +30,11 @@ func run(o *options) error {
 	memory.TuneGC()
 	log := logging.New(o.quiet)
 	defer log.Sync()
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
+	stopProfile, err := cpuProfile(o.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	start := time.Now()
 	if err := checkOutputs(o); err != nil {
 		return err
@@ -50,7 +46,6 @@ func run(o *options) error {
 	if o.check {
 		return checkOnly(o, log)
 	}
-
 	info, release, err := statAndHold(o)
 	if err != nil {
 		return err
@@ -69,17 +64,8 @@ func run(o *options) error {
 	}
 	defer closeBackend()
 	loaded := time.Since(start)
-	sum := train.Summarize(backend.Meta())
-	log.Info("loaded", zap.String("file", o.train), zap.Int("rows", sum.Rows), zap.Int("nnz", sum.NNZ),
-		zap.Uint32("features", sum.MaxIndex), zap.Int("classes", len(sum.Labels)), zap.Int("shards", len(ranges)),
-		zap.Duration("took", loaded))
-
-	// The memory left now that the shards are loaded (under a
-	// container's limit too) bounds the problems the methods hold at once.
-	cfg := train.Config{MaxBytes: max(memory.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, MaxGap: o.gap, Bias: o.bias, Method: o.method, MaxIter: o.maxIter,
-		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}, Weights: o.weights}
-	cfg.Init = init
-	cfg.Interrupt = func() bool { return ctx.Err() != nil }
+	logLoaded(log, o.train, backend, len(ranges), loaded)
+	cfg := trainConfig(o, init, func() bool { return ctx.Err() != nil })
 	single, closeWatch, err := watch(o, log, backend, &cfg)
 	defer closeWatch() // what it opened before failing too
 	if err != nil {
@@ -93,10 +79,7 @@ func run(o *options) error {
 		return crossValidate(o, backend, cfg, log, os.Stdout)
 	}
 	trainStart := time.Now()
-	var busBefore transport.Stats
-	if c, ok := backend.(interface{ Stats() transport.Stats }); ok {
-		busBefore = c.Stats()
-	}
+	busBefore := busStats(backend)
 	var res *train.Result
 	if o.compare != nil {
 		res, err = compare(backend, cfg, o.compare, o.plot, os.Stdout)
@@ -109,27 +92,82 @@ func run(o *options) error {
 		return trainingFailed(o, err, ck != nil && (ck.written > 0 || cfg.Resume != nil))
 	}
 	trainTime := time.Since(trainStart)
-	if err := writeModel(o.model, res.Model); err != nil {
+	if err := save(o, res.Model, single); err != nil {
 		return err
-	}
-	if o.plot != "" && o.compare == nil {
-		if err := plotRun(o.plot, o.method, single); err != nil {
-			return err
-		}
 	}
 	fields := trainedFields(res, backend, busBefore, loaded, trainStart.Sub(start)+res.FirstGradient, trainTime)
 	log.Info("trained", append(fields, zap.String("model", o.model))...)
 	warnShort(log, res.Opt, o.maxIter)
 	if o.test != "" {
-		acc, err := testAccuracy(o.test, res.Model)
-		if err != nil {
-			return err
-		}
-		fmt.Println(acc)
-		if acc.Unknown > 0 {
-			return fmt.Errorf("%s: %d of %d rows have labels the training file does not have (model labels %v): wrong test file?",
-				o.test, acc.Unknown, acc.Total, res.Model.Labels)
-		}
+		return printAccuracy(o.test, res.Model)
+	}
+	return nil
+}
+
+// logLoaded says what the shards hold, once they are loaded.
+func logLoaded(log *zap.Logger, file string, b shard.Backend, shards int, took time.Duration) {
+	sum := train.Summarize(b.Meta())
+	log.Info("loaded", zap.String("file", file), zap.Int("rows", sum.Rows), zap.Int("nnz", sum.NNZ),
+		zap.Uint32("features", sum.MaxIndex), zap.Int("classes", len(sum.Labels)), zap.Int("shards", shards),
+		zap.Duration("took", took))
+}
+
+// busStats is what a cluster backend has sent and received (zero in
+// process).
+func busStats(b shard.Backend) transport.Stats {
+	if c, ok := b.(interface{ Stats() transport.Stats }); ok {
+		return c.Stats()
+	}
+	return transport.Stats{}
+}
+
+// trainConfig is the training o asks for. The memory left now that the
+// shards are loaded (under a container's limit too) bounds the problems
+// the methods hold at once.
+func trainConfig(o *options, init *libsvm.Model, interrupted func() bool) train.Config {
+	return train.Config{MaxBytes: max(memory.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, MaxGap: o.gap,
+		Bias: o.bias, Method: o.method, MaxIter: o.maxIter, Weights: o.weights, Init: init, Interrupt: interrupted,
+		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}}
+}
+
+// save writes the model and, for one training, its convergence plot.
+func save(o *options, m *libsvm.Model, single *curve) error {
+	if err := writeModel(o.model, m); err != nil {
+		return err
+	}
+	if o.plot != "" && o.compare == nil {
+		return plotRun(o.plot, o.method, single)
+	}
+	return nil
+}
+
+// cpuProfile starts a CPU profile to path, if any, until stop.
+func cpuProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// printAccuracy prints the model's accuracy on the test file, as
+// liblinear-predict does, and fails on rows whose labels it cannot have.
+func printAccuracy(test string, m *libsvm.Model) error {
+	acc, err := testAccuracy(test, m)
+	if err != nil {
+		return err
+	}
+	fmt.Println(acc)
+	if acc.Unknown > 0 {
+		return fmt.Errorf("%s: %d of %d rows have labels the training file does not have (model labels %v): wrong test file?",
+			test, acc.Unknown, acc.Total, m.Labels)
 	}
 	return nil
 }
