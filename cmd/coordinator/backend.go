@@ -25,118 +25,151 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap
 		return nil, nil, nil, err
 	}
 	if o.local {
-		// The load does not watch ctx; a signal ends the wait for it
-		// (the process exits after), so Ctrl-C does not wait out the
-		// load of a large file.
-		type loaded struct {
-			shards []*shard.Shard
-			err    error
-		}
-		done := make(chan loaded, 1)
-		go func() {
-			shards, err := shard.LoadChecked(o.train, ranges, o.compact.Options(shard.Options{Parallel: o.workers}), id)
-			done <- loaded{shards, err}
-		}()
-		select {
-		case <-ctx.Done():
-			return nil, nil, nil, fmt.Errorf("loading %s: %w", o.train, ctx.Err())
-		case l := <-done:
-			if l.err != nil {
-				return nil, nil, nil, l.err
-			}
-			return shard.NewLocal(l.shards, o.workers), nil, func() {}, nil
-		}
-	}
-	var cleanup []func()
-	closeAll := func() {
-		for i := len(cleanup) - 1; i >= 0; i-- {
-			cleanup[i]()
-		}
-	}
-	url := o.natsURL
-	minWorkers := o.minWorkers
-	var inProcess []nats.Option
-	if url == "" {
-		dir := "" // JetStream only for the object store
-		if o.objectStore {
-			if dir, err = os.MkdirTemp("", "osgm-nats-*"); err != nil {
-				return nil, nil, nil, err
-			}
-			cleanup = append(cleanup, func() { os.RemoveAll(dir) })
-		}
-		srv, err := transport.Embedded(dir)
+		l, err := loadLocal(ctx, o, ranges, id)
 		if err != nil {
-			closeAll()
 			return nil, nil, nil, err
 		}
-		cleanup = append(cleanup, srv.Shutdown)
-		url = srv.ClientURL()
-		// Clients in this process talk to the server through memory, not
-		// the loopback device.
-		inProcess = append(inProcess, nats.InProcessServer(srv))
-		minWorkers = o.workers
-		log.Info("embedded NATS server", zap.String("url", url), zap.Int("workers", o.workers))
+		return l, nil, func() {}, nil
 	}
-	nc, err := transport.Connect(url, "coordinator", o.auth.FromEnv(), log, inProcess...)
+	var cs closers
+	c, nc, err := openCluster(ctx, o, ranges, id, log, &cs)
 	if err != nil {
-		closeAll()
-		return nil, nil, nil, err
-	}
-	cleanup = append(cleanup, nc.Close)
-	if err := transport.WaitConnected(ctx, nc, 30*time.Second); err != nil {
-		closeAll()
-		return nil, nil, nil, err
-	}
-	abs, err := filepath.Abs(o.train)
-	if err != nil {
-		closeAll()
-		return nil, nil, nil, err
-	}
-	src := transport.Source{Path: abs, File: id}
-	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, HeartbeatTimeout: o.hbTimeout, LoadStall: o.loadStall, NoWorkerTimeout: o.noWorkers, Points: o.points, Stop: ctx.Done(), Log: log})
-	if err != nil {
-		closeAll()
-		return nil, nil, nil, err
-	}
-	cleanup = append(cleanup, c.Close)
-	if o.natsURL == "" {
-		// In-process workers speak the same protocol over the embedded
-		// server: one code path for a laptop and a cluster.
-		stopWorkers, err := startWorkers(ctx, url, o.workers, o.compact, inProcess, log)
-		if err != nil {
-			closeAll()
-			return nil, nil, nil, err
-		}
-		cleanup = append(cleanup, stopWorkers)
-	}
-	if o.objectStore {
-		src = transport.Source{Bucket: transport.ShardBucket, Prefix: objectPrefix(c.Job())}
-		start := time.Now()
-		n, err := transport.PublishShards(ctx, nc, src, o.train, ranges, log)
-		if transport.NoJetStream(err) {
-			closeAll()
-			return nil, nil, nil, fmt.Errorf("-objstore needs JetStream on the NATS server (nats-server -js, or a jetstream block in its configuration): %w", err)
-		}
-		if err != nil {
-			transport.DeleteShards(context.Background(), nc, src, ranges) // those put before it failed
-			closeAll()
-			return nil, nil, nil, err
-		}
-		cleanup = append(cleanup, func() { transport.DeleteShards(context.Background(), nc, src, ranges) })
-		log.Info("shards published to the object store", zap.String("bucket", src.Bucket), zap.String("prefix", src.Prefix),
-			zap.Int64("bytes", n), zap.Duration("took", time.Since(start)))
-	}
-	c.SetSource(src)
-	if err := c.Load(ctx); err != nil {
-		closeAll()
+		cs.close()
 		return nil, nil, nil, err
 	}
 	return c, nc, func() {
 		st := c.Stats()
 		log.Info("bus", zap.Int("rounds", st.Rounds), zap.Int("rounds_without_x", st.WithoutX), zap.Int64("bytes_down", st.BytesDown), zap.Int64("bytes_to_workers", st.BytesToWorkers), zap.Int64("bytes_up", st.BytesUp),
 			zap.Int("resends", st.Resends), zap.Int("reassignments", st.Reassignments), zap.Any("dropped", c.Dropped()))
-		closeAll()
+		cs.close()
 	}, nil
+}
+
+// closers are what a backend opened, to be closed in reverse order.
+type closers []func()
+
+func (cs *closers) add(f func()) { *cs = append(*cs, f) }
+
+func (cs closers) close() {
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+}
+
+// loadLocal loads the shards into this process. The load does not watch
+// ctx; a signal ends the wait for it (the process exits after), so
+// Ctrl-C does not wait out the load of a large file.
+func loadLocal(ctx context.Context, o *options, ranges []shard.Range, id shard.FileID) (*shard.Local, error) {
+	type loaded struct {
+		shards []*shard.Shard
+		err    error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		shards, err := shard.LoadChecked(o.train, ranges, o.compact.Options(shard.Options{Parallel: o.workers}), id)
+		done <- loaded{shards, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("loading %s: %w", o.train, ctx.Err())
+	case l := <-done:
+		if l.err != nil {
+			return nil, l.err
+		}
+		return shard.NewLocal(l.shards, o.workers), nil
+	}
+}
+
+// openCluster connects to the NATS server (the embedded one, with
+// in-process workers, without -nats), waits for the workers and has them
+// load their shards. What it opens is added to cs, closed by the caller.
+func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard.FileID, log *zap.Logger, cs *closers) (*transport.Cluster, *nats.Conn, error) {
+	url, minWorkers := o.natsURL, o.minWorkers
+	var inProcess []nats.Option
+	if url == "" {
+		var err error
+		if url, inProcess, err = embedded(o, log, cs); err != nil {
+			return nil, nil, err
+		}
+		minWorkers = o.workers
+	}
+	nc, err := transport.Connect(url, "coordinator", o.auth.FromEnv(), log, inProcess...)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs.add(nc.Close)
+	if err := transport.WaitConnected(ctx, nc, 30*time.Second); err != nil {
+		return nil, nil, err
+	}
+	abs, err := filepath.Abs(o.train)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, HeartbeatTimeout: o.hbTimeout, LoadStall: o.loadStall, NoWorkerTimeout: o.noWorkers, Points: o.points, Stop: ctx.Done(), Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	cs.add(c.Close)
+	if o.natsURL == "" {
+		// In-process workers speak the same protocol over the embedded
+		// server: one code path for a laptop and a cluster.
+		stopWorkers, err := startWorkers(ctx, url, o.workers, o.compact, inProcess, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		cs.add(stopWorkers)
+	}
+	src := transport.Source{Path: abs, File: id}
+	if o.objectStore {
+		if src, err = publish(ctx, o, nc, c.Job(), ranges, log, cs); err != nil {
+			return nil, nil, err
+		}
+	}
+	c.SetSource(src)
+	if err := c.Load(ctx); err != nil {
+		return nil, nil, err
+	}
+	return c, nc, nil
+}
+
+// embedded starts the NATS server in this process, with JetStream only
+// for -objstore, and returns its URL and the clients' in-process option:
+// they talk to it through memory, not the loopback device.
+func embedded(o *options, log *zap.Logger, cs *closers) (string, []nats.Option, error) {
+	dir := ""
+	if o.objectStore {
+		var err error
+		if dir, err = os.MkdirTemp("", "osgm-nats-*"); err != nil {
+			return "", nil, err
+		}
+		cs.add(func() { os.RemoveAll(dir) })
+	}
+	srv, err := transport.Embedded(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	cs.add(srv.Shutdown)
+	log.Info("embedded NATS server", zap.String("url", srv.ClientURL()), zap.Int("workers", o.workers))
+	return srv.ClientURL(), []nats.Option{nats.InProcessServer(srv)}, nil
+}
+
+// publish puts the shards' text in the object store under the job's
+// prefix, to be deleted when the backend closes.
+func publish(ctx context.Context, o *options, nc *nats.Conn, job uint64, ranges []shard.Range, log *zap.Logger, cs *closers) (transport.Source, error) {
+	src := transport.Source{Bucket: transport.ShardBucket, Prefix: objectPrefix(job)}
+	start := time.Now()
+	n, err := transport.PublishShards(ctx, nc, src, o.train, ranges, log)
+	if transport.NoJetStream(err) {
+		return src, fmt.Errorf("-objstore needs JetStream on the NATS server (nats-server -js, or a jetstream block in its configuration): %w", err)
+	}
+	if err != nil {
+		transport.DeleteShards(context.Background(), nc, src, ranges) // those put before it failed
+		return src, err
+	}
+	cs.add(func() { transport.DeleteShards(context.Background(), nc, src, ranges) })
+	log.Info("shards published to the object store", zap.String("bucket", src.Bucket), zap.String("prefix", src.Prefix),
+		zap.Int64("bytes", n), zap.Duration("took", time.Since(start)))
+	return src, nil
 }
 
 func startWorkers(ctx context.Context, url string, n int, compact shard.Compaction, opts []nats.Option, log *zap.Logger) (stop func(), err error) {

@@ -20,37 +20,14 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 		Iters: make([]int, K), Converged: make([]bool, K), Stop: make([]Stop, K)}
 	first, before := 0, 0 // the batch to start at, and the passes made before it
 	if r := s.Resume; r != nil {
-		if r.Batch < 1 || r.First < 0 || r.First >= K || r.First%r.Batch != 0 {
-			return nil, fmt.Errorf("osgm: the snapshot's batch (%d problems from problem %d) does not fit %d problems", r.Batch, r.First, K)
-		}
 		// The batch size depends on the memory of the host that started
 		// the run; results do not, so the snapshot's goes on.
 		B, first = r.Batch, r.First
-		// What the batches before it left, their passes in Evals.
-		var done Result
-		if err := decodeState(r.Done, &done); err != nil {
-			return nil, fmt.Errorf("osgm: the snapshot's finished problems: %w", err)
+		done, err := r.done(x0, s.MaxIter)
+		if err != nil {
+			return nil, err
 		}
-		if len(done.X) != first || len(done.F) != first || len(done.GradNorm) != first || len(done.Iters) != first || len(done.Converged) != first || done.Evals < 0 {
-			return nil, fmt.Errorf("osgm: the snapshot's finished problems do not number %d", first)
-		}
-		for k, x := range done.X {
-			if len(x) != len(x0[k]) {
-				return nil, fmt.Errorf("osgm: the snapshot's problem %d has %d coordinates, this run %d", k, len(x), len(x0[k]))
-			}
-		}
-		if done.Stop == nil {
-			// Snapshots before Result.Stop: what the finished
-			// problems' state says, as a stalled method leaves it.
-			done.Stop = make([]Stop, first)
-			for k := range done.Stop {
-				done.Stop[k] = stopOf(done.Converged[k], true, done.Iters[k], s.MaxIter)
-			}
-		}
-		if len(done.Stop) != first {
-			return nil, fmt.Errorf("osgm: the snapshot's finished problems do not number %d", first)
-		}
-		res.place(0, &done)
+		res.place(0, done)
 		before = done.Evals
 	}
 	for lo := first; lo < K; lo += B {
@@ -109,6 +86,40 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 	}
 	res.Evals = before
 	return res, nil
+}
+
+// done is what the batches before a batched snapshot's left: the
+// finished problems, their passes in Evals.
+func (r *Snapshot) done(x0 [][]float64, maxIter int) (*Result, error) {
+	K := len(x0)
+	if r.Batch < 1 || r.First < 0 || r.First >= K || r.First%r.Batch != 0 {
+		return nil, fmt.Errorf("osgm: the snapshot's batch (%d problems from problem %d) does not fit %d problems", r.Batch, r.First, K)
+	}
+	first := r.First
+	var done Result
+	if err := decodeState(r.Done, &done); err != nil {
+		return nil, fmt.Errorf("osgm: the snapshot's finished problems: %w", err)
+	}
+	if len(done.X) != first || len(done.F) != first || len(done.GradNorm) != first || len(done.Iters) != first || len(done.Converged) != first || done.Evals < 0 {
+		return nil, fmt.Errorf("osgm: the snapshot's finished problems do not number %d", first)
+	}
+	for k, x := range done.X {
+		if len(x) != len(x0[k]) {
+			return nil, fmt.Errorf("osgm: the snapshot's problem %d has %d coordinates, this run %d", k, len(x), len(x0[k]))
+		}
+	}
+	if done.Stop == nil {
+		// Snapshots before Result.Stop: what the finished problems'
+		// state says, as a stalled method leaves it.
+		done.Stop = make([]Stop, first)
+		for k := range done.Stop {
+			done.Stop[k] = stopOf(done.Converged[k], true, done.Iters[k], maxIter)
+		}
+	}
+	if len(done.Stop) != first {
+		return nil, fmt.Errorf("osgm: the snapshot's finished problems do not number %d", first)
+	}
+	return &done, nil
 }
 
 // place copies r's problems into res's from problem lo on.

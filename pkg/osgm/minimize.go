@@ -204,33 +204,10 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 	r.s.Method = Choose(s.Method, K, s.Shape)
 	method := r.s.Method
 	r.ops = obj.Ops()
-	needs := Needs(method)
-	switch {
-	case needs&OpHessVec != 0 && r.ops&OpHessVec == 0:
-		return nil, fmt.Errorf("osgm: %s needs Hessian-vector products, which this objective lacks", method)
-	case needs&OpHess != 0 && r.ops&OpHess == 0:
-		return nil, fmt.Errorf("osgm: %s needs the Hessian, which this objective lacks", method)
-	case needs&OpHess != 0 && K > 0 && len(x0[0]) > MaxFullDim:
-		return nil, fmt.Errorf("osgm: %s takes at most %d coordinates (features and bias); this problem has %d: use newton", method, MaxFullDim, len(x0[0]))
+	if err := r.fits(x0); err != nil {
+		return nil, err
 	}
-
-	r.f = make([]float64, K)
-	r.outs, r.diags, r.hess = make([][]float64, K), make([][]float64, K), make([][]float64, K)
-	for k := range r.outs {
-		n := len(x0[k])
-		r.outs[k] = make([]float64, n)
-		if r.ops&OpDiag != 0 {
-			r.diags[k] = make([]float64, n)
-		}
-		if needs&OpHess != 0 {
-			r.hess[k] = make([]float64, n*n)
-		}
-	}
-	r.reqs, r.steps = make([]Request, K), make([]Step, K)
-	r.res = &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
-		Iters: make([]int, K), Converged: make([]bool, K), Stop: make([]Stop, K)}
-	r.stalled = make([]bool, K)
-
+	r.alloc(x0)
 	switch {
 	case s.Resume != nil:
 		// The methods' states replace what Init sets up below.
@@ -280,6 +257,42 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 	}
 	r.lastSnap = r.res.Evals
 	return r, nil
+}
+
+// fits says whether the objective computes what the method asks for,
+// and whether the problem is one the method takes.
+func (r *run) fits(x0 [][]float64) error {
+	method, needs := r.s.Method, Needs(r.s.Method)
+	switch {
+	case needs&OpHessVec != 0 && r.ops&OpHessVec == 0:
+		return fmt.Errorf("osgm: %s needs Hessian-vector products, which this objective lacks", method)
+	case needs&OpHess != 0 && r.ops&OpHess == 0:
+		return fmt.Errorf("osgm: %s needs the Hessian, which this objective lacks", method)
+	case needs&OpHess != 0 && len(x0) > 0 && len(x0[0]) > MaxFullDim:
+		return fmt.Errorf("osgm: %s takes at most %d coordinates (features and bias); this problem has %d: use newton", method, MaxFullDim, len(x0[0]))
+	}
+	return nil
+}
+
+// alloc makes the run's vectors: the replies' and the result's.
+func (r *run) alloc(x0 [][]float64) {
+	K := r.K
+	r.f = make([]float64, K)
+	r.outs, r.diags, r.hess = make([][]float64, K), make([][]float64, K), make([][]float64, K)
+	for k := range r.outs {
+		n := len(x0[k])
+		r.outs[k] = make([]float64, n)
+		if r.ops&OpDiag != 0 {
+			r.diags[k] = make([]float64, n)
+		}
+		if Needs(r.s.Method)&OpHess != 0 {
+			r.hess[k] = make([]float64, n*n)
+		}
+	}
+	r.reqs, r.steps = make([]Request, K), make([]Step, K)
+	r.res = &Result{X: make([][]float64, K), F: make([]float64, K), GradNorm: make([]float64, K),
+		Iters: make([]int, K), Converged: make([]bool, K), Stop: make([]Stop, K)}
+	r.stalled = make([]bool, K)
 }
 
 // converged is the stopping test of problem k at value f and gradient
