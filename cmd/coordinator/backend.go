@@ -19,20 +19,20 @@ import (
 // openBackend puts the shards where they will be evaluated: in this
 // process (-local), on in-process workers behind an embedded NATS server
 // (the default), or on external workers (-nats).
-func openBackend(ctx context.Context, o *options, ranges []shard.Range, log *zap.Logger) (shard.Backend, *nats.Conn, func(), error) {
+func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *shard.Shared, log *zap.Logger) (shard.Backend, *nats.Conn, func(), error) {
 	id, err := shard.Identify(o.train)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if o.local {
-		l, err := loadLocal(ctx, o, ranges, id)
+		l, err := loadLocal(ctx, o, ranges, id, shared)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		return l, nil, func() {}, nil
 	}
 	var cs closers
-	c, nc, err := openCluster(ctx, o, ranges, id, log, &cs)
+	c, nc, err := openCluster(ctx, o, ranges, id, shared, log, &cs)
 	if err != nil {
 		cs.close()
 		return nil, nil, nil, err
@@ -59,14 +59,14 @@ func (cs closers) close() {
 // loadLocal loads the shards into this process. The load does not watch
 // ctx; a signal ends the wait for it (the process exits after), so
 // Ctrl-C does not wait out the load of a large file.
-func loadLocal(ctx context.Context, o *options, ranges []shard.Range, id shard.FileID) (*shard.Local, error) {
+func loadLocal(ctx context.Context, o *options, ranges []shard.Range, id shard.FileID, shared *shard.Shared) (*shard.Local, error) {
 	type loaded struct {
 		shards []*shard.Shard
 		err    error
 	}
 	done := make(chan loaded, 1)
 	go func() {
-		shards, err := shard.LoadChecked(o.train, ranges, o.compact.Options(shard.Options{Parallel: o.workers}), id)
+		shards, err := shard.LoadChecked(o.train, ranges, o.compact.Options(shard.Options{Parallel: o.workers, Shared: shared}), id)
 		done <- loaded{shards, err}
 	}()
 	select {
@@ -83,7 +83,7 @@ func loadLocal(ctx context.Context, o *options, ranges []shard.Range, id shard.F
 // openCluster connects to the NATS server (the embedded one, with
 // in-process workers, without -nats), waits for the workers and has them
 // load their shards. What it opens is added to cs, closed by the caller.
-func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard.FileID, log *zap.Logger, cs *closers) (*transport.Cluster, *nats.Conn, error) {
+func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard.FileID, shared *shard.Shared, log *zap.Logger, cs *closers) (*transport.Cluster, *nats.Conn, error) {
 	url, minWorkers := o.natsURL, o.minWorkers
 	var inProcess []nats.Option
 	if url == "" {
@@ -113,7 +113,7 @@ func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard
 	if o.natsURL == "" {
 		// In-process workers speak the same protocol over the embedded
 		// server: one code path for a laptop and a cluster.
-		stopWorkers, err := startWorkers(ctx, url, o.workers, o.compact, inProcess, log)
+		stopWorkers, err := startWorkers(ctx, url, o.workers, o.compact, shared, inProcess, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -172,7 +172,7 @@ func publish(ctx context.Context, o *options, nc *nats.Conn, job uint64, ranges 
 	return src, nil
 }
 
-func startWorkers(ctx context.Context, url string, n int, compact shard.Compaction, opts []nats.Option, log *zap.Logger) (stop func(), err error) {
+func startWorkers(ctx context.Context, url string, n int, compact shard.Compaction, shared *shard.Shared, opts []nats.Option, log *zap.Logger) (stop func(), err error) {
 	// The workers outlive a SIGINT or SIGTERM, which ends ctx: the round
 	// under way completes and the state after it is saved, then stop
 	// ends them.
@@ -205,7 +205,7 @@ func startWorkers(ctx context.Context, url string, n int, compact shard.Compacti
 		if zapcore.LevelOf(log.Core()) < zap.WarnLevel {
 			wlog = wlog.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 		}
-		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: runtime.NumCPU(), Compact: compact, Log: wlog})
+		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: runtime.NumCPU(), Compact: compact, Shared: shared, Log: wlog})
 		started++
 		go func() {
 			w.Run(wctx)

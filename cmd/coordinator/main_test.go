@@ -553,7 +553,7 @@ func TestLocalLoadStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	be, _, closeBackend, err := openBackend(ctx, o, shard.Layout(info.Size(), 0), zap.NewNop())
+	be, _, closeBackend, err := openBackend(ctx, o, shard.Layout(info.Size(), 0), &shard.Shared{}, zap.NewNop())
 	if !errors.Is(err, context.Canceled) {
 		if err == nil {
 			closeBackend()
@@ -629,7 +629,7 @@ func TestCrossValidateWarnsOfFewRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		info, _ := os.Stat(data)
-		b, _, closeBackend, err := openBackend(context.Background(), o, shard.Layout(info.Size(), 0), zap.NewNop())
+		b, _, closeBackend, err := openBackend(context.Background(), o, shard.Layout(info.Size(), 0), &shard.Shared{}, zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -655,7 +655,7 @@ func TestInProcessWorkersLog(t *testing.T) {
 	defer srv.Shutdown()
 	inProcess := []nats.Option{nats.InProcessServer(srv)}
 	core, logs := observer.New(zap.WarnLevel)
-	stop, err := startWorkers(context.Background(), srv.ClientURL(), 1, shard.CompactAuto, inProcess, zap.New(core))
+	stop, err := startWorkers(context.Background(), srv.ClientURL(), 1, shard.CompactAuto, &shard.Shared{}, inProcess, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,10 @@ func run(o *options) error {
 	if o.check {
 		return checkOnly(o, log)
 	}
-	info, release, err := statAndHold(o)
+	// What the loads in this process share: the text statAndHold
+	// decompressed, and the memory their shards may take.
+	shared := &shard.Shared{}
+	info, release, err := statAndHold(o, shared)
 	if err != nil {
 		return err
 	}
@@ -54,7 +57,7 @@ func run(o *options) error {
 	ranges := shard.Layout(info.Size, o.shards)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	backend, nc, closeBackend, err := openBackend(ctx, o, ranges, log)
+	backend, nc, closeBackend, err := openBackend(ctx, o, ranges, shared, log)
 	release() // the shards are loaded
 	if err != nil {
 		if ctx.Err() != nil { // whatever failed, the signal came first
@@ -450,11 +453,11 @@ func warnShort(log *zap.Logger, opt *osgm.Result, maxIter int) {
 }
 
 // statAndHold is shard.Stat that, when the loads run in this process,
-// holds a compressed file's text for them (shard.Hold) until release:
+// holds a compressed file's text for them (Shared.Hold) until release:
 // Stat decompresses it anyway, and each load would again. The text is
 // kept only if it takes at most an eighth of the free memory, and held
 // only if the file did not change while it was read.
-func statAndHold(o *options) (info shard.Info, release func(), err error) {
+func statAndHold(o *options, shared *shard.Shared) (info shard.Info, release func(), err error) {
 	keep := int64(0)
 	if o.local || o.natsURL == "" && !o.objectStore {
 		keep = memory.Available() / 8
@@ -465,7 +468,7 @@ func statAndHold(o *options) (info shard.Info, release func(), err error) {
 		return shard.Info{}, nil, err
 	}
 	if after, err := shard.Identify(o.train); text != nil && err == nil && after == before {
-		release, err = shard.Hold(o.train, after, text)
+		release, err = shared.Hold(o.train, after, text)
 		return info, release, err
 	}
 	return info, func() {}, nil

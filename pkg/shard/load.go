@@ -94,6 +94,9 @@ type Options struct {
 	// worker reports it, and a load whose count stops growing is hung
 	// (a stalled network mount), not slow.
 	Read *atomic.Int64
+	// Shared, when set, is what this load shares with the process's
+	// other loads (in-process workers): held text, and the memory fit.
+	Shared *Shared
 }
 
 // Counted counts what r reads into n (nil: it is r).
@@ -481,7 +484,7 @@ func LoadChecked(path string, ranges []Range, opt Options, want FileID) ([]*Shar
 	if err := check(); err != nil {
 		return nil, err
 	}
-	shards, err := loadFrom(source{path: path, text: heldText(path, want)}, ranges, opt)
+	shards, err := loadFrom(source{path: path, text: opt.Shared.text(path, want)}, ranges, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -48,8 +48,9 @@ func FuzzLoad(f *testing.F) {
 			// with in-process workers does.
 			if _, held, e := StatKeep(path, 1<<30); e == nil {
 				id, _ := Identify(path)
-				release, _ := Hold(path, id, held)
-				shards, err = LoadChecked(path, ranges, Options{Parallel: 2}, id)
+				shared := &Shared{}
+				release, _ := shared.Hold(path, id, held)
+				shards, err = LoadChecked(path, ranges, Options{Parallel: 2, Shared: shared}, id)
 				release()
 			}
 		}
@@ -227,8 +228,9 @@ func TestHeldTextLoadsAsTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _ := Identify(path)
-	release, _ := Hold(path, id, held)
-	got, err := LoadChecked(path, ranges, Options{Parallel: 2}, id)
+	shared := &Shared{}
+	release, _ := shared.Hold(path, id, held)
+	got, err := LoadChecked(path, ranges, Options{Parallel: 2, Shared: shared}, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,12 +240,15 @@ func TestHeldTextLoadsAsTheFile(t *testing.T) {
 	// A decoy held in the file's place is what LoadChecked reads.
 	_, decoy, _ := StatKeep(gz("1 1:1\n-1 2:1\n"), 1<<30)
 	release()
-	release, _ = Hold(path, id, decoy)
-	if got, _ := LoadChecked(path, Layout(decoy.size, 1), Options{}, id); rowsOf(got) != "1 0:1\n-1 1:1\n" {
+	release, _ = shared.Hold(path, id, decoy)
+	if got, _ := LoadChecked(path, Layout(decoy.size, 1), Options{Shared: shared}, id); rowsOf(got) != "1 0:1\n-1 1:1\n" {
 		t.Fatalf("LoadChecked did not read the held text: %q", rowsOf(got))
 	}
-	release()
 	if got, _ := LoadChecked(path, ranges, Options{}, id); rowsOf(got) != rowsOf(want) {
+		t.Fatal("a load not given the Shared read its held text")
+	}
+	release()
+	if got, _ := LoadChecked(path, ranges, Options{Shared: shared}, id); rowsOf(got) != rowsOf(want) {
 		t.Fatal("LoadChecked read a released text")
 	}
 
@@ -252,9 +257,9 @@ func TestHeldTextLoadsAsTheFile(t *testing.T) {
 	id, _ = Identify(bad)
 	ranges = Layout(held.size, 7)
 	_, wantErr := Load(bad, ranges, Options{})
-	release, _ = Hold(bad, id, held)
+	release, _ = shared.Hold(bad, id, held)
 	defer release()
-	_, err = LoadChecked(bad, ranges, Options{Parallel: 2}, id)
+	_, err = LoadChecked(bad, ranges, Options{Parallel: 2, Shared: shared}, id)
 	if err == nil || wantErr == nil || err.Error() != wantErr.Error() {
 		t.Fatalf("held text: %v\nfile: %v", err, wantErr)
 	}

@@ -18,9 +18,10 @@ const ShardShare = 2.0 / 3
 
 // A fit decides, shard by shard, whether the shards still to load fit in
 // memory as plain ones. Each plain shard built says how many bytes the
-// shards take per byte of text; once the rest of the loads under way in
-// this process (the in-process workers load at once), each at its rate,
-// need more than ShardShare of what is available, the rest are built
+// shards take per byte of text; once the rest of the loads under way
+// that share it (Options.Shared: the in-process workers load at once),
+// each at its rate, need more than ShardShare of what is available, the
+// rest are built
 // compact (Compact: the same values to the bit, 1-3 bytes less a
 // nonzero). Workers in other processes are seen only through what they
 // have taken already.
@@ -29,14 +30,11 @@ type fit struct {
 	compact atomic.Bool
 
 	mu          sync.Mutex
-	left        int64 // text bytes still to load
-	text, bytes int64 // text and shard bytes of the plain shards built
-	need        int64 // this load's part of pending
+	left        int64         // text bytes still to load
+	text, bytes int64         // text and shard bytes of the plain shards built
+	need        int64         // this load's part of pending
+	pending     *atomic.Int64 // the bytes the loads sharing it still need as plain shards
 }
-
-// pending is the bytes the loads under way in this process still need,
-// as plain shards.
-var pending atomic.Int64
 
 // newFit is the decision for loading ranges as opt says: nil, deciding
 // nothing, when opt compacts anyway or has no Available. done ends it.
@@ -44,7 +42,10 @@ func newFit(opt Options, ranges []Range) *fit {
 	if opt.Compact || opt.Available == nil {
 		return nil
 	}
-	f := &fit{avail: opt.Available}
+	f := &fit{avail: opt.Available, pending: new(atomic.Int64)}
+	if opt.Shared != nil {
+		f.pending = &opt.Shared.pending
+	}
 	for _, r := range ranges {
 		f.left += r.End - r.Start
 	}
@@ -68,7 +69,7 @@ func (f *fit) built(s *Shard, text int64) {
 	f.text += text
 	f.bytes += int64(s.Bytes())
 	need := int64(float64(f.bytes) / float64(f.text) * float64(f.left))
-	all := pending.Add(need - f.need)
+	all := f.pending.Add(need - f.need)
 	f.need = need
 	if avail := f.avail(); avail >= 0 && float64(all) > ShardShare*float64(avail) {
 		f.compact.Store(true)
@@ -82,7 +83,7 @@ func (f *fit) done() {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	pending.Add(-f.need)
+	f.pending.Add(-f.need)
 	f.need = 0
 }
 

@@ -23,6 +23,7 @@ func TestFitSwitches(t *testing.T) {
 	if s.Bytes() != 52 {
 		t.Fatalf("the test shard takes %d bytes", s.Bytes())
 	}
+	shared := &Shared{}
 	for _, tc := range []struct {
 		avail []int64 // answers, in turn
 		after int     // shards built before the switch; 0: none
@@ -37,7 +38,7 @@ func TestFitSwitches(t *testing.T) {
 		{[]int64{0, 1 << 40, 1 << 40, 1 << 40}, 1}, // once on, stays on
 	} {
 		calls := 0
-		f := newFit(Options{Available: func() int64 { calls++; return tc.avail[min(calls, len(tc.avail))-1] }}, ranges)
+		f := newFit(Options{Available: func() int64 { calls++; return tc.avail[min(calls, len(tc.avail))-1] }, Shared: shared}, ranges)
 		switched := 0
 		for i := range ranges {
 			f.built(s, ranges[i].End-ranges[i].Start)
@@ -50,7 +51,7 @@ func TestFitSwitches(t *testing.T) {
 			t.Errorf("available %v: compact after %d shards, want %d", tc.avail, switched, tc.after)
 		}
 	}
-	if n := pending.Load(); n != 0 {
+	if n := shared.pending.Load(); n != 0 {
 		t.Errorf("%d bytes pending after every load ended", n)
 	}
 	if (*fit)(nil).on() || newFit(Options{}, ranges) != nil || newFit(Options{Compact: true, Available: memory.Available}, ranges) != nil {
@@ -58,14 +59,22 @@ func TestFitSwitches(t *testing.T) {
 	}
 }
 
-// TestFitsShareTheProcess: two loads at once, each of which would fit
-// alone, go compact together; a load that failed part way leaves nothing
+// TestFitsShareTheProcess: two loads at once that share a Shared, each of
+// which would fit alone, go compact together; loads that do not share
+// one do not see each other; a load that failed part way leaves nothing
 // pending.
 func TestFitsShareTheProcess(t *testing.T) {
 	ranges := []Range{{0, 0, 100}, {1, 100, 200}, {2, 200, 300}, {3, 300, 400}}
 	s := &Shard{RowPtr: make([]uint32, 50/4), LabelOf: make([]int32, 1)} // 52 bytes
 	avail := func() int64 { return 300 }                                 // 2/3: 200
-	a, b := newFit(Options{Available: avail}, ranges), newFit(Options{Available: avail}, ranges)
+	alone, other := newFit(Options{Available: avail}, ranges), newFit(Options{Available: avail}, ranges)
+	alone.built(&Shard{RowPtr: make([]uint32, 50/4), LabelOf: make([]int32, 1)}, 100)
+	other.built(&Shard{RowPtr: make([]uint32, 50/4), LabelOf: make([]int32, 1)}, 100)
+	if alone.on() || other.on() {
+		t.Fatal("loads that share nothing saw each other")
+	}
+	shared := &Shared{}
+	a, b := newFit(Options{Available: avail, Shared: shared}, ranges), newFit(Options{Available: avail, Shared: shared}, ranges)
 	a.built(s, 100) // 156 pending
 	if a.on() {
 		t.Fatal("one load alone went compact")
@@ -80,7 +89,7 @@ func TestFitsShareTheProcess(t *testing.T) {
 	}
 	a.done()
 	b.done()
-	if n := pending.Load(); n != 0 {
+	if n := shared.pending.Load(); n != 0 {
 		t.Errorf("%d bytes pending after both loads ended", n)
 	}
 }

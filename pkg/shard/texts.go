@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 )
@@ -130,9 +131,14 @@ func (t *Decompressed) lines(offset int64) int {
 	return n
 }
 
-var texts struct {
-	sync.Mutex
-	m map[heldKey]*Decompressed
+// Shared is what the loads of one process share, passed to them in
+// Options: text decompressed once for them (Hold), and the bytes the
+// loads under way still need as plain shards (see fit). The zero value
+// is ready; a nil *Shared shares nothing.
+type Shared struct {
+	mu      sync.Mutex
+	texts   map[heldKey]*Decompressed
+	pending atomic.Int64
 }
 
 type heldKey struct {
@@ -140,37 +146,40 @@ type heldKey struct {
 	file FileID
 }
 
-// Hold makes LoadChecked read path, at version file, from t (the file
+// Hold makes loads given s read path, at version file, from t (the file
 // decompressed) until release is called.
-func Hold(path string, file FileID, t *Decompressed) (release func(), err error) {
+func (s *Shared) Hold(path string, file FileID, t *Decompressed) (release func(), err error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
 	key := heldKey{abs, file}
-	texts.Lock()
-	defer texts.Unlock()
-	if texts.m == nil {
-		texts.m = map[heldKey]*Decompressed{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.texts == nil {
+		s.texts = map[heldKey]*Decompressed{}
 	}
-	texts.m[key] = t
+	s.texts[key] = t
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			texts.Lock()
-			defer texts.Unlock()
-			delete(texts.m, key)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			delete(s.texts, key)
 		})
 	}, nil
 }
 
-// heldText is the text held for path at version file, or nil.
-func heldText(path string, file FileID) *Decompressed {
+// text is the text held for path at version file, or nil.
+func (s *Shared) text(path string, file FileID) *Decompressed {
+	if s == nil {
+		return nil
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil
 	}
-	texts.Lock()
-	defer texts.Unlock()
-	return texts.m[heldKey{abs, file}]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.texts[heldKey{abs, file}]
 }

@@ -90,6 +90,10 @@ type WorkerConfig struct {
 	Heartbeat time.Duration    // how often to announce itself
 	Log       *zap.Logger
 	Metrics   *metrics.Worker // nil: none
+	// Shared, for workers in the coordinator's process, is what their
+	// loads share with it and each other (text it decompressed, the
+	// memory fit); nil for a worker of its own.
+	Shared *shard.Shared
 }
 
 // Worker holds shards for a coordinator and evaluates them on request. All
@@ -456,7 +460,7 @@ func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, er
 		<-w.hangLoads
 	}
 	if src.Bucket == "" {
-		shards, err := shard.LoadChecked(src.Path, ranges, w.cfg.Compact.Options(shard.Options{Parallel: w.cfg.Parallel, Read: &w.read}), src.File)
+		shards, err := shard.LoadChecked(src.Path, ranges, w.cfg.Compact.Options(shard.Options{Parallel: w.cfg.Parallel, Read: &w.read, Shared: w.cfg.Shared}), src.File)
 		return shards, 0, err
 	}
 	js, err := jetstream.New(w.nc)
@@ -473,7 +477,7 @@ func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, er
 		return nil, 0, fmt.Errorf("object store %s: %w", src.Bucket, err)
 	}
 	failed := 0
-	shards, err := shard.ReadEach(ranges, w.cfg.Compact.Options(shard.Options{}), func(r shard.Range) (*shard.Shard, error) {
+	shards, err := shard.ReadEach(ranges, w.cfg.Compact.Options(shard.Options{Shared: w.cfg.Shared}), func(r shard.Range) (*shard.Shard, error) {
 		failed = r.ID
 		name := src.ObjectName(r.ID)
 		var obj jetstream.ObjectResult
