@@ -89,7 +89,10 @@ func offlineImages(t *testing.T) (osgmImage, natsImage string) {
 		}
 	})
 	if images.err != nil {
-		t.Fatal(images.err)
+		if os.Getenv("OSGM_CONTAINER_TESTS") == "require" {
+			t.Fatal(images.err)
+		}
+		t.Skipf("the container images cannot be built here: %v", images.err)
 	}
 	return images.osgm, images.nats
 }

@@ -5,7 +5,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"testing"
-	"time"
+
+	"github.com/osgm-svm/osgm/internal/gcwait"
 )
 
 // TestGCPauseNests: overlapping loads keep the collector off until the
@@ -60,7 +61,7 @@ func TestCompactDataLowersTheTarget(t *testing.T) {
 		{5, false, true, 5},
 		{DefaultGCPercent, true, true, DefaultGCPercent},
 	} {
-		awaitCleanups(t, func() bool { _, c := Held(); return c == 0 }, func() string {
+		gcwait.Until(t, func() bool { _, c := Held(); return c == 0 }, func() string {
 			_, c := Held()
 			return fmt.Sprintf("compact data of %d bytes still counted", c)
 		})
@@ -71,18 +72,5 @@ func TestCompactDataLowersTheTarget(t *testing.T) {
 			t.Errorf("percent %d, GOGC set %v, compact %v: target %d, want %d", tc.percent, tc.gogc, tc.compact, got, tc.want)
 		}
 		runtime.KeepAlive(data)
-	}
-}
-
-// awaitCleanups collects until done holds (cleanups run after a
-// collection, on a goroutine of their own), failing with state after 10 s.
-func awaitCleanups(t *testing.T, done func() bool, state func() string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !done(); {
-		if time.Now().After(deadline) {
-			t.Fatal(state())
-		}
-		runtime.GC()
-		time.Sleep(time.Millisecond)
 	}
 }

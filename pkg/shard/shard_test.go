@@ -13,9 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/osgm-svm/osgm/pkg/memory"
+
+	"github.com/osgm-svm/osgm/internal/gcwait"
 )
 
 // dataset is a random LIBSVM file held as dense rows for reference checks.
@@ -1348,27 +1349,13 @@ func TestHeldFollowsShards(t *testing.T) {
 		t.Fatalf("compact shards of %d bytes counted as %d (%d before)", compacted, got, compactBefore)
 	}
 	// The shards are unreachable from here on.
-	awaitCleanups(t, func() bool { return heldNow() <= before && compactNow() <= compactBefore }, func() string {
+	gcwait.Until(t, func() bool { return heldNow() <= before && compactNow() <= compactBefore }, func() string {
 		return fmt.Sprintf("held is %d (compact %d) after the shards went, %d (%d) before", heldNow(), compactNow(), before, compactBefore)
 	})
 }
 
 func heldNow() int64    { all, _ := memory.Held(); return all }
 func compactNow() int64 { _, compact := memory.Held(); return compact }
-
-// awaitCleanups collects until done holds (the cleanups of unreachable
-// shards run after a collection, on a goroutine of their own), failing
-// with state after 10 s.
-func awaitCleanups(t *testing.T, done func() bool, state func() string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !done(); {
-		if time.Now().After(deadline) {
-			t.Fatal(state())
-		}
-		runtime.GC()
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // TestCoder: codes number distinct values by their bits in order of first
 // appearance, whatever the collisions in the hash table (tens of
