@@ -49,8 +49,7 @@ func sparseFeatureFile(t *testing.T, classes int) string {
 }
 
 func trainKeepingDead(t *testing.T, path string, cfg Config) *Result {
-	keepDead = true
-	defer func() { keepDead = false }()
+	cfg.keepDead = true
 	return trainFile(t, path, cfg)
 }
 
@@ -182,10 +181,8 @@ func TestMemoryCheckCountsLiveCoordinates(t *testing.T) {
 		{700_000, true, 0},
 	} {
 		t.Run(fmt.Sprintf("%d keepDead=%v", c.maxBytes, c.keepDead), func(t *testing.T) {
-			keepDead = c.keepDead
-			defer func() { keepDead = false }()
 			cfg := cfg
-			cfg.MaxBytes = c.maxBytes
+			cfg.MaxBytes, cfg.keepDead = c.maxBytes, c.keepDead
 			got, err := Train(localBackend(t, path), cfg)
 			switch {
 			case c.batch < 0 && (err == nil || !strings.Contains(err.Error(), "largest feature index 400")):

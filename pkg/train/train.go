@@ -68,6 +68,10 @@ type Config struct {
 	CheckpointEvery int
 	CheckpointShare float64 // see osgm.Settings.CheckpointShare
 	Interrupt       func() bool
+
+	// keepDead makes every problem keep all its coordinates, dead ones
+	// included (see shard.Objective.LeaveOutDead): tests compare the two.
+	keepDead bool
 }
 
 // Result is a trained model and how it was reached.
@@ -167,10 +171,6 @@ func problemWeights(ws []ClassWeight, labels []int) (out []float64, unknown []in
 	}
 	return out, unknown
 }
-
-// keepDead makes every problem keep all its coordinates, dead ones
-// included (see shard.Objective.LeaveOutDead): tests compare the two.
-var keepDead = false
 
 // Train minimises every problem of the backend's data as cfg says: it
 // settles the plan (classes, lambda, tolerances, batches, method) before
@@ -298,7 +298,7 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 	// The methods see n coordinates of a model's dim: the live ones (see
 	// shard.Objective.LeaveOutDead), or all of them.
 	p.Dim = p.obj.Dim()
-	if !keepDead {
+	if !cfg.keepDead {
 		p.live = p.obj.LeaveOutDead()
 	}
 	p.Coordinates = p.obj.Dim()

@@ -45,6 +45,12 @@ type ClusterConfig struct {
 	// the columns its shards touch (see PointMode).
 	Points PointMode
 	Log    *zap.Logger
+
+	// waitReport is how often Load says that it is still waiting for
+	// workers (defaultWaitReport; tests shorten it): without it, a
+	// cluster whose workers never start shows one line and then
+	// nothing.
+	waitReport time.Duration
 }
 
 var (
@@ -195,6 +201,9 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	}
 	if cfg.ResendAfter == 0 {
 		cfg.ResendAfter = DefaultResendAfter
+	}
+	if cfg.waitReport == 0 {
+		cfg.waitReport = defaultWaitReport
 	}
 	if cfg.LoadStall == 0 {
 		cfg.LoadStall = DefaultLoadStall
@@ -348,10 +357,7 @@ func (c *Cluster) Close() {
 	}
 }
 
-// waitReport is how often Load says that it is still waiting for
-// workers: without it, a cluster whose workers never start shows one
-// line and then nothing.
-var waitReport = 30 * time.Second
+const defaultWaitReport = 30 * time.Second
 
 // Load waits for MinWorkers workers, assigns every shard and collects the
 // shards' descriptions.
@@ -360,7 +366,7 @@ func (c *Cluster) Load(ctx context.Context) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	began := time.Now()
-	report := began.Add(waitReport)
+	report := began.Add(c.cfg.waitReport)
 	for len(c.live()) < c.cfg.MinWorkers {
 		select {
 		case <-ctx.Done():
@@ -374,7 +380,7 @@ func (c *Cluster) Load(ctx context.Context) error {
 			if now.After(report) {
 				c.log.Warn("still waiting for workers", zap.Int("min", c.cfg.MinWorkers),
 					zap.Int("joined", len(c.live())), zap.Duration("waited", now.Sub(began).Round(time.Second)))
-				report = now.Add(waitReport)
+				report = now.Add(c.cfg.waitReport)
 			}
 		}
 	}

@@ -861,11 +861,7 @@ func TestSparseSumsKeepTheBits(t *testing.T) {
 	up := map[bool]int64{}
 	for _, whole := range []bool{false, true} {
 		t.Run(fmt.Sprintf("whole=%v", whole), func(t *testing.T) {
-			// Set before the workers start, reset after they stop (the
-			// cleanups run last first).
-			wholeGradients = whole
-			t.Cleanup(func() { wholeGradients = false })
-			c, _ := cluster(t, path, 2, 8)
+			c, _, _ := clusterWithStops(t, path, 2, 8, func(w *Worker) { w.cfg.wholeGradients = whole })
 			res, err := train.Train(c, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -1092,10 +1088,9 @@ func TestShardsOutliveTheJob(t *testing.T) {
 }
 
 // TestLoadSaysItIsStillWaiting: a coordinator whose workers never come
-// says so every waitReport, with how many joined, until it is stopped.
+// says so every waitReport (here 200 ms), with how many joined, until it
+// is stopped.
 func TestLoadSaysItIsStillWaiting(t *testing.T) {
-	defer func(d time.Duration) { waitReport = d }(waitReport)
-	waitReport = 200 * time.Millisecond
 	srv, err := Embedded("")
 	if err != nil {
 		t.Fatal(err)
@@ -1104,7 +1099,7 @@ func TestLoadSaysItIsStillWaiting(t *testing.T) {
 	nc := connected(t, srv.ClientURL())
 	defer nc.Close()
 	core, logs := observer.New(zap.InfoLevel)
-	c, err := NewCluster(nc, ClusterConfig{MinWorkers: 2, Ranges: []shard.Range{{ID: 0, End: 1}}, Log: zap.New(core)})
+	c, err := NewCluster(nc, ClusterConfig{MinWorkers: 2, Ranges: []shard.Range{{ID: 0, End: 1}}, Log: zap.New(core), waitReport: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

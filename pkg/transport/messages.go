@@ -268,27 +268,28 @@ func EncodePartial(p *shard.Partial) []byte { return AppendPartial(nil, p) }
 // A gradient goes sparse when at least 1/sparseShare of it is +0.
 const sparseShare = 4
 
-// wholeGradients, set by tests, sends every gradient whole.
-var wholeGradients = false
-
 // sparseLayout is the size of the bitmap of g's entries that are not +0
 // (0 when g goes whole) and how many values g sends.
-func sparseLayout(g []float64) (words, values int) {
+func sparseLayout(g []float64, whole bool) (words, values int) {
 	zeros := 0
 	for _, x := range g {
 		if math.Float64bits(x) == 0 {
 			zeros++
 		}
 	}
-	if wholeGradients || len(g) < 64 || zeros*sparseShare < len(g) {
+	if whole || len(g) < 64 || zeros*sparseShare < len(g) {
 		return 0, len(g)
 	}
 	return (len(g) + 63) / 64, len(g) - zeros
 }
 
 // AppendPartial is EncodePartial appending to dst.
-func AppendPartial(dst []byte, p *shard.Partial) []byte {
-	words, values := sparseLayout(p.Grad)
+func AppendPartial(dst []byte, p *shard.Partial) []byte { return appendPartialAs(dst, p, false) }
+
+// appendPartialAs is AppendPartial that sends the gradient whole when
+// whole is set, whatever its +0 entries.
+func appendPartialAs(dst []byte, p *shard.Partial, whole bool) []byte {
+	words, values := sparseLayout(p.Grad, whole)
 	return appendPartial(dst, p, words, values)
 }
 
@@ -340,8 +341,8 @@ func (e *enc) partialHead(p *shard.Partial, words int) {
 // sends a node sum of a million columns and keeps it for resends without
 // a second copy. The pieces are valid while p's memory is. A sparse
 // gradient is laid out in buf's memory instead, as one piece.
-func partialPieces(p *shard.Partial, buf []byte) [][]byte {
-	if words, values := sparseLayout(p.Grad); !littleEndian || words > 0 {
+func partialPieces(p *shard.Partial, buf []byte, whole bool) [][]byte {
+	if words, values := sparseLayout(p.Grad, whole); !littleEndian || words > 0 {
 		return [][]byte{appendPartial(buf[:0], p, words, values)}
 	}
 	var head, tail enc

@@ -133,7 +133,7 @@ func TestDecodingInPlace(t *testing.T) {
 			want.Grad[j] = float64(n * j)
 		}
 		enc := AppendPartial(nil, want)
-		if !bytes.Equal(slices.Concat(partialPieces(want, nil)...), enc) {
+		if !bytes.Equal(slices.Concat(partialPieces(want, nil, false)...), enc) {
 			t.Fatalf("partial of %d: its pieces differ from its encoding", n)
 		}
 		for _, b := range [][]byte{enc, misaligned(enc)} {
@@ -211,13 +211,13 @@ func TestPiecesAreThePayload(t *testing.T) {
 		{Loss: []float64{1}, BiasGrad: []float64{0}},
 	} {
 		want := EncodePartial(p)
-		if got := bytes.Join(partialPieces(p, nil), nil); !bytes.Equal(got, want) {
+		if got := bytes.Join(partialPieces(p, nil, false), nil); !bytes.Equal(got, want) {
 			t.Fatalf("pieces %x, encoding %x", got, want)
 		}
 		for _, size := range []int{HeaderSize + 1, HeaderSize + 7, HeaderSize + 1000} {
 			var c chunker
 			var got [][]byte
-			c.sendPieces(KindGroup, 7, 2, 3, partialPieces(p, nil), size, func(b []byte) error { got = append(got, slices.Clone(b)); return nil })
+			c.sendPieces(KindGroup, 7, 2, 3, partialPieces(p, nil, false), size, func(b []byte) error { got = append(got, slices.Clone(b)); return nil })
 			if w := chunksOf(t, KindGroup, 2, 3, want, size); !reflect.DeepEqual(got, w) {
 				t.Fatalf("chunks of %d bytes differ from the encoding's", size)
 			}
@@ -496,7 +496,7 @@ func TestSparseGradients(t *testing.T) {
 			if sparse := len(enc) < whole; sparse != c.sparse {
 				t.Fatalf("%d bytes for a gradient of %d entries: sparse %v, want %v", len(enc), len(p.Grad), sparse, c.sparse)
 			}
-			if !bytes.Equal(bytes.Join(partialPieces(p, make([]byte, 3)), nil), enc) {
+			if !bytes.Equal(bytes.Join(partialPieces(p, make([]byte, 3), false), nil), enc) {
 				t.Fatal("pieces differ from the encoding")
 			}
 			buf := make([]float64, 5, 1000)

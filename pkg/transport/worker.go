@@ -94,6 +94,10 @@ type WorkerConfig struct {
 	// loads share with it and each other (text it decompressed, the
 	// memory fit); nil for a worker of its own.
 	Shared *shard.Shared
+
+	// wholeGradients sends every gradient whole, never as a bitmap and
+	// its values (tests compare the two).
+	wholeGradients bool
 }
 
 // Worker holds shards for a coordinator and evaluates them on request. All
@@ -661,7 +665,7 @@ func (w *Worker) sendNode(id shard.NodeID, sum *shard.Partial) error {
 	if n := len(w.spare); n > 0 {
 		buf, w.spare = w.spare[n-1], w.spare[:n-1]
 	}
-	pieces := partialPieces(sum, buf)
+	pieces := partialPieces(sum, buf, w.cfg.wholeGradients)
 	if len(pieces) == 1 {
 		w.laidOut = append(w.laidOut, pieces[0])
 	}
@@ -928,7 +932,7 @@ func (w *Worker) tally(shards []*shard.Shard, pt *shard.Point, start time.Time) 
 }
 
 func (w *Worker) answer(part *shard.Partial) {
-	b := EncodePartial(part)
+	b := appendPartialAs(nil, part, w.cfg.wholeGradients)
 	w.answered[part.Shard] = b
 	w.publishUp(KindPartial, w.round, uint32(part.Shard), b)
 }
