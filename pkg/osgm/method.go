@@ -62,6 +62,9 @@ type Batch struct {
 	D    [][]float64 // OpDiag
 	H    [][]float64 // OpHess: Dim x Dim, row by row
 	HV   [][]float64 // OpHessVec
+	// At names each problem's X (Request.At; 0: unnamed) for OpHessVec
+	// and OpEvalDiag, nil otherwise.
+	At []uint64
 }
 
 // Objective evaluates K independent problems that share one pass over
@@ -81,6 +84,11 @@ var ErrUnsupported = errors.New("osgm: the objective cannot compute this")
 type Request struct {
 	Op   Op
 	X, V []float64
+	// At, when nonzero, names X: the method gives every request at the
+	// same point the same At, and other points other ones. An objective
+	// may keep what it learnt at a point (which rows are active) for the
+	// next request at it, without comparing the vectors.
+	At uint64
 }
 
 // Reply is the evaluation of a Request: F and G for OpEval, HV for

@@ -410,12 +410,12 @@ func (r *run) pass(op Op) error {
 // evaluate makes one pass of op over the problems in [lo, hi) that asked.
 func (r *run) evaluate(op Op, lo, hi int) error {
 	b := &r.b
-	*b = Batch{Op: op, Ks: b.Ks[:0], X: b.X[:0], V: b.V[:0], F: b.F[:0], G: b.G[:0], D: b.D[:0], H: b.H[:0], HV: b.HV[:0]}
+	*b = Batch{Op: op, Ks: b.Ks[:0], X: b.X[:0], V: b.V[:0], F: b.F[:0], G: b.G[:0], D: b.D[:0], H: b.H[:0], HV: b.HV[:0], At: b.At[:0]}
 	for k := lo; k < hi; k++ {
 		if !r.asked(k, op) {
 			continue
 		}
-		b.Ks, b.X = append(b.Ks, k), append(b.X, r.reqs[k].X)
+		b.Ks, b.X, b.At = append(b.Ks, k), append(b.X, r.reqs[k].X), append(b.At, r.reqs[k].At)
 		switch op {
 		case OpHessVec:
 			b.V, b.HV = append(b.V, r.reqs[k].V), append(b.HV, r.outs[k])
@@ -429,7 +429,10 @@ func (r *run) evaluate(op Op, lo, hi int) error {
 			}
 		}
 	}
-	ks := b.Ks
+	ks, at := b.Ks, b.At
+	if op != OpHessVec && op != OpEvalDiag {
+		b.At = nil
+	}
 	if r.K == 1 {
 		b.Ks = nil // the objective's only problem
 	}
@@ -437,7 +440,7 @@ func (r *run) evaluate(op Op, lo, hi int) error {
 	for i, f := range b.F {
 		r.f[ks[i]] = f
 	}
-	b.Ks = ks // keeps its memory for the next pass
+	b.Ks, b.At = ks, at // keep their memory for the next pass
 	return err
 }
 

@@ -63,6 +63,10 @@ type newtonState struct {
 	CGTol    float64
 	Boundary bool
 	XT       []float64 // the trial point X + s
+
+	// XAt and XTAt name X and XT in requests (Request.At): Points counts
+	// the points made, so an accepted trial keeps its name.
+	XAt, XTAt, Points uint64
 }
 
 // TRON's constants (LIBLINEAR 2.30, tron.cpp).
@@ -124,6 +128,8 @@ func (m *newton) Init(x []float64, f float64, g []float64) {
 	n := len(x)
 	s := &m.S
 	s.X, s.G, s.F = clone(x), clone(g), f
+	s.Points++
+	s.XAt = s.Points
 	if len(m.m0) != n { // no problem description: plain CG
 		m.m0 = make([]float64, n)
 		for j := range m.m0 {
@@ -168,25 +174,27 @@ func (m *newton) startCG() {
 func (m *newton) Next() Request {
 	s := &m.S
 	if s.NeedDiag {
-		return Request{Op: OpEvalDiag, X: s.X}
+		return Request{Op: OpEvalDiag, X: s.X, At: s.XAt}
 	}
 	for s.H != nil && m.solving() {
 		m.cgStep(m.hessVec(s.D))
 	}
 	if m.solving() {
-		return Request{Op: OpHessVec, X: s.X, V: s.D}
+		return Request{Op: OpHessVec, X: s.X, V: s.D, At: s.XAt}
 	}
 	s.InCG = false
 	floats.AddTo(s.XT, s.X, s.Step)
+	s.Points++
+	s.XTAt = s.Points
 	switch {
 	case m.full && float64(s.CGSteps) > m.hessPasses:
 		// The solve just made cost more than a Hessian pass would have:
 		// the trial brings the Hessian at its point for the next.
-		return Request{Op: OpEvalHess, X: s.XT}
+		return Request{Op: OpEvalHess, X: s.XT, At: s.XTAt}
 	case m.hd:
-		return Request{Op: OpEvalDiag, X: s.XT}
+		return Request{Op: OpEvalDiag, X: s.XT, At: s.XTAt}
 	}
-	return Request{Op: OpEval, X: s.XT}
+	return Request{Op: OpEval, X: s.XT, At: s.XTAt}
 }
 
 // solving reports whether the CG solve goes on. Exact arithmetic ends it
@@ -318,6 +326,7 @@ func (m *newton) trial(fnew float64, gnew, dnew, hnew []float64) Step {
 	accepted := actred > tronEta0*prered && !math.IsNaN(fnew)
 	if accepted {
 		s.X, s.XT = s.XT, s.X
+		s.XAt = s.XTAt
 		copy(s.G, gnew)
 		s.F = fnew
 		if len(hnew) == len(s.X)*len(s.X) {

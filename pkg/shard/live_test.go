@@ -220,12 +220,12 @@ func TestObjectiveOverLiveCoordinates(t *testing.T) {
 	}
 	same("gradient", g, wg)
 
-	check(live.hessVecSome(ks, pick(x), pick(v), g))
-	check(full.hessVecSome(ks, pick(fx), pick(fv), wg))
+	check(live.hessVecSome(ks, nil, pick(x), pick(v), g))
+	check(full.hessVecSome(ks, nil, pick(fx), pick(fv), wg))
 	same("Hessian-vector product", g, wg)
 
-	check(live.evalDiagSome(ks, pick(x), f, g, d))
-	check(full.evalDiagSome(ks, pick(fx), wf, wg, wd))
+	check(live.evalDiagSome(ks, nil, pick(x), f, g, d))
+	check(full.evalDiagSome(ks, nil, pick(fx), wf, wg, wd))
 	same("gradient with the diagonal", g, wg)
 	same("diagonal", d, wd)
 
@@ -290,9 +290,9 @@ func TestOneProblemPassesAreTheBatchPasses(t *testing.T) {
 			f, g, d, hv1, hv2 := make([]float64, K), vecs(), vecs(), vecs(), vecs()
 			check(obj.evalSome(nil, x, f, g))
 			fd, gd := make([]float64, K), vecs()
-			check(obj.evalDiagSome(nil, x, fd, gd, d))
-			check(obj.hessVecSome(nil, x, v1, hv1))
-			check(obj.hessVecSome(nil, x, v2, hv2))
+			check(obj.evalDiagSome(nil, nil, x, fd, gd, d))
+			check(obj.hessVecSome(nil, nil, x, v1, hv1))
+			check(obj.hessVecSome(nil, nil, x, v2, hv2))
 			// Newton's trial points take the diagonal pass, its start the
 			// plain one: both give the same value and gradient.
 			for k := range K {
@@ -314,14 +314,14 @@ func TestOneProblemPassesAreTheBatchPasses(t *testing.T) {
 				check(obj.evalSome(one, x[k:k+1], f1, g1))
 				same("value", f1, f[k:k+1])
 				same("gradient", g1[0], g[k])
-				check(obj.evalDiagSome(one, x[k:k+1], f1, g1, d1))
+				check(obj.evalDiagSome(one, nil, x[k:k+1], f1, g1, d1))
 				same("value with the diagonal", f1, fd[k:k+1])
 				same("gradient with the diagonal", g1[0], gd[k])
 				same("diagonal", d1[0], d[k])
 				// The same point as EvalDiag's: both products read the cache.
-				check(obj.hessVecSome(one, x[k:k+1], v1[k:k+1], g1))
+				check(obj.hessVecSome(one, nil, x[k:k+1], v1[k:k+1], g1))
 				same("first Hessian-vector product", g1[0], hv1[k])
-				check(obj.hessVecSome(one, x[k:k+1], v2[k:k+1], g1))
+				check(obj.hessVecSome(one, nil, x[k:k+1], v2[k:k+1], g1))
 				same("second Hessian-vector product", g1[0], hv2[k])
 			}
 		})

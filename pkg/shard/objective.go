@@ -67,9 +67,10 @@ type Objective struct {
 	// LeaveOutDead); cols are then positions among them.
 	live *LiveMap
 	sum  Sum
-	// The last stamped point and its stamp (see Point.Stamp).
+	// The last stamped point, as its problems and their methods' names
+	// for it (osgm.Request.At), and its stamp (see Point.Stamp).
 	lastKs    []int
-	lastX     [][]float64
+	lastAt    []uint64
 	lastStamp uint64
 	red       *Reducer
 	normSq    float64
@@ -201,24 +202,19 @@ func (o *Objective) pointFor(ks []int, x [][]float64) *Point {
 	return p
 }
 
-// stamp gives the point of a Hessian-vector or EvalDiag pass a stamp: the
-// last one when ks and x are the last stamped pass's to the bit (Newton's
-// CG steps share their point, and its trial point's EvalDiag pass), a
-// fresh random one otherwise, so workers can keep which rows are active.
-func (o *Objective) stamp(ks []int, x [][]float64) {
-	same := o.lastStamp != 0 && slices.Equal(ks, o.lastKs) && len(x) == len(o.lastX)
-	for k := 0; same && k < len(x); k++ {
-		same = slices.Equal(x[k], o.lastX[k])
-	}
+// stamp gives the point of a Hessian-vector or EvalDiag pass a stamp:
+// the last one when its problems and their methods' names for their
+// points (at) are the last stamped pass's, all named (Newton's CG steps
+// share their point, and its accepted trial's EvalDiag pass), a fresh
+// random one otherwise, so workers can keep which rows are active.
+func (o *Objective) stamp(ks []int, at []uint64) {
+	named := len(at) > 0 && !slices.Contains(at, 0)
+	same := named && o.lastStamp != 0 && slices.Equal(ks, o.lastKs) && slices.Equal(at, o.lastAt)
 	if same {
 		return
 	}
 	o.lastKs = append(o.lastKs[:0], ks...)
-	// The copies keep their memory from point to point.
-	o.lastX = slices.Grow(o.lastX[:0], len(x))[:len(x)]
-	for k, xk := range x {
-		o.lastX[k] = append(o.lastX[k][:0], xk...)
-	}
+	o.lastAt = append(o.lastAt[:0], at...)
 	o.lastStamp = rand.Uint64() | 1
 }
 
@@ -278,11 +274,11 @@ func (o *Objective) Evaluate(b *osgm.Batch) error {
 	case osgm.OpEval:
 		return o.evalSome(b.Ks, b.X, b.F, b.G)
 	case osgm.OpEvalDiag:
-		return o.evalDiagSome(b.Ks, b.X, b.F, b.G, b.D)
+		return o.evalDiagSome(b.Ks, b.At, b.X, b.F, b.G, b.D)
 	case osgm.OpEvalHess:
 		return o.evalHessSome(b.Ks, b.X, b.F, b.G, b.H)
 	case osgm.OpHessVec:
-		return o.hessVecSome(b.Ks, b.X, b.V, b.HV)
+		return o.hessVecSome(b.Ks, b.At, b.X, b.V, b.HV)
 	}
 	return fmt.Errorf("%w: %v", osgm.ErrUnsupported, b.Op)
 }
@@ -319,8 +315,8 @@ func (o *Objective) finishEval(x [][]float64, loss, f []float64, g [][]float64) 
 
 // hessVecSome computes hv[k] = (lambda I + (2/m) A_I^T A_I) v[k], I the
 // rows active at x[k], for the problems ks (nil: all).
-func (o *Objective) hessVecSome(ks []int, x, v, hv [][]float64) error {
-	o.stamp(ks, x)
+func (o *Objective) hessVecSome(ks []int, at []uint64, x, v, hv [][]float64) error {
+	o.stamp(ks, at)
 	if _, err := o.pass(osgm.OpHessVec, ks, x, v, hv); err != nil {
 		return err
 	}
@@ -343,8 +339,8 @@ func (o *Objective) hessVecSome(ks []int, x, v, hv [][]float64) error {
 // Newton's Hessian-vector passes at an accepted trial point do not
 // compute every margin again. One point is remembered: after a rejected
 // trial, the next pass at the iterate finds the activity afresh.
-func (o *Objective) evalDiagSome(ks []int, x [][]float64, f []float64, g, d [][]float64) error {
-	o.stamp(ks, x)
+func (o *Objective) evalDiagSome(ks []int, at []uint64, x [][]float64, f []float64, g, d [][]float64) error {
+	o.stamp(ks, at)
 	loss, err := o.pass(osgm.OpEvalDiag, ks, x, nil, append(slices.Clip(g), d...))
 	if err != nil {
 		return err

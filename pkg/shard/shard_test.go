@@ -374,7 +374,7 @@ func storageResults(t *testing.T, o *Objective, x, v [][]float64) []float64 {
 	if err := o.Eval(x, f, g); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.hessVecSome(nil, x, v, hv); err != nil {
+	if err := o.hessVecSome(nil, nil, x, v, hv); err != nil {
 		t.Fatal(err)
 	}
 	out := slices.Clone(f)
@@ -383,7 +383,7 @@ func storageResults(t *testing.T, o *Objective, x, v [][]float64) []float64 {
 	}
 	if K == 1 {
 		diag := [][]float64{make([]float64, o.Dim())}
-		if err := o.evalDiagSome(nil, x, f, g, diag); err != nil {
+		if err := o.evalDiagSome(nil, nil, x, f, g, diag); err != nil {
 			t.Fatal(err)
 		}
 		out = append(append(append(out, f...), g[0]...), diag[0]...)
@@ -465,7 +465,7 @@ func hessColumns(t *testing.T, obj *Objective, x [][]float64) [][][]float64 {
 		for k := range cols[j] {
 			cols[j][k] = make([]float64, n)
 		}
-		if err := obj.hessVecSome(nil, x, e, cols[j]); err != nil {
+		if err := obj.hessVecSome(nil, nil, x, e, cols[j]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -554,16 +554,21 @@ func checkActivityCache(t *testing.T, obj *Objective, x [][]float64, rng *rand.R
 		}
 		return out
 	}
+	// One point, named as a method names it (osgm.Request.At).
+	at := make([]uint64, K)
+	for k := range at {
+		at[k] = 7
+	}
 	for step := 0; step < 3; step++ {
 		v, cached, fresh := newVecs(true), newVecs(false), newVecs(false)
 		if step == 0 {
 			// Newton's order: the trial point's EvalDiag pass, then CG.
-			if err := obj.evalDiagSome(nil, x, make([]float64, K), newVecs(false), newVecs(false)); err != nil {
+			if err := obj.evalDiagSome(nil, at, x, make([]float64, K), newVecs(false), newVecs(false)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		before := obj.lastStamp
-		if err := obj.hessVecSome(nil, x, v, cached); err != nil {
+		if err := obj.hessVecSome(nil, at, x, v, cached); err != nil {
 			t.Fatal(err)
 		}
 		if step == 0 && (before == 0 || obj.lastStamp != before) {
@@ -574,7 +579,7 @@ func checkActivityCache(t *testing.T, obj *Objective, x [][]float64, rng *rand.R
 		}
 		stamp := obj.lastStamp
 		obj.lastStamp = 0 // the next pass gets a new stamp: activity found afresh
-		if err := obj.hessVecSome(nil, x, v, fresh); err != nil {
+		if err := obj.hessVecSome(nil, at, x, v, fresh); err != nil {
 			t.Fatal(err)
 		}
 		if obj.lastStamp == stamp {
@@ -587,6 +592,18 @@ func checkActivityCache(t *testing.T, obj *Objective, x [][]float64, rng *rand.R
 				}
 			}
 		}
+	}
+	// Unnamed points are never taken for the same one: each pass finds
+	// its activity afresh.
+	if err := obj.hessVecSome(nil, nil, x, newVecs(true), newVecs(false)); err != nil {
+		t.Fatal(err)
+	}
+	first := obj.lastStamp
+	if err := obj.hessVecSome(nil, nil, x, newVecs(true), newVecs(false)); err != nil {
+		t.Fatal(err)
+	}
+	if obj.lastStamp == first {
+		t.Fatal("an unnamed point reused the last pass's stamp")
 	}
 }
 
@@ -610,7 +627,7 @@ func checkHessVec(t *testing.T, obj *Objective, x [][]float64, rng *rand.Rand) {
 		g1[k] = make([]float64, obj.Dim())
 		x1[k] = make([]float64, obj.Dim())
 	}
-	if err := obj.hessVecSome(nil, x, v, hv); err != nil {
+	if err := obj.hessVecSome(nil, nil, x, v, hv); err != nil {
 		t.Fatal(err)
 	}
 	const h = 1e-7
@@ -650,7 +667,7 @@ func checkEvalDiag(t *testing.T, obj *Objective, x [][]float64) {
 	for _, at := range [][][]float64{x, zero} {
 		f, g, d := make([]float64, K), alloc(), alloc()
 		wf, wg := make([]float64, K), alloc()
-		if err := obj.evalDiagSome(nil, at, f, g, d); err != nil {
+		if err := obj.evalDiagSome(nil, nil, at, f, g, d); err != nil {
 			t.Fatal(err)
 		}
 		if err := obj.Eval(at, wf, wg); err != nil {
@@ -1272,7 +1289,7 @@ func TestDiagAtZero(t *testing.T) {
 				}
 			}
 			zero, g, diag := [][]float64{make([]float64, n)}, [][]float64{make([]float64, n)}, [][]float64{make([]float64, n)}
-			if err := obj.evalDiagSome(nil, zero, make([]float64, 1), g, diag); err != nil {
+			if err := obj.evalDiagSome(nil, nil, zero, make([]float64, 1), g, diag); err != nil {
 				t.Fatal(err)
 			}
 			m := float64(len(d.rows))
