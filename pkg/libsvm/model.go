@@ -153,43 +153,8 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 		if len(args) == 0 && key != "label" {
 			return nil, fail("%s has no value", key)
 		}
-		switch key {
-		case "solver_type":
-			m.Solver = args[0]
-			if err := checkSolver(m.Solver); err != nil {
-				return nil, fail("%w", err)
-			}
-		case "nr_class":
-			n, err := strconv.Atoi(args[0])
-			if err != nil || n < 1 {
-				return nil, fail("nr_class %q is not a positive integer", args[0])
-			}
-			nrClass = n
-		case "label":
-			for _, a := range args {
-				l, err := strconv.Atoi(a)
-				if err != nil {
-					return nil, fail("label %q is not an integer", a)
-				}
-				if slices.Contains(m.Labels, l) {
-					return nil, fail("label %d appears twice", l)
-				}
-				m.Labels = append(m.Labels, l)
-			}
-		case "nr_feature":
-			n, err := strconv.Atoi(args[0])
-			if err != nil || n < 0 || n > math.MaxInt32 {
-				return nil, fail("nr_feature %q is not an integer from 0 to %d", args[0], math.MaxInt32)
-			}
-			m.NFeature = n
-		case "bias":
-			b, err := strconv.ParseFloat(args[0], 64)
-			if err != nil || math.IsNaN(b) || math.IsInf(b, 0) {
-				return nil, fail("bias %q is not a finite number", args[0])
-			}
-			m.Bias = b
-		default:
-			return nil, fail("unknown header %q", key)
+		if err := m.setHeader(key, args, &nrClass); err != nil {
+			return nil, fail("%w", err)
 		}
 	}
 	if m.Solver == "" {
@@ -233,6 +198,48 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// setHeader sets what a header line key args says; nr_class goes to
+// nrClass, which the labels are checked against once the header ends.
+func (m *Model) setHeader(key string, args []string, nrClass *int) error {
+	switch key {
+	case "solver_type":
+		m.Solver = args[0]
+		return checkSolver(m.Solver)
+	case "nr_class":
+		n, err := strconv.Atoi(args[0])
+		if err != nil || n < 1 {
+			return fmt.Errorf("nr_class %q is not a positive integer", args[0])
+		}
+		*nrClass = n
+	case "label":
+		for _, a := range args {
+			l, err := strconv.Atoi(a)
+			if err != nil {
+				return fmt.Errorf("label %q is not an integer", a)
+			}
+			if slices.Contains(m.Labels, l) {
+				return fmt.Errorf("label %d appears twice", l)
+			}
+			m.Labels = append(m.Labels, l)
+		}
+	case "nr_feature":
+		n, err := strconv.Atoi(args[0])
+		if err != nil || n < 0 || n > math.MaxInt32 {
+			return fmt.Errorf("nr_feature %q is not an integer from 0 to %d", args[0], math.MaxInt32)
+		}
+		m.NFeature = n
+	case "bias":
+		b, err := strconv.ParseFloat(args[0], 64)
+		if err != nil || math.IsNaN(b) || math.IsInf(b, 0) {
+			return fmt.Errorf("bias %q is not a finite number", args[0])
+		}
+		m.Bias = b
+	default:
+		return fmt.Errorf("unknown header %q", key)
+	}
+	return nil
 }
 
 func checkSolver(name string) error {
