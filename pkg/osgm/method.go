@@ -62,8 +62,8 @@ type Batch struct {
 	D    [][]float64 // OpDiag
 	H    [][]float64 // OpHess: Dim x Dim, row by row
 	HV   [][]float64 // OpHessVec
-	// At names each problem's X (Request.At; 0: unnamed) for OpHessVec
-	// and OpEvalDiag, nil otherwise.
+	// At names each problem's X (Request.At; 0: unnamed); objectives
+	// read it for OpHessVec and OpEvalDiag.
 	At []uint64
 }
 

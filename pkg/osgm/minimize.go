@@ -429,10 +429,7 @@ func (r *run) evaluate(op Op, lo, hi int) error {
 			}
 		}
 	}
-	ks, at := b.Ks, b.At
-	if op != OpHessVec && op != OpEvalDiag {
-		b.At = nil
-	}
+	ks := b.Ks
 	if r.K == 1 {
 		b.Ks = nil // the objective's only problem
 	}
@@ -440,7 +437,7 @@ func (r *run) evaluate(op Op, lo, hi int) error {
 	for i, f := range b.F {
 		r.f[ks[i]] = f
 	}
-	b.Ks, b.At = ks, at // keep their memory for the next pass
+	b.Ks = ks // keeps its memory for the next pass
 	return err
 }
 
