@@ -7,7 +7,8 @@
 # summed over the classes (svmeval), and the largest relative excess of a
 # class's F over LIBLINEAR's ("worst": at most 1e-6 is the target).
 # GAP, when set, adds each coordinator side again with -gap GAP (as
-# METHOD+gap). BINDIR (default /tmp/bin) holds coordinator and svmeval.
+# METHOD+gap; GAP=0 is LIBLINEAR's test alone, one-vs-rest's default
+# being -gap 1e-6). BINDIR (default /tmp/bin) holds coordinator and svmeval.
 set -uo pipefail
 bin=${BINDIR:-/tmp/bin}; runs=${RUNS:-3}; c=${C:-1}; e=${E:-0.01}; methods=${METHODS:-newton}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

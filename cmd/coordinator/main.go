@@ -30,7 +30,7 @@ type options struct {
 	train, model string
 	c, lambda    float64
 	eps          float64
-	gap          float64
+	gap          gapFlag
 	bias         float64
 	method       string
 	maxIter      int
@@ -125,7 +125,8 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.Float64Var(&o.bias, "B", -1, "bias: if >= 0, every row gets a feature of this value (-1: none)")
 	fs.StringVar(&o.method, "method", osgm.DefaultMethod, "optimiser: "+strings.Join(osgm.Methods(), ", ")+" (auto: newton-full for two classes and at most 1,024 features, newton for more features, lbfgs for more classes)")
 	fs.IntVar(&o.maxIter, "max-iter", 10000, "maximum iterations")
-	fs.Float64Var(&o.gap, "gap", 0, "also stop each problem only once it is certified within this relative gap of its optimum (0: LIBLINEAR's test alone); 1e-6 gives at least LIBLINEAR's objective at the same -e, in more passes")
+	o.gap = train.AutoGap
+	fs.Var(&o.gap, "gap", "also stop each problem only once it is certified within this relative gap of its optimum (0: LIBLINEAR's test alone); auto: 1e-6 for one-vs-rest, which gives every class at least LIBLINEAR's objective at the same -e, and 0 for two classes")
 	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
 	fs.StringVar(&o.trace, "trace", "", "write one CSV line per iteration to this file")
 	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "local workers (without -nats)")
@@ -209,9 +210,6 @@ func (o *options) validateProblem(solver int) error {
 	}
 	if !(o.eps > 0) {
 		return errors.New("-e must be positive")
-	}
-	if !(o.gap >= 0) {
-		return errors.New("-gap must not be negative")
 	}
 	if o.maxIter < 1 {
 		return errors.New("-max-iter must be at least 1")
@@ -341,4 +339,27 @@ func main() {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(1)
 	}
+}
+
+// gapFlag is -gap: a relative gap, or train.AutoGap.
+type gapFlag float64
+
+func (g gapFlag) String() string {
+	if g == train.AutoGap {
+		return "auto"
+	}
+	return strconv.FormatFloat(float64(g), 'g', -1, 64)
+}
+
+func (g *gapFlag) Set(s string) error {
+	if s == "auto" {
+		*g = train.AutoGap
+		return nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v >= 0) || math.IsInf(v, 0) {
+		return errors.New("want auto or a relative gap >= 0")
+	}
+	*g = gapFlag(v)
+	return nil
 }

@@ -128,7 +128,7 @@ func busStats(b shard.Backend) transport.Stats {
 // shards are loaded (under a container's limit too) bounds the problems
 // the methods hold at once.
 func trainConfig(o *options, init *libsvm.Model, interrupted func() bool) train.Config {
-	return train.Config{MaxBytes: max(memory.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, MaxGap: o.gap,
+	return train.Config{MaxBytes: max(memory.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, MaxGap: float64(o.gap),
 		Bias: o.bias, Method: o.method, MaxIter: o.maxIter, Weights: o.weights, Init: init, Interrupt: interrupted,
 		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}}
 }
@@ -269,10 +269,9 @@ func watch(o *options, log *zap.Logger, backend shard.Backend, cfg *train.Config
 	}
 	cfg.Started = func(p train.Plan) {
 		fields := []zap.Field{zap.String("method", p.Method), zap.Int("problems", p.Problems),
-			zap.Int("coordinates", p.Coordinates), zap.Int("dim", p.Dim), zap.Bool("resumed", p.Resumed)}
+			zap.Int("coordinates", p.Coordinates), zap.Int("dim", p.Dim), zap.Float64("gap", p.Gap), zap.Bool("resumed", p.Resumed)}
 		if p.Batch > 0 {
-			// All at once, the methods' state would not fit in memory.
-			fields = append(fields, zap.Int("problems_at_a_time", p.Batch))
+			fields = append(fields, zap.Int("problems_at_a_time", p.Batch), zap.Bool("memory_bound", p.MemoryBound))
 		}
 		log.Info("plan", fields...)
 	}
@@ -374,12 +373,11 @@ func trainedFields(res *train.Result, backend shard.Backend, busBefore transport
 		zap.Duration("load", loaded), zap.Duration("first_gradient", firstGradient), zap.Duration("train", trainTime),
 		zap.Duration("compute", compute), zap.Duration("communication", comm), zap.Duration("method_time", trainTime-res.PassTime)}
 	if res.Batch > 0 {
-		// All at once, the methods' state would not have fitted in memory.
 		fields = append(fields, zap.Int("problems_at_a_time", res.Batch))
 	}
 	// The tally predicts with every problem's weights at once, on every
-	// worker; a batched run is one where they did not fit.
-	if res.Batch == 0 {
+	// worker: not where memory made the batches.
+	if !res.MemoryBound {
 		if t, err := backend.Tally(res.Obj.ModelPoint(res.Model.W)); err == nil {
 			rows, correct := t.Total()
 			fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(rows)))

@@ -320,3 +320,40 @@ func interrupted(t *testing.T, path string, cfg Config, stop func(last *Checkpoi
 	}
 	return saved
 }
+
+// TestBatchesBoundedByTheData: by default a batch's methods' state is at
+// most LIBLINEAR's data (16 bytes a nonzero) or batchFloor, whichever is
+// more; memory may make batches smaller still, and says so.
+func TestBatchesBoundedByTheData(t *testing.T) {
+	perProblem := stateBytes(0, 39128, 0, 1) // news20.t's live coordinates
+	for _, c := range []struct {
+		name           string
+		n, K, nnz      int
+		maxBytes       int64
+		batch          int
+		memory, refuse bool
+	}{
+		{name: "wide and small (news20.t)", n: 39128, K: 20, nnz: 321123, batch: 1},
+		{name: "narrow (letter.scale)", n: 16, K: 26, nnz: 300000, batch: 0},
+		{name: "state within the data", n: 39128, K: 20, nnz: int(5 * perProblem / 16), batch: 5},
+		{name: "state within the floor", n: 1000, K: 400, nnz: 10, batch: int(batchFloor / stateBytes(0, 1000, 0, 1))},
+		{name: "one problem", n: 39128, K: 1, nnz: 1, batch: 0},
+		{name: "memory below the data's rule", n: 39128, K: 20, nnz: int(10 * perProblem / 16), maxBytes: 2 * stateBytes(39128, 39128, 20, 3), batch: 3, memory: true},
+		{name: "memory above the data's rule", n: 39128, K: 20, nnz: int(2 * perProblem / 16), maxBytes: 2 * stateBytes(39128, 39128, 20, 3), batch: 2},
+		{name: "nothing fits", n: 39128, K: 20, nnz: 1, maxBytes: stateBytes(39128, 39128, 20, 0), refuse: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			batch, memory, err := batchSize(Config{MaxBytes: c.maxBytes}, c.n, c.n, c.n, c.K, c.nnz)
+			switch {
+			case c.refuse && err == nil:
+				t.Fatalf("batches of %d, want a refusal", batch)
+			case c.refuse:
+				return
+			case err != nil:
+				t.Fatal(err)
+			case batch != c.batch || memory != c.memory:
+				t.Fatalf("batches of %d (memory bound %v), want %d (%v)", batch, memory, c.batch, c.memory)
+			}
+		})
+	}
+}

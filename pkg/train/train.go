@@ -22,6 +22,16 @@ import (
 // w = 0 by C m = 2.7e202).
 const minLambda = 1e-150
 
+// AutoGap, as Config.MaxGap, certifies one-vs-rest problems within
+// OvRGap of their optima and leaves a binary problem to LIBLINEAR's test:
+// a user who swaps us in for liblinear-train gets at least its model in
+// every class. A binary problem is left as it was, its default method
+// being Newton's on TRON's path.
+const (
+	AutoGap = -1
+	OvRGap  = 1e-6
+)
+
 // Config is what the user chose.
 type Config struct {
 	C      float64 // LIBLINEAR's cost; used when Lambda is 0
@@ -29,7 +39,8 @@ type Config struct {
 	Eps    float64 // LIBLINEAR's relative gradient tolerance
 	// MaxGap, when positive, also stops each problem only once it is
 	// certified within this relative gap of its optimum (see
-	// osgm.Settings.MaxGap). LIBLINEAR's gradient test alone stops a
+	// osgm.Settings.MaxGap); AutoGap gives one-vs-rest problems OvRGap
+	// and a binary problem none. LIBLINEAR's gradient test alone stops a
 	// method wherever its path first meets it, which for a path other
 	// than TRON's (or TRON's with other rounding) can be above the
 	// objective LIBLINEAR stops at; within 1e-6 of the optimum a problem
@@ -92,8 +103,10 @@ type Result struct {
 	// start point: the objective built (the reduction tree) and its first
 	// pass. With Resume there is no such pass: the objective alone.
 	FirstGradient time.Duration
-	// Batch is how many problems were minimised at a time (0: all).
-	Batch int
+	// Batch is how many problems were minimised at a time (0: all), and
+	// MemoryBound whether memory made it smaller (see Plan).
+	Batch       int
+	MemoryBound bool
 }
 
 // Plan is what a run settled before its first pass.
@@ -101,6 +114,12 @@ type Plan struct {
 	Method   string // Auto resolved
 	Problems int
 	Batch    int // problems minimised at a time (0: all)
+	// MemoryBound: the batches are smaller than they would be, all the
+	// problems' state at once not fitting in memory.
+	MemoryBound bool
+	// Gap is the relative gap each problem is certified within (0: none;
+	// see Config.MaxGap).
+	Gap float64
 	// Coordinates is how many weights per problem the method moves: the
 	// features some row holds, and the bias. A model has Dim.
 	Coordinates, Dim int
@@ -268,6 +287,13 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 		K = 1
 	}
 	p.Problems = K
+	p.Gap = cfg.MaxGap
+	if p.Gap == AutoGap {
+		p.Gap = 0
+		if K > 1 {
+			p.Gap = OvRGap
+		}
+	}
 	if p.stop, err = trainingRows(b, p.sum, order, cfg.Holdout); err != nil {
 		return nil, err
 	}
@@ -302,7 +328,7 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 		p.live = p.obj.LeaveOutDead()
 	}
 	p.Coordinates = p.obj.Dim()
-	if p.Batch, err = batchSize(cfg, p.features, p.Dim, p.Coordinates, K); err != nil {
+	if p.Batch, p.MemoryBound, err = batchSize(cfg, p.features, p.Dim, p.Coordinates, K, p.sum.NNZ); err != nil {
 		return nil, err
 	}
 	p.shape = dataShape(metas, p.sum, p.Dim, cfg.Bias)
@@ -317,7 +343,7 @@ func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
 	for k := range probs {
 		probs[k] = osgm.Problem{Dim: p.Coordinates, L: p.obj.LipschitzBound(), Mu: p.lambda, HessPasses: p.shape.HessPasses()}
 	}
-	s := osgm.Settings{Method: p.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: p.stop.tol, MaxGap: cfg.MaxGap,
+	s := osgm.Settings{Method: p.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: p.stop.tol, MaxGap: p.Gap,
 		Batch: p.Batch, CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
 	if cfg.Trace != nil {
 		s.Trace = func(r osgm.Record) {
@@ -354,7 +380,7 @@ func (p *planned) result(res *osgm.Result, bias float64) *Result {
 	for k := range primal {
 		primal[k] = res.F[k] / p.lambda
 	}
-	return &Result{Method: p.Method, Model: model, Opt: res, Summary: p.sum, Lambda: p.lambda, Primal: primal, Obj: p.obj, Batch: p.Batch}
+	return &Result{Method: p.Method, Model: model, Opt: res, Summary: p.sum, Lambda: p.lambda, Primal: primal, Obj: p.obj, Batch: p.Batch, MemoryBound: p.MemoryBound}
 }
 
 // stopping is LIBLINEAR's stopping test, ||g|| <= eps * max(min(#pos,
@@ -417,29 +443,46 @@ func regularisation(cfg Config, rows int) (float64, error) {
 	return lambda, nil
 }
 
-// batchSize is how many problems are minimised at a time (0: all). The
-// state's estimate may take half of MaxBytes: passes' buffers and the
-// collector's headroom need the rest (a run's peak can be nearly twice
-// the estimate). Problems that do not fit in it go in batches that do, one at
-// a time if need be; only a problem that does not fit in MaxBytes alone
-// is refused.
-func batchSize(cfg Config, features, dim, n, K int) (int, error) {
-	batch := cfg.Batch
+// batchSize is how many problems are minimised at a time (0: all), and
+// whether memory decided it. One-vs-rest problems go in batches whose
+// methods' state is at most what LIBLINEAR holds for the data (16 bytes
+// a nonzero), or batchFloor: LIBLINEAR trains one class at a time, and
+// all of a wide set's problems at once (news20.t's 20 L-BFGS states)
+// made our peak many times its own for no gain in time, as a batch's
+// passes carry its problems alone. Where the methods' state is small
+// beside the data, all the problems go in one batch, whose passes stream
+// the rows once for all of them.
+//
+// The state's estimate may also take at most half of MaxBytes: passes'
+// buffers and the collector's headroom need the rest (a run's peak can
+// be nearly twice the estimate). Problems that do not fit in it go in
+// batches that do, one at a time if need be; only a problem that does
+// not fit in MaxBytes alone is refused.
+func batchSize(cfg Config, features, dim, n, K, nnz int) (batch int, memoryBound bool, err error) {
+	batch = cfg.Batch
+	if batch <= 0 {
+		budget := max(16*int64(nnz), batchFloor)
+		batch = int(max(budget/stateBytes(dim, n, 0, 1), 1))
+	}
 	if need := StateBytes(dim, n, K); cfg.MaxBytes > 0 && need > cfg.MaxBytes/2 {
 		fit := max(batchFitting(dim, n, K, cfg.MaxBytes/2), 1)
 		if batchFitting(dim, n, K, cfg.MaxBytes) < 1 {
-			return 0, fmt.Errorf("largest feature index %d (%d of them in the data) with %d problem(s) needs about %s for the model and the optimiser's state (%s with one problem at a time); only %s is available",
+			return 0, false, fmt.Errorf("largest feature index %d (%d of them in the data) with %d problem(s) needs about %s for the model and the optimiser's state (%s with one problem at a time); only %s is available",
 				features, n, K, human(need), human(stateBytes(dim, n, K, 1)), human(cfg.MaxBytes))
 		}
-		if batch <= 0 || batch > fit {
-			batch = fit
+		if batch > fit {
+			batch, memoryBound = fit, true
 		}
 	}
 	if batch >= K {
-		batch = 0
+		return 0, false, nil
 	}
-	return batch, nil
+	return batch, memoryBound, nil
 }
+
+// batchFloor is the methods' state a batch may always hold, whatever
+// the data's size.
+const batchFloor = 8 << 20
 
 // dataShape is the whole data's shape, a held-out fold's rows included:
 // the choice of method must not depend on the fold.
