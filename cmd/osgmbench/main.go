@@ -153,128 +153,33 @@ func main() {
 	}
 }
 
+// bench measures one file: load-only runs, then each side's sweep of
+// tolerances to the target gap, then one table row.
 func bench(file string, t setup) error {
 	dir, err := os.MkdirTemp("", "osgmbench-*")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cs := strconv.FormatFloat(t.c, 'g', -1, 64)
-	ourArgs := func(extra ...string) []string {
-		args := append([]string{"-c", cs}, extra...)
-		if t.method != "" {
-			args = append(args, "-method", t.method)
-		}
-		return append(args, file, filepath.Join(dir, "ours.model"))
-	}
-	ours := func(extra ...string) (run, error) {
-		return execTimed(t.coordinator, ourArgs(append([]string{"-workers", strconv.Itoa(t.workers)}, extra...)...)...)
-	}
-	theirs := func(eps string) (run, error) {
-		return execTimed(t.liblinear, "-q", "-s", "2", "-c", cs, "-e", eps, file, filepath.Join(dir, "ll.model"))
-	}
-
-	llLoad, err := theirs("1000")
+	b := &benchFile{t: t, file: file, dir: dir, cs: strconv.FormatFloat(t.c, 'g', -1, 64)}
+	llLoad, err := b.theirs("1000")
 	if err != nil {
 		return err
 	}
-	ourLoad, err := ours("-max-iter", "1", "-e", "1000")
+	ourLoad, err := b.ours("-max-iter", "1", "-e", "1000")
 	if err != nil {
 		return err
 	}
 	nnz := logField(ourLoad.log, "loaded", "nnz")
-
-	// Objectives of both sides' models, computed the same way by svmeval
-	// in a process of its own: loading data here would raise this
-	// process's resident size, which Linux carries into the peak RSS it
-	// reports for every later child.
-	objective := func(model string) (float64, error) {
-		out, err := exec.Command(t.svmeval, "-c", cs, file, model).CombinedOutput()
-		if err != nil {
-			return 0, fmt.Errorf("%s: %v\n%s", t.svmeval, err, out)
-		}
-		total, n := 0.0, 0
-		for _, line := range strings.Split(string(out), "\n") {
-			var k int
-			var f float64
-			if _, err := fmt.Sscanf(line, "problem %d objective %g", &k, &f); err == nil {
-				total += f
-				n++
-			}
-		}
-		if n == 0 {
-			return 0, fmt.Errorf("%s printed no objective:\n%s", t.svmeval, out)
-		}
-		return total, nil
+	if err := b.sweep(); err != nil {
+		return err
 	}
-	var llRuns, ourRuns []point
-	best := math.Inf(1)
-	// Both sides are tried the same way: a run at the tolerance, then its
-	// model's objective.
-	sides := []struct {
-		runs  *[]point
-		model string
-		train func(eps string) (run, error)
-	}{
-		{&llRuns, "ll.model", theirs},
-		{&ourRuns, "ours.model", func(eps string) (run, error) { return ours("-e", eps, "-max-iter", "100000") }},
-	}
-	for e := 1; e <= 9; e++ {
-		eps := fmt.Sprintf("1e-%d", e)
-		var todo []int
-		for i, sd := range sides {
-			if !finished(*sd.runs, best, t.gap) {
-				todo = append(todo, i)
-			}
-		}
-		if len(todo) == 0 {
-			break
-		}
-		for _, i := range todo {
-			sd := sides[i]
-			r, err := sd.train(eps)
-			if err != nil {
-				return err
-			}
-			f, err := objective(filepath.Join(dir, sd.model))
-			if err != nil {
-				return err
-			}
-			*sd.runs = append(*sd.runs, point{eps, r.wall, f, r.maxRSS})
-			best = math.Min(best, f)
-		}
-	}
-	first := func(runs []point) (point, bool) {
-		for _, p := range runs {
-			if (p.f-best)/best <= t.gap {
-				return p, true
-			}
-		}
-		return point{}, false
-	}
-	ll, okL := first(llRuns)
-	our, okO := first(ourRuns)
-	tta := func(p point, ok bool, runs []point) string {
-		if !ok {
-			last := runs[len(runs)-1]
-			return fmt.Sprintf("not reached: stops %.1e above at -e %s (%.2f s)", (last.f-best)/best, last.eps, last.wall.Seconds())
-		}
-		return fmt.Sprintf("%.2f s (-e %s)", p.wall.Seconds(), p.eps)
-	}
+	ll, okL := b.first(b.llRuns)
+	our, okO := b.first(b.ourRuns)
 	if okL && okO && t.runs > 1 {
-		var llWalls, ourWalls []time.Duration
-		for range t.runs {
-			r, err := theirs(ll.eps)
-			if err != nil {
-				return err
-			}
-			llWalls = append(llWalls, r.wall)
-			if r, err = ours("-e", our.eps, "-max-iter", "100000"); err != nil {
-				return err
-			}
-			ourWalls = append(ourWalls, r.wall)
+		if ll.wall, our.wall, err = b.retime(ll.eps, our.eps); err != nil {
+			return err
 		}
-		ll.wall, our.wall = median(llWalls), median(ourWalls)
 	}
 	ratio := "-"
 	switch {
@@ -282,7 +187,7 @@ func bench(file string, t setup) error {
 		ratio = fmt.Sprintf("%.2f", our.wall.Seconds()/ll.wall.Seconds())
 	case okO:
 		// LIBLINEAR would need longer than every run it made.
-		slowest := slices.MaxFunc(llRuns, func(a, b point) int { return cmp.Compare(a.wall, b.wall) })
+		slowest := slices.MaxFunc(b.llRuns, func(a, b point) int { return cmp.Compare(a.wall, b.wall) })
 		ratio = fmt.Sprintf("< %.2f", our.wall.Seconds()/slowest.wall.Seconds())
 	}
 	// The load target: from start until the first gradient is
@@ -297,7 +202,7 @@ func bench(file string, t setup) error {
 	}
 	worker, workerRatio := "-", "-"
 	if t.worker != "none" && okO {
-		peaks, err := workerPeaks(t, ourArgs("-e", our.eps, "-max-iter", "100000", "-min-workers", strconv.Itoa(t.workers)))
+		peaks, err := workerPeaks(t, b.ourArgs("-e", our.eps, "-max-iter", "100000", "-min-workers", strconv.Itoa(t.workers)))
 		if err != nil {
 			return err
 		}
@@ -311,8 +216,135 @@ func bench(file string, t setup) error {
 		filepath.Base(file), nnz, llLoad.wall.Seconds(), ourLoad.wall.Seconds(), ourLoad.wall.Seconds()/llLoad.wall.Seconds(),
 		firstGrad, firstGrad/llLoad.wall.Seconds(),
 		float64(llRSS)/nnz, float64(ourRSS)/nnz, float64(ourRSS)/float64(llRSS), worker, workerRatio,
-		tta(ll, okL, llRuns), tta(our, okO, ourRuns), ratio)
+		b.reached(ll, okL, b.llRuns), b.reached(our, okO, b.ourRuns), ratio)
 	return nil
+}
+
+// benchFile is one file's measurement: both sides' runs at the
+// tolerances tried, and the best objective either reached.
+type benchFile struct {
+	t               setup
+	file, dir, cs   string
+	llRuns, ourRuns []point
+	best            float64
+}
+
+func (b *benchFile) ourArgs(extra ...string) []string {
+	args := append([]string{"-c", b.cs}, extra...)
+	if b.t.method != "" {
+		args = append(args, "-method", b.t.method)
+	}
+	return append(args, b.file, filepath.Join(b.dir, "ours.model"))
+}
+
+func (b *benchFile) ours(extra ...string) (run, error) {
+	return execTimed(b.t.coordinator, b.ourArgs(append([]string{"-workers", strconv.Itoa(b.t.workers)}, extra...)...)...)
+}
+
+func (b *benchFile) theirs(eps string) (run, error) {
+	return execTimed(b.t.liblinear, "-q", "-s", "2", "-c", b.cs, "-e", eps, b.file, filepath.Join(b.dir, "ll.model"))
+}
+
+// objective is the model's objective summed over its problems, computed
+// by svmeval in a process of its own: loading data here would raise this
+// process's resident size, which Linux carries into the peak RSS it
+// reports for every later child.
+func (b *benchFile) objective(model string) (float64, error) {
+	out, err := exec.Command(b.t.svmeval, "-c", b.cs, b.file, model).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v\n%s", b.t.svmeval, err, out)
+	}
+	total, n := 0.0, 0
+	for _, line := range strings.Split(string(out), "\n") {
+		var k int
+		var f float64
+		if _, err := fmt.Sscanf(line, "problem %d objective %g", &k, &f); err == nil {
+			total += f
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%s printed no objective:\n%s", b.t.svmeval, out)
+	}
+	return total, nil
+}
+
+// sweep tightens both sides' tolerance tenfold at a time until each is
+// finished. Both sides are tried the same way: a run at the tolerance,
+// then its model's objective.
+func (b *benchFile) sweep() error {
+	b.best = math.Inf(1)
+	sides := []struct {
+		runs  *[]point
+		model string
+		train func(eps string) (run, error)
+	}{
+		{&b.llRuns, "ll.model", b.theirs},
+		{&b.ourRuns, "ours.model", func(eps string) (run, error) { return b.ours("-e", eps, "-max-iter", "100000") }},
+	}
+	for e := 1; e <= 9; e++ {
+		eps := fmt.Sprintf("1e-%d", e)
+		var todo []int
+		for i, sd := range sides {
+			if !finished(*sd.runs, b.best, b.t.gap) {
+				todo = append(todo, i)
+			}
+		}
+		if len(todo) == 0 {
+			return nil
+		}
+		for _, i := range todo {
+			sd := sides[i]
+			r, err := sd.train(eps)
+			if err != nil {
+				return err
+			}
+			f, err := b.objective(filepath.Join(b.dir, sd.model))
+			if err != nil {
+				return err
+			}
+			*sd.runs = append(*sd.runs, point{eps, r.wall, f, r.maxRSS})
+			b.best = math.Min(b.best, f)
+		}
+	}
+	return nil
+}
+
+// first is the side's first run within the target gap of the best.
+func (b *benchFile) first(runs []point) (point, bool) {
+	for _, p := range runs {
+		if (p.f-b.best)/b.best <= b.t.gap {
+			return p, true
+		}
+	}
+	return point{}, false
+}
+
+// retime runs both sides again at the tolerances that reached the
+// target, and gives their median times.
+func (b *benchFile) retime(llEps, ourEps string) (ll, our time.Duration, err error) {
+	var llWalls, ourWalls []time.Duration
+	for range b.t.runs {
+		r, err := b.theirs(llEps)
+		if err != nil {
+			return 0, 0, err
+		}
+		llWalls = append(llWalls, r.wall)
+		if r, err = b.ours("-e", ourEps, "-max-iter", "100000"); err != nil {
+			return 0, 0, err
+		}
+		ourWalls = append(ourWalls, r.wall)
+	}
+	return median(llWalls), median(ourWalls), nil
+}
+
+// reached is a side's time to the target, or how far above it stopped.
+func (b *benchFile) reached(p point, ok bool, runs []point) string {
+	if !ok {
+		last := runs[len(runs)-1]
+		return fmt.Sprintf("not reached: stops %.1e above at -e %s (%.2f s)", (last.f-b.best)/b.best, last.eps, last.wall.Seconds())
+	}
+	return fmt.Sprintf("%.2f s (-e %s)", p.wall.Seconds(), p.eps)
 }
 
 // finished says a side needs no tighter tolerance: its last tenfold step

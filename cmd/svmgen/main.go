@@ -227,90 +227,115 @@ func makeBlock(p params, id int) block {
 	seed := p.seed*0x9e3779b97f4a7c15 + uint64(id)
 	rng := rand.New(rand.NewPCG(seed, seed^0xbf58476d1ce4e5b9))
 	zipf := rand.NewZipf(rng, p.zipf, 1, uint64(p.features-1))
-	// Hidden models: one per class; feature j's weight is deterministic in
-	// (seed, class, j), so no n x K table is held.
-	weight := func(k, j int) float64 {
-		h := uint64(j)*0x9e3779b97f4a7c15 ^ uint64(k+1)*0xbf58476d1ce4e5b9 ^ p.seed
-		h ^= h >> 31
-		h *= 0x94d049bb133111eb
-		h ^= h >> 29
-		return float64(int64(h>>11))/float64(1<<52) - 1 // in [-1, 1)
-	}
 	idx := make([]int, 0, 4*p.nnz)
 	val := make([]float64, 0, 4*p.nnz)
 	line := make([]byte, 0, blockRows*p.nnz*12)
 	ends := make([]int, 0, blockRows)
 	scores := make([]float64, p.classes)
 	for i := 0; i < blockRows; i++ {
-		n := p.nnz/2 + rng.IntN(p.nnz+1)
-		idx = idx[:0]
-		for len(idx) < n {
-			// Shuffle ranks so frequent features are spread over the index range.
-			idx = append(idx, int(zipf.Uint64()*2654435761%uint64(p.features)))
-			if len(idx) > 4*p.nnz {
-				break
-			}
-		}
-		slices.Sort(idx)
-		idx = slices.Compact(idx)
-		val = val[:0]
-		norm := 0.0
-		for range idx {
-			v := 1.0
-			if !p.binary {
-				v = 1 + math.Floor(rng.ExpFloat64()*3) // term counts
-			}
-			val = append(val, v)
-			norm += v * v
-		}
-		if !p.binary && norm > 0 {
-			s := 1 / math.Sqrt(norm)
-			for q := range val {
-				val[q] = float64(float32(val[q] * s)) // six digits suffice; float32 keeps files small
-			}
-		}
-		for k := range scores {
-			scores[k] = 0
-			for q, j := range idx {
-				scores[k] += weight(k, j) * val[q]
-			}
-		}
-		label := 0
-		if p.classes == 2 {
-			if scores[0] > 0 {
-				label = 1
-			}
-		} else {
-			for k := range scores {
-				if scores[k] > scores[label] {
-					label = k
-				}
-			}
-		}
+		idx = rowFeatures(p, rng, zipf, idx)
+		val = rowValues(p, rng, len(idx), val)
+		label := p.hiddenLabel(idx, val, scores)
 		if rng.Float64() < p.noise {
 			label = rng.IntN(p.classes)
 		}
-		if p.classes == 2 {
-			if label == 1 {
-				line = append(line, "+1"...)
-			} else {
-				line = append(line, "-1"...)
-			}
-		} else {
-			line = strconv.AppendInt(line, int64(label+1), 10)
-		}
-		for q, j := range idx {
-			line = append(line, ' ')
-			line = strconv.AppendInt(line, int64(j+1), 10)
-			line = append(line, ':')
-			if p.binary {
-				line = append(line, '1')
-			} else {
-				line = strconv.AppendFloat(line, val[q], 'g', 6, 32)
-			}
-		}
-		line = append(line, '\n')
+		line = p.appendRow(line, label, idx, val)
 		ends = append(ends, len(line))
 	}
 	return block{text: line, ends: ends}
+}
+
+// rowFeatures draws a row's feature indices, sorted and distinct, into idx.
+func rowFeatures(p params, rng *rand.Rand, zipf *rand.Zipf, idx []int) []int {
+	n := p.nnz/2 + rng.IntN(p.nnz+1)
+	idx = idx[:0]
+	for len(idx) < n {
+		// Shuffle ranks so frequent features are spread over the index range.
+		idx = append(idx, int(zipf.Uint64()*2654435761%uint64(p.features)))
+		if len(idx) > 4*p.nnz {
+			break
+		}
+	}
+	slices.Sort(idx)
+	return slices.Compact(idx)
+}
+
+// rowValues draws n values into val: ones, or term counts scaled to a
+// unit row.
+func rowValues(p params, rng *rand.Rand, n int, val []float64) []float64 {
+	val = val[:0]
+	norm := 0.0
+	for range n {
+		v := 1.0
+		if !p.binary {
+			v = 1 + math.Floor(rng.ExpFloat64()*3) // term counts
+		}
+		val = append(val, v)
+		norm += v * v
+	}
+	if !p.binary && norm > 0 {
+		s := 1 / math.Sqrt(norm)
+		for q := range val {
+			val[q] = float64(float32(val[q] * s)) // six digits suffice; float32 keeps files small
+		}
+	}
+	return val
+}
+
+// hiddenLabel is the class (0-based) whose hidden model scores the row
+// highest, or for two classes the sign of the first's score.
+func (p params) hiddenLabel(idx []int, val, scores []float64) int {
+	for k := range scores {
+		scores[k] = 0
+		for q, j := range idx {
+			scores[k] += p.weight(k, j) * val[q]
+		}
+	}
+	if p.classes == 2 {
+		if scores[0] > 0 {
+			return 1
+		}
+		return 0
+	}
+	label := 0
+	for k := range scores {
+		if scores[k] > scores[label] {
+			label = k
+		}
+	}
+	return label
+}
+
+// weight is feature j's weight in class k's hidden model: deterministic
+// in (seed, class, j), so no n x K table is held.
+func (p params) weight(k, j int) float64 {
+	h := uint64(j)*0x9e3779b97f4a7c15 ^ uint64(k+1)*0xbf58476d1ce4e5b9 ^ p.seed
+	h ^= h >> 31
+	h *= 0x94d049bb133111eb
+	h ^= h >> 29
+	return float64(int64(h>>11))/float64(1<<52) - 1 // in [-1, 1)
+}
+
+// appendRow appends the row's LIBSVM line: +1/-1 for two classes, else
+// labels from 1.
+func (p params) appendRow(line []byte, label int, idx []int, val []float64) []byte {
+	switch {
+	case p.classes > 2:
+		line = strconv.AppendInt(line, int64(label+1), 10)
+	case label == 1:
+		line = append(line, "+1"...)
+	default:
+		line = append(line, "-1"...)
+	}
+	for q, j := range idx {
+		line = append(line, ' ')
+		line = strconv.AppendInt(line, int64(j+1), 10)
+		line = append(line, ':')
+		if p.binary {
+			line = append(line, '1')
+		} else {
+			line = strconv.AppendFloat(line, val[q], 'g', 6, 32)
+		}
+	}
+	return append(line, '\n')
 }

@@ -209,98 +209,126 @@ func appendFloats(out []byte, x []float64) []byte {
 // decodeState replaces *st by the state b encodes. Every length is
 // checked against the bytes left before anything is allocated for it.
 func decodeState(b []byte, st any) error {
-	errShort := errors.New("the state's bytes end early")
-	uvarint := func() (uint64, bool) {
-		x, n := binary.Uvarint(b)
-		if n <= 0 {
-			return 0, false
-		}
-		b = b[n:]
-		return x, true
-	}
-	restLen, ok := uvarint()
-	if !ok || restLen > uint64(len(b)) {
-		return errShort
+	r := stateReader{b: b}
+	restLen, ok := r.uvarint()
+	if !ok || restLen > uint64(len(r.b)) {
+		return errShortState
 	}
 	// gob leaves fields that were zero when saved untouched: start from
 	// the zero state so they come back as zero.
 	v := reflect.ValueOf(st).Elem()
 	v.SetZero()
-	if err := gob.NewDecoder(bytes.NewReader(b[:restLen])).Decode(st); err != nil {
+	if err := gob.NewDecoder(bytes.NewReader(r.b[:restLen])).Decode(st); err != nil {
 		return err
 	}
-	b = b[restLen:]
-	nlens, ok := uvarint()
-	if !ok || nlens > uint64(len(b)) { // a length takes a byte at least
-		return errShort
-	}
-	lens := make([]int64, nlens)
-	for i := range lens {
-		l, n := binary.Varint(b)
-		if n <= 0 {
-			return errShort
-		}
-		lens[i], b = l, b[n:]
-	}
-	next := func() (int64, error) {
-		if len(lens) == 0 {
-			return 0, errors.New("the state has more vectors than lengths")
-		}
-		l := lens[0]
-		lens = lens[1:]
-		if l < -1 {
-			return 0, fmt.Errorf("a vector of length %d", l)
-		}
-		return l, nil
-	}
-	vector := func() ([]float64, error) {
-		l, err := next()
-		if err != nil || l == -1 {
-			return nil, err
-		}
-		if uint64(l) > uint64(len(b))/8 {
-			return nil, errShort
-		}
-		x := make([]float64, l)
-		for j := range x {
-			x[j] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*j:]))
-		}
-		b = b[8*l:]
-		return x, nil
+	r.b = r.b[restLen:]
+	if err := r.readLengths(); err != nil {
+		return err
 	}
 	for i := range v.NumField() {
 		f := v.Field(i)
 		switch f.Type() {
 		case vecType:
-			x, err := vector()
+			x, err := r.vector()
 			if err != nil {
 				return err
 			}
 			f.Set(reflect.ValueOf(x))
 		case vecsType:
-			c, err := next()
-			if err != nil || c == -1 {
-				if err != nil {
-					return err
-				}
-				continue
+			xs, err := r.vectors()
+			if err != nil {
+				return err
 			}
-			if uint64(c) > uint64(len(lens)) {
-				return errShort
+			if xs != nil {
+				f.Set(reflect.ValueOf(xs))
 			}
-			xs := make([][]float64, c)
-			for j := range xs {
-				if xs[j], err = vector(); err != nil {
-					return err
-				}
-			}
-			f.Set(reflect.ValueOf(xs))
 		}
 	}
-	if len(lens) != 0 || len(b) != 0 {
-		return fmt.Errorf("%d lengths and %d bytes left over", len(lens), len(b))
+	if len(r.lens) != 0 || len(r.b) != 0 {
+		return fmt.Errorf("%d lengths and %d bytes left over", len(r.lens), len(r.b))
 	}
 	return nil
+}
+
+var errShortState = errors.New("the state's bytes end early")
+
+// stateReader reads the vectors after a state's gob part: their lengths
+// (-1: nil), then their values.
+type stateReader struct {
+	b    []byte
+	lens []int64
+}
+
+func (r *stateReader) uvarint() (uint64, bool) {
+	x, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		return 0, false
+	}
+	r.b = r.b[n:]
+	return x, true
+}
+
+func (r *stateReader) readLengths() error {
+	nlens, ok := r.uvarint()
+	if !ok || nlens > uint64(len(r.b)) { // a length takes a byte at least
+		return errShortState
+	}
+	r.lens = make([]int64, nlens)
+	for i := range r.lens {
+		l, n := binary.Varint(r.b)
+		if n <= 0 {
+			return errShortState
+		}
+		r.lens[i], r.b = l, r.b[n:]
+	}
+	return nil
+}
+
+// next is the next length.
+func (r *stateReader) next() (int64, error) {
+	if len(r.lens) == 0 {
+		return 0, errors.New("the state has more vectors than lengths")
+	}
+	l := r.lens[0]
+	r.lens = r.lens[1:]
+	if l < -1 {
+		return 0, fmt.Errorf("a vector of length %d", l)
+	}
+	return l, nil
+}
+
+func (r *stateReader) vector() ([]float64, error) {
+	l, err := r.next()
+	if err != nil || l == -1 {
+		return nil, err
+	}
+	if uint64(l) > uint64(len(r.b))/8 {
+		return nil, errShortState
+	}
+	x := make([]float64, l)
+	for j := range x {
+		x[j] = math.Float64frombits(binary.LittleEndian.Uint64(r.b[8*j:]))
+	}
+	r.b = r.b[8*l:]
+	return x, nil
+}
+
+// vectors is a [][]float64: its count, then each vector (nil: none).
+func (r *stateReader) vectors() ([][]float64, error) {
+	c, err := r.next()
+	if err != nil || c == -1 {
+		return nil, err
+	}
+	if uint64(c) > uint64(len(r.lens)) {
+		return nil, errShortState
+	}
+	xs := make([][]float64, c)
+	for j := range xs {
+		if xs[j], err = r.vector(); err != nil {
+			return nil, err
+		}
+	}
+	return xs, nil
 }
 
 // fits says whether snapshot s can resume method for k problems.

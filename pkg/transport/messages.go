@@ -177,57 +177,69 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	if K == 0 || dim == 0 || uint64(vecs)*uint64(dim)*8 != uint64(d.left()) {
 		return nil, fmt.Errorf("transport: point: %d x %d vectors do not match %d bytes", vecs, dim, d.left())
 	}
-	if len(p.Labels) == 0 {
-		// Shards number their rows' classes by the labels: without them
-		// a kernel would read classes that were never set.
-		return nil, errors.New("transport: point: no class labels")
-	}
-	if len(p.Classes) != 0 && len(p.Classes) != K {
-		return nil, fmt.Errorf("transport: point: %d classes for %d problems", len(p.Classes), K)
-	}
-	for _, c := range p.Classes {
-		if int(c) >= max(len(p.Labels), 2) {
-			return nil, fmt.Errorf("transport: point: class %d of %d labels", c, len(p.Labels))
-		}
-	}
-	if len(p.Weights) != 0 && len(p.Weights) != 2*K {
-		return nil, fmt.Errorf("transport: point: %d class weights for %d problems", len(p.Weights), K)
-	}
-	if err := checkLive(p.Full, p.Live, dim); err != nil {
+	if err := p.checkHeader(K, dim); err != nil {
 		return nil, err
-	}
-	if p.Holdout > p.Folds || (p.Folds > 0 && p.Folds > shard.MaxFolds) {
-		return nil, fmt.Errorf("transport: point: fold %d held out of %d", p.Holdout, p.Folds)
 	}
 	var oldX, oldV [][]float64
 	if old != nil {
 		oldX, oldV = old.X, old.V
 	}
-	read := func(old [][]float64) [][]float64 {
-		out := make([][]float64, K)
-		for k := range out {
-			if v, ok := d.viewF64s(dim); ok {
-				out[k] = v
-				continue
-			}
-			var buf []float64
-			if k < len(old) && cap(old[k]) >= dim {
-				buf = old[k][:dim]
-			} else {
-				buf = make([]float64, dim)
-			}
-			d.rawF64s(buf)
-			out[k] = buf
-		}
-		return out
-	}
 	if p.Op != pointHessVecAt {
-		p.X = read(oldX)
+		p.X = d.vectors(K, dim, oldX)
 	}
 	if p.Op == pointHessVec || p.Op == pointHessVecAt {
-		p.V = read(oldV)
+		p.V = d.vectors(K, dim, oldV)
 	}
 	return p, d.done()
+}
+
+// checkHeader checks what a point of K problems over dim coordinates
+// says of its problems, so that no kernel reads past what it was given.
+func (p *Point) checkHeader(K, dim int) error {
+	if len(p.Labels) == 0 {
+		// Shards number their rows' classes by the labels: without them
+		// a kernel would read classes that were never set.
+		return errors.New("transport: point: no class labels")
+	}
+	if len(p.Classes) != 0 && len(p.Classes) != K {
+		return fmt.Errorf("transport: point: %d classes for %d problems", len(p.Classes), K)
+	}
+	for _, c := range p.Classes {
+		if int(c) >= max(len(p.Labels), 2) {
+			return fmt.Errorf("transport: point: class %d of %d labels", c, len(p.Labels))
+		}
+	}
+	if len(p.Weights) != 0 && len(p.Weights) != 2*K {
+		return fmt.Errorf("transport: point: %d class weights for %d problems", len(p.Weights), K)
+	}
+	if err := checkLive(p.Full, p.Live, dim); err != nil {
+		return err
+	}
+	if p.Holdout > p.Folds || (p.Folds > 0 && p.Folds > shard.MaxFolds) {
+		return fmt.Errorf("transport: point: fold %d held out of %d", p.Holdout, p.Folds)
+	}
+	return nil
+}
+
+// vectors reads K vectors of dim: in place where one lies in one chunk,
+// else into old's memory when it is large enough.
+func (d *dec) vectors(K, dim int, old [][]float64) [][]float64 {
+	out := make([][]float64, K)
+	for k := range out {
+		if v, ok := d.viewF64s(dim); ok {
+			out[k] = v
+			continue
+		}
+		var buf []float64
+		if k < len(old) && cap(old[k]) >= dim {
+			buf = old[k][:dim]
+		} else {
+			buf = make([]float64, dim)
+		}
+		d.rawF64s(buf)
+		out[k] = buf
+	}
+	return out
 }
 
 // checkLive checks that a point's bitmap covers its full length, and no
