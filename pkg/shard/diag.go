@@ -74,8 +74,9 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 			for q, x := range vals {
 				sq[q] = x * x
 			}
-			scatterRow(cols, vals, coef, act[:n], out.Grad, K2, 0)
-			scatterRow(cols, sq, dg, act[:n], out.Grad, K2, K)
+			act := sc.sparse(act[:n], K)
+			scatterRow(cols, vals, coef, act, out.Grad, K2, 0)
+			scatterRow(cols, sq, dg, act, out.Grad, K2, K)
 		}
 	}
 }

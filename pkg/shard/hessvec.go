@@ -80,7 +80,7 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 			n++
 		}
 		if n > 0 {
-			scatterRow(cols, vals, coef, act[:n], out.Grad, K, 0)
+			scatterRow(cols, vals, coef, sc.sparse(act[:n], K), out.Grad, K, 0)
 		}
 	}
 }
@@ -192,12 +192,12 @@ func rowSums(cols []int32, vals, ul, u []float64) {
 }
 
 // scatterRow adds coef[k] x_j into g[j*stride+off+k] at each of the row's
-// nonzeros: for the problems listed in act when they are few (see
-// sparseRow), else for all, coef being zero for the others.
+// nonzeros: for the problems listed in act (see Scratch.sparse), or
+// with act nil for all, coef being zero for the others.
 func scatterRow(cols []int32, vals, coef []float64, act []int32, g []float64, stride, off int) {
 	K := len(coef)
 	vals = vals[:len(cols)]
-	if sparseRow(len(act), K) {
+	if act != nil {
 		for q, j := range cols {
 			x, gj := vals[q], g[int(j)*stride+off:][:K]
 			for _, k := range act {

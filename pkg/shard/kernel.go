@@ -86,6 +86,8 @@ type Scratch struct {
 	// A row's global columns and values, for EvalHess.
 	hcols []int32
 	hvals []float64
+	// denseRows turns sparseRow off, for the test that it changes no bit.
+	denseRows bool
 }
 
 func grow(b []float64, n int) []float64 {
@@ -487,10 +489,15 @@ func margins(p *Point, class int32, z, coef, loss []float64, act []int32) (n int
 // one-vs-rest problems, and skipping a zero coefficient changes no bit
 // (a sum that starts at +0 never becomes -0, so adding +0 or -0 leaves
 // it as it is).
-func sparseRow(n, K int) bool { return 2*n < K && !denseRowsOnly }
+func (sc *Scratch) sparseRow(n, K int) bool { return 2*n < K && !sc.denseRows }
 
-// denseRowsOnly turns sparseRow off, for the test that it changes no bit.
-var denseRowsOnly = false
+// sparse is act when sparseRow holds, else nil: scatterRow's problems.
+func (sc *Scratch) sparse(act []int32, K int) []int32 {
+	if sc.sparseRow(len(act), K) {
+		return act
+	}
+	return nil
+}
 
 func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl []float64, sc *Scratch, out *Partial) {
 	K := p.K()
@@ -532,7 +539,7 @@ func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl [
 			continue
 		}
 		addBiasGrad(p, coef, out.BiasGrad)
-		if sparseRow(n, K) {
+		if sc.sparseRow(n, K) {
 			act := sc.act[:n]
 			for _, k := range act {
 				coef[k] /= scale
@@ -602,7 +609,7 @@ func evalMultiOnes[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scrat
 		if n == 0 {
 			continue
 		}
-		if act := sc.act[:n]; sparseRow(n, K) {
+		if act := sc.act[:n]; sc.sparseRow(n, K) {
 			for q := a; q < b; q++ {
 				j := int(m.col(q))
 				g := gl[j*K : j*K+K]

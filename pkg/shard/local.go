@@ -15,7 +15,8 @@ type Local struct {
 	Shards   []*Shard
 	Parallel int
 
-	scratch []Scratch
+	scratch   []Scratch
+	denseRows bool // each Scratch's (the test that sparse rows keep the bits)
 	// Partials handed back for reuse. A list, not a sync.Pool: a pool is
 	// emptied by every collection, and on wide multi-class data each
 	// partial lost was megabytes to allocate and zero again (news20.t).
@@ -80,6 +81,9 @@ func (l *Local) Eval(op osgm.Op, p, v *Point, add func(*Partial) error) error {
 	}
 	if len(l.scratch) < l.Parallel {
 		l.scratch = make([]Scratch, l.Parallel)
+		for i := range l.scratch {
+			l.scratch[i].denseRows = l.denseRows
+		}
 	}
 	var (
 		next atomic.Int64

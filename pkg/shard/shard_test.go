@@ -1516,8 +1516,8 @@ func TestSparseRowsKeepTheBits(t *testing.T) {
 					}
 				}
 				eval := func(dense bool) ([]float64, [][]float64) {
-					denseRowsOnly = dense
-					defer func() { denseRowsOnly = false }()
+					local := obj.Backend.(*Local)
+					local.denseRows, local.scratch = dense, nil
 					f, g := make([]float64, K), make([][]float64, K)
 					for k := range g {
 						g[k] = make([]float64, obj.Dim())
