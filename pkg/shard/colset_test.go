@@ -35,7 +35,7 @@ func TestColumnSetsAgreeWithMerging(t *testing.T) {
 // local columns: a colSet below maxColSet, sorting above.
 func TestRemapAgreesWithSorting(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	b := newBuilder(0, false)
+	b := newBuilder(0, false, defaultLimits())
 	for trial := 0; trial < 100; trial++ {
 		width := uint32(1 + rng.IntN(5000))
 		b.idx = b.idx[:0]

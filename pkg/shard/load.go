@@ -97,6 +97,15 @@ type Options struct {
 	// Shared, when set, is what this load shares with the process's
 	// other loads (in-process workers): held text, and the memory fit.
 	Shared *Shared
+
+	lim *limits // nil: defaultLimits (tests lower them)
+}
+
+func (o Options) limits() limits {
+	if o.lim != nil {
+		return *o.lim
+	}
+	return defaultLimits()
 }
 
 // Counted counts what r reads into n (nil: it is r).
@@ -140,7 +149,7 @@ func loadFrom(src source, ranges []Range, opt Options) ([]*Shard, error) {
 			late = append(late, s)
 		}
 	}
-	Compact(late)
+	compact(late, opt.limits())
 	return shards, nil
 }
 
@@ -162,7 +171,7 @@ func load(src source, ranges []Range, opt Options, fit *fit) (out []*Shard, plai
 		}
 		if file.Compression != libsvm.Plain {
 			defer file.Close()
-			err := loadStream(Counted(file, opt.Read), src.path, ranges, opt.Compact, fit, build, out)
+			err := loadStream(Counted(file, opt.Read), src.path, ranges, opt, fit, build, out)
 			return out, plain, err
 		}
 		file.Close()
@@ -174,7 +183,7 @@ func load(src source, ranges []Range, opt Options, fit *fit) (out []*Shard, plai
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ld := newLoader(opt.Compact)
+			ld := newLoader(opt)
 			for i := range next {
 				ld.b.compact = opt.Compact || fit.on()
 				if errs[i] = ld.plainRange(src, ranges[i], opt.Read); errs[i] == nil {
@@ -203,8 +212,8 @@ type loader struct {
 	row libsvm.Row
 }
 
-func newLoader(compact bool) *loader {
-	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, compact)}
+func newLoader(opt Options) *loader {
+	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, opt.Compact, opt.limits())}
 }
 
 // source is what a load reads: the file, or, when text is set, the
@@ -328,13 +337,13 @@ func lineAt(path string, offset int64) int {
 
 // loadStream reads a decompressed stream once, keeping the lines that fall
 // in the wanted ranges (which must be in increasing order) in out.
-func loadStream(r io.Reader, path string, ranges []Range, compact bool, fit *fit, build func(*builder, int) *Shard, out []*Shard) error {
+func loadStream(r io.Reader, path string, ranges []Range, opt Options, fit *fit, build func(*builder, int) *Shard, out []*Shard) error {
 	rd := libsvm.NewReader(r, path)
 	var row libsvm.Row
-	b := newBuilder(0, compact)
+	b := newBuilder(0, opt.Compact, opt.limits())
 	for i, rg := range ranges {
 		b.reset(rg.ID)
-		b.compact = compact || fit.on()
+		b.compact = opt.Compact || fit.on()
 		for {
 			if rd.Offset() >= rg.End {
 				break
@@ -367,7 +376,7 @@ func loadStream(r io.Reader, path string, ranges []Range, compact bool, fit *fit
 // within the shard.
 func Read(r io.Reader, name string, id int) (*Shard, error) {
 	rd := libsvm.NewReader(r, name)
-	b := newBuilder(id, false) // Compact follows, one shard at a time
+	b := newBuilder(id, false, defaultLimits()) // Compact follows, one shard at a time
 	var row libsvm.Row
 	for {
 		err := rd.Next(&row)
@@ -396,7 +405,7 @@ func ReadEach(ranges []Range, opt Options, read func(Range) (*Shard, error)) ([]
 			return nil, err
 		}
 		if opt.Compact || f.on() {
-			Compact([]*Shard{s})
+			compact([]*Shard{s}, opt.limits())
 		} else {
 			plain++
 		}
@@ -404,7 +413,7 @@ func ReadEach(ranges []Range, opt Options, read func(Range) (*Shard, error)) ([]
 		f.built(s, r.End-r.Start)
 	}
 	if f.on() {
-		Compact(out[:plain])
+		compact(out[:plain], opt.limits())
 	}
 	return out, nil
 }

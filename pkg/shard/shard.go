@@ -122,13 +122,19 @@ func (s *Shard) col(q int) int {
 	return int(s.Idx[q])
 }
 
-// narrowColumns and mediumColumns are the most columns a shard may have
-// to keep 16-bit and 24-bit ids; tests lower them to reach the wider
-// kernels.
-var (
-	narrowColumns = 1 << 16
-	mediumColumns = 1 << 24
-)
+// limits are where a shard's storage changes: narrowColumns and
+// mediumColumns, the most columns a shard may have to keep 16-bit and
+// 24-bit ids; maxCodes, the most distinct numbers stored as codes, and
+// maxCode8, in one byte. Tests lower them (Options.limits) to reach every
+// storage on small data.
+type limits struct {
+	narrowColumns, mediumColumns int
+	maxCode8, maxCodes           int
+}
+
+func defaultLimits() limits {
+	return limits{narrowColumns: 1 << 16, mediumColumns: 1 << 24, maxCode8: 1 << 8, maxCodes: 1 << 16}
+}
 
 // Compacted says whether the shard is stored compact (see Compact): its
 // values as codes or its ids in 3 bytes.
@@ -162,15 +168,16 @@ type builder struct {
 	cols     colSet   // scratch for remap
 	colList  []uint32 // the shard's columns, before NewColumns
 	compact  bool     // Options.Compact
-	coder    coder    // scratch for the codes
+	lim      limits
+	coder    coder // scratch for the codes
 
 	// Found while adding, when the values are in cache.
 	normSq, maxNormSq float64
 	ones, f32         bool // every value is 1; every value is a float32
 }
 
-func newBuilder(id int, compact bool) *builder {
-	b := &builder{compact: compact}
+func newBuilder(id int, compact bool, lim limits) *builder {
+	b := &builder{compact: compact, lim: lim, coder: coder{lim: lim}}
 	b.reset(id)
 	return b
 }
@@ -274,12 +281,12 @@ func (b *builder) build() *Shard {
 	switch {
 	case len(b.idx) == 0:
 		s.Idx = []uint32{}
-	case len(cols) <= narrowColumns:
+	case len(cols) <= b.lim.narrowColumns:
 		s.Idx16 = make([]uint16, len(b.idx))
 		for q, j := range b.idx {
 			s.Idx16[q] = uint16(j)
 		}
-	case b.compact && len(cols) <= mediumColumns:
+	case b.compact && len(cols) <= b.lim.mediumColumns:
 		s.Idx24 = ids24(b.idx)
 	default:
 		s.Idx = slices.Clone(b.idx)
@@ -336,13 +343,8 @@ func (b *builder) setValues(s *Shard) {
 	}
 }
 
-// Codes are used when a shard has at most maxCodes distinct numbers and
-// codes plus table take less room than the numbers; tests lower the
-// limits to reach every storage on small data.
-var (
-	maxCode8 = 1 << 8
-	maxCodes = 1 << 16
-)
+// Codes are used when a shard has at most limits.maxCodes distinct
+// numbers and codes plus table take less room than the numbers.
 
 // Compact stores each shard's values as codes into a table of its
 // distinct numbers where that takes less memory (see Shard.Code8): 2
@@ -352,14 +354,16 @@ var (
 // id; BENCHMARKS.md), so this is for data that would not fit otherwise.
 // Options.Compact does the same as shards are built, without the plain
 // copy.
-func Compact(shards []*Shard) {
-	var c coder
+func Compact(shards []*Shard) { compact(shards, defaultLimits()) }
+
+func compact(shards []*Shard, lim limits) {
+	c := coder{lim: lim}
 	for _, s := range shards {
 		before, wasCompact := s.Bytes(), s.Compacted()
 		if s.Code8 == nil && s.Code16 == nil && s.Values != Ones && c.encode(s, s.NNZ(), s.number) {
 			s.Val32, s.Mant, s.Val64 = nil, nil, nil
 		}
-		if len(s.Idx) > 0 && s.Cols.Len() <= mediumColumns {
+		if len(s.Idx) > 0 && s.Cols.Len() <= lim.mediumColumns {
 			s.Idx24, s.Idx = ids24(s.Idx), nil
 		}
 		// What Track counted is cancelled, and the shard counted anew.
@@ -406,6 +410,7 @@ func (s *Shard) number(q int) float64 {
 // of what coding costs, a third of a compact load's time on gen1g (whose
 // shards hold about 31,000 numbers each).
 type coder struct {
+	lim   limits
 	slots []codeSlot
 	table []float64
 	limit int
@@ -463,7 +468,7 @@ func (c *coder) start(s *Shard, n int) bool {
 		width = 8
 	}
 	// Codes of 2 bytes and a table of 8 per number pay below this many.
-	limit := min(maxCodes, (width-2)*n/8)
+	limit := min(c.lim.maxCodes, (width-2)*n/8)
 	if limit <= 0 {
 		return false
 	}
@@ -475,7 +480,7 @@ func (c *coder) start(s *Shard, n int) bool {
 // finish stores the codes in s, in one byte each when the table allows.
 func (c *coder) finish(s *Shard) {
 	s.Table = slices.Clone(c.table)
-	if len(s.Table) <= maxCode8 {
+	if len(s.Table) <= c.lim.maxCode8 {
 		s.Code8 = make([]uint8, len(c.codes))
 		for q, code := range c.codes {
 			s.Code8[q] = uint8(code)

@@ -123,15 +123,20 @@ func objectiveFor(t testing.TB, path string, nShards, parallel int, lambda, bias
 // objectiveOf is objectiveFor, with the shards compacted (Compact) when
 // compact is set.
 func objectiveOf(t testing.TB, path string, nShards, parallel int, lambda, bias float64, compact bool) *Objective {
+	return objectiveWith(t, path, nShards, lambda, bias, Options{Parallel: parallel, Compact: compact})
+}
+
+// objectiveWith is objectiveOf with the load's options.
+func objectiveWith(t testing.TB, path string, nShards int, lambda, bias float64, opt Options) *Objective {
 	info, err := Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := Load(path, Layout(info.Size, nShards), Options{Parallel: parallel, Compact: compact})
+	shards, err := Load(path, Layout(info.Size, nShards), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := NewLocal(shards, parallel)
+	b := NewLocal(shards, opt.Parallel)
 	var sum Summary
 	for _, m := range b.Meta() {
 		sum.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
@@ -304,14 +309,14 @@ func TestKernelMatchesDenseReference(t *testing.T) {
 func TestStoragesGiveTheSameBits(t *testing.T) {
 	variants := []struct {
 		name  string
-		knobs []*int            // set to 0
+		lower func(*limits)
 		ok    func(*Shard) bool // the variant holds: the storage is the one meant
 	}{
-		{"default", nil, func(*Shard) bool { return true }},
-		{"24-bit ids", []*int{&narrowColumns}, func(s *Shard) bool { return s.Idx24 != nil && s.Idx16 == nil && s.Idx == nil }},
-		{"32-bit ids", []*int{&narrowColumns, &mediumColumns}, func(s *Shard) bool { return s.Idx != nil && s.Idx16 == nil && s.Idx24 == nil }},
-		{"16-bit codes", []*int{&maxCode8}, func(s *Shard) bool { return s.Values == Ones || s.Code16 != nil || s.Code8 == nil }},
-		{"no codes", []*int{&maxCodes}, func(s *Shard) bool { return s.Code8 == nil && s.Code16 == nil }},
+		{"default", func(*limits) {}, func(*Shard) bool { return true }},
+		{"24-bit ids", func(l *limits) { l.narrowColumns = 0 }, func(s *Shard) bool { return s.Idx24 != nil && s.Idx16 == nil && s.Idx == nil }},
+		{"32-bit ids", func(l *limits) { l.narrowColumns, l.mediumColumns = 0, 0 }, func(s *Shard) bool { return s.Idx != nil && s.Idx16 == nil && s.Idx24 == nil }},
+		{"16-bit codes", func(l *limits) { l.maxCode8 = 0 }, func(s *Shard) bool { return s.Values == Ones || s.Code16 != nil || s.Code8 == nil }},
+		{"no codes", func(l *limits) { l.maxCodes = 0 }, func(s *Shard) bool { return s.Code8 == nil && s.Code16 == nil }},
 	}
 	for _, st := range storages {
 		if !st.compact && st.values != Ones {
@@ -334,14 +339,9 @@ func TestStoragesGiveTheSameBits(t *testing.T) {
 			}
 			var want []float64
 			for _, vr := range variants {
-				o := func() *Objective {
-					for _, knob := range vr.knobs {
-						old := *knob
-						*knob = 0
-						defer func() { *knob = old }()
-					}
-					return objectiveOf(t, path, 4, 2, 0.01, 1, true)
-				}()
+				lim := defaultLimits()
+				vr.lower(&lim)
+				o := objectiveWith(t, path, 4, 0.01, 1, Options{Parallel: 2, Compact: true, lim: &lim})
 				for _, s := range o.Backend.(*Local).Shards {
 					if !vr.ok(s) {
 						t.Fatalf("%s, %s: shard %d does not hold the storage meant", st.name(), vr.name, s.ID)
