@@ -172,13 +172,7 @@ func TestComposeCommands(t *testing.T) {
 		}
 	}
 	// A worker may publish what workers publish, and nothing else.
-	violations := make(chan error, 4)
-	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.UserInfo("worker", "w-secret"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, violations := workerConn(t, fmt.Sprintf("nats://127.0.0.1:%d", port))
 	if err := nc.Publish("osgm.hb", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -189,13 +183,34 @@ func TestComposeCommands(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	// Nor may it read another bucket, such as the checkpoints'.
-	for _, subject := range []string{"osgm.j.0000000000000001.down", "osgm.hello", "$JS.API.STREAM.INFO.OBJ_osgm-checkpoints"} {
+	wantRefused(t, nc, violations, "osgm.j.0000000000000001.down", "osgm.hello", "$JS.API.STREAM.INFO.OBJ_osgm-checkpoints")
+}
+
+// workerConn connects with the worker's credentials; the server's
+// refusals (permission violations) arrive on the channel.
+func workerConn(t *testing.T, url string) (*nats.Conn, chan error) {
+	t.Helper()
+	violations := make(chan error, 8)
+	nc, err := nats.Connect(url, nats.UserInfo("worker", "w-secret"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, violations
+}
+
+// wantRefused publishes on each subject and fails unless the server
+// refuses it with a permissions violation.
+func wantRefused(t *testing.T, nc *nats.Conn, violations chan error, subjects ...string) {
+	t.Helper()
+	for _, subject := range subjects {
 		nc.Publish(subject, []byte("forged"))
 		nc.Flush()
 		select {
 		case err := <-violations:
 			if !strings.Contains(err.Error(), "ermissions") {
-				t.Fatalf("unexpected error: %v", err)
+				t.Fatalf("publishing on %s: unexpected error %v", subject, err)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("a worker could publish on %s: the permissions are too wide", subject)

@@ -462,7 +462,7 @@ func batchSize(cfg Config, features, dim, n, K, nnz int) (batch int, memoryBound
 	batch = cfg.Batch
 	if batch <= 0 {
 		budget := max(16*int64(nnz), batchFloor)
-		batch = int(max(budget/stateBytes(dim, n, 0, 1), 1))
+		batch = int(max(budget/max(stateBytes(dim, n, 0, 1), 1), 1))
 	}
 	if need := StateBytes(dim, n, K); cfg.MaxBytes > 0 && need > cfg.MaxBytes/2 {
 		fit := max(batchFitting(dim, n, K, cfg.MaxBytes/2), 1)
