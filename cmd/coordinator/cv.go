@@ -38,7 +38,7 @@ func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logge
 		fmt.Fprintf(out, "Cross Validation Accuracy = %.6g%%\n", 100*cv.Accuracy())
 		return nil
 	}
-	first := o.c
+	first := o.cfg.C
 	if !o.set["c"] {
 		first = train.StartC(b.Meta(), cfg.Bias)
 	}

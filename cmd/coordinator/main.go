@@ -28,44 +28,36 @@ import (
 // options are the command line, parsed.
 type options struct {
 	train, model string
-	c, lambda    float64
-	eps          float64
-	gap          gapFlag
-	bias         float64
-	method       string
-	maxIter      int
-	test         string
-	trace        string
-	workers      int
-	shards       int
-	eta          float64
-	etaScale     float64
-	etaBeta      float64
-	noDiag       bool
-	quiet        bool
-	initModel    string
-	natsURL      string
-	minWorkers   int
-	local        bool
-	compact      shard.Compaction
-	cpuProfile   string
-	objectStore  bool
-	auth         transport.Auth
-	hbTimeout    time.Duration
-	loadStall    time.Duration
-	noWorkers    time.Duration
-	points       transport.PointMode
-	checkpoint   string
-	ckptEvery    int
-	resume       resumeMode
-	plot         string
-	compare      []string
-	metricsAddr  string
-	folds        int
-	findC        bool
-	weights      []train.ClassWeight
-	check        bool
-	set          map[string]bool // flags given on the command line
+	// cfg holds LIBLINEAR's problem options and the method's (train
+	// registers and checks them); the rest is filled in at the run.
+	cfg         train.Config
+	test        string
+	trace       string
+	workers     int
+	shards      int
+	quiet       bool
+	initModel   string
+	natsURL     string
+	minWorkers  int
+	local       bool
+	compact     shard.Compaction
+	cpuProfile  string
+	objectStore bool
+	auth        transport.Auth
+	hbTimeout   time.Duration
+	loadStall   time.Duration
+	noWorkers   time.Duration
+	points      transport.PointMode
+	checkpoint  string
+	ckptEvery   int
+	resume      resumeMode
+	plot        string
+	compare     []string
+	metricsAddr string
+	folds       int
+	findC       bool
+	check       bool
+	set         map[string]bool // flags given on the command line
 }
 
 // classWeights takes LIBLINEAR's -wi weight pairs (-w1 2, -w-1 0.5) out of
@@ -106,7 +98,7 @@ func parse(args []string) (*options, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.weights = weights
+	o.cfg.Weights = weights
 	fs, solver, compare := newFlags(o)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -119,22 +111,11 @@ func parse(args []string) (*options, error) {
 func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs = flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	solver = fs.Int("s", 2, "LIBLINEAR's solver type: only 2, the L2-regularised L2-loss SVM in the primal, is trained here")
-	fs.Float64Var(&o.c, "c", 1, "cost C, as in LIBLINEAR (lambda = 1/(C m))")
-	fs.Float64Var(&o.lambda, "lambda", 0, "regularisation lambda, instead of -c")
-	fs.Float64Var(&o.eps, "e", 0.01, "stopping tolerance: LIBLINEAR's relative gradient test")
-	fs.Float64Var(&o.bias, "B", -1, "bias: if >= 0, every row gets a feature of this value (-1: none)")
-	fs.StringVar(&o.method, "method", osgm.DefaultMethod, "optimiser: "+strings.Join(osgm.Methods(), ", ")+" (auto: newton-full for two classes and at most 1,024 features, newton for more features, lbfgs for more classes)")
-	fs.IntVar(&o.maxIter, "max-iter", 10000, "maximum iterations")
-	o.gap = train.AutoGap
-	fs.Var(&o.gap, "gap", "also stop each problem only once it is certified within this relative gap of its optimum (0: LIBLINEAR's test alone); auto: 1e-6 for one-vs-rest, which gives every class at least LIBLINEAR's objective at the same -e, and 0 for two classes")
+	o.cfg.Flags(fs)
 	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
 	fs.StringVar(&o.trace, "trace", "", "write one CSV line per iteration to this file")
 	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "local workers (without -nats)")
 	fs.IntVar(&o.shards, "shards", 0, "number of shards (0: from the file size)")
-	fs.Float64Var(&o.eta, "eta", 0, "OSGM's online step size (0: eta-scale/L, L re-estimated from curvature)")
-	fs.Float64Var(&o.etaScale, "eta-scale", 1, "with -eta 0: OSGM's step size is eta-scale/L")
-	fs.Float64Var(&o.etaBeta, "eta-beta", 1, "HDM's step size for the momentum weight")
-	fs.BoolVar(&o.noDiag, "no-diag", false, "start OSGM's scaling at zero instead of from the Hessian diagonal")
 	fs.BoolVar(&o.quiet, "q", false, "quiet: only errors")
 	fs.StringVar(&o.initModel, "i", "", "initial model file (warm start)")
 	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL, or a cluster's URLs comma-separated (default: embedded server)")
@@ -175,7 +156,10 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.set = set
-	if err := o.validateProblem(solver); err != nil {
+	if err := checkSolver(solver); err != nil {
+		return err
+	}
+	if err := o.cfg.CheckFlags(fs); err != nil {
 		return err
 	}
 	if err := o.validateCluster(); err != nil {
@@ -186,33 +170,6 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	}
 	if o.shards < 0 {
 		return errors.New("-shards must be 0 (automatic) or positive")
-	}
-	if _, err := osgm.New(osgm.Choose(o.method, 1, osgm.Shape{}), osgm.Problem{}, osgm.Params{}); err != nil {
-		return err
-	}
-	return nil
-}
-
-// validateProblem checks LIBLINEAR's options and the method's.
-func (o *options) validateProblem(solver int) error {
-	set := o.set
-	if err := checkSolver(solver); err != nil {
-		return err
-	}
-	if set["c"] && set["lambda"] {
-		return errors.New("give either -c or -lambda, not both")
-	}
-	if set["lambda"] && !(o.lambda > 0) {
-		return errors.New("-lambda must be positive")
-	}
-	if !(o.c > 0) {
-		return errors.New("-c must be positive")
-	}
-	if !(o.eps > 0) {
-		return errors.New("-e must be positive")
-	}
-	if o.maxIter < 1 {
-		return errors.New("-max-iter must be at least 1")
 	}
 	return nil
 }
@@ -291,8 +248,8 @@ func (o *options) validateRuns(compare string) error {
 	if o.resume != resumeOff && o.checkpoint == "" {
 		return errors.New("-resume needs -checkpoint FILE")
 	}
-	if o.checkpoint != "" && !osgm.Checkpointable(o.method) {
-		return fmt.Errorf("-method %s cannot be checkpointed (gonum's optimiser keeps its state to itself); -method lbfgs, this package's L-BFGS, can", o.method)
+	if o.checkpoint != "" && !osgm.Checkpointable(o.cfg.Method) {
+		return fmt.Errorf("-method %s cannot be checkpointed (gonum's optimiser keeps its state to itself); -method lbfgs, this package's L-BFGS, can", o.cfg.Method)
 	}
 	if o.ckptEvery < 1 {
 		return errors.New("-checkpoint-every must be at least 1")
@@ -339,27 +296,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(1)
 	}
-}
-
-// gapFlag is -gap: a relative gap, or train.AutoGap.
-type gapFlag float64
-
-func (g gapFlag) String() string {
-	if g == train.AutoGap {
-		return "auto"
-	}
-	return strconv.FormatFloat(float64(g), 'g', -1, 64)
-}
-
-func (g *gapFlag) Set(s string) error {
-	if s == "auto" {
-		*g = train.AutoGap
-		return nil
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || !(v >= 0) || math.IsInf(v, 0) {
-		return errors.New("want auto or a relative gap >= 0")
-	}
-	*g = gapFlag(v)
-	return nil
 }

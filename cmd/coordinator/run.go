@@ -100,7 +100,7 @@ func run(o *options) error {
 	}
 	fields := trainedFields(res, backend, busBefore, loaded, trainStart.Sub(start)+res.FirstGradient, trainTime)
 	log.Info("trained", append(fields, zap.String("model", o.model))...)
-	warnShort(log, res.Opt, o.maxIter)
+	warnShort(log, res.Opt, o.cfg.MaxIter)
 	if o.test != "" {
 		return printAccuracy(o.test, res.Model)
 	}
@@ -128,9 +128,9 @@ func busStats(b shard.Backend) transport.Stats {
 // shards are loaded (under a container's limit too) bounds the problems
 // the methods hold at once.
 func trainConfig(o *options, init *libsvm.Model, interrupted func() bool) train.Config {
-	return train.Config{MaxBytes: max(memory.Available(), 0), C: o.c, Lambda: o.lambda, Eps: o.eps, MaxGap: float64(o.gap),
-		Bias: o.bias, Method: o.method, MaxIter: o.maxIter, Weights: o.weights, Init: init, Interrupt: interrupted,
-		Params: osgm.Params{Eta: o.eta, EtaScale: o.etaScale, EtaBeta: o.etaBeta, NoDiag: o.noDiag}}
+	cfg := o.cfg
+	cfg.MaxBytes, cfg.Init, cfg.Interrupt = max(memory.Available(), 0), init, interrupted
+	return cfg
 }
 
 // save writes the model and, for one training, its convergence plot.
@@ -139,7 +139,7 @@ func save(o *options, m *libsvm.Model, single *curve) error {
 		return err
 	}
 	if o.plot != "" && o.compare == nil {
-		return plotRun(o.plot, o.method, single)
+		return plotRun(o.plot, o.cfg.Method, single)
 	}
 	return nil
 }
@@ -207,7 +207,7 @@ func checkInputs(o *options) (*libsvm.Model, error) {
 		if init, err = readModel(o.initModel); err != nil {
 			return nil, fmt.Errorf("-i: %w", err)
 		}
-		if err := train.CheckBias(init, o.bias); err != nil {
+		if err := train.CheckBias(init, o.cfg.Bias); err != nil {
 			return nil, fmt.Errorf("-i %s: %w", o.initModel, err)
 		}
 	}
@@ -258,7 +258,7 @@ func watch(o *options, log *zap.Logger, backend shard.Backend, cfg *train.Config
 			prog.bus = c.Stats
 		}
 	}
-	single = newCurve(o.method)
+	single = newCurve(o.cfg.Method)
 	cfg.Trace = func(r osgm.Record) {
 		single.record(r)
 		if trace != nil {

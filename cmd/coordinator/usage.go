@@ -4,17 +4,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+
+	"github.com/osgm-svm/osgm/pkg/train"
 )
 
 // flagGroups orders -h by what a user is deciding: LIBLINEAR's own
 // options first, so its users find their command line, then the rest.
+// The problem's and the method's options are train's (Config.Flags).
 var flagGroups = []struct {
 	title string
 	names []string
 }{
-	{"LIBLINEAR's options", []string{"s", "c", "e", "B", "v", "C", "i", "t", "q", "lambda"}},
-	{"Method", []string{"method", "max-iter", "gap", "compare", "plot", "trace", "eta", "eta-scale", "eta-beta", "no-diag"}},
+	{"LIBLINEAR's options", slices.Concat([]string{"s"}, train.ProblemFlags, []string{"v", "C", "i", "t", "q"})},
+	{"Method", slices.Concat(train.MethodFlags, []string{"compare", "plot", "trace"})},
 	{"Cluster", []string{"nats", "min-workers", "workers", "shards", "objstore", "points", "compact", "local"}},
 	{"Operations", []string{"checkpoint", "checkpoint-every", "resume", "heartbeat-timeout", "load-stall",
 		"no-worker-timeout", "check", "metrics-addr", "cpuprofile"}},
