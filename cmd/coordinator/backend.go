@@ -84,14 +84,14 @@ func loadLocal(ctx context.Context, o *options, ranges []shard.Range, id shard.F
 // in-process workers, without -nats), waits for the workers and has them
 // load their shards. What it opens is added to cs, closed by the caller.
 func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard.FileID, shared *shard.Shared, log *zap.Logger, cs *closers) (*transport.Cluster, *nats.Conn, error) {
-	url, minWorkers := o.natsURL, o.minWorkers
+	url, cfg := o.natsURL, o.cluster
 	var inProcess []nats.Option
 	if url == "" {
 		var err error
 		if url, inProcess, err = embedded(o, log, cs); err != nil {
 			return nil, nil, err
 		}
-		minWorkers = o.workers
+		cfg.MinWorkers = o.workers
 	}
 	nc, err := transport.Connect(url, "coordinator", o.auth.FromEnv(), log, inProcess...)
 	if err != nil {
@@ -105,7 +105,8 @@ func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := transport.NewCluster(nc, transport.ClusterConfig{Ranges: ranges, MinWorkers: minWorkers, HeartbeatTimeout: o.hbTimeout, LoadStall: o.loadStall, NoWorkerTimeout: o.noWorkers, Points: o.points, Stop: ctx.Done(), Log: log})
+	cfg.Ranges, cfg.Stop, cfg.Log = ranges, ctx.Done(), log
+	c, err := transport.NewCluster(nc, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

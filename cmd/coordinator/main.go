@@ -16,7 +16,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
@@ -30,7 +29,10 @@ type options struct {
 	train, model string
 	// cfg holds LIBLINEAR's problem options and the method's (train
 	// registers and checks them); the rest is filled in at the run.
-	cfg         train.Config
+	cfg train.Config
+	// cluster holds how workers are waited for, judged lost and sent
+	// points (transport registers and checks them).
+	cluster     transport.ClusterConfig
 	test        string
 	trace       string
 	workers     int
@@ -38,16 +40,11 @@ type options struct {
 	quiet       bool
 	initModel   string
 	natsURL     string
-	minWorkers  int
 	local       bool
 	compact     shard.Compaction
 	cpuProfile  string
 	objectStore bool
 	auth        transport.Auth
-	hbTimeout   time.Duration
-	loadStall   time.Duration
-	noWorkers   time.Duration
-	points      transport.PointMode
 	checkpoint  string
 	ckptEvery   int
 	resume      resumeMode
@@ -112,6 +109,7 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs = flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	solver = fs.Int("s", 2, "LIBLINEAR's solver type: only 2, the L2-regularised L2-loss SVM in the primal, is trained here")
 	o.cfg.Flags(fs)
+	o.cluster.Flags(fs)
 	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
 	fs.StringVar(&o.trace, "trace", "", "write one CSV line per iteration to this file")
 	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "local workers (without -nats)")
@@ -119,7 +117,6 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.BoolVar(&o.quiet, "q", false, "quiet: only errors")
 	fs.StringVar(&o.initModel, "i", "", "initial model file (warm start)")
 	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL, or a cluster's URLs comma-separated (default: embedded server)")
-	fs.IntVar(&o.minWorkers, "min-workers", 1, "with -nats: wait for this many workers")
 	fs.BoolVar(&o.check, "check", false, "check what no restart can fix and exit: the flags, the output files, the input files, and with -nats the server's acceptance of the credentials (compose runs this before training)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at this address (e.g. 127.0.0.1:9100); off by default")
@@ -128,10 +125,6 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the optimiser's state to this file (atomically) every -checkpoint-every passes and on SIGINT/SIGTERM")
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 50, "passes between checkpoints (by default also spaced so that writing them takes at most 5% of the time)")
 	fs.Var(&o.resume, "resume", "continue from -checkpoint (refused if made for other data or flags); -resume=auto: if it exists, else start (what a supervisor that restarts the coordinator gives every time)")
-	fs.DurationVar(&o.hbTimeout, "heartbeat-timeout", transport.DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move (one whose connection closes, sooner)")
-	fs.DurationVar(&o.loadStall, "load-stall", transport.DefaultLoadStall, "a worker whose load of shards reads nothing this long (a hung network mount) loses them to the other workers")
-	fs.DurationVar(&o.noWorkers, "no-worker-timeout", 0, "with every worker lost, or NATS out of reach, fail after this long (0: wait for workers to come back); with -checkpoint, resume from it")
-	fs.Var(&o.points, "points", "how rounds' points reach workers: broadcast, own (each worker's with only the columns its shards touch), or auto: own when they add up to at most half of a broadcast's bytes (text-like data over many workers)")
 	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
 	fs.Var(&o.compact, "compact", "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory)")
 	o.auth.Flags(fs)
@@ -176,21 +169,14 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 
 // validateCluster checks where and how the workers run.
 func (o *options) validateCluster() error {
-	// Not positive, they would take every worker for lost or stuck.
-	if o.hbTimeout <= 0 {
-		return errors.New("-heartbeat-timeout must be positive")
-	}
-	if o.loadStall <= 0 {
-		return errors.New("-load-stall must be positive")
+	if err := o.cluster.CheckFlags(); err != nil {
+		return err
 	}
 	if o.workers < 1 {
 		return errors.New("-workers must be at least 1")
 	}
 	if o.local && o.natsURL != "" {
 		return errors.New("-local evaluates in this process; drop -nats (or -local)")
-	}
-	if o.noWorkers < 0 {
-		return errors.New("-no-worker-timeout must not be negative")
 	}
 	if o.compact != shard.CompactAuto && o.natsURL != "" {
 		return errors.New("-compact applies to local workers; with -nats, give it to the workers")

@@ -8,20 +8,21 @@ import (
 	"strings"
 
 	"github.com/osgm-svm/osgm/pkg/train"
+	"github.com/osgm-svm/osgm/pkg/transport"
 )
 
 // flagGroups orders -h by what a user is deciding: LIBLINEAR's own
 // options first, so its users find their command line, then the rest.
-// The problem's and the method's options are train's (Config.Flags).
+// The problem's and the method's options are train's (Config.Flags), the
+// cluster's transport's (ClusterConfig.Flags, Auth.Flags).
 var flagGroups = []struct {
 	title string
 	names []string
 }{
 	{"LIBLINEAR's options", slices.Concat([]string{"s"}, train.ProblemFlags, []string{"v", "C", "i", "t", "q"})},
 	{"Method", slices.Concat(train.MethodFlags, []string{"compare", "plot", "trace"})},
-	{"Cluster", []string{"nats", "min-workers", "workers", "shards", "objstore", "points", "compact", "local"}},
-	{"Operations", []string{"checkpoint", "checkpoint-every", "resume", "heartbeat-timeout", "load-stall",
-		"no-worker-timeout", "check", "metrics-addr", "cpuprofile"}},
+	{"Cluster", slices.Concat([]string{"nats"}, transport.ClusterFlags, []string{"workers", "shards", "objstore", "compact", "local"})},
+	{"Operations", slices.Concat([]string{"checkpoint", "checkpoint-every", "resume"}, transport.OperationFlags, []string{"check", "metrics-addr", "cpuprofile"})},
 	{"Security (also the worker's; secrets only from NATS_PASSWORD and NATS_TOKEN)", []string{"user", "nkey", "creds", "tlsca", "tlscert", "tlskey"}},
 }
 

@@ -1,10 +1,10 @@
 package train
 
 import (
-	"flag"
-	"io"
 	"strings"
 	"testing"
+
+	"github.com/osgm-svm/osgm/internal/flagtest"
 )
 
 // TestFlags: the problem's and method's options parse into a Config with
@@ -37,19 +37,8 @@ func TestFlags(t *testing.T) {
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var cfg Config
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			cfg.Flags(fs)
-			err := fs.Parse(c.args)
-			if err == nil {
-				err = cfg.CheckFlags(fs)
-			}
-			switch {
-			case c.err == "" && err != nil:
-				t.Fatal(err)
-			case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
-				t.Fatalf("error %v, want one saying %q", err, c.err)
-			case c.err == "" && !c.want(cfg):
+			err := flagtest.Parse(cfg.Flags, cfg.CheckFlags, c.args)
+			if flagtest.Accepted(t, err, c.err) && !c.want(cfg) {
 				t.Fatalf("config %+v", cfg)
 			}
 		})

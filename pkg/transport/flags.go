@@ -1,0 +1,40 @@
+package transport
+
+import (
+	"errors"
+	"flag"
+)
+
+// ClusterFlags and OperationFlags are the names ClusterConfig.Flags
+// registers, by the group a command's help lists them in.
+var (
+	ClusterFlags   = []string{"min-workers", "points"}
+	OperationFlags = []string{"heartbeat-timeout", "load-stall", "no-worker-timeout"}
+)
+
+// Flags registers into fs the options of how the coordinator waits for
+// workers, judges them lost and sends them points; CheckFlags checks them
+// once fs is parsed.
+func (c *ClusterConfig) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&c.MinWorkers, "min-workers", 1, "with -nats: wait for this many workers")
+	fs.Var(&c.Points, "points", "how rounds' points reach workers (`mode`): broadcast, own (each worker's with only the columns its shards touch), or auto: own when they add up to at most half of a broadcast's bytes (text-like data over many workers)")
+	fs.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move (one whose connection closes, sooner)")
+	fs.DurationVar(&c.LoadStall, "load-stall", DefaultLoadStall, "a worker whose load of shards reads nothing this long (a hung network mount) loses them to the other workers")
+	fs.DurationVar(&c.NoWorkerTimeout, "no-worker-timeout", 0, "with every worker lost, or NATS out of reach, fail after this long (0: wait for workers to come back); with -checkpoint, resume from it")
+}
+
+// CheckFlags checks the options Flags registered.
+func (c *ClusterConfig) CheckFlags() error {
+	switch {
+	// Not positive, they would take every worker for lost or stuck.
+	case c.HeartbeatTimeout <= 0:
+		return errors.New("-heartbeat-timeout must be positive")
+	case c.LoadStall <= 0:
+		return errors.New("-load-stall must be positive")
+	case c.NoWorkerTimeout < 0:
+		return errors.New("-no-worker-timeout must not be negative")
+	case c.MinWorkers < 1:
+		return errors.New("-min-workers must be at least 1")
+	}
+	return nil
+}
