@@ -276,7 +276,7 @@ func TestWorkersSendNodeSums(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/sparse=%v", method, sparse), func(t *testing.T) {
 				cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: method, MaxIter: 300}
 				want := localModel(t, path, 64, cfg)
-				c, _, _ := clusterWithStops(t, path, 2, 64, func(w *Worker) { w.sparseSums = sparse })
+				c, _, _ := clusterWithStops(t, path, 2, 64, func(w *Worker) { w.cfg.sparseSums = sparse })
 				before := c.Stats()
 				got, err := train.Train(c, cfg)
 				if err != nil {
@@ -416,7 +416,7 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 // given the first time.
 func TestLostDescriptionsAreAskedAgain(t *testing.T) {
 	path := testData(t)
-	c, _, _ := clusterWithStops(t, path, 2, 8, func(w *Worker) { w.loseDescriptions = 3 })
+	c, _, _ := clusterWithStops(t, path, 2, 8, func(w *Worker) { onFaultyBus(w, loseFirst(KindMeta, 3), nil) })
 	sameMetas(t, c, path, 8)
 }
 
@@ -431,7 +431,7 @@ func TestReconnectedWorkersAreAskedAgain(t *testing.T) {
 	defer close(done)
 	o := clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) { cfg.ResendAfter = time.Hour }}
 	c, _, _ := startCluster(t, path, 2, 8, o, func(w *Worker) {
-		w.loseDescriptions = 4 // all of them
+		onFaultyBus(w, loseFirst(KindMeta, 4), nil) // all of them
 		wg.Add(1)
 		go func() {
 			// What the connection does when it is back: the worker's
@@ -586,7 +586,7 @@ func TestKilledWorkerIsProbed(t *testing.T) {
 					if ws = append(ws, w); len(ws) > 1 {
 						return
 					}
-					w.loseDescriptions = 1 << 30
+					onFaultyBus(w, loseFirst(KindMeta, 1<<30), nil)
 					go func() {
 						for range 1000 {
 							w.mu.Lock()
@@ -642,7 +642,7 @@ func TestStuckWorkerLosesItsShards(t *testing.T) {
 		cfg.ResendAfter = 100 * time.Millisecond // maxResends of them: 2 s
 	}}, func(w *Worker) {
 		if n++; n == 1 {
-			w.hangAfter = 5
+			onFaultyBus(w, nil, loseAfter(KindPoint, 5))
 		}
 	})
 	core, logs := observer.New(zap.InfoLevel)
@@ -718,7 +718,7 @@ func TestUndescribedShardsMove(t *testing.T) {
 		cfg.ResendAfter, cfg.Log = 100*time.Millisecond, zap.New(core)
 	}}, func(w *Worker) {
 		if n++; n == 1 {
-			w.loseDescriptions = 1 << 30
+			onFaultyBus(w, loseFirst(KindMeta, 1<<30), nil)
 		}
 	})
 	got, err := train.Train(c, cfg)
@@ -1127,7 +1127,7 @@ func TestLoadSaysItIsStillWaiting(t *testing.T) {
 func TestRoundEndsWhenTheConnectionCloses(t *testing.T) {
 	c, _, _ := startCluster(t, testData(t), 1, 4, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
 		cfg.HeartbeatTimeout, cfg.ResendAfter = time.Hour, time.Hour
-	}}, func(w *Worker) { w.hangAfter = 1 }) // it answers no round: the round waits
+	}}, func(w *Worker) { onFaultyBus(w, nil, loseAfter(KindPoint, 1)) }) // it answers no round: the round waits
 	features := uint32(0)
 	for _, m := range c.Meta() {
 		features = max(features, m.MaxIndex)

@@ -96,8 +96,9 @@ type WorkerConfig struct {
 	Shared *shard.Shared
 
 	// wholeGradients sends every gradient whole, never as a bitmap and
-	// its values (tests compare the two).
-	wholeGradients bool
+	// its values; sparseSums sums whole nodes in their own columns even
+	// where dense vectors would pay (tests compare each pair).
+	wholeGradients, sparseSums bool
 }
 
 // Worker holds shards for a coordinator and evaluates them on request. All
@@ -106,7 +107,8 @@ type WorkerConfig struct {
 type Worker struct {
 	ID  string
 	cfg WorkerConfig
-	nc  *nats.Conn
+	nc  *nats.Conn // the connection's state: connected, payload limit, reconnections
+	bus bus        // its messages: nc, or in tests one that loses some
 	log *zap.Logger
 
 	cmds   chan Assign
@@ -145,19 +147,9 @@ type Worker struct {
 	// its own.
 	chunks chunker
 
-	// sparseSums, set by tests, sums whole nodes in their own columns
-	// even where dense vectors would pay.
-	sparseSums bool
-
-	// loseDescriptions, set by tests, drops that many shard descriptions
-	// as a lost connection does.
-	loseDescriptions int
 	// forgetPoints, set by tests, forgets the last point that many times
 	// when a point without x comes, as a worker that missed a round does.
 	forgetPoints int
-	// hangAfter, set by tests, ignores the points of rounds after this
-	// one, while heartbeats go on, as a hung evaluation does.
-	hangAfter uint64
 	// hangLoads, set by tests, makes loads wait for it to close before
 	// they read, as a load from a hung network mount does.
 	hangLoads chan struct{}
@@ -167,6 +159,15 @@ type Worker struct {
 	hb     Heartbeat
 	beat   chan struct{} // a heartbeat now, not at the next tick
 	badMsg counter
+}
+
+// bus is what a worker sends and receives its messages through: the NATS
+// connection, or in tests one that loses messages on the way (a cut
+// connection, a server that drops what a slow reader had queued, a hung
+// evaluation that hears no more points).
+type bus interface {
+	Publish(subject string, data []byte) error
+	Subscribe(subject string, cb nats.MsgHandler) (*nats.Subscription, error)
 }
 
 type roundMsg struct {
@@ -199,7 +200,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 	if cfg.Name != "" {
 		id = cfg.Name + "-" + id
 	}
-	w := &Worker{ID: id, cfg: cfg, nc: nc, log: cfg.Log.With(zap.String("worker", id)),
+	w := &Worker{ID: id, cfg: cfg, nc: nc, bus: nc, log: cfg.Log.With(zap.String("worker", id)),
 		cmds: make(chan Assign, 16), points: make(chan roundMsg, 64), loaded: make(chan loadResult, 4),
 		shards: map[int]*shard.Shard{}, want: map[int]shard.Range{}, loading: map[int]bool{}, beat: make(chan struct{}, 1)}
 	w.badMsg.log = w.log
@@ -215,7 +216,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// together apart.
 	var own Assembler
 	own.MaxPending = 4
-	sub, err := w.nc.Subscribe(WorkerSubject(w.ID), func(m *nats.Msg) {
+	sub, err := w.bus.Subscribe(WorkerSubject(w.ID), func(m *nats.Msg) {
 		h, payload, err := DecodeChunk(m.Data)
 		if err == nil && h.Kind == KindProbe {
 			return // the server answers for us if we are gone
@@ -248,7 +249,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer sub.Unsubscribe()
-	hello, err := w.nc.Subscribe(SubjectHello, func(*nats.Msg) { w.beatNow() })
+	hello, err := w.bus.Subscribe(SubjectHello, func(*nats.Msg) { w.beatNow() })
 	if err != nil {
 		return err
 	}
@@ -311,7 +312,7 @@ func (w *Worker) sendHeartbeat() {
 	hb, _ := json.Marshal(w.hb)
 	w.mu.Unlock()
 	Chunks(KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {
-		return w.nc.Publish(SubjectHeartbeat, b)
+		return w.bus.Publish(SubjectHeartbeat, b)
 	})
 }
 
@@ -438,7 +439,7 @@ func (w *Worker) switchJob(a Assign) []int {
 	clear(w.loading)
 	var asm Assembler
 	asm.MaxPending = 4
-	sub, err := w.nc.Subscribe(DownSubject(job), func(m *nats.Msg) {
+	sub, err := w.bus.Subscribe(DownSubject(job), func(m *nats.Msg) {
 		h, payload, err := DecodeChunk(m.Data)
 		if err != nil || h.Kind != KindPoint || h.Job != job {
 			w.badMsg.add(err, h.Kind)
@@ -596,10 +597,6 @@ func (w *Worker) setFolds(shards []*shard.Shard) error {
 
 // describe sends a shard's description to the coordinator.
 func (w *Worker) describe(s *shard.Shard) {
-	if w.loseDescriptions > 0 {
-		w.loseDescriptions--
-		return
-	}
 	meta := shard.MetaOf(s)
 	w.publishUp(KindMeta, 0, uint32(s.ID), EncodeMeta(w.ID, &meta))
 }
@@ -628,7 +625,7 @@ func (w *Worker) rebuildLocal() {
 	for _, id := range ids {
 		cols[id] = w.shards[id].Cols
 	}
-	if d := shard.NewDenseSum(w.total, cols); d != nil && d.Pays() && !w.sparseSums {
+	if d := shard.NewDenseSum(w.total, cols); d != nil && d.Pays() && !w.cfg.sparseSums {
 		d.Emit, d.Release = w.sendNode, w.local.Release
 		w.dense = d
 		return
@@ -685,7 +682,7 @@ func (w *Worker) sent(s int) bool {
 }
 
 func (w *Worker) onPoint(m roundMsg) {
-	if m.job != w.job || m.round < w.round || (w.hangAfter > 0 && m.round > w.hangAfter) {
+	if m.job != w.job || m.round < w.round {
 		return
 	}
 	if m.round == w.round && w.point != nil {
@@ -943,7 +940,7 @@ func (w *Worker) publishUp(kind Kind, round uint64, shardID uint32, payload ...[
 		if m := w.cfg.Metrics; m != nil {
 			m.Bytes.WithLabelValues("up").Add(float64(len(b)))
 		}
-		return w.nc.Publish(subj, b)
+		return w.bus.Publish(subj, b)
 	})
 	if err != nil {
 		w.log.Error("publish", zap.Stringer("kind", kind), zap.Error(err))
