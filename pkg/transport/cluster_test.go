@@ -307,7 +307,7 @@ func TestHessVecPointsGoWithoutX(t *testing.T) {
 			first := true
 			c, _, _ := clusterWithStops(t, path, 2, 16, func(w *Worker) {
 				if first {
-					w.forgetPoints, first = forget, false
+					w.core.forgetPoints, first = forget, false
 				}
 			})
 			// A worker without x asks for it: no round waits for a resend.
@@ -796,7 +796,7 @@ func TestPointsCarryLiveCoordinates(t *testing.T) {
 			first := true
 			cl, _, stops := clusterWithStops(t, path, 2, 8, func(w *Worker) {
 				if first {
-					w.forgetPoints, first = c.forget, false
+					w.core.forgetPoints, first = c.forget, false
 				}
 			})
 			if c.kill {
@@ -1044,7 +1044,7 @@ func TestShardsOutliveTheJob(t *testing.T) {
 	path := testData(t)
 	core, logs := observer.New(zap.InfoLevel)
 	hourly := clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) { cfg.HeartbeatTimeout = time.Hour }}
-	first, _, _ := startCluster(t, path, 2, 8, hourly, func(w *Worker) { w.log, w.cfg.Heartbeat = zap.New(core), time.Hour })
+	first, _, _ := startCluster(t, path, 2, 8, hourly, func(w *Worker) { w.log, w.core.log, w.cfg.Heartbeat = zap.New(core), zap.New(core), time.Hour })
 	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "newton", MaxIter: 300}
 	if _, err := train.Train(first, cfg); err != nil {
 		t.Fatal(err)

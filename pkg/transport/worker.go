@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,8 +79,6 @@ func (w wireOp) eval() osgm.Op {
 // point (it missed the round before) says so (KindNeedX) and answers the
 // broadcast with x that the coordinator sends at once.
 
-var errNoX = errors.New("transport: a Hessian-vector point at an x this worker does not hold (waiting for the round with x)")
-
 // WorkerConfig configures a worker.
 type WorkerConfig struct {
 	Name      string
@@ -101,44 +98,22 @@ type WorkerConfig struct {
 	wholeGradients, sparseSums bool
 }
 
-// Worker holds shards for a coordinator and evaluates them on request. All
-// protocol state is owned by the Run goroutine; NATS callbacks only
-// decode, reassemble and queue.
+// Worker holds shards for a coordinator and evaluates them on request:
+// the NATS loop around a workerCore. All protocol state is the core's,
+// stepped by the Run goroutine; NATS callbacks only decode, reassemble
+// and queue, and loads read on goroutines of their own.
 type Worker struct {
-	ID  string
-	cfg WorkerConfig
-	nc  *nats.Conn // the connection's state: connected, payload limit, reconnections
-	bus bus        // its messages: nc, or in tests one that loses some
-	log *zap.Logger
+	ID   string
+	cfg  WorkerConfig
+	nc   *nats.Conn // the connection's state: connected, payload limit, reconnections
+	bus  bus        // its messages: nc, or in tests one that loses some
+	log  *zap.Logger
+	core *workerCore
 
 	cmds   chan Assign
 	points chan roundMsg
 	loaded chan loadResult
-
-	// Run goroutine state.
-	job      uint64
-	source   Source
-	down     *nats.Subscription
-	shards   map[int]*shard.Shard
-	want     map[int]shard.Range
-	loading  map[int]bool
-	order    []float64
-	foldN    uint32   // the folds foldIDs numbers (0: none yet)
-	foldIDs  []uint16 // every row's fold, for the current point's folds
-	point    *Point
-	live     *shard.LiveMap // the coordinates point carries (nil: all)
-	askedFor uint64         // the last round this worker asked for the whole point
-	round    uint64
-	answered map[int][]byte            // this round's encoded partials, for resends
-	sums     map[shard.NodeID][][]byte // this round's node sums as sent, for resends
-	laidOut  [][]byte                  // memory of this round's sums sent sparse
-	spare    [][]byte                  // and of the last rounds', free again
-	total    int                       // shards in the job
-	groups   map[int]*shard.Group
-	comb     *shard.Combiner // sums the tree's nodes this worker holds whole
-	dense    *shard.DenseSum // or, on wide data, this does
-	started  time.Time       // when this round's evaluation began
-	local    *shard.Local
+	down   *nats.Subscription // the job's broadcast points
 
 	// The one chunk buffer kept from round to round for what goes up.
 	// Points come down as chunks decoded in place (the next point goes
@@ -147,9 +122,6 @@ type Worker struct {
 	// its own.
 	chunks chunker
 
-	// forgetPoints, set by tests, forgets the last point that many times
-	// when a point without x comes, as a worker that missed a round does.
-	forgetPoints int
 	// hangLoads, set by tests, makes loads wait for it to close before
 	// they read, as a load from a hung network mount does.
 	hangLoads chan struct{}
@@ -170,21 +142,6 @@ type bus interface {
 	Subscribe(subject string, cb nats.MsgHandler) (*nats.Subscription, error)
 }
 
-type roundMsg struct {
-	round uint64
-	job   uint64
-	parts [][]byte // the point message's chunks, in order
-}
-
-type loadResult struct {
-	job    uint64
-	shards []*shard.Shard
-	err    error
-	failed int
-	took   time.Duration
-	ranges []shard.Range
-}
-
 // NewWorker prepares a worker on an open connection.
 func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 	if cfg.Heartbeat == 0 {
@@ -201,9 +158,9 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 		id = cfg.Name + "-" + id
 	}
 	w := &Worker{ID: id, cfg: cfg, nc: nc, bus: nc, log: cfg.Log.With(zap.String("worker", id)),
-		cmds: make(chan Assign, 16), points: make(chan roundMsg, 64), loaded: make(chan loadResult, 4),
-		shards: map[int]*shard.Shard{}, want: map[int]shard.Range{}, loading: map[int]bool{}, beat: make(chan struct{}, 1)}
+		cmds: make(chan Assign, 16), points: make(chan roundMsg, 64), loaded: make(chan loadResult, 4), beat: make(chan struct{}, 1)}
 	w.badMsg.log = w.log
+	w.core = newWorkerCore(id, &w.cfg, w, w.log, &w.badMsg)
 	w.hb = Heartbeat{ID: id, Name: cfg.Name, OwnPoints: true}
 	return w
 }
@@ -280,11 +237,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.sayGoodbye()
 			return nil
 		case a := <-w.cmds:
-			w.assign(a)
+			w.core.assign(a)
 		case r := <-w.loaded:
-			w.finishLoad(r)
+			w.core.finishLoad(r)
 		case p := <-w.points:
-			w.onPoint(p)
+			w.core.onPoint(p)
 		}
 	}
 }
@@ -348,95 +305,27 @@ func (w *Worker) heartbeats(ctx context.Context) {
 	}
 }
 
-func (w *Worker) publishState() {
-	held := make([]int, 0, len(w.shards))
-	for id := range w.shards {
-		held = append(held, id)
-	}
-	slices.Sort(held)
-	loading := make([]int, 0, len(w.loading))
-	for id := range w.loading {
-		loading = append(loading, id)
-	}
-	slices.Sort(loading)
-	w.mu.Lock()
-	w.hb.Job, w.hb.Held, w.hb.Loading = w.job, held, loading
-	w.mu.Unlock()
-	if m := w.cfg.Metrics; m != nil {
-		m.Shards.Set(float64(len(held)))
+// send is workerIO's: one message up, in chunks the server takes.
+func (w *Worker) send(kind Kind, job, round uint64, shardID uint32, pieces ...[]byte) {
+	subj := UpSubject(job)
+	err := w.chunks.sendPieces(kind, job, round, shardID, pieces, int(w.nc.MaxPayload()), func(b []byte) error {
+		if m := w.cfg.Metrics; m != nil {
+			m.Bytes.WithLabelValues("up").Add(float64(len(b)))
+		}
+		return w.bus.Publish(subj, b)
+	})
+	if err != nil {
+		w.log.Error("publish", zap.Stringer("kind", kind), zap.Error(err))
 	}
 }
 
-// assign makes the held shards match the coordinator's list.
-func (w *Worker) assign(a Assign) {
-	describe := a.Describe
-	if a.Job != w.job {
-		// The new coordinator knows nothing of the shards kept.
-		describe = append(w.switchJob(a), describe...)
-	}
-	w.source, w.total = a.Source, a.Total
-	w.want = map[int]shard.Range{}
-	for _, r := range a.Shards {
-		w.want[r.ID] = r
-	}
-	for id := range w.shards {
-		if _, ok := w.want[id]; !ok {
-			delete(w.shards, id)
-			w.log.Info("dropped shard", zap.Int("shard", id))
-		}
-	}
-	var todo []shard.Range
-	for _, r := range a.Shards {
-		if w.shards[r.ID] == nil && !w.loading[r.ID] {
-			todo = append(todo, r)
-			w.loading[r.ID] = true
-		}
-	}
-	w.rebuildLocal()
-	w.publishState()
-	for _, id := range describe {
-		if s := w.shards[id]; s != nil {
-			w.describe(s)
-		}
-	}
-	if len(todo) == 0 {
-		return
-	}
-	w.log.Info("loading shards", zap.Int("count", len(todo)), zap.String("path", a.Source.Path), zap.String("bucket", a.Source.Bucket))
-	go func(job uint64, src Source) {
-		start := time.Now()
-		shards, failed, err := w.load(src, todo)
-		w.loaded <- loadResult{job: job, shards: shards, err: err, failed: failed, took: time.Since(start), ranges: todo}
-	}(a.Job, a.Source)
-}
-
-// switchJob leaves the last job for a's. Shards of the same file, cut at
-// the same bytes, stay: a coordinator resumed from a checkpoint, or the
-// next training of the same file (another C, say), finds them loaded
-// instead of waiting for every worker to read the file again. It returns
-// the ids of the shards kept.
-func (w *Worker) switchJob(a Assign) []int {
-	job := a.Job
+// listen is workerIO's: the job's broadcast points, and no other's, are
+// put together and queued for the core.
+func (w *Worker) listen(job uint64) {
 	if w.down != nil {
 		w.down.Unsubscribe()
+		w.down = nil
 	}
-	kept, ids := map[int]*shard.Shard{}, []int{}
-	if a.Source.Bucket == "" && w.source.Bucket == "" && a.Source.Path == w.source.Path && a.Source.File == w.source.File {
-		for _, r := range a.Shards {
-			if s := w.shards[r.ID]; s != nil && w.want[r.ID] == r {
-				s.Reuse()
-				kept[r.ID] = s
-				ids = append(ids, r.ID)
-			}
-		}
-	}
-	if len(kept) > 0 {
-		w.log.Info("shards kept for the new job", zap.Int("count", len(kept)), zap.String("path", a.Source.Path))
-	}
-	w.job, w.round, w.point, w.answered, w.sums, w.order = job, 0, nil, nil, nil, nil
-	w.live, w.askedFor, w.foldN, w.foldIDs = nil, 0, 0, nil
-	w.shards = kept
-	clear(w.loading)
 	var asm Assembler
 	asm.MaxPending = 4
 	sub, err := w.bus.Subscribe(DownSubject(job), func(m *nats.Msg) {
@@ -452,15 +341,34 @@ func (w *Worker) switchJob(a Assign) []int {
 	})
 	if err != nil {
 		w.log.Error("subscribe", zap.Error(err))
-		return ids
+		return
 	}
 	// A large broadcast must never be dropped silently for want of room.
 	sub.SetPendingLimits(-1, -1)
 	w.down = sub
-	return ids
 }
 
-func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
+// load is workerIO's: the shards are read on a goroutine of their own and
+// handed to the Run loop when read.
+func (w *Worker) load(job uint64, src Source, ranges []shard.Range) {
+	go func() {
+		start := time.Now()
+		shards, failed, err := w.readShards(src, ranges)
+		w.loaded <- loadResult{job: job, shards: shards, err: err, failed: failed, took: time.Since(start), ranges: ranges}
+	}()
+}
+
+// holding is workerIO's: what the next heartbeats say.
+func (w *Worker) holding(job uint64, held, loading []int) {
+	w.mu.Lock()
+	w.hb.Job, w.hb.Held, w.hb.Loading = job, held, loading
+	w.mu.Unlock()
+	if m := w.cfg.Metrics; m != nil {
+		m.Shards.Set(float64(len(held)))
+	}
+}
+
+func (w *Worker) readShards(src Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
 	if w.hangLoads != nil {
 		<-w.hangLoads
 	}
@@ -502,449 +410,6 @@ func (w *Worker) load(src Source, ranges []shard.Range) ([]*shard.Shard, int, er
 		return shard.Read(zr, fmt.Sprintf("%s/%s", src.Bucket, name), r.ID)
 	})
 	return shards, failed, err
-}
-
-func (w *Worker) finishLoad(r loadResult) {
-	if r.job != w.job {
-		return
-	}
-	if r.err != nil {
-		// A warning: the coordinator ends the job with this error and
-		// reports it, so -q's one line of trouble stays one line.
-		w.log.Warn("load failed; the coordinator is told", zap.Error(r.err))
-		body, _ := json.Marshal(LoadError{Worker: w.ID, Shard: r.failed, Err: r.err.Error()})
-		w.publishUp(KindError, 0, uint32(r.failed), body)
-		for id := range w.loading {
-			delete(w.loading, id)
-		}
-		w.publishState()
-		return
-	}
-	var fresh []*shard.Shard
-	for _, s := range r.shards {
-		delete(w.loading, s.ID)
-		if _, ok := w.want[s.ID]; !ok {
-			continue // unassigned while loading
-		}
-		if w.order != nil {
-			s.SetClasses(w.order)
-		}
-		w.shards[s.ID] = s
-		fresh = append(fresh, s)
-		w.describe(s)
-	}
-	w.rebuildLocal()
-	w.publishState()
-	rows, bytes, held, compact := 0, int64(0), 0, 0
-	for _, s := range fresh {
-		rows += s.Rows()
-		held += s.Bytes()
-		if s.Compacted() {
-			compact++
-		}
-	}
-	for _, rg := range r.ranges {
-		bytes += rg.End - rg.Start
-	}
-	secs := r.took.Seconds()
-	w.log.Info("loaded shards", zap.Int("count", len(fresh)), zap.Int("held", len(w.shards)), zap.Int("rows", rows),
-		zap.Int64("bytes", bytes), zap.Int("shard_bytes", held), zap.Int("compact", compact), zap.Duration("took", r.took),
-		zap.Float64("rows_per_s", float64(rows)/secs), zap.Float64("mb_per_s", float64(bytes)/secs/1e6))
-	if w.point != nil && len(fresh) > 0 {
-		if err := w.setFolds(fresh); err != nil {
-			w.badMsg.add(err, KindPoint)
-			return
-		}
-		w.evaluate(fresh, false)
-	}
-}
-
-// setFolds numbers the rows' cross-validation folds as the current point
-// describes them. The numbering of all rows is computed once per (folds,
-// rows) and kept, for shards that arrive later.
-func (w *Worker) setFolds(shards []*shard.Shard) error {
-	p := w.point
-	if p.Folds == 0 {
-		return nil
-	}
-	if w.foldN != p.Folds || uint64(len(w.foldIDs)) != p.Rows {
-		if p.Rows > 1<<31-1 {
-			return fmt.Errorf("point: %d rows in folds", p.Rows)
-		}
-		ids, err := shard.Folds(int(p.Rows), int(p.Folds))
-		if err != nil {
-			return err
-		}
-		w.foldN, w.foldIDs = p.Folds, ids
-		for _, s := range w.shards {
-			s.Fold = nil // numbered for other folds
-		}
-	}
-	for _, s := range shards {
-		if s.Fold != nil {
-			continue
-		}
-		if s.ID >= len(p.Starts) || p.Starts[s.ID] > p.Rows || uint64(s.Rows()) > p.Rows-p.Starts[s.ID] {
-			return fmt.Errorf("point: shard %d's rows are not within the %d rows of the folds", s.ID, p.Rows)
-		}
-		start := p.Starts[s.ID]
-		if err := s.SetFolds(w.foldIDs[start : start+uint64(s.Rows())]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// describe sends a shard's description to the coordinator.
-func (w *Worker) describe(s *shard.Shard) {
-	meta := shard.MetaOf(s)
-	w.publishUp(KindMeta, 0, uint32(s.ID), EncodeMeta(w.ID, &meta))
-}
-
-func (w *Worker) rebuildLocal() {
-	ids := make([]int, 0, len(w.shards))
-	for id := range w.shards {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	list := make([]*shard.Shard, len(ids))
-	for i, id := range ids {
-		list[i] = w.shards[id]
-	}
-	w.local = shard.NewLocal(list, w.cfg.Parallel)
-	w.groups, w.comb, w.dense = map[int]*shard.Group{}, nil, nil
-	if w.total == 0 {
-		return
-	}
-	// The groups held whole, and above them the highest nodes held whole,
-	// go up as one sum each: with shards given out in contiguous blocks
-	// that is a few messages per worker, whatever the number of shards.
-	// Wide data whose shards touch most columns is summed in dense
-	// vectors; the rest in the groups' and nodes' own columns.
-	cols := make(map[int]shard.Columns, len(ids))
-	for _, id := range ids {
-		cols[id] = w.shards[id].Cols
-	}
-	if d := shard.NewDenseSum(w.total, cols); d != nil && d.Pays() && !w.cfg.sparseSums {
-		d.Emit, d.Release = w.sendNode, w.local.Release
-		w.dense = d
-		return
-	}
-	for _, id := range ids {
-		g := shard.GroupOf(id)
-		if w.groups[g] != nil {
-			continue
-		}
-		first, end := shard.GroupShards(g, w.total)
-		var gc [][]uint32
-		for s := first; s < end; s++ {
-			c, ok := cols[s]
-			if !ok {
-				gc = nil
-				break
-			}
-			gc = append(gc, c.Slice())
-		}
-		if gc != nil {
-			w.groups[g] = shard.NewGroup(g, gc)
-		}
-	}
-	w.comb = shard.NewCombiner(w.total, shard.BuildNodes(w.total, w.groups), w.sendNode)
-}
-
-func (w *Worker) sendNode(id shard.NodeID, sum *shard.Partial) error {
-	sum.Seconds = time.Since(w.started).Seconds()
-	// The sum's memory is not written again before the next round, so
-	// the message is sent, and kept for resends, as views of it; or, when
-	// its gradient goes sparse, laid out in memory of its own that serves
-	// again from the next round on.
-	var buf []byte
-	if n := len(w.spare); n > 0 {
-		buf, w.spare = w.spare[n-1], w.spare[:n-1]
-	}
-	pieces := partialPieces(sum, buf, w.cfg.wholeGradients)
-	if len(pieces) == 1 {
-		w.laidOut = append(w.laidOut, pieces[0])
-	}
-	w.sums[id] = pieces
-	w.publishUp(KindGroup, w.round, id.Wire(), pieces...)
-	return nil
-}
-
-// sent reports whether a node sum sent this round covers shard s.
-func (w *Worker) sent(s int) bool {
-	for id := range w.sums {
-		if first, end := id.Shards(w.total); s >= first && s < end {
-			return true
-		}
-	}
-	return false
-}
-
-func (w *Worker) onPoint(m roundMsg) {
-	if m.job != w.job || m.round < w.round {
-		return
-	}
-	if m.round == w.round && w.point != nil {
-		// The coordinator is missing results of this round: send again
-		// what was computed, compute what was not. A resend in another
-		// layout (the whole point, after an own point that lacked the
-		// columns of shards loaded since) replaces the point in hand.
-		if p, err := w.decodePoint(m.parts, nil); err == nil && !sameLayout(w.live, p) {
-			if err := w.setPoint(p); err != nil {
-				w.badMsg.add(err, KindPoint)
-				return
-			}
-		}
-		for id, pieces := range w.sums {
-			w.publishUp(KindGroup, w.round, id.Wire(), pieces...)
-		}
-		var todo []*shard.Shard
-		for _, s := range w.local.Shards {
-			if b, ok := w.answered[s.ID]; ok {
-				w.publishUp(KindPartial, w.round, uint32(s.ID), b)
-			} else if !w.sent(s.ID) {
-				todo = append(todo, s)
-			}
-		}
-		w.evaluate(todo, false)
-		return
-	}
-	// A new round: the last point is done with, and the new one is
-	// decoded into its memory (a 1 M-feature Hessian-vector point is 16
-	// MB). Decoding checks every size before it writes a vector; should
-	// it fail all the same, no point is kept.
-	p, err := w.decodePoint(m.parts, w.point)
-	if err == errNoX {
-		w.log.Info("a point without x at an x this worker does not hold: asking for x", zap.Uint64("round", m.round))
-		w.publishUp(KindNeedX, m.round, 0, []byte(w.ID))
-	}
-	if err == nil {
-		err = w.setPoint(p)
-	}
-	if err != nil {
-		w.badMsg.add(err, KindPoint)
-		w.point, w.live = nil, nil
-		return
-	}
-	w.round, w.answered, w.sums = m.round, map[int][]byte{}, map[shard.NodeID][][]byte{}
-	w.spare, w.laidOut = append(w.spare, w.laidOut...), w.laidOut[:0]
-	if !slices.Equal(p.Labels, w.order) {
-		w.order = p.Labels
-		for _, s := range w.shards {
-			s.SetClasses(w.order)
-		}
-	}
-	if err := w.setFolds(w.local.Shards); err != nil {
-		w.badMsg.add(err, KindPoint)
-		w.point, w.live = nil, nil
-		return
-	}
-	w.evaluate(w.local.Shards, true)
-}
-
-// decodePoint decodes a point into into's memory (nil: its own). A
-// Hessian-vector point without x takes x from the point in hand, which
-// must be the one it names, in the same layout; errNoX otherwise.
-func (w *Worker) decodePoint(parts [][]byte, into *Point) (*Point, error) {
-	held := w.point
-	p, err := DecodePointParts(parts, into)
-	if err != nil {
-		return nil, err
-	}
-	if p.Op != pointHessVecAt {
-		return p, nil
-	}
-	if w.forgetPoints > 0 {
-		w.forgetPoints--
-		held = nil
-	}
-	if held == nil || p.Stamp == 0 || held.Stamp != p.Stamp || len(held.X) != len(p.V) || !sameLayout(w.live, p) || len(p.V[0]) != len(held.X[0]) {
-		return nil, errNoX
-	}
-	p.Op, p.X = pointHessVec, held.X
-	return p, nil
-}
-
-// setPoint makes p the point in hand, with the map of the coordinates it
-// carries (nil: all).
-func (w *Worker) setPoint(p *Point) error {
-	if len(p.Live) == 0 {
-		w.point, w.live = p, nil
-		return nil
-	}
-	if !sameLayout(w.live, p) {
-		// Shards build their column maps into a map once, so the map
-		// stays while points bring the same bitmap.
-		m, err := shard.NewLiveMap(slices.Clone(p.Live), int(p.Full))
-		if err != nil {
-			return err
-		}
-		w.live = m
-	}
-	w.point = p
-	return nil
-}
-
-// sameLayout reports whether p carries the coordinates m does (nil: all).
-func sameLayout(m *shard.LiveMap, p *Point) bool {
-	if len(p.Live) == 0 {
-		return m == nil
-	}
-	return m != nil && m.Full == int(p.Full) && slices.Equal(m.Bits, p.Live)
-}
-
-// evaluate computes and publishes the partials of the given shards at the
-// current point; with grouped set, the groups it holds whole go up as one
-// sum each.
-func (w *Worker) evaluate(shards []*shard.Shard, grouped bool) {
-	if len(shards) == 0 {
-		return
-	}
-	p := w.point
-	pt, at, ok := w.shardPoint(shards)
-	if !ok {
-		return
-	}
-	// The full set reuses the worker's backend and its scratch memory;
-	// only a resend or a late load evaluates a subset.
-	local := w.local
-	if len(shards) != len(w.local.Shards) {
-		local = shard.NewLocal(shards, w.cfg.Parallel)
-	}
-	start := time.Now()
-	if p.Op == pointCorrect {
-		w.tally(shards, pt, start)
-		return
-	}
-	var vp *shard.Point
-	if p.Op == pointHessVec {
-		vp = shard.NewPoint(p.V, p.Bias, at)
-		vp.Live = w.live
-	}
-	sums := map[int]*shard.GroupSum{}
-	hess := 0
-	if p.Op == pointEvalHess {
-		hess = shard.HessLen(len(p.X[0]))
-	}
-	w.started = start
-	if grouped && w.comb != nil {
-		w.comb.Reset()
-	}
-	if grouped && w.dense != nil {
-		w.dense.Reset()
-	}
-	if m := w.cfg.Metrics; m != nil {
-		defer func(start time.Time) { m.Eval.Observe(time.Since(start).Seconds()) }(time.Now())
-	}
-	local.Eval(p.Op.eval(), pt, vp, func(part *shard.Partial) error {
-		if grouped && w.dense != nil && w.dense.Holds(part.Shard) {
-			_, err := w.dense.Add(part)
-			return err
-		}
-		g := shard.GroupOf(part.Shard)
-		gr := w.groups[g]
-		if !grouped || gr == nil {
-			part.Seconds = time.Since(start).Seconds()
-			w.answer(part)
-			local.Release(part)
-			return nil
-		}
-		gs := sums[g]
-		if gs == nil {
-			gs = shard.NewGroupSum(gr, w.total, len(part.Loss), hess, local.Release, nil)
-			sums[g] = gs
-		}
-		if _, err := gs.Add(part); err != nil {
-			return err
-		}
-		if gs.Complete() {
-			_, err := w.comb.Add(shard.NodeID{Level: 0, Index: g}, gs.Sum())
-			return err
-		}
-		return nil
-	})
-}
-
-// shardPoint is the round's point as the shards' kernels take it, and at
-// is where its vectors hold the bias weight: last, whether they carry
-// every coordinate or the live ones. Not ok when it does not serve these
-// shards: then it has logged why, or asked for the whole point.
-func (w *Worker) shardPoint(shards []*shard.Shard) (pt *shard.Point, at int, ok bool) {
-	p, live := w.point, w.live
-	at, features := len(p.X[0]), len(p.X[0])
-	if live != nil {
-		features = live.Full
-	}
-	if p.Bias >= 0 {
-		at--
-		features--
-	}
-	pt = shard.NewPoint(p.X, p.Bias, at)
-	pt.Holdout, pt.Stamp, pt.Live = int(p.Holdout), p.Stamp, live
-	if len(p.Weights) > 0 {
-		pt.Weights = p.Weights
-	}
-	if len(p.Classes) > 0 {
-		pt.Classes = make([]int32, len(p.Classes))
-		for k, c := range p.Classes {
-			pt.Classes[k] = int32(c)
-		}
-	}
-	for _, s := range shards {
-		if int(s.MaxIndex) > features {
-			w.log.Error("point is shorter than the shard's features", zap.Int("shard", s.ID))
-			return nil, 0, false
-		}
-	}
-	if err := shard.CheckLive(shards, live); err != nil {
-		// An own point, made before this worker held some shard (loaded
-		// since, or the coordinator's view of what it holds was behind):
-		// the whole point serves it.
-		if w.askedFor != w.round {
-			w.askedFor = w.round
-			w.log.Info("the point lacks columns of shards this worker holds: asking for the whole point",
-				zap.Uint64("round", w.round), zap.Error(err))
-			w.publishUp(KindNeedX, w.round, 0, []byte(w.ID))
-			return nil, 0, false
-		}
-		w.log.Error("point's live coordinates", zap.Error(err))
-		return nil, 0, false
-	}
-	return pt, at, true
-}
-
-// tally answers a round that counts each shard's correct predictions, in
-// a partial's loss (rows by class) and bias gradient (correct by class).
-func (w *Worker) tally(shards []*shard.Shard, pt *shard.Point, start time.Time) {
-	for _, s := range shards {
-		t := s.Tally(pt)
-		part := &shard.Partial{Shard: s.ID, Loss: make([]float64, len(t.Rows)), BiasGrad: make([]float64, len(t.Rows))}
-		for k := range t.Rows {
-			part.Loss[k], part.BiasGrad[k] = float64(t.Rows[k]), float64(t.Correct[k])
-		}
-		part.Seconds = time.Since(start).Seconds()
-		w.answer(part)
-	}
-}
-
-func (w *Worker) answer(part *shard.Partial) {
-	b := appendPartialAs(nil, part, w.cfg.wholeGradients)
-	w.answered[part.Shard] = b
-	w.publishUp(KindPartial, w.round, uint32(part.Shard), b)
-}
-
-func (w *Worker) publishUp(kind Kind, round uint64, shardID uint32, payload ...[]byte) {
-	subj := UpSubject(w.job)
-	err := w.chunks.sendPieces(kind, w.job, round, shardID, payload, int(w.nc.MaxPayload()), func(b []byte) error {
-		if m := w.cfg.Metrics; m != nil {
-			m.Bytes.WithLabelValues("up").Add(float64(len(b)))
-		}
-		return w.bus.Publish(subj, b)
-	})
-	if err != nil {
-		w.log.Error("publish", zap.Stringer("kind", kind), zap.Error(err))
-	}
 }
 
 // counter counts dropped messages and logs the first of each kind.

@@ -15,42 +15,33 @@ import (
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
-// FuzzWorkerPoint hands a worker holding real shards any point message,
-// whole or cut into two chunks, of a new round or of the round in hand:
-// it must evaluate it, ask for the whole point or drop it, never panic. Decoding alone (FuzzDecodeMessages) does not see what a point
+// FuzzWorkerPoint hands a worker's core holding real shards any point
+// message, whole or cut into two chunks, of a new round or of the round in
+// hand: it must evaluate it, ask for the whole point or drop it, never
+// panic. Decoding alone (FuzzDecodeMessages) does not see what a point
 // that decodes does to the kernels: one without labels once did.
 func FuzzWorkerPoint(f *testing.F) {
 	path := randomData(f, rand.New(rand.NewPCG(3, 4)), 200, 3, 1, 60)
-	srv, err := Embedded("")
+	id, err := shard.Identify(path)
 	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(srv.Shutdown)
-	nc, err := Connect(srv.ClientURL(), "fuzz", Auth{}, zap.NewNop())
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(nc.Close)
-	if err := WaitConnected(context.Background(), nc, 5*time.Second); err != nil {
 		f.Fatal(err)
 	}
 	info, err := shard.Stat(path)
 	if err != nil {
 		f.Fatal(err)
 	}
-	id, err := shard.Identify(path)
+	const job = 7
+	ranges := shard.Layout(info.Size, 4)
+	rec := &recorder{}
+	var bad counter
+	bad.log = zap.NewNop()
+	w := newWorkerCore("fuzz", &WorkerConfig{Parallel: 2}, rec, zap.NewNop(), &bad)
+	w.assign(Assign{Job: job, Source: Source{Path: path, File: id}, Shards: ranges, Total: len(ranges)})
+	shards, err := shard.LoadChecked(path, ranges, shard.Options{Parallel: 2}, id)
 	if err != nil {
 		f.Fatal(err)
 	}
-	const job = 7
-	ranges := shard.Layout(info.Size, 4)
-	w := NewWorker(nc, WorkerConfig{Parallel: 2})
-	w.assign(Assign{Job: job, Source: Source{Path: path, File: id}, Shards: ranges, Total: len(ranges)})
-	if r := <-w.loaded; r.err != nil {
-		f.Fatal(r.err)
-	} else {
-		w.finishLoad(r)
-	}
+	w.finishLoad(loadResult{job: job, shards: shards, ranges: ranges})
 
 	labels := []float64{1, 2, 3}
 	vec := func(dim int, scale float64) []float64 {
