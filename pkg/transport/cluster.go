@@ -72,14 +72,44 @@ const stopGrace = 2 * time.Second
 // NATS. It assigns shards, notices workers that die or join, and moves
 // shards so that every round completes; results are added in shard order,
 // so none of this changes a bit of the outcome.
+//
+// It is the NATS loop around a clusterCore: subscriptions decode, check
+// and queue, and Load and the rounds step the core on what comes, and on
+// ticks, from one goroutine.
 type Cluster struct {
-	cfg ClusterConfig
-	nc  *nats.Conn
-	log *zap.Logger
+	*clusterCore
+	nc *nats.Conn
 
 	ups  chan upMsg
 	hbs  chan Heartbeat
 	subs []*nats.Subscription
+
+	reconnected chan struct{}
+	unhook      func() // gives the connection its own handler back
+
+	// A worker killed outright says no goodbye, and its heartbeats stop
+	// only one HeartbeatTimeout before it is missed; but the server drops
+	// its subscriptions as soon as its connection closes. While a round
+	// or Load waits, the workers it waits on are probed (see probe), and
+	// the server's "no responders" for a probe comes to gone.
+	probeInbox string
+	gone       chan string
+
+	asm    Assembler // results; their payloads go back to it
+	chunks chunker   // the chunk buffer points go out in
+}
+
+// clusterCore is the coordinator's side of the protocol: who holds which
+// shard, the round under way and what came back, and the clocks that tell
+// a slow worker from a lost one. It is stepped by heartbeats, results,
+// probes' answers, reconnections and ticks, and acts through its
+// clusterIO; it has no connection or goroutine, and reads the time from
+// now, so the transcript tests (testdata/cluster) step it by hand.
+type clusterCore struct {
+	cfg ClusterConfig
+	io  clusterIO
+	log *zap.Logger
+	now func() time.Time
 
 	workers  map[string]*peer
 	owner    []string       // shard -> worker answering for it
@@ -102,27 +132,15 @@ type Cluster struct {
 	// soon (resendAt): this coordinator (reconnected) or a worker (its
 	// heartbeat's Reconnects grew). While cut off (deafSince) the
 	// coordinator hears no heartbeat and declares nobody dead for it.
-	reconnected chan struct{}
-	unhook      func() // gives the connection its own handler back
-	resendAt    time.Time
-	deafSince   time.Time
-
-	// A worker killed outright says no goodbye, and its heartbeats stop
-	// only one HeartbeatTimeout before it is missed; but the server drops
-	// its subscriptions as soon as its connection closes. While a round
-	// or Load waits, the workers it waits on are probed (see probe), and
-	// the server's "no responders" for a probe comes to gone.
-	probeInbox string
-	gone       chan string
+	resendAt   time.Time
+	deafSince  time.Time
 	probeQuiet time.Time // until when a reconnection makes probes' answers moot
 
-	// Memory kept from round to round: the point's head and chunks, and
-	// the partials decoded in the last round with the payloads their
-	// vectors view, free again once the next round starts (its reduction
-	// was over when the round ended).
-	asm      Assembler // results; their payloads go back to it
+	// Memory kept from round to round: the point's head, and the
+	// partials decoded in the last round with the payloads their vectors
+	// view, free again once the next round starts (its reduction was
+	// over when the round ended).
 	pointBuf []byte
-	chunks   chunker
 	decoded  []*decodedPartial
 	reuse    []*decodedPartial
 	viewed   [][]byte
@@ -148,6 +166,21 @@ type Cluster struct {
 	// Stats for the caller.
 	mu    sync.Mutex
 	stats Stats
+}
+
+// clusterIO is what the coordinator's core asks of the world around it.
+type clusterIO interface {
+	// connected reports whether the coordinator is on NATS now.
+	connected() bool
+	// sendPoint sends a round's point on subj, and the bytes it sent.
+	sendPoint(subj string, round uint64, pieces [][]byte) (int64, error)
+	// assign tells a worker its shards.
+	assign(id string, a Assign) error
+	// probeSubject asks the server whether anyone holds worker id's
+	// subject: the core hears by onGone if nobody does.
+	probeSubject(id string) error
+	// recycle takes back a result's payload, the core done with it.
+	recycle(payload []byte)
 }
 
 // Stats count what crossed the bus.
@@ -215,9 +248,8 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		cfg.Log = zap.NewNop()
 	}
 	n := len(cfg.Ranges)
-	c := &Cluster{cfg: cfg, nc: nc, log: cfg.Log, ups: make(chan upMsg, upQueue), hbs: make(chan Heartbeat, 256), reconnected: make(chan struct{}, 1), gone: make(chan string, 16),
-		workers: map[string]*peer{}, owner: make([]string, n), incoming: map[int]string{}, metas: make([]shard.Meta, n), haveMet: make([]bool, n)}
-	c.bad.log = c.log
+	c := &Cluster{nc: nc, ups: make(chan upMsg, upQueue), hbs: make(chan Heartbeat, 256), reconnected: make(chan struct{}, 1), gone: make(chan string, 16)}
+	c.clusterCore = newClusterCore(cfg, c)
 	c.asm.MaxPending = 4 * max(n, 16)
 	up, err := nc.Subscribe(UpSubject(cfg.Job), c.receiveUp)
 	if err != nil {
@@ -256,6 +288,50 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	})
 	return c, nil
 }
+
+func newClusterCore(cfg ClusterConfig, io clusterIO) *clusterCore {
+	n := len(cfg.Ranges)
+	c := &clusterCore{cfg: cfg, io: io, log: cfg.Log, now: time.Now,
+		workers: map[string]*peer{}, owner: make([]string, n), incoming: map[int]string{}, metas: make([]shard.Meta, n), haveMet: make([]bool, n)}
+	c.bad.log = c.log
+	return c
+}
+
+// connected is clusterIO's.
+func (c *Cluster) connected() bool { return c.nc.IsConnected() }
+
+// sendPoint is clusterIO's: the point in chunks the server takes.
+func (c *Cluster) sendPoint(subj string, round uint64, pieces [][]byte) (int64, error) {
+	var sent int64
+	err := c.chunks.sendPieces(KindPoint, c.cfg.Job, round, 0, pieces, int(c.nc.MaxPayload()), func(b []byte) error {
+		sent += int64(len(b))
+		return c.nc.Publish(subj, b)
+	})
+	return sent, err
+}
+
+// assign is clusterIO's.
+func (c *Cluster) assign(id string, a Assign) error {
+	body, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	return Chunks(KindAssign, c.cfg.Job, 0, 0, body, int(c.nc.MaxPayload()), func(b []byte) error {
+		return c.nc.Publish(WorkerSubject(id), b)
+	})
+}
+
+// probeSubject is clusterIO's: a probe on the worker's own subject with a reply
+// subject that names it, which the server answers (receiveProbe) only
+// when nobody holds the subject. Workers never answer probes.
+func (c *Cluster) probeSubject(id string) error {
+	return Chunks(KindProbe, c.cfg.Job, 0, 0, nil, int(c.nc.MaxPayload()), func(b []byte) error {
+		return c.nc.PublishMsg(&nats.Msg{Subject: WorkerSubject(id), Reply: c.probeInbox + "." + id, Data: b})
+	})
+}
+
+// recycle is clusterIO's.
+func (c *Cluster) recycle(payload []byte) { c.asm.Recycle(payload) }
 
 // receiveUp takes a chunk of a worker's result, description or request
 // and, once the message is whole, queues it for the round or Load
@@ -329,23 +405,23 @@ func (c *Cluster) receiveProbe(m *nats.Msg) {
 }
 
 // Live is the number of workers currently alive.
-func (c *Cluster) Live() int { return len(c.live()) }
+func (c *clusterCore) Live() int { return len(c.live()) }
 
 // SetSource says where workers find the data; call before Load.
-func (c *Cluster) SetSource(s Source) { c.cfg.Source = s }
+func (c *clusterCore) SetSource(s Source) { c.cfg.Source = s }
 
 // Job is the job id on the bus.
-func (c *Cluster) Job() uint64 { return c.cfg.Job }
+func (c *clusterCore) Job() uint64 { return c.cfg.Job }
 
 // Stats returns what crossed the bus so far.
-func (c *Cluster) Stats() Stats {
+func (c *clusterCore) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stats
 }
 
 // Dropped counts bad messages by reason.
-func (c *Cluster) Dropped() map[string]int { return c.bad.Dropped() }
+func (c *clusterCore) Dropped() map[string]int { return c.bad.Dropped() }
 
 // Close unsubscribes.
 func (c *Cluster) Close() {
@@ -403,18 +479,25 @@ func (c *Cluster) Load(ctx context.Context) error {
 			if err := closedError(c.nc); err != nil {
 				return err
 			}
-			c.checkWorkers(false)
-			c.askAgain()
-			var owing []string
-			for s, ok := range c.haveMet {
-				if !ok {
-					owing = append(owing, c.target(s))
-				}
-			}
-			c.probe(owing)
+			c.onLoadTick()
 		}
 	}
 	return nil
+}
+
+// onLoadTick checks on the workers while Load waits for descriptions:
+// shards of lost workers move, descriptions long missing are asked for
+// again, and the workers owing some are probed.
+func (c *clusterCore) onLoadTick() {
+	c.checkWorkers(false)
+	c.askAgain()
+	var owing []string
+	for s, ok := range c.haveMet {
+		if !ok {
+			owing = append(owing, c.target(s))
+		}
+	}
+	c.probe(owing)
 }
 
 // askAgain asks workers for the descriptions of shards they hold but
@@ -423,11 +506,11 @@ func (c *Cluster) Load(ctx context.Context) error {
 // that cuts off a slow consumer (all of a large job's column maps
 // arriving at once) or restarts drops what it had queued: Load would
 // wait for ever.
-func (c *Cluster) askAgain() {
+func (c *clusterCore) askAgain() {
 	if c.heldSince == nil {
 		c.heldSince = map[int]time.Time{}
 	}
-	now := time.Now()
+	now := c.now()
 	all := c.due(now)
 	ask := map[string][]int{}
 	for s, ok := range c.haveMet {
@@ -477,7 +560,7 @@ type holding struct {
 // hold shards the job waits for and have left stuckResends asks for their
 // descriptions unanswered: a worker whose loop hangs once its load is
 // over heartbeats on, and its load has ended, so unstickLoads cannot tell.
-func (c *Cluster) unstickDescriptions(ids []string) {
+func (c *clusterCore) unstickDescriptions(ids []string) {
 	if len(ids) == 0 {
 		return
 	}
@@ -491,7 +574,7 @@ func (c *Cluster) unstickDescriptions(ids []string) {
 	c.balance(false)
 }
 
-func (c *Cluster) live() []string {
+func (c *clusterCore) live() []string {
 	var ids []string
 	for id, p := range c.workers {
 		if !p.dead {

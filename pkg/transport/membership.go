@@ -1,17 +1,15 @@
 package transport
 
 import (
-	"encoding/json"
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
-func (c *Cluster) onHeartbeat(hb Heartbeat) {
+func (c *clusterCore) onHeartbeat(hb Heartbeat) {
 	p := c.workers[hb.ID]
 	if hb.Leaving {
 		// Its shards move at the next check (checkWorkers).
@@ -35,7 +33,7 @@ func (c *Cluster) onHeartbeat(hb Heartbeat) {
 		p.dead = false
 		c.log.Info("worker back", zap.String("worker", hb.ID))
 	}
-	p.lastSeen, p.noSub = time.Now(), time.Time{}
+	p.lastSeen, p.noSub = c.now(), time.Time{}
 	if len(hb.Loading) == 0 || hb.Read != p.read || !slices.Equal(hb.Loading, p.loading) {
 		p.progress = p.lastSeen
 	}
@@ -71,26 +69,22 @@ const noResponders = "503"
 // server that is up, is absent for a few milliseconds.
 const probeConfirm = 500 * time.Millisecond
 
-// probe asks the server whether these workers are still connected: each
-// gets a probe on its own subject with a reply subject that names it, and
-// the server answers there only when nobody holds the worker's subject
-// (see onGone). At most one probe per worker goes out per call.
-func (c *Cluster) probe(ids []string) {
-	if !c.nc.IsConnected() {
+// probe asks the server whether these workers are still connected (see
+// clusterIO.probeSubject and onGone). At most one probe per worker goes
+// out per call.
+func (c *clusterCore) probe(ids []string) {
+	if !c.io.connected() {
 		return // the answers would come of the outage (see onGone)
 	}
 	slices.Sort(ids)
-	now := time.Now()
+	now := c.now()
 	for _, id := range slices.Compact(ids) {
 		p := c.workers[id]
 		if p == nil || p.dead {
 			continue
 		}
 		p.probed = now
-		err := Chunks(KindProbe, c.cfg.Job, 0, 0, nil, int(c.nc.MaxPayload()), func(b []byte) error {
-			return c.nc.PublishMsg(&nats.Msg{Subject: WorkerSubject(id), Reply: c.probeInbox + "." + id, Data: b})
-		})
-		if err != nil {
+		if err := c.io.probeSubject(id); err != nil {
 			c.log.Debug("probe", zap.String("worker", id), zap.Error(err))
 		}
 	}
@@ -103,9 +97,9 @@ func (c *Cluster) probe(ids []string) {
 // contradicts do not count, nor do those of an outage: after a server
 // restart workers come back over seconds, and until HeartbeatTimeout has
 // passed since a reconnection (see sawReconnect) only heartbeats tell.
-func (c *Cluster) onGone(id string) bool {
+func (c *clusterCore) onGone(id string) bool {
 	p := c.workers[id]
-	now := time.Now()
+	now := c.now()
 	switch {
 	case p == nil || p.dead:
 		return false
@@ -126,7 +120,7 @@ func (c *Cluster) onGone(id string) bool {
 }
 
 // target is where a shard is going: its incoming owner, else its owner.
-func (c *Cluster) target(s int) string {
+func (c *clusterCore) target(s int) string {
 	if to, ok := c.incoming[s]; ok {
 		return to
 	}
@@ -135,7 +129,7 @@ func (c *Cluster) target(s int) string {
 
 // assigned lists the shards a worker must hold: those it owns and those
 // moving to it.
-func (c *Cluster) assigned(id string) []int {
+func (c *clusterCore) assigned(id string) []int {
 	var out []int
 	for s := range c.owner {
 		if c.owner[s] == id || c.incoming[s] == id {
@@ -145,7 +139,7 @@ func (c *Cluster) assigned(id string) []int {
 	return out
 }
 
-func (c *Cluster) load(id string) int {
+func (c *clusterCore) load(id string) int {
 	n := 0
 	for s := range c.owner {
 		if c.target(s) == id {
@@ -158,9 +152,9 @@ func (c *Cluster) load(id string) int {
 // checkWorkers declares silent workers dead and gives their shards away.
 // With moves set (between rounds), it also evens out the load, which is
 // how a worker that joined gets shards.
-func (c *Cluster) checkWorkers(moves bool) {
-	now := time.Now()
-	if !c.nc.IsConnected() {
+func (c *clusterCore) checkWorkers(moves bool) {
+	now := c.now()
+	if !c.io.connected() {
 		if c.deafSince.IsZero() {
 			c.deafSince = now
 		}
@@ -192,7 +186,7 @@ func (c *Cluster) checkWorkers(moves bool) {
 // from a hung network mount never ends, and heartbeats that say Loading
 // would keep the job waiting on it for ever. Another live worker must be
 // there to take the shards.
-func (c *Cluster) unstickLoads(now time.Time) {
+func (c *clusterCore) unstickLoads(now time.Time) {
 	for _, id := range c.live() {
 		p := c.workers[id]
 		if now.Sub(p.progress) < c.cfg.LoadStall || len(c.live()) < 2 {
@@ -214,7 +208,7 @@ func (c *Cluster) unstickLoads(now time.Time) {
 // takeStuck takes worker id for lost for the rest of the job though it
 // is alive (its heartbeats no longer bring it back), says why, and tells
 // it to let go of its shards; the caller gives them out.
-func (c *Cluster) takeStuck(id, why string, fields ...zap.Field) {
+func (c *clusterCore) takeStuck(id, why string, fields ...zap.Field) {
 	p := c.workers[id]
 	p.dead, p.stuck = true, true
 	c.log.Warn("worker stuck: "+why+"; its shards move for the rest of the job",
@@ -226,7 +220,7 @@ func (c *Cluster) takeStuck(id, why string, fields ...zap.Field) {
 // shards until loads differ by at most one. The first assignment hands out
 // contiguous blocks. A moved shard stays with its old owner until the new
 // one holds it, so no round waits on a load that a move caused.
-func (c *Cluster) balance(moves bool) {
+func (c *clusterCore) balance(moves bool) {
 	live := c.live()
 	if len(live) == 0 {
 		return // nobody to give shards to: keep waiting for someone
@@ -305,7 +299,7 @@ func (c *Cluster) balance(moves bool) {
 	}
 }
 
-func (c *Cluster) leastLoaded(live []string) string {
+func (c *clusterCore) leastLoaded(live []string) string {
 	best := live[0]
 	for _, id := range live[1:] {
 		if c.load(id) < c.load(best) {
@@ -315,7 +309,7 @@ func (c *Cluster) leastLoaded(live []string) string {
 	return best
 }
 
-func (c *Cluster) mostLoaded(live []string) string {
+func (c *clusterCore) mostLoaded(live []string) string {
 	best := live[0]
 	for _, id := range live[1:] {
 		if c.load(id) > c.load(best) {
@@ -326,17 +320,16 @@ func (c *Cluster) mostLoaded(live []string) string {
 }
 
 // sendAssign tells worker id its shards, and to describe again those of
-// them listed in describe.
-func (c *Cluster) sendAssign(id string, describe ...int) {
+// them listed in describe. A stuck worker has none, though it still owns
+// its shards until the caller gives them out.
+func (c *clusterCore) sendAssign(id string, describe ...int) {
 	a := Assign{Job: c.cfg.Job, Source: c.cfg.Source, Shards: []shard.Range{}, Total: len(c.owner), Describe: describe}
-	for _, s := range c.assigned(id) {
-		a.Shards = append(a.Shards, c.cfg.Ranges[s])
+	if p := c.workers[id]; p == nil || !p.stuck {
+		for _, s := range c.assigned(id) {
+			a.Shards = append(a.Shards, c.cfg.Ranges[s])
+		}
 	}
-	body, _ := json.Marshal(a)
-	err := Chunks(KindAssign, c.cfg.Job, 0, 0, body, int(c.nc.MaxPayload()), func(b []byte) error {
-		return c.nc.Publish(WorkerSubject(id), b)
-	})
-	if err != nil {
+	if err := c.io.assign(id, a); err != nil {
 		c.log.Error("assign", zap.String("worker", id), zap.Error(err))
 	}
 }

@@ -70,7 +70,7 @@ type ownPoint struct {
 
 // layoutFor is the layout of pt's round, worked out again when the
 // shards' owners or the point's coordinates change.
-func (c *Cluster) layoutFor(pt *Point) *pointLayout {
+func (c *clusterCore) layoutFor(pt *Point) *pointLayout {
 	if c.cfg.Points == PointsBroadcast || pt.Op == pointEvalHess {
 		return nil // a Hessian over the point's dimension needs all of it
 	}
@@ -84,7 +84,7 @@ func (c *Cluster) layoutFor(pt *Point) *pointLayout {
 
 // newLayout works out each owner's coordinates, or returns nil when a
 // broadcast serves better or some owner does not take own points.
-func (c *Cluster) newLayout(pt *Point, full, dim int) *pointLayout {
+func (c *clusterCore) newLayout(pt *Point, full, dim int) *pointLayout {
 	held := map[string][]int{}
 	for s, id := range c.owner {
 		if id == "" || !c.haveMet[s] {
@@ -182,7 +182,7 @@ func fullOf(pt *Point) int {
 }
 
 // sendOwn publishes each worker's own point of the round.
-func (c *Cluster) sendOwn(l *pointLayout, pt *Point) error {
+func (c *clusterCore) sendOwn(l *pointLayout, pt *Point) error {
 	for _, o := range l.own {
 		own := o.point(pt)
 		pieces := pointPieces(o.head, own)

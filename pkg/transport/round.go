@@ -16,7 +16,7 @@ import (
 )
 
 // onUp handles one result; add receives partials of the current round.
-func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
+func (c *clusterCore) onUp(m upMsg, add func(*shard.Partial) error) error {
 	// The payload goes back to the Assembler now, unless a partial's
 	// vectors view it: then when the next round starts.
 	viewed := false
@@ -24,7 +24,7 @@ func (c *Cluster) onUp(m upMsg, add func(*shard.Partial) error) error {
 		if viewed {
 			c.viewed = append(c.viewed, m.payload)
 		} else {
-			c.asm.Recycle(m.payload)
+			c.io.recycle(m.payload)
 		}
 	}()
 	switch m.kind {
@@ -98,9 +98,9 @@ func sameMeta(a, b *shard.Meta) bool {
 		slices.Equal(a.Cols, b.Cols) && slices.Equal(a.Labels, b.Labels)
 }
 
-func (c *Cluster) Meta() []shard.Meta { return c.metas }
+func (c *clusterCore) Meta() []shard.Meta { return c.metas }
 
-func (c *Cluster) SetClasses(order []float64) error {
+func (c *clusterCore) SetClasses(order []float64) error {
 	c.order = slices.Clone(order)
 	return nil
 }
@@ -108,7 +108,7 @@ func (c *Cluster) SetClasses(order []float64) error {
 // SetFolds makes every later point carry what workers need to number
 // their rows' folds themselves: the fold count, the rows and where each
 // shard's rows start.
-func (c *Cluster) SetFolds(n int) error {
+func (c *clusterCore) SetFolds(n int) error {
 	if _, err := shard.Folds(2, n); err != nil { // the count's bounds
 		return err
 	}
@@ -123,7 +123,7 @@ func (c *Cluster) SetFolds(n int) error {
 }
 
 // point is the wire form of a request at p.
-func (c *Cluster) point(op wireOp, p *shard.Point) (*Point, error) {
+func (c *clusterCore) point(op wireOp, p *shard.Point) (*Point, error) {
 	if p.Holdout > 0 && c.folds == 0 {
 		return nil, errors.New("a fold is held out but SetFolds was not called")
 	}
@@ -149,16 +149,21 @@ func (c *Cluster) Eval(op osgm.Op, p, v *shard.Point, add func(*shard.Partial) e
 	}
 	if op == osgm.OpHessVec {
 		pt.V = v.W
-		// Without x only while every worker holds the last point in the
-		// layout this one goes out in.
-		if p.Stamp != 0 && p.Stamp == c.lastStamp && slices.Equal(c.live(), c.lastLive) && c.layoutFor(pt) == c.lastLayout {
-			pt.Op = pointHessVecAt
-			c.mu.Lock()
-			c.stats.WithoutX++
-			c.mu.Unlock()
-		}
+		c.withoutX(pt)
 	}
 	return c.round1(pt, add)
+}
+
+// withoutX makes a Hessian-vector point at the last round's x go without
+// it: only while every worker holds that point in the layout this one
+// goes out in.
+func (c *clusterCore) withoutX(pt *Point) {
+	if pt.Stamp != 0 && pt.Stamp == c.lastStamp && slices.Equal(c.live(), c.lastLive) && c.layoutFor(pt) == c.lastLayout {
+		pt.Op = pointHessVecAt
+		c.mu.Lock()
+		c.stats.WithoutX++
+		c.mu.Unlock()
+	}
 }
 
 // Tally counts rows and correct predictions on the workers: each shard's
@@ -186,37 +191,19 @@ func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
 // and steps the round's state on results, heartbeats, lost workers and
 // ticks until every shard's result is in, or the round fails.
 func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
-	c.checkWorkers(true)
-	c.round++
-	c.reuse, c.decoded = append(c.reuse, c.decoded...), c.decoded[:0]
-	for _, b := range c.viewed {
-		c.asm.Recycle(b)
-	}
-	clear(c.viewed)
-	c.viewed = c.viewed[:0]
-	r := &roundState{c: c, pt: pt, add: add, payload: pointPieces(c.pointBuf, pt), layout: c.layoutFor(pt),
-		got: make([]bool, len(c.owner)), left: len(c.owner)}
-	c.pointBuf = r.payload[0]
-	c.lastStamp, c.lastLive, c.lastLayout = pt.Stamp, c.live(), r.layout
 	// This broadcast reaches whoever is connected now: reconnections
 	// before it need no other.
-	c.resendAt = time.Time{}
 	select {
 	case <-c.reconnected:
 		c.sawReconnect()
 	default:
 	}
-	if r.layout != nil {
-		if err := c.sendOwn(r.layout, pt); err != nil {
-			return err
-		}
-	} else if err := c.broadcast(r.payload); err != nil {
+	r, err := c.startRound(pt, add)
+	if err != nil {
 		return err
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	r.began = time.Now()
-	r.lastProgress = r.began
 	stop := c.cfg.Stop
 	var stopped <-chan time.Time
 	for r.left > 0 {
@@ -229,34 +216,83 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 		case <-c.reconnected:
 			c.soon()
 		case hb := <-c.hbs:
-			c.onHeartbeat(hb)
-			err = r.wholeIfMoved()
+			err = r.onHeartbeat(hb)
 		case id := <-c.gone:
-			if c.onGone(id) {
-				r.lastProgress = time.Now() // its shards are loading elsewhere
-			}
+			r.onGone(id)
 		case m := <-c.ups:
 			err = r.onUp(m)
 		case <-tick.C:
+			if err = closedError(c.nc); err != nil {
+				return fmt.Errorf("round %d: %w", c.round, err) // it never comes back
+			}
 			err = r.onTick()
 		}
 		if err != nil {
 			return err
 		}
 	}
-	c.took[c.tookPos%len(c.took)] = time.Since(r.began)
+	r.finish()
+	return nil
+}
+
+// startRound begins the next round: shards of lost workers move, the
+// memory of the last round's results is free again, and the point goes
+// out.
+func (c *clusterCore) startRound(pt *Point, add func(*shard.Partial) error) (*roundState, error) {
+	c.checkWorkers(true)
+	c.round++
+	c.reuse, c.decoded = append(c.reuse, c.decoded...), c.decoded[:0]
+	for _, b := range c.viewed {
+		c.io.recycle(b)
+	}
+	clear(c.viewed)
+	c.viewed = c.viewed[:0]
+	r := &roundState{c: c, pt: pt, add: add, payload: pointPieces(c.pointBuf, pt), layout: c.layoutFor(pt),
+		got: make([]bool, len(c.owner)), left: len(c.owner)}
+	c.pointBuf = r.payload[0]
+	c.lastStamp, c.lastLive, c.lastLayout = pt.Stamp, c.live(), r.layout
+	c.resendAt = time.Time{}
+	if r.layout != nil {
+		if err := c.sendOwn(r.layout, pt); err != nil {
+			return nil, err
+		}
+	} else if err := c.broadcast(r.payload); err != nil {
+		return nil, err
+	}
+	r.began = c.now()
+	r.lastProgress = r.began
+	return r, nil
+}
+
+// finish records a complete round's time and counts.
+func (r *roundState) finish() {
+	c := r.c
+	c.took[c.tookPos%len(c.took)] = c.now().Sub(r.began)
 	c.tookPos++
 	c.mu.Lock()
 	c.stats.Rounds++
 	c.stats.Compute += time.Duration(r.compute * float64(time.Second))
 	c.mu.Unlock()
-	return nil
+}
+
+// onHeartbeat takes a worker's heartbeat during the round: a shard it now
+// holds may change hands.
+func (r *roundState) onHeartbeat(hb Heartbeat) error {
+	r.c.onHeartbeat(hb)
+	return r.wholeIfMoved()
+}
+
+// onGone takes the server's word that a worker's subject is not held.
+func (r *roundState) onGone(id string) {
+	if r.c.onGone(id) {
+		r.lastProgress = r.c.now() // its shards are loading elsewhere
+	}
 }
 
 // roundState is a round under way: what went out, what has come back, and
 // the clocks that tell a slow round from a stuck one.
 type roundState struct {
-	c       *Cluster
+	c       *clusterCore
 	pt      *Point
 	add     func(*shard.Partial) error
 	payload [][]byte     // the whole point, for broadcasts
@@ -310,7 +346,7 @@ func (r *roundState) again() error {
 	} else {
 		err = c.broadcast(r.payload)
 	}
-	r.lastProgress = time.Now()
+	r.lastProgress = c.now()
 	return err
 }
 
@@ -341,7 +377,7 @@ func (r *roundState) onUp(m upMsg) error {
 				return err
 			}
 		}
-		c.asm.Recycle(m.payload)
+		c.io.recycle(m.payload)
 		return nil
 	}
 	before := r.left
@@ -349,7 +385,7 @@ func (r *roundState) onUp(m upMsg) error {
 		return err
 	}
 	if r.left < before {
-		r.lastProgress, r.resends = time.Now(), 0
+		r.lastProgress, r.resends = c.now(), 0
 	}
 	return nil
 }
@@ -360,21 +396,18 @@ func (r *roundState) onUp(m upMsg) error {
 // its stuck workers, or fails.
 func (r *roundState) onTick() error {
 	c := r.c
-	if err := closedError(c.nc); err != nil {
-		return fmt.Errorf("round %d: %w", c.round, err) // it never comes back
-	}
 	owners := slices.Clone(c.owner)
 	c.checkWorkers(false)
 	switch {
-	case len(c.live()) > 0 && c.nc.IsConnected():
+	case len(c.live()) > 0 && c.io.connected():
 		r.alone = time.Time{}
 	case r.alone.IsZero():
-		r.alone = time.Now()
-	case c.cfg.NoWorkerTimeout > 0 && time.Since(r.alone) > c.cfg.NoWorkerTimeout:
+		r.alone = c.now()
+	case c.cfg.NoWorkerTimeout > 0 && c.now().Sub(r.alone) > c.cfg.NoWorkerTimeout:
 		return fmt.Errorf("round %d: %w for %v", c.round, ErrNoWorkers, c.cfg.NoWorkerTimeout)
 	}
 	if !slices.Equal(owners, c.owner) {
-		r.lastProgress = time.Now() // moved shards are loading
+		r.lastProgress = c.now() // moved shards are loading
 	}
 	if err := r.wholeIfMoved(); err != nil {
 		return err
@@ -386,22 +419,22 @@ func (r *roundState) onTick() error {
 		}
 	}
 	c.probe(owing)
-	if !c.nc.IsConnected() {
+	if !c.io.connected() {
 		// Nothing can be heard or sent; reconnecting sends the round
 		// again, and only then does silence count.
-		r.lastProgress = time.Now()
+		r.lastProgress = c.now()
 		return nil
 	}
-	if c.due(time.Now()) {
+	if c.due(c.now()) {
 		c.log.Info("back on NATS after an outage: broadcasting the point again", zap.Uint64("round", c.round))
 		return r.again()
 	}
-	if time.Since(r.lastProgress) <= c.cfg.ResendAfter {
+	if c.now().Sub(r.lastProgress) <= c.cfg.ResendAfter {
 		return nil
 	}
 	r.resends++
-	if r.resends >= stuckResends && c.unstick(r.got, time.Since(r.began)) {
-		r.lastProgress, r.resends = time.Now(), 0
+	if r.resends >= stuckResends && c.unstick(r.got, c.now().Sub(r.began)) {
+		r.lastProgress, r.resends = c.now(), 0
 		return nil
 	}
 	if r.resends > maxResends && len(c.live()) > 0 {
@@ -439,7 +472,7 @@ const (
 // round that has no history to compare with, or that every live worker
 // owes, is left to its resends: that is a slow round, or a point every
 // worker refuses.
-func (c *Cluster) unstick(got []bool, waited time.Duration) bool {
+func (c *clusterCore) unstick(got []bool, waited time.Duration) bool {
 	longest := slices.Max(c.took[:])
 	if longest == 0 || waited < stuckFactor*longest {
 		return false
@@ -472,23 +505,23 @@ const reconnectSettle = 250 * time.Millisecond
 
 // soon asks for the round, or Load's missing descriptions, to go out
 // again after reconnectSettle.
-func (c *Cluster) soon() {
+func (c *clusterCore) soon() {
 	c.sawReconnect()
 	if c.resendAt.IsZero() {
-		c.resendAt = time.Now().Add(reconnectSettle)
+		c.resendAt = c.now().Add(reconnectSettle)
 	}
 }
 
 // sawReconnect notes a reconnection, this coordinator's or a worker's: for
 // a heartbeat timeout, workers missing on the server may be on their way
 // back, and only their silence counts (see onGone).
-func (c *Cluster) sawReconnect() {
-	c.probeQuiet = time.Now().Add(c.cfg.HeartbeatTimeout)
+func (c *clusterCore) sawReconnect() {
+	c.probeQuiet = c.now().Add(c.cfg.HeartbeatTimeout)
 }
 
 // due reports whether what soon asked for is due, and clears it if so.
-func (c *Cluster) due(now time.Time) bool {
-	if c.resendAt.IsZero() || now.Before(c.resendAt) || !c.nc.IsConnected() {
+func (c *clusterCore) due(now time.Time) bool {
+	if c.resendAt.IsZero() || now.Before(c.resendAt) || !c.io.connected() {
 		return false
 	}
 	c.resendAt = time.Time{}
@@ -497,25 +530,21 @@ func (c *Cluster) due(now time.Time) bool {
 
 // sendX turns the round's point without x into one with x and
 // broadcasts it; it returns the new payload, for later resends.
-func (c *Cluster) sendX(pt *Point) ([][]byte, error) {
+func (c *clusterCore) sendX(pt *Point) ([][]byte, error) {
 	pt.Op = pointHessVec
 	payload := pointPieces(c.pointBuf, pt)
 	c.pointBuf = payload[0]
 	return payload, c.broadcast(payload)
 }
 
-func (c *Cluster) broadcast(payload [][]byte) error {
+func (c *clusterCore) broadcast(payload [][]byte) error {
 	return c.publishPoint(DownSubject(c.cfg.Job), payload, len(c.live()))
 }
 
 // publishPoint sends a point's payload on subj, which reaches copies
 // workers.
-func (c *Cluster) publishPoint(subj string, payload [][]byte, copies int) error {
-	var sent int64
-	err := c.chunks.sendPieces(KindPoint, c.cfg.Job, c.round, 0, payload, int(c.nc.MaxPayload()), func(b []byte) error {
-		sent += int64(len(b))
-		return c.nc.Publish(subj, b)
-	})
+func (c *clusterCore) publishPoint(subj string, payload [][]byte, copies int) error {
+	sent, err := c.io.sendPoint(subj, c.round, payload)
 	c.mu.Lock()
 	c.stats.BytesDown += sent
 	c.stats.BytesToWorkers += sent * int64(copies)

@@ -133,6 +133,9 @@ func spans(ids []int) string {
 // parseSpans reads what spans writes.
 func parseSpans(s string) ([]int, error) {
 	var ids []int
+	if s == "none" {
+		return nil, nil
+	}
 	for _, part := range strings.Split(s, ",") {
 		lo, hi, isRun := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
