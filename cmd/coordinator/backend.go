@@ -14,6 +14,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // openBackend puts the shards where they will be evaluated: in this
@@ -120,7 +121,7 @@ func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard
 		}
 		cs.add(stopWorkers)
 	}
-	src := transport.Source{Path: abs, File: id}
+	src := wire.Source{Path: abs, File: id}
 	if o.objectStore {
 		if src, err = publish(ctx, o, nc, c.Job(), ranges, log, cs); err != nil {
 			return nil, nil, err
@@ -156,8 +157,8 @@ func embedded(o *options, log *zap.Logger, cs *closers) (string, []nats.Option, 
 
 // publish puts the shards' text in the object store under the job's
 // prefix, to be deleted when the backend closes.
-func publish(ctx context.Context, o *options, nc *nats.Conn, job uint64, ranges []shard.Range, log *zap.Logger, cs *closers) (transport.Source, error) {
-	src := transport.Source{Bucket: transport.ShardBucket, Prefix: objectPrefix(job)}
+func publish(ctx context.Context, o *options, nc *nats.Conn, job uint64, ranges []shard.Range, log *zap.Logger, cs *closers) (wire.Source, error) {
+	src := wire.Source{Bucket: wire.ShardBucket, Prefix: objectPrefix(job)}
 	start := time.Now()
 	n, err := transport.PublishShards(ctx, nc, src, o.train, ranges, log)
 	if transport.NoJetStream(err) {

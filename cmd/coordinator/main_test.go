@@ -24,6 +24,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -665,7 +666,7 @@ func TestInProcessWorkersLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	sub, err := nc.SubscribeSync(transport.SubjectHeartbeat)
+	sub, err := nc.SubscribeSync(wire.SubjectHeartbeat)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -673,12 +674,12 @@ func TestInProcessWorkersLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, payload, err := transport.DecodeChunk(m.Data)
-	var hb transport.Heartbeat
+	_, payload, err := wire.DecodeChunk(m.Data)
+	var hb wire.Heartbeat
 	if err != nil || json.Unmarshal(payload, &hb) != nil || hb.ID == "" {
 		t.Fatalf("heartbeat %q: %v", m.Data, err)
 	}
-	nc.Publish(transport.WorkerSubject(hb.ID), []byte("not a message"))
+	nc.Publish(wire.WorkerSubject(hb.ID), []byte("not a message"))
 	for deadline := time.Now().Add(10 * time.Second); logs.Len() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker's warning about a bad message never reached the log")

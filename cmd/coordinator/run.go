@@ -24,6 +24,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 func run(o *options) error {
@@ -321,7 +322,7 @@ func removeLeftShards(log *zap.Logger, nc *nats.Conn, old, current string, range
 	if old == "" || old == current || nc == nil {
 		return
 	}
-	src := transport.Source{Bucket: transport.ShardBucket, Prefix: old}
+	src := wire.Source{Bucket: wire.ShardBucket, Prefix: old}
 	n, err := transport.DeleteShards(context.Background(), nc, src, ranges)
 	switch {
 	case errors.Is(err, jetstream.ErrBucketNotFound): // another server's, or removed by hand

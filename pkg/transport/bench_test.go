@@ -19,6 +19,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // BenchmarkBroadcast measures what the scaling model needs: bytes per
@@ -45,12 +46,12 @@ func BenchmarkBroadcast(b *testing.B) {
 			}
 			payload := make([]byte, 8<<20) // a 1 M-feature point
 			sent := int64(0)               // bytes on the wire, headers included
-			Chunks(KindPoint, 1, 0, 0, payload, int(pub.MaxPayload()), func(c []byte) error { sent += int64(len(c)); return nil })
+			wire.Chunks(wire.KindPoint, 1, 0, 0, payload, int(pub.MaxPayload()), func(c []byte) error { sent += int64(len(c)); return nil })
 			b.SetBytes(sent * int64(subs))
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				want := got.Load() + sent*int64(subs)
-				Chunks(KindPoint, 1, uint64(i), 0, payload, int(pub.MaxPayload()), func(c []byte) error {
+				wire.Chunks(wire.KindPoint, 1, uint64(i), 0, payload, int(pub.MaxPayload()), func(c []byte) error {
 					return pub.Publish("bench", c)
 				})
 				pub.Flush()
@@ -102,7 +103,7 @@ func BenchmarkBroadcastServers(b *testing.B) {
 			})
 			payload := make([]byte, 8<<20)
 			sent := int64(0)
-			Chunks(KindPoint, 1, 0, 0, payload, int(pub.MaxPayload()), func(c []byte) error { sent += int64(len(c)); return nil })
+			wire.Chunks(wire.KindPoint, 1, 0, 0, payload, int(pub.MaxPayload()), func(c []byte) error { sent += int64(len(c)); return nil })
 			out := func() []int64 {
 				var o []int64
 				for _, s := range servers {
@@ -116,7 +117,7 @@ func BenchmarkBroadcastServers(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				want := got.Load() + sent*subs
-				Chunks(KindPoint, 1, uint64(i), 0, payload, int(pub.MaxPayload()), func(c []byte) error {
+				wire.Chunks(wire.KindPoint, 1, uint64(i), 0, payload, int(pub.MaxPayload()), func(c []byte) error {
 					return pub.Publish("bench", c)
 				})
 				pub.Flush()
@@ -305,6 +306,6 @@ func BenchmarkSparsePartial(b *testing.B) {
 	var buf []byte
 	b.SetBytes(int64(8 * len(p.Grad)))
 	for b.Loop() {
-		buf = AppendPartial(buf[:0], p)
+		buf = wire.AppendPartial(buf[:0], p)
 	}
 }

@@ -15,12 +15,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // ClusterConfig configures the coordinator's side of the protocol.
 type ClusterConfig struct {
 	Job        uint64 // 0: random
-	Source     Source
+	Source     wire.Source
 	Ranges     []shard.Range
 	MinWorkers int
 	// HeartbeatTimeout declares a silent worker dead.
@@ -81,7 +82,7 @@ type Cluster struct {
 	nc *nats.Conn
 
 	ups  chan upMsg
-	hbs  chan Heartbeat
+	hbs  chan wire.Heartbeat
 	subs []*nats.Subscription
 
 	reconnected chan struct{}
@@ -95,8 +96,8 @@ type Cluster struct {
 	probeInbox string
 	gone       chan string
 
-	asm    Assembler // results; their payloads go back to it
-	chunks chunker   // the chunk buffer points go out in
+	asm    wire.Assembler // results; their payloads go back to it
+	chunks wire.Chunker   // the chunk buffer points go out in
 }
 
 // clusterCore is the coordinator's side of the protocol: who holds which
@@ -175,7 +176,7 @@ type clusterIO interface {
 	// sendPoint sends a round's point on subj, and the bytes it sent.
 	sendPoint(subj string, round uint64, pieces [][]byte) (int64, error)
 	// assign tells a worker its shards.
-	assign(id string, a Assign) error
+	assign(id string, a wire.Assign) error
 	// probeSubject asks the server whether anyone holds worker id's
 	// subject: the core hears by onGone if nobody does.
 	probeSubject(id string) error
@@ -218,7 +219,7 @@ type peer struct {
 }
 
 type upMsg struct {
-	kind    Kind
+	kind    wire.Kind
 	round   uint64
 	shard   int
 	payload []byte
@@ -248,15 +249,15 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		cfg.Log = zap.NewNop()
 	}
 	n := len(cfg.Ranges)
-	c := &Cluster{nc: nc, ups: make(chan upMsg, upQueue), hbs: make(chan Heartbeat, 256), reconnected: make(chan struct{}, 1), gone: make(chan string, 16)}
+	c := &Cluster{nc: nc, ups: make(chan upMsg, upQueue), hbs: make(chan wire.Heartbeat, 256), reconnected: make(chan struct{}, 1), gone: make(chan string, 16)}
 	c.clusterCore = newClusterCore(cfg, c)
 	c.asm.MaxPending = 4 * max(n, 16)
-	up, err := nc.Subscribe(UpSubject(cfg.Job), c.receiveUp)
+	up, err := nc.Subscribe(wire.UpSubject(cfg.Job), c.receiveUp)
 	if err != nil {
 		return nil, err
 	}
 	up.SetPendingLimits(-1, -1)
-	hb, err := nc.Subscribe(SubjectHeartbeat, c.receiveHeartbeat)
+	hb, err := nc.Subscribe(wire.SubjectHeartbeat, c.receiveHeartbeat)
 	if err != nil {
 		up.Unsubscribe()
 		return nil, err
@@ -276,7 +277,7 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
-	if err := nc.Publish(SubjectHello, nil); err != nil {
+	if err := nc.Publish(wire.SubjectHello, nil); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -303,7 +304,7 @@ func (c *Cluster) connected() bool { return c.nc.IsConnected() }
 // sendPoint is clusterIO's: the point in chunks the server takes.
 func (c *Cluster) sendPoint(subj string, round uint64, pieces [][]byte) (int64, error) {
 	var sent int64
-	err := c.chunks.sendPieces(KindPoint, c.cfg.Job, round, 0, pieces, int(c.nc.MaxPayload()), func(b []byte) error {
+	err := c.chunks.SendPieces(wire.KindPoint, c.cfg.Job, round, 0, pieces, int(c.nc.MaxPayload()), func(b []byte) error {
 		sent += int64(len(b))
 		return c.nc.Publish(subj, b)
 	})
@@ -311,13 +312,13 @@ func (c *Cluster) sendPoint(subj string, round uint64, pieces [][]byte) (int64, 
 }
 
 // assign is clusterIO's.
-func (c *Cluster) assign(id string, a Assign) error {
+func (c *Cluster) assign(id string, a wire.Assign) error {
 	body, err := json.Marshal(a)
 	if err != nil {
 		return err
 	}
-	return Chunks(KindAssign, c.cfg.Job, 0, 0, body, int(c.nc.MaxPayload()), func(b []byte) error {
-		return c.nc.Publish(WorkerSubject(id), b)
+	return wire.Chunks(wire.KindAssign, c.cfg.Job, 0, 0, body, int(c.nc.MaxPayload()), func(b []byte) error {
+		return c.nc.Publish(wire.WorkerSubject(id), b)
 	})
 }
 
@@ -325,8 +326,8 @@ func (c *Cluster) assign(id string, a Assign) error {
 // subject that names it, which the server answers (receiveProbe) only
 // when nobody holds the subject. Workers never answer probes.
 func (c *Cluster) probeSubject(id string) error {
-	return Chunks(KindProbe, c.cfg.Job, 0, 0, nil, int(c.nc.MaxPayload()), func(b []byte) error {
-		return c.nc.PublishMsg(&nats.Msg{Subject: WorkerSubject(id), Reply: c.probeInbox + "." + id, Data: b})
+	return wire.Chunks(wire.KindProbe, c.cfg.Job, 0, 0, nil, int(c.nc.MaxPayload()), func(b []byte) error {
+		return c.nc.PublishMsg(&nats.Msg{Subject: wire.WorkerSubject(id), Reply: c.probeInbox + "." + id, Data: b})
 	})
 }
 
@@ -339,7 +340,7 @@ func (c *Cluster) recycle(payload []byte) { c.asm.Recycle(payload) }
 // goroutines: they check what needs no state, and queue.
 func (c *Cluster) receiveUp(m *nats.Msg) {
 	n := len(c.cfg.Ranges)
-	h, payload, err := DecodeChunk(m.Data)
+	h, payload, err := wire.DecodeChunk(m.Data)
 	switch {
 	case err != nil:
 		c.bad.add(err, h.Kind)
@@ -347,14 +348,14 @@ func (c *Cluster) receiveUp(m *nats.Msg) {
 	case h.Job != c.cfg.Job:
 		c.bad.add(errors.New("wrong job id"), h.Kind)
 		return
-	case h.Kind != KindPartial && h.Kind != KindMeta && h.Kind != KindError && h.Kind != KindGroup && h.Kind != KindNeedX:
+	case h.Kind != wire.KindPartial && h.Kind != wire.KindMeta && h.Kind != wire.KindError && h.Kind != wire.KindGroup && h.Kind != wire.KindNeedX:
 		c.bad.add(nil, h.Kind)
 		return
-	case h.Kind != KindGroup && int(h.Shard) >= n:
+	case h.Kind != wire.KindGroup && int(h.Shard) >= n:
 		c.bad.add(errors.New("shard id out of range"), h.Kind)
 		return
 	}
-	if h.Kind == KindGroup {
+	if h.Kind == wire.KindGroup {
 		if _, err := shard.NodeFromWire(h.Shard, n); err != nil {
 			c.bad.add(errors.New("shard id out of range"), h.Kind)
 			return
@@ -371,12 +372,12 @@ func (c *Cluster) receiveUp(m *nats.Msg) {
 // receiveHeartbeat queues a worker's heartbeat (for onHeartbeat), or
 // drops it when the queue is full: a newer one follows shortly.
 func (c *Cluster) receiveHeartbeat(m *nats.Msg) {
-	h, payload, err := DecodeChunk(m.Data)
-	if err != nil || h.Kind != KindHeartbeat {
+	h, payload, err := wire.DecodeChunk(m.Data)
+	if err != nil || h.Kind != wire.KindHeartbeat {
 		c.bad.add(err, h.Kind)
 		return
 	}
-	var b Heartbeat
+	var b wire.Heartbeat
 	if err := json.Unmarshal(payload, &b); err != nil {
 		c.bad.add(fmt.Errorf("heartbeat: %w", err), h.Kind)
 		return
@@ -408,7 +409,7 @@ func (c *Cluster) receiveProbe(m *nats.Msg) {
 func (c *clusterCore) Live() int { return len(c.live()) }
 
 // SetSource says where workers find the data; call before Load.
-func (c *clusterCore) SetSource(s Source) { c.cfg.Source = s }
+func (c *clusterCore) SetSource(s wire.Source) { c.cfg.Source = s }
 
 // Job is the job id on the bus.
 func (c *clusterCore) Job() uint64 { return c.cfg.Job }

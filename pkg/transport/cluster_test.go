@@ -24,6 +24,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // testData writes a random 3-class data set.
@@ -122,7 +123,7 @@ func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, se
 	}
 	id, _ := shard.Identify(path)
 	cfg := ClusterConfig{Ranges: shard.Layout(info.Size, shards), MinWorkers: n,
-		Source: Source{Path: path, File: id}, HeartbeatTimeout: 2 * time.Second, ResendAfter: 500 * time.Millisecond}
+		Source: wire.Source{Path: path, File: id}, HeartbeatTimeout: 2 * time.Second, ResendAfter: 500 * time.Millisecond}
 	if o.config != nil {
 		o.config(&cfg)
 	}
@@ -340,29 +341,29 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 	c, intruder := cluster(t, path, 2, 5)
 
 	job := c.Job()
-	valid := func(kind Kind, jobID, round uint64, id uint32, payload []byte) []byte {
+	valid := func(kind wire.Kind, jobID, round uint64, id uint32, payload []byte) []byte {
 		var out []byte
-		Chunks(kind, jobID, round, id, payload, 1<<20, func(b []byte) error { out = append([]byte(nil), b...); return nil })
+		wire.Chunks(kind, jobID, round, id, payload, 1<<20, func(b []byte) error { out = append([]byte(nil), b...); return nil })
 		return out
 	}
-	partial := EncodePartial(&shard.Partial{Loss: []float64{1, 2, 3}, BiasGrad: []float64{0, 0, 0}, Grad: make([]float64, 3)})
-	flipped := valid(KindPartial, job, 1, 0, partial)
+	partial := wire.EncodePartial(&shard.Partial{Loss: []float64{1, 2, 3}, BiasGrad: []float64{0, 0, 0}, Grad: make([]float64, 3)})
+	flipped := valid(wire.KindPartial, job, 1, 0, partial)
 	flipped[len(flipped)-1] ^= 0xff
-	version := valid(KindPartial, job, 1, 0, partial)
+	version := valid(wire.KindPartial, job, 1, 0, partial)
 	version[0] = 99
-	oversized := valid(KindPartial, job, 1, 0, partial)
+	oversized := valid(wire.KindPartial, job, 1, 0, partial)
 	oversized[31] = 0xff // chunk count beyond MaxChunks
 	forged := map[string][]byte{
 		"garbage":       []byte("not a chunk at all"),
 		"checksum":      flipped,
 		"version":       version,
 		"oversized":     oversized,
-		"wrong job":     valid(KindPartial, job+1, 1, 0, partial),
-		"stale round":   valid(KindPartial, job, 0, 0, partial),
-		"shard range":   valid(KindPartial, job, 1, 999, partial),
-		"wrong kind":    valid(KindHeartbeat, job, 1, 0, []byte("{}")),
-		"forged meta":   valid(KindMeta, job, 0, 1, EncodeMeta("nobody", &shard.Meta{Rows: 1})),
-		"bad heartbeat": valid(KindHeartbeat, 0, 0, 0, []byte("{not json")),
+		"wrong job":     valid(wire.KindPartial, job+1, 1, 0, partial),
+		"stale round":   valid(wire.KindPartial, job, 0, 0, partial),
+		"shard range":   valid(wire.KindPartial, job, 1, 999, partial),
+		"wrong kind":    valid(wire.KindHeartbeat, job, 1, 0, []byte("{}")),
+		"forged meta":   valid(wire.KindMeta, job, 0, 1, wire.EncodeMeta("nobody", &shard.Meta{Rows: 1})),
+		"bad heartbeat": valid(wire.KindHeartbeat, 0, 0, 0, []byte("{not json")),
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -370,9 +371,9 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 		defer close(done)
 		for {
 			for _, b := range forged {
-				intruder.Publish(UpSubject(job), b)
-				intruder.Publish(DownSubject(job), b)
-				intruder.Publish(SubjectHeartbeat, b)
+				intruder.Publish(wire.UpSubject(job), b)
+				intruder.Publish(wire.DownSubject(job), b)
+				intruder.Publish(wire.SubjectHeartbeat, b)
 			}
 			select {
 			case <-stop:
@@ -400,7 +401,7 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 	// Counting correct predictions is a round of its own kind.
 	sameTally(t, c, path, 5, res)
 	dropped := c.Dropped()
-	for _, reason := range []string{ErrShort.Error(), ErrChecksum.Error(), ErrVersion.Error(), ErrChunk.Error(),
+	for _, reason := range []string{wire.ErrShort.Error(), wire.ErrChecksum.Error(), wire.ErrVersion.Error(), wire.ErrChunk.Error(),
 		"wrong job id", "stale round", "shard id out of range"} {
 		if dropped[reason] == 0 {
 			t.Errorf("no drop counted for %q (counted: %v)", reason, dropped)
@@ -416,7 +417,7 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 // given the first time.
 func TestLostDescriptionsAreAskedAgain(t *testing.T) {
 	path := testData(t)
-	c, _, _ := clusterWithStops(t, path, 2, 8, func(w *Worker) { onFaultyBus(w, loseFirst(KindMeta, 3), nil) })
+	c, _, _ := clusterWithStops(t, path, 2, 8, func(w *Worker) { onFaultyBus(w, loseFirst(wire.KindMeta, 3), nil) })
 	sameMetas(t, c, path, 8)
 }
 
@@ -431,7 +432,7 @@ func TestReconnectedWorkersAreAskedAgain(t *testing.T) {
 	defer close(done)
 	o := clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) { cfg.ResendAfter = time.Hour }}
 	c, _, _ := startCluster(t, path, 2, 8, o, func(w *Worker) {
-		onFaultyBus(w, loseFirst(KindMeta, 4), nil) // all of them
+		onFaultyBus(w, loseFirst(wire.KindMeta, 4), nil) // all of them
 		wg.Add(1)
 		go func() {
 			// What the connection does when it is back: the worker's
@@ -586,7 +587,7 @@ func TestKilledWorkerIsProbed(t *testing.T) {
 					if ws = append(ws, w); len(ws) > 1 {
 						return
 					}
-					onFaultyBus(w, loseFirst(KindMeta, 1<<30), nil)
+					onFaultyBus(w, loseFirst(wire.KindMeta, 1<<30), nil)
 					go func() {
 						for range 1000 {
 							w.mu.Lock()
@@ -642,7 +643,7 @@ func TestStuckWorkerLosesItsShards(t *testing.T) {
 		cfg.ResendAfter = 100 * time.Millisecond // maxResends of them: 2 s
 	}}, func(w *Worker) {
 		if n++; n == 1 {
-			onFaultyBus(w, nil, loseAfter(KindPoint, 5))
+			onFaultyBus(w, nil, loseAfter(wire.KindPoint, 5))
 		}
 	})
 	core, logs := observer.New(zap.InfoLevel)
@@ -718,7 +719,7 @@ func TestUndescribedShardsMove(t *testing.T) {
 		cfg.ResendAfter, cfg.Log = 100*time.Millisecond, zap.New(core)
 	}}, func(w *Worker) {
 		if n++; n == 1 {
-			onFaultyBus(w, loseFirst(KindMeta, 1<<30), nil)
+			onFaultyBus(w, loseFirst(wire.KindMeta, 1<<30), nil)
 		}
 	})
 	got, err := train.Train(c, cfg)
@@ -1127,7 +1128,7 @@ func TestLoadSaysItIsStillWaiting(t *testing.T) {
 func TestRoundEndsWhenTheConnectionCloses(t *testing.T) {
 	c, _, _ := startCluster(t, testData(t), 1, 4, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
 		cfg.HeartbeatTimeout, cfg.ResendAfter = time.Hour, time.Hour
-	}}, func(w *Worker) { onFaultyBus(w, nil, loseAfter(KindPoint, 1)) }) // it answers no round: the round waits
+	}}, func(w *Worker) { onFaultyBus(w, nil, loseAfter(wire.KindPoint, 1)) }) // it answers no round: the round waits
 	features := uint32(0)
 	for _, m := range c.Meta() {
 		features = max(features, m.MaxIndex)

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // clusterRecorder is a coordinator core's world in tests: it writes down
@@ -30,12 +31,12 @@ func (r *clusterRecorder) connected() bool { return !r.offline }
 
 func (r *clusterRecorder) sendPoint(subj string, round uint64, pieces [][]byte) (int64, error) {
 	b := bytes.Join(pieces, nil)
-	p, err := DecodePointParts([][]byte{b}, nil)
+	p, err := wire.DecodePointParts([][]byte{b}, nil)
 	if err != nil {
 		return 0, err
 	}
 	to := "all"
-	if id, ok := strings.CutPrefix(subj, WorkerSubject("")); ok {
+	if id, ok := strings.CutPrefix(subj, wire.WorkerSubject("")); ok {
 		to = id
 	}
 	x := "with x"
@@ -46,7 +47,7 @@ func (r *clusterRecorder) sendPoint(subj string, round uint64, pieces [][]byte) 
 	return int64(len(b)), nil
 }
 
-func (r *clusterRecorder) assign(id string, a Assign) error {
+func (r *clusterRecorder) assign(id string, a wire.Assign) error {
 	ids := make([]int, len(a.Shards))
 	for i, s := range a.Shards {
 		ids[i] = s.ID
@@ -66,8 +67,8 @@ func (r *clusterRecorder) probeSubject(id string) error {
 
 func (r *clusterRecorder) recycle([]byte) {}
 
-var opNames = map[wireOp]string{pointEval: "eval", pointHessVec: "hessvec", pointHessVecAt: "hessvec-at",
-	pointEvalDiag: "evaldiag", pointEvalHess: "evalhess", pointCorrect: "correct"}
+var opNames = map[wire.Op]string{wire.OpEval: "eval", wire.OpHessVec: "hessvec", wire.OpHessVecAt: "hessvec-at",
+	wire.OpEvalDiag: "evaldiag", wire.OpEvalHess: "evalhess", wire.OpCorrect: "correct"}
 
 // clusterTranscript is one coordinator core of eight shards on a recorder,
 // with a clock that moves only when the transcript says so.
@@ -78,7 +79,7 @@ type clusterTranscript struct {
 	clock time.Time
 	round *roundState // the round under way (nil: none, Load's time)
 	added []string
-	beats map[string]Heartbeat // each worker's last heartbeat, for tick's beat=
+	beats map[string]wire.Heartbeat // each worker's last heartbeat, for tick's beat=
 }
 
 const transcriptJob = 1
@@ -92,7 +93,7 @@ func newClusterTranscript() *clusterTranscript {
 	cfg := ClusterConfig{Job: transcriptJob, Ranges: ranges, MinWorkers: 1, HeartbeatTimeout: 3 * time.Second,
 		ResendAfter: 3 * time.Second, LoadStall: time.Minute, Points: PointsBroadcast, Log: zap.New(zc)}
 	ct := &clusterTranscript{rec: &clusterRecorder{}, logs: logs, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		beats: map[string]Heartbeat{}}
+		beats: map[string]wire.Heartbeat{}}
 	ct.core = newClusterCore(cfg, ct.rec)
 	ct.core.now = func() time.Time { return ct.clock }
 	return ct
@@ -184,7 +185,7 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 		}
 		for _, s := range ids {
 			m := shard.Meta{ID: s, Rows: 10, NNZ: 20, MaxIndex: 3, Labels: []float64{-1, 1}, LabelCount: []int{5, 5}, Cols: []uint32{0, 1, 2}}
-			if err := ct.up(upMsg{kind: KindMeta, shard: s, payload: EncodeMeta(worker, &m)}); err != nil {
+			if err := ct.up(upMsg{kind: wire.KindMeta, shard: s, payload: wire.EncodeMeta(worker, &m)}); err != nil {
 				return err
 			}
 		}
@@ -197,7 +198,7 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 		if err != nil {
 			return err
 		}
-		return ct.up(upMsg{kind: KindNeedX, round: r, payload: []byte(worker)})
+		return ct.up(upMsg{kind: wire.KindNeedX, round: r, payload: []byte(worker)})
 	case "gone":
 		if ct.round != nil {
 			ct.round.onGone(worker)
@@ -251,7 +252,7 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 }
 
 // beat hands the core a heartbeat.
-func (ct *clusterTranscript) beat(hb Heartbeat) error {
+func (ct *clusterTranscript) beat(hb wire.Heartbeat) error {
 	if ct.round != nil {
 		return ct.round.onHeartbeat(hb)
 	}
@@ -259,8 +260,8 @@ func (ct *clusterTranscript) beat(hb Heartbeat) error {
 	return nil
 }
 
-func (ct *clusterTranscript) heartbeat(worker string, args map[string]string) (Heartbeat, error) {
-	hb := Heartbeat{ID: worker, Name: worker, Job: transcriptJob, OwnPoints: true}
+func (ct *clusterTranscript) heartbeat(worker string, args map[string]string) (wire.Heartbeat, error) {
+	hb := wire.Heartbeat{ID: worker, Name: worker, Job: transcriptJob, OwnPoints: true}
 	var err error
 	if s, ok := args["held"]; ok {
 		if hb.Held, err = parseSpans(s); err != nil {
@@ -309,14 +310,14 @@ func (ct *clusterTranscript) startRound(args map[string]string) error {
 	if ct.round != nil {
 		return errors.New("a round is under way")
 	}
-	ops := map[string]wireOp{"eval": pointEval, "hessvec": pointHessVec}
+	ops := map[string]wire.Op{"eval": wire.OpEval, "hessvec": wire.OpHessVec}
 	op, ok := ops[args["op"]]
 	if !ok {
 		return fmt.Errorf("no op %q", args["op"])
 	}
 	stamp, _ := strconv.ParseUint(args["stamp"], 10, 64)
-	pt := &Point{Op: op, Bias: 1, Labels: []float64{-1, 1}, Stamp: stamp, X: [][]float64{{0.1, 0.2, 0.3, 0}}}
-	if op == pointHessVec {
+	pt := &wire.Point{Op: op, Bias: 1, Labels: []float64{-1, 1}, Stamp: stamp, X: [][]float64{{0.1, 0.2, 0.3, 0}}}
+	if op == wire.OpHessVec {
 		pt.V = [][]float64{{1, 1, 1, 1}}
 		ct.core.withoutX(pt)
 	}
@@ -338,9 +339,9 @@ func (ct *clusterTranscript) result(args map[string]string) error {
 	if err != nil {
 		return err
 	}
-	send := func(kind Kind, id int) error {
+	send := func(kind wire.Kind, id int) error {
 		part := &shard.Partial{Shard: id, Loss: []float64{1}, Grad: []float64{0.5, 0.5, 0.5}, BiasGrad: []float64{0.25}}
-		return ct.up(upMsg{kind: kind, round: round, shard: id, payload: appendPartialAs(nil, part, true)})
+		return ct.up(upMsg{kind: kind, round: round, shard: id, payload: wire.AppendPartialAs(nil, part, true)})
 	}
 	if s, ok := args["node"]; ok {
 		lvl, idx, _ := strings.Cut(s, ".")
@@ -349,14 +350,14 @@ func (ct *clusterTranscript) result(args map[string]string) error {
 		if err := errors.Join(err1, err2); err != nil {
 			return err
 		}
-		return send(KindGroup, int(shard.NodeID{Level: l, Index: i}.Wire()))
+		return send(wire.KindGroup, int(shard.NodeID{Level: l, Index: i}.Wire()))
 	}
 	ids, err := parseSpans(args["shard"])
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
-		if err := send(KindPartial, id); err != nil {
+		if err := send(wire.KindPartial, id); err != nil {
 			return err
 		}
 	}

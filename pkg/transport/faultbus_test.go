@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // faultyBus is a worker's bus over its connection that loses messages on
@@ -36,7 +38,7 @@ func (b *faultyBus) Subscribe(subject string, cb nats.MsgHandler) (*nats.Subscri
 
 // losing loses messages its rule picks, by their first chunk's header.
 type losing struct {
-	rule func(Header) bool
+	rule func(wire.Header) bool
 	mu   sync.Mutex
 	lost map[[3]uint64]bool // messages being lost: kind, round, shard
 }
@@ -45,7 +47,7 @@ func (l *losing) loses(data []byte) bool {
 	if l == nil {
 		return false
 	}
-	h, _, err := DecodeChunk(data)
+	h, _, err := wire.DecodeChunk(data)
 	if err != nil {
 		return false
 	}
@@ -62,15 +64,15 @@ func (l *losing) loses(data []byte) bool {
 }
 
 // loseFirst loses the first n messages of kind.
-func loseFirst(kind Kind, n int64) *losing {
+func loseFirst(kind wire.Kind, n int64) *losing {
 	var left atomic.Int64
 	left.Store(n)
-	return &losing{rule: func(h Header) bool { return h.Kind == kind && left.Add(-1) >= 0 }}
+	return &losing{rule: func(h wire.Header) bool { return h.Kind == kind && left.Add(-1) >= 0 }}
 }
 
 // loseAfter loses the messages of kind of every round after round: a
 // worker whose evaluation hung hears no more points, and its heartbeats
 // go on.
-func loseAfter(kind Kind, round uint64) *losing {
-	return &losing{rule: func(h Header) bool { return h.Kind == kind && h.Round > round }}
+func loseAfter(kind wire.Kind, round uint64) *losing {
+	return &losing{rule: func(h wire.Header) bool { return h.Kind == kind && h.Round > round }}
 }

@@ -7,9 +7,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
-func (c *clusterCore) onHeartbeat(hb Heartbeat) {
+func (c *clusterCore) onHeartbeat(hb wire.Heartbeat) {
 	p := c.workers[hb.ID]
 	if hb.Leaving {
 		// Its shards move at the next check (checkWorkers).
@@ -323,7 +324,7 @@ func (c *clusterCore) mostLoaded(live []string) string {
 // them listed in describe. A stuck worker has none, though it still owns
 // its shards until the caller gives them out.
 func (c *clusterCore) sendAssign(id string, describe ...int) {
-	a := Assign{Job: c.cfg.Job, Source: c.cfg.Source, Shards: []shard.Range{}, Total: len(c.owner), Describe: describe}
+	a := wire.Assign{Job: c.cfg.Job, Source: c.cfg.Source, Shards: []shard.Range{}, Total: len(c.owner), Describe: describe}
 	if p := c.workers[id]; p == nil || !p.stuck {
 		for _, s := range c.assigned(id) {
 			a.Shards = append(a.Shards, c.cfg.Ranges[s])

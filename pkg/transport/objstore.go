@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // PublishShards puts the text of every range of path into the JetStream
@@ -21,7 +22,7 @@ import (
 // workers on hosts that cannot see the file. It reads the file once and
 // holds one shard's text at a time. It returns the compressed bytes
 // stored. Requests that get no answer are tried again (RetryStore).
-func PublishShards(ctx context.Context, nc *nats.Conn, src Source, path string, ranges []shard.Range, log *zap.Logger) (int64, error) {
+func PublishShards(ctx context.Context, nc *nats.Conn, src wire.Source, path string, ranges []shard.Range, log *zap.Logger) (int64, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 0, err
@@ -95,7 +96,7 @@ func ObjectMeta(nc *nats.Conn, name string) jetstream.ObjectMeta {
 
 // DeleteShards removes a job's shards from the object store, and says
 // how many were there.
-func DeleteShards(ctx context.Context, nc *nats.Conn, src Source, ranges []shard.Range) (int, error) {
+func DeleteShards(ctx context.Context, nc *nats.Conn, src wire.Source, ranges []shard.Range) (int, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 0, err

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // A broadcast point reaches every worker whole: the server sends W copies
@@ -70,11 +71,11 @@ type ownPoint struct {
 
 // layoutFor is the layout of pt's round, worked out again when the
 // shards' owners or the point's coordinates change.
-func (c *clusterCore) layoutFor(pt *Point) *pointLayout {
-	if c.cfg.Points == PointsBroadcast || pt.Op == pointEvalHess {
+func (c *clusterCore) layoutFor(pt *wire.Point) *pointLayout {
+	if c.cfg.Points == PointsBroadcast || pt.Op == wire.OpEvalHess {
 		return nil // a Hessian over the point's dimension needs all of it
 	}
-	full, dim := fullOf(pt), pt.dim()
+	full, dim := fullOf(pt), pt.Dim()
 	if c.layoutOf == nil || !slices.Equal(c.layoutOf, c.owner) || c.layoutFull != full || c.layoutDim != dim {
 		c.layout = c.newLayout(pt, full, dim)
 		c.layoutOf, c.layoutFull, c.layoutDim = slices.Clone(c.owner), full, dim
@@ -84,7 +85,7 @@ func (c *clusterCore) layoutFor(pt *Point) *pointLayout {
 
 // newLayout works out each owner's coordinates, or returns nil when a
 // broadcast serves better or some owner does not take own points.
-func (c *clusterCore) newLayout(pt *Point, full, dim int) *pointLayout {
+func (c *clusterCore) newLayout(pt *wire.Point, full, dim int) *pointLayout {
 	held := map[string][]int{}
 	for s, id := range c.owner {
 		if id == "" || !c.haveMet[s] {
@@ -147,7 +148,7 @@ func (c *clusterCore) newLayout(pt *Point, full, dim int) *pointLayout {
 
 // point is pt restricted to the worker's coordinates, gathered into its
 // memory.
-func (o *ownPoint) point(pt *Point) *Point {
+func (o *ownPoint) point(pt *wire.Point) *wire.Point {
 	gather := func(dst *[][]float64, src [][]float64) [][]float64 {
 		if len(*dst) != len(src) {
 			*dst = make([][]float64, len(src))
@@ -164,30 +165,30 @@ func (o *ownPoint) point(pt *Point) *Point {
 	own := *pt
 	own.Full, own.Live = uint32(fullOf(pt)), o.bits
 	own.X, own.V = nil, nil
-	if pt.Op != pointHessVecAt {
+	if pt.Op != wire.OpHessVecAt {
 		own.X = gather(&o.x, pt.X)
 	}
-	if pt.Op == pointHessVec || pt.Op == pointHessVecAt {
+	if pt.Op == wire.OpHessVec || pt.Op == wire.OpHessVecAt {
 		own.V = gather(&o.v, pt.V)
 	}
 	return &own
 }
 
 // fullOf is the length of pt's vectors with every coordinate.
-func fullOf(pt *Point) int {
+func fullOf(pt *wire.Point) int {
 	if pt.Full != 0 {
 		return int(pt.Full)
 	}
-	return pt.dim()
+	return pt.Dim()
 }
 
 // sendOwn publishes each worker's own point of the round.
-func (c *clusterCore) sendOwn(l *pointLayout, pt *Point) error {
+func (c *clusterCore) sendOwn(l *pointLayout, pt *wire.Point) error {
 	for _, o := range l.own {
 		own := o.point(pt)
-		pieces := pointPieces(o.head, own)
+		pieces := wire.PointPieces(o.head, own)
 		o.head = pieces[0]
-		if err := c.publishPoint(WorkerSubject(o.worker), pieces, 1); err != nil {
+		if err := c.publishPoint(wire.WorkerSubject(o.worker), pieces, 1); err != nil {
 			return err
 		}
 	}

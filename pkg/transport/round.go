@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
 )
@@ -28,12 +29,12 @@ func (c *clusterCore) onUp(m upMsg, add func(*shard.Partial) error) error {
 		}
 	}()
 	switch m.kind {
-	case KindError:
-		var le LoadError
+	case wire.KindError:
+		var le wire.LoadError
 		json.Unmarshal(m.payload, &le)
 		return fmt.Errorf("worker %s: %s", le.Worker, le.Err)
-	case KindMeta:
-		worker, meta, err := DecodeMeta(m.shard, m.payload)
+	case wire.KindMeta:
+		worker, meta, err := wire.DecodeMeta(m.shard, m.payload)
 		if err != nil {
 			c.bad.add(err, m.kind)
 			return nil
@@ -51,7 +52,7 @@ func (c *clusterCore) onUp(m upMsg, add func(*shard.Partial) error) error {
 		}
 		c.metas[m.shard], c.haveMet[m.shard] = *meta, true
 		delete(c.asked, holding{worker, m.shard})
-	case KindPartial, KindGroup:
+	case wire.KindPartial, wire.KindGroup:
 		if m.round != c.round || add == nil {
 			if m.round < c.round {
 				c.bad.add(errors.New("stale round"), m.kind)
@@ -60,7 +61,7 @@ func (c *clusterCore) onUp(m upMsg, add func(*shard.Partial) error) error {
 		}
 		id := m.shard
 		var node shard.NodeID
-		if m.kind == KindGroup {
+		if m.kind == wire.KindGroup {
 			node, _ = shard.NodeFromWire(uint32(m.shard), len(c.owner)) // checked on arrival
 			id = node.Index
 		}
@@ -71,13 +72,13 @@ func (c *clusterCore) onUp(m upMsg, add func(*shard.Partial) error) error {
 			into = new(decodedPartial)
 		}
 		c.decoded = append(c.decoded, into)
-		p, err := DecodePartialInto(id, m.payload, &into.Partial, &into.grad)
+		p, err := wire.DecodePartialInto(id, m.payload, &into.Partial, &into.grad)
 		if err != nil {
 			c.bad.add(err, m.kind)
 			return nil
 		}
 		viewed = true
-		p.Group, p.Level = m.kind == KindGroup, node.Level
+		p.Group, p.Level = m.kind == wire.KindGroup, node.Level
 		c.mu.Lock()
 		c.stats.ResultsUp++
 		c.mu.Unlock()
@@ -123,12 +124,12 @@ func (c *clusterCore) SetFolds(n int) error {
 }
 
 // point is the wire form of a request at p.
-func (c *clusterCore) point(op wireOp, p *shard.Point) (*Point, error) {
+func (c *clusterCore) point(op wire.Op, p *shard.Point) (*wire.Point, error) {
 	if p.Holdout > 0 && c.folds == 0 {
 		return nil, errors.New("a fold is held out but SetFolds was not called")
 	}
 	// The vectors already hold the bias weight last, as workers expect.
-	pt := &Point{Op: op, Bias: p.Bias, Labels: c.order, Weights: p.Weights, Stamp: p.Stamp, X: p.W, Holdout: uint32(p.Holdout)}
+	pt := &wire.Point{Op: op, Bias: p.Bias, Labels: c.order, Weights: p.Weights, Stamp: p.Stamp, X: p.W, Holdout: uint32(p.Holdout)}
 	for _, k := range p.Classes {
 		pt.Classes = append(pt.Classes, uint32(k))
 	}
@@ -157,9 +158,9 @@ func (c *Cluster) Eval(op osgm.Op, p, v *shard.Point, add func(*shard.Partial) e
 // withoutX makes a Hessian-vector point at the last round's x go without
 // it: only while every worker holds that point in the layout this one
 // goes out in.
-func (c *clusterCore) withoutX(pt *Point) {
+func (c *clusterCore) withoutX(pt *wire.Point) {
 	if pt.Stamp != 0 && pt.Stamp == c.lastStamp && slices.Equal(c.live(), c.lastLive) && c.layoutFor(pt) == c.lastLayout {
-		pt.Op = pointHessVecAt
+		pt.Op = wire.OpHessVecAt
 		c.mu.Lock()
 		c.stats.WithoutX++
 		c.mu.Unlock()
@@ -169,7 +170,7 @@ func (c *clusterCore) withoutX(pt *Point) {
 // Tally counts rows and correct predictions on the workers: each shard's
 // partial carries rows per class in Loss and correct ones in BiasGrad.
 func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
-	pt, err := c.point(pointCorrect, p)
+	pt, err := c.point(wire.OpCorrect, p)
 	if err != nil {
 		return shard.Tally{}, err
 	}
@@ -190,7 +191,7 @@ func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
 // round1 runs a round: it sends the point (a broadcast or own points)
 // and steps the round's state on results, heartbeats, lost workers and
 // ticks until every shard's result is in, or the round fails.
-func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
+func (c *Cluster) round1(pt *wire.Point, add func(*shard.Partial) error) error {
 	// This broadcast reaches whoever is connected now: reconnections
 	// before it need no other.
 	select {
@@ -238,7 +239,7 @@ func (c *Cluster) round1(pt *Point, add func(*shard.Partial) error) error {
 // startRound begins the next round: shards of lost workers move, the
 // memory of the last round's results is free again, and the point goes
 // out.
-func (c *clusterCore) startRound(pt *Point, add func(*shard.Partial) error) (*roundState, error) {
+func (c *clusterCore) startRound(pt *wire.Point, add func(*shard.Partial) error) (*roundState, error) {
 	c.checkWorkers(true)
 	c.round++
 	c.reuse, c.decoded = append(c.reuse, c.decoded...), c.decoded[:0]
@@ -247,7 +248,7 @@ func (c *clusterCore) startRound(pt *Point, add func(*shard.Partial) error) (*ro
 	}
 	clear(c.viewed)
 	c.viewed = c.viewed[:0]
-	r := &roundState{c: c, pt: pt, add: add, payload: pointPieces(c.pointBuf, pt), layout: c.layoutFor(pt),
+	r := &roundState{c: c, pt: pt, add: add, payload: wire.PointPieces(c.pointBuf, pt), layout: c.layoutFor(pt),
 		got: make([]bool, len(c.owner)), left: len(c.owner)}
 	c.pointBuf = r.payload[0]
 	c.lastStamp, c.lastLive, c.lastLayout = pt.Stamp, c.live(), r.layout
@@ -277,7 +278,7 @@ func (r *roundState) finish() {
 
 // onHeartbeat takes a worker's heartbeat during the round: a shard it now
 // holds may change hands.
-func (r *roundState) onHeartbeat(hb Heartbeat) error {
+func (r *roundState) onHeartbeat(hb wire.Heartbeat) error {
 	r.c.onHeartbeat(hb)
 	return r.wholeIfMoved()
 }
@@ -293,7 +294,7 @@ func (r *roundState) onGone(id string) {
 // the clocks that tell a slow round from a stuck one.
 type roundState struct {
 	c       *clusterCore
-	pt      *Point
+	pt      *wire.Point
 	add     func(*shard.Partial) error
 	payload [][]byte     // the whole point, for broadcasts
 	layout  *pointLayout // own points went out (nil: a broadcast, or whole since)
@@ -340,7 +341,7 @@ func (r *roundState) again() error {
 	}
 	r.layout, c.lastLayout = nil, nil
 	var err error
-	if r.pt.Op == pointHessVecAt {
+	if r.pt.Op == wire.OpHessVecAt {
 		// Some worker may not hold x: send it again too.
 		r.payload, err = c.sendX(r.pt)
 	} else {
@@ -364,12 +365,12 @@ func (r *roundState) wholeIfMoved() error {
 
 func (r *roundState) onUp(m upMsg) error {
 	c := r.c
-	if m.kind == KindNeedX {
+	if m.kind == wire.KindNeedX {
 		// A worker without x, or whose own point lacks the columns of
 		// shards it has loaded since: the whole point serves it.
-		if m.round == c.round && (r.pt.Op == pointHessVecAt || r.layout != nil) {
+		if m.round == c.round && (r.pt.Op == wire.OpHessVecAt || r.layout != nil) {
 			why := "a worker lacks x"
-			if r.pt.Op != pointHessVecAt {
+			if r.pt.Op != wire.OpHessVecAt {
 				why = "a worker's own point lacks columns of its shards"
 			}
 			c.log.Info("broadcasting the point whole", zap.Uint64("round", c.round), zap.String("why", why), zap.String("worker", string(m.payload)))
@@ -530,15 +531,15 @@ func (c *clusterCore) due(now time.Time) bool {
 
 // sendX turns the round's point without x into one with x and
 // broadcasts it; it returns the new payload, for later resends.
-func (c *clusterCore) sendX(pt *Point) ([][]byte, error) {
-	pt.Op = pointHessVec
-	payload := pointPieces(c.pointBuf, pt)
+func (c *clusterCore) sendX(pt *wire.Point) ([][]byte, error) {
+	pt.Op = wire.OpHessVec
+	payload := wire.PointPieces(c.pointBuf, pt)
 	c.pointBuf = payload[0]
 	return payload, c.broadcast(payload)
 }
 
 func (c *clusterCore) broadcast(payload [][]byte) error {
-	return c.publishPoint(DownSubject(c.cfg.Job), payload, len(c.live()))
+	return c.publishPoint(wire.DownSubject(c.cfg.Job), payload, len(c.live()))
 }
 
 // publishPoint sends a point's payload on subj, which reaches copies

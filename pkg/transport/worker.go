@@ -18,6 +18,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
 )
@@ -35,49 +36,25 @@ const (
 	upQueue          = 4096
 )
 
-// wireOp is a point's operation as its byte on the wire: osgm's four
-// evaluations, and two kinds only the protocol has.
-type wireOp uint8
-
-const (
-	pointEval wireOp = iota
-	pointHessVec
-	pointEvalDiag
-	pointEvalHess
-	// pointCorrect asks workers to tally rows and correct predictions
-	// per class (shard.Tally) instead of evaluating: rows come back as
-	// the partial's Loss, correct ones as its BiasGrad.
-	pointCorrect
-	pointHessVecAt // see below
-)
-
 // wireOpOf is an evaluation's byte on the wire.
-func wireOpOf(op osgm.Op) wireOp {
+func wireOpOf(op osgm.Op) wire.Op {
 	switch op {
 	case osgm.OpHessVec:
-		return pointHessVec
+		return wire.OpHessVec
 	case osgm.OpEvalDiag:
-		return pointEvalDiag
+		return wire.OpEvalDiag
 	case osgm.OpEvalHess:
-		return pointEvalHess
+		return wire.OpEvalHess
 	}
-	return pointEval
+	return wire.OpEval
 }
 
-// eval is the evaluation a point's op asks for (pointHessVecAt's once
+// evalOf is the evaluation a point's op asks for (OpHessVecAt's once
 // the worker has put its x back: a Hessian-vector product).
-func (w wireOp) eval() osgm.Op {
-	return [...]osgm.Op{pointEval: osgm.OpEval, pointHessVec: osgm.OpHessVec, pointEvalDiag: osgm.OpEvalDiag,
-		pointEvalHess: osgm.OpEvalHess, pointHessVecAt: osgm.OpHessVec}[w]
+func evalOf(op wire.Op) osgm.Op {
+	return [...]osgm.Op{wire.OpEval: osgm.OpEval, wire.OpHessVec: osgm.OpHessVec, wire.OpEvalDiag: osgm.OpEvalDiag,
+		wire.OpEvalHess: osgm.OpEvalHess, wire.OpHessVecAt: osgm.OpHessVec}[op]
 }
-
-// pointHessVecAt is a Hessian-vector product at the point the worker last
-// received, named by the stamp: the message carries V alone. Newton's CG
-// steps multiply at the x of the round before (the trial point just
-// accepted, or the step before), so their points are half the bytes (8 MB
-// a worker at 1 M features, not 16). A worker that does not hold that
-// point (it missed the round before) says so (KindNeedX) and answers the
-// broadcast with x that the coordinator sends at once.
 
 // WorkerConfig configures a worker.
 type WorkerConfig struct {
@@ -110,7 +87,7 @@ type Worker struct {
 	log  *zap.Logger
 	core *workerCore
 
-	cmds   chan Assign
+	cmds   chan wire.Assign
 	points chan roundMsg
 	loaded chan loadResult
 	down   *nats.Subscription // the job's broadcast points
@@ -120,7 +97,7 @@ type Worker struct {
 	// into the last one's memory), and node sums go up from the memory
 	// they were added in: no vector crosses the bus through a copy of
 	// its own.
-	chunks chunker
+	chunks wire.Chunker
 
 	// hangLoads, set by tests, makes loads wait for it to close before
 	// they read, as a load from a hung network mount does.
@@ -128,7 +105,7 @@ type Worker struct {
 
 	read   atomic.Int64 // bytes its loads have read (shard.Options.Read)
 	mu     sync.Mutex   // guards hb, read by the heartbeat goroutine
-	hb     Heartbeat
+	hb     wire.Heartbeat
 	beat   chan struct{} // a heartbeat now, not at the next tick
 	badMsg counter
 }
@@ -158,10 +135,10 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 		id = cfg.Name + "-" + id
 	}
 	w := &Worker{ID: id, cfg: cfg, nc: nc, bus: nc, log: cfg.Log.With(zap.String("worker", id)),
-		cmds: make(chan Assign, 16), points: make(chan roundMsg, 64), loaded: make(chan loadResult, 4), beat: make(chan struct{}, 1)}
+		cmds: make(chan wire.Assign, 16), points: make(chan roundMsg, 64), loaded: make(chan loadResult, 4), beat: make(chan struct{}, 1)}
 	w.badMsg.log = w.log
 	w.core = newWorkerCore(id, &w.cfg, w, w.log, &w.badMsg)
-	w.hb = Heartbeat{ID: id, Name: cfg.Name, OwnPoints: true}
+	w.hb = wire.Heartbeat{ID: id, Name: cfg.Name, OwnPoints: true}
 	return w
 }
 
@@ -171,14 +148,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	// subject, which every deployment already lets it read: a broadcast
 	// and an own point of the same round are different messages, put
 	// together apart.
-	var own Assembler
+	var own wire.Assembler
 	own.MaxPending = 4
-	sub, err := w.bus.Subscribe(WorkerSubject(w.ID), func(m *nats.Msg) {
-		h, payload, err := DecodeChunk(m.Data)
-		if err == nil && h.Kind == KindProbe {
+	sub, err := w.bus.Subscribe(wire.WorkerSubject(w.ID), func(m *nats.Msg) {
+		h, payload, err := wire.DecodeChunk(m.Data)
+		if err == nil && h.Kind == wire.KindProbe {
 			return // the server answers for us if we are gone
 		}
-		if err == nil && h.Kind == KindPoint {
+		if err == nil && h.Kind == wire.KindPoint {
 			if parts, ok := own.AddParts(h, payload); ok {
 				own.Forget(h.Round)
 				select {
@@ -188,11 +165,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			return
 		}
-		if err != nil || h.Kind != KindAssign {
+		if err != nil || h.Kind != wire.KindAssign {
 			w.badMsg.add(err, h.Kind)
 			return
 		}
-		var a Assign
+		var a wire.Assign
 		if err := json.Unmarshal(payload, &a); err != nil {
 			w.badMsg.add(err, h.Kind)
 			return
@@ -206,7 +183,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer sub.Unsubscribe()
-	hello, err := w.bus.Subscribe(SubjectHello, func(*nats.Msg) { w.beatNow() })
+	hello, err := w.bus.Subscribe(wire.SubjectHello, func(*nats.Msg) { w.beatNow() })
 	if err != nil {
 		return err
 	}
@@ -225,7 +202,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	go w.heartbeats(ctx)
-	w.log.Info("worker ready", zap.String("subject", WorkerSubject(w.ID)), zap.Bool("connected", w.nc.IsConnected()))
+	w.log.Info("worker ready", zap.String("subject", wire.WorkerSubject(w.ID)), zap.Bool("connected", w.nc.IsConnected()))
 	for {
 		select {
 		case <-closed:
@@ -268,8 +245,8 @@ func (w *Worker) sendHeartbeat() {
 	w.hb.Read = uint64(w.read.Load())
 	hb, _ := json.Marshal(w.hb)
 	w.mu.Unlock()
-	Chunks(KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {
-		return w.bus.Publish(SubjectHeartbeat, b)
+	wire.Chunks(wire.KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {
+		return w.bus.Publish(wire.SubjectHeartbeat, b)
 	})
 }
 
@@ -306,9 +283,9 @@ func (w *Worker) heartbeats(ctx context.Context) {
 }
 
 // send is workerIO's: one message up, in chunks the server takes.
-func (w *Worker) send(kind Kind, job, round uint64, shardID uint32, pieces ...[]byte) {
-	subj := UpSubject(job)
-	err := w.chunks.sendPieces(kind, job, round, shardID, pieces, int(w.nc.MaxPayload()), func(b []byte) error {
+func (w *Worker) send(kind wire.Kind, job, round uint64, shardID uint32, pieces ...[]byte) {
+	subj := wire.UpSubject(job)
+	err := w.chunks.SendPieces(kind, job, round, shardID, pieces, int(w.nc.MaxPayload()), func(b []byte) error {
 		if m := w.cfg.Metrics; m != nil {
 			m.Bytes.WithLabelValues("up").Add(float64(len(b)))
 		}
@@ -326,11 +303,11 @@ func (w *Worker) listen(job uint64) {
 		w.down.Unsubscribe()
 		w.down = nil
 	}
-	var asm Assembler
+	var asm wire.Assembler
 	asm.MaxPending = 4
-	sub, err := w.bus.Subscribe(DownSubject(job), func(m *nats.Msg) {
-		h, payload, err := DecodeChunk(m.Data)
-		if err != nil || h.Kind != KindPoint || h.Job != job {
+	sub, err := w.bus.Subscribe(wire.DownSubject(job), func(m *nats.Msg) {
+		h, payload, err := wire.DecodeChunk(m.Data)
+		if err != nil || h.Kind != wire.KindPoint || h.Job != job {
 			w.badMsg.add(err, h.Kind)
 			return
 		}
@@ -350,7 +327,7 @@ func (w *Worker) listen(job uint64) {
 
 // load is workerIO's: the shards are read on a goroutine of their own and
 // handed to the Run loop when read.
-func (w *Worker) load(job uint64, src Source, ranges []shard.Range) {
+func (w *Worker) load(job uint64, src wire.Source, ranges []shard.Range) {
 	go func() {
 		start := time.Now()
 		shards, failed, err := w.readShards(src, ranges)
@@ -368,7 +345,7 @@ func (w *Worker) holding(job uint64, held, loading []int) {
 	}
 }
 
-func (w *Worker) readShards(src Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
+func (w *Worker) readShards(src wire.Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
 	if w.hangLoads != nil {
 		<-w.hangLoads
 	}
@@ -419,7 +396,7 @@ type counter struct {
 	counts map[string]int
 }
 
-func (c *counter) add(err error, kind Kind) {
+func (c *counter) add(err error, kind wire.Kind) {
 	if err == nil {
 		err = errors.New("unexpected message kind " + kind.String())
 	}

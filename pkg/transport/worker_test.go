@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // FuzzWorkerPoint hands a worker's core holding real shards any point
@@ -36,7 +37,7 @@ func FuzzWorkerPoint(f *testing.F) {
 	var bad counter
 	bad.log = zap.NewNop()
 	w := newWorkerCore("fuzz", &WorkerConfig{Parallel: 2}, rec, zap.NewNop(), &bad)
-	w.assign(Assign{Job: job, Source: Source{Path: path, File: id}, Shards: ranges, Total: len(ranges)})
+	w.assign(wire.Assign{Job: job, Source: wire.Source{Path: path, File: id}, Shards: ranges, Total: len(ranges)})
 	shards, err := shard.LoadChecked(path, ranges, shard.Options{Parallel: 2}, id)
 	if err != nil {
 		f.Fatal(err)
@@ -54,23 +55,23 @@ func FuzzWorkerPoint(f *testing.F) {
 	three := func(dim int, scale float64) [][]float64 {
 		return [][]float64{vec(dim, scale), vec(dim, -scale), vec(dim, scale/2)}
 	}
-	for _, p := range []*Point{
+	for _, p := range []*wire.Point{
 		// First, while the shards have never been given the labels.
-		{Op: pointEval, Bias: 1, X: three(61, 0.1)},
-		{Op: pointEval, Bias: 1, Labels: labels, X: three(61, 0.1)},
-		{Op: pointEval, Bias: -1, Labels: labels, Classes: []uint32{2}, Weights: []float64{1, 2}, X: [][]float64{vec(60, 0.1)}},
-		{Op: pointHessVec, Bias: 1, Labels: labels, Stamp: 5, X: three(61, 0.1), V: three(61, 1)},
-		{Op: pointHessVecAt, Bias: 1, Labels: labels, Stamp: 5, V: three(61, 1)},
-		{Op: pointEvalDiag, Bias: 1, Labels: labels, Stamp: 6, X: [][]float64{vec(61, 0.1)}},
-		{Op: pointEvalHess, Bias: 1, Labels: labels, X: [][]float64{vec(61, 0.1)}},
-		{Op: pointCorrect, Bias: 1, Labels: labels, X: three(61, 0.1)},
-		{Op: pointEval, Bias: 1, Labels: labels, Folds: 3, Holdout: 2, Rows: 200, Starts: []uint64{0, 50, 100, 150}, X: three(61, 0.1)},
-		{Op: pointEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<61 - 1}, X: three(61, 0.1)},
+		{Op: wire.OpEval, Bias: 1, X: three(61, 0.1)},
+		{Op: wire.OpEval, Bias: 1, Labels: labels, X: three(61, 0.1)},
+		{Op: wire.OpEval, Bias: -1, Labels: labels, Classes: []uint32{2}, Weights: []float64{1, 2}, X: [][]float64{vec(60, 0.1)}},
+		{Op: wire.OpHessVec, Bias: 1, Labels: labels, Stamp: 5, X: three(61, 0.1), V: three(61, 1)},
+		{Op: wire.OpHessVecAt, Bias: 1, Labels: labels, Stamp: 5, V: three(61, 1)},
+		{Op: wire.OpEvalDiag, Bias: 1, Labels: labels, Stamp: 6, X: [][]float64{vec(61, 0.1)}},
+		{Op: wire.OpEvalHess, Bias: 1, Labels: labels, X: [][]float64{vec(61, 0.1)}},
+		{Op: wire.OpCorrect, Bias: 1, Labels: labels, X: three(61, 0.1)},
+		{Op: wire.OpEval, Bias: 1, Labels: labels, Folds: 3, Holdout: 2, Rows: 200, Starts: []uint64{0, 50, 100, 150}, X: three(61, 0.1)},
+		{Op: wire.OpEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<61 - 1}, X: three(61, 0.1)},
 		// An own point that lacks the columns of half the shards' features.
-		{Op: pointEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, X: three(31, 0.1)},
-		{Op: pointHessVecAt, Bias: 1, Labels: labels, Stamp: 5, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, V: three(31, 1)},
+		{Op: wire.OpEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, X: three(31, 0.1)},
+		{Op: wire.OpHessVecAt, Bias: 1, Labels: labels, Stamp: 5, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, V: three(31, 1)},
 	} {
-		b := EncodePoint(p)
+		b := wire.EncodePoint(p)
 		for _, same := range []bool{false, true} {
 			f.Add(b, uint16(0), same)
 			f.Add(b, uint16(len(b)/2), same)

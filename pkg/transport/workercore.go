@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // workerCore is a worker's protocol: the job and the shards it holds, the
@@ -27,14 +28,14 @@ type workerCore struct {
 	bad *counter         // messages dropped
 
 	job      uint64
-	source   Source
+	source   wire.Source
 	shards   map[int]*shard.Shard
 	want     map[int]shard.Range
 	loading  map[int]bool
 	order    []float64
 	foldN    uint32   // the folds foldIDs numbers (0: none yet)
 	foldIDs  []uint16 // every row's fold, for the current point's folds
-	point    *Point
+	point    *wire.Point
 	live     *shard.LiveMap // the coordinates point carries (nil: all)
 	askedFor uint64         // the last round this worker asked for the whole point
 	round    uint64
@@ -61,13 +62,13 @@ type workerIO interface {
 	// send sends one message up to the coordinator, whole (the NATS loop
 	// cuts it into chunks). The pieces are kept for resends: they must
 	// not be written to.
-	send(kind Kind, job, round uint64, shardID uint32, pieces ...[]byte)
+	send(kind wire.Kind, job, round uint64, shardID uint32, pieces ...[]byte)
 	// listen makes the job's broadcast points come to the core, and no
 	// other job's.
 	listen(job uint64)
 	// load reads the ranges of src and, later, steps the core with the
 	// result (finishLoad).
-	load(job uint64, src Source, ranges []shard.Range)
+	load(job uint64, src wire.Source, ranges []shard.Range)
 	// holding says which shards the core holds and loads, for heartbeats.
 	holding(job uint64, held, loading []int)
 }
@@ -107,7 +108,7 @@ func (w *workerCore) publishState() {
 }
 
 // assign makes the held shards match the coordinator's list.
-func (w *workerCore) assign(a Assign) {
+func (w *workerCore) assign(a wire.Assign) {
 	describe := a.Describe
 	if a.Job != w.job {
 		// The new coordinator knows nothing of the shards kept.
@@ -150,7 +151,7 @@ func (w *workerCore) assign(a Assign) {
 // next training of the same file (another C, say), finds them loaded
 // instead of waiting for every worker to read the file again. It returns
 // the ids of the shards kept.
-func (w *workerCore) switchJob(a Assign) []int {
+func (w *workerCore) switchJob(a wire.Assign) []int {
 	job := a.Job
 	kept, ids := map[int]*shard.Shard{}, []int{}
 	if a.Source.Bucket == "" && w.source.Bucket == "" && a.Source.Path == w.source.Path && a.Source.File == w.source.File {
@@ -181,8 +182,8 @@ func (w *workerCore) finishLoad(r loadResult) {
 		// A warning: the coordinator ends the job with this error and
 		// reports it, so -q's one line of trouble stays one line.
 		w.log.Warn("load failed; the coordinator is told", zap.Error(r.err))
-		body, _ := json.Marshal(LoadError{Worker: w.id, Shard: r.failed, Err: r.err.Error()})
-		w.publishUp(KindError, 0, uint32(r.failed), body)
+		body, _ := json.Marshal(wire.LoadError{Worker: w.id, Shard: r.failed, Err: r.err.Error()})
+		w.publishUp(wire.KindError, 0, uint32(r.failed), body)
 		for id := range w.loading {
 			delete(w.loading, id)
 		}
@@ -221,7 +222,7 @@ func (w *workerCore) finishLoad(r loadResult) {
 		zap.Float64("rows_per_s", float64(rows)/secs), zap.Float64("mb_per_s", float64(bytes)/secs/1e6))
 	if w.point != nil && len(fresh) > 0 {
 		if err := w.setFolds(fresh); err != nil {
-			w.bad.add(err, KindPoint)
+			w.bad.add(err, wire.KindPoint)
 			return
 		}
 		w.evaluate(fresh, false)
@@ -267,7 +268,7 @@ func (w *workerCore) setFolds(shards []*shard.Shard) error {
 // describe sends a shard's description to the coordinator.
 func (w *workerCore) describe(s *shard.Shard) {
 	meta := shard.MetaOf(s)
-	w.publishUp(KindMeta, 0, uint32(s.ID), EncodeMeta(w.id, &meta))
+	w.publishUp(wire.KindMeta, 0, uint32(s.ID), wire.EncodeMeta(w.id, &meta))
 }
 
 func (w *workerCore) rebuildLocal() {
@@ -331,12 +332,12 @@ func (w *workerCore) sendNode(id shard.NodeID, sum *shard.Partial) error {
 	if n := len(w.spare); n > 0 {
 		buf, w.spare = w.spare[n-1], w.spare[:n-1]
 	}
-	pieces := partialPieces(sum, buf, w.cfg.wholeGradients)
+	pieces := wire.PartialPieces(sum, buf, w.cfg.wholeGradients)
 	if len(pieces) == 1 {
 		w.laidOut = append(w.laidOut, pieces[0])
 	}
 	w.sums[id] = pieces
-	w.publishUp(KindGroup, w.round, id.Wire(), pieces...)
+	w.publishUp(wire.KindGroup, w.round, id.Wire(), pieces...)
 	return nil
 }
 
@@ -361,17 +362,17 @@ func (w *workerCore) onPoint(m roundMsg) {
 		// columns of shards loaded since) replaces the point in hand.
 		if p, err := w.decodePoint(m.parts, nil); err == nil && !sameLayout(w.live, p) {
 			if err := w.setPoint(p); err != nil {
-				w.bad.add(err, KindPoint)
+				w.bad.add(err, wire.KindPoint)
 				return
 			}
 		}
 		for id, pieces := range w.sums {
-			w.publishUp(KindGroup, w.round, id.Wire(), pieces...)
+			w.publishUp(wire.KindGroup, w.round, id.Wire(), pieces...)
 		}
 		var todo []*shard.Shard
 		for _, s := range w.local.Shards {
 			if b, ok := w.answered[s.ID]; ok {
-				w.publishUp(KindPartial, w.round, uint32(s.ID), b)
+				w.publishUp(wire.KindPartial, w.round, uint32(s.ID), b)
 			} else if !w.sent(s.ID) {
 				todo = append(todo, s)
 			}
@@ -386,13 +387,13 @@ func (w *workerCore) onPoint(m roundMsg) {
 	p, err := w.decodePoint(m.parts, w.point)
 	if err == errNoX {
 		w.log.Info("a point without x at an x this worker does not hold: asking for x", zap.Uint64("round", m.round))
-		w.publishUp(KindNeedX, m.round, 0, []byte(w.id))
+		w.publishUp(wire.KindNeedX, m.round, 0, []byte(w.id))
 	}
 	if err == nil {
 		err = w.setPoint(p)
 	}
 	if err != nil {
-		w.bad.add(err, KindPoint)
+		w.bad.add(err, wire.KindPoint)
 		w.point, w.live = nil, nil
 		return
 	}
@@ -405,7 +406,7 @@ func (w *workerCore) onPoint(m roundMsg) {
 		}
 	}
 	if err := w.setFolds(w.local.Shards); err != nil {
-		w.bad.add(err, KindPoint)
+		w.bad.add(err, wire.KindPoint)
 		w.point, w.live = nil, nil
 		return
 	}
@@ -415,13 +416,13 @@ func (w *workerCore) onPoint(m roundMsg) {
 // decodePoint decodes a point into into's memory (nil: its own). A
 // Hessian-vector point without x takes x from the point in hand, which
 // must be the one it names, in the same layout; errNoX otherwise.
-func (w *workerCore) decodePoint(parts [][]byte, into *Point) (*Point, error) {
+func (w *workerCore) decodePoint(parts [][]byte, into *wire.Point) (*wire.Point, error) {
 	held := w.point
-	p, err := DecodePointParts(parts, into)
+	p, err := wire.DecodePointParts(parts, into)
 	if err != nil {
 		return nil, err
 	}
-	if p.Op != pointHessVecAt {
+	if p.Op != wire.OpHessVecAt {
 		return p, nil
 	}
 	if w.forgetPoints > 0 {
@@ -431,13 +432,13 @@ func (w *workerCore) decodePoint(parts [][]byte, into *Point) (*Point, error) {
 	if held == nil || p.Stamp == 0 || held.Stamp != p.Stamp || len(held.X) != len(p.V) || !sameLayout(w.live, p) || len(p.V[0]) != len(held.X[0]) {
 		return nil, errNoX
 	}
-	p.Op, p.X = pointHessVec, held.X
+	p.Op, p.X = wire.OpHessVec, held.X
 	return p, nil
 }
 
 // setPoint makes p the point in hand, with the map of the coordinates it
 // carries (nil: all).
-func (w *workerCore) setPoint(p *Point) error {
+func (w *workerCore) setPoint(p *wire.Point) error {
 	if len(p.Live) == 0 {
 		w.point, w.live = p, nil
 		return nil
@@ -456,7 +457,7 @@ func (w *workerCore) setPoint(p *Point) error {
 }
 
 // sameLayout reports whether p carries the coordinates m does (nil: all).
-func sameLayout(m *shard.LiveMap, p *Point) bool {
+func sameLayout(m *shard.LiveMap, p *wire.Point) bool {
 	if len(p.Live) == 0 {
 		return m == nil
 	}
@@ -482,18 +483,18 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 		local = shard.NewLocal(shards, w.cfg.Parallel)
 	}
 	start := w.now()
-	if p.Op == pointCorrect {
+	if p.Op == wire.OpCorrect {
 		w.tally(shards, pt, start)
 		return
 	}
 	var vp *shard.Point
-	if p.Op == pointHessVec {
+	if p.Op == wire.OpHessVec {
 		vp = shard.NewPoint(p.V, p.Bias, at)
 		vp.Live = w.live
 	}
 	sums := map[int]*shard.GroupSum{}
 	hess := 0
-	if p.Op == pointEvalHess {
+	if p.Op == wire.OpEvalHess {
 		hess = shard.HessLen(len(p.X[0]))
 	}
 	w.started = start
@@ -506,7 +507,7 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 	if m := w.cfg.Metrics; m != nil {
 		defer func(start time.Time) { m.Eval.Observe(w.now().Sub(start).Seconds()) }(w.now())
 	}
-	local.Eval(p.Op.eval(), pt, vp, func(part *shard.Partial) error {
+	local.Eval(evalOf(p.Op), pt, vp, func(part *shard.Partial) error {
 		if grouped && w.dense != nil && w.dense.Holds(part.Shard) {
 			_, err := w.dense.Add(part)
 			return err
@@ -574,7 +575,7 @@ func (w *workerCore) shardPoint(shards []*shard.Shard) (pt *shard.Point, at int,
 			w.askedFor = w.round
 			w.log.Info("the point lacks columns of shards this worker holds: asking for the whole point",
 				zap.Uint64("round", w.round), zap.Error(err))
-			w.publishUp(KindNeedX, w.round, 0, []byte(w.id))
+			w.publishUp(wire.KindNeedX, w.round, 0, []byte(w.id))
 			return nil, 0, false
 		}
 		w.log.Error("point's live coordinates", zap.Error(err))
@@ -598,11 +599,11 @@ func (w *workerCore) tally(shards []*shard.Shard, pt *shard.Point, start time.Ti
 }
 
 func (w *workerCore) answer(part *shard.Partial) {
-	b := appendPartialAs(nil, part, w.cfg.wholeGradients)
+	b := wire.AppendPartialAs(nil, part, w.cfg.wholeGradients)
 	w.answered[part.Shard] = b
-	w.publishUp(KindPartial, w.round, uint32(part.Shard), b)
+	w.publishUp(wire.KindPartial, w.round, uint32(part.Shard), b)
 }
 
-func (w *workerCore) publishUp(kind Kind, round uint64, shardID uint32, payload ...[]byte) {
+func (w *workerCore) publishUp(kind wire.Kind, round uint64, shardID uint32, payload ...[]byte) {
 	w.io.send(kind, w.job, round, shardID, payload...)
 }

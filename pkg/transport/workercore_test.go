@@ -19,6 +19,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // recorder is a worker core's world in tests: it writes down what the core
@@ -33,11 +34,11 @@ type recorder struct {
 
 type loadRequest struct {
 	job    uint64
-	src    Source
+	src    wire.Source
 	ranges []shard.Range
 }
 
-func (r *recorder) send(kind Kind, job, round uint64, shardID uint32, pieces ...[]byte) {
+func (r *recorder) send(kind wire.Kind, job, round uint64, shardID uint32, pieces ...[]byte) {
 	r.sent++
 	if r.keep {
 		r.out.WriteString(describeUp(kind, job, round, shardID, bytes.Join(pieces, nil)) + "\n")
@@ -50,7 +51,7 @@ func (r *recorder) listen(job uint64) {
 	}
 }
 
-func (r *recorder) load(job uint64, src Source, ranges []shard.Range) {
+func (r *recorder) load(job uint64, src wire.Source, ranges []shard.Range) {
 	r.loads = append(r.loads, loadRequest{job, src, ranges})
 	if r.keep {
 		fmt.Fprintf(&r.out, "load job=%d shards=%s\n", job, idList(ranges))
@@ -65,28 +66,28 @@ func (r *recorder) holding(job uint64, held, loading []int) {
 
 // describeUp is a message up as one line: its kind, round and shard, what
 // it says, and for partials and sums a hash of their bytes.
-func describeUp(kind Kind, job, round uint64, shardID uint32, b []byte) string {
+func describeUp(kind wire.Kind, job, round uint64, shardID uint32, b []byte) string {
 	h := fnv.New32a()
 	h.Write(b)
 	switch kind {
-	case KindMeta:
-		worker, m, err := DecodeMeta(int(shardID), b)
+	case wire.KindMeta:
+		worker, m, err := wire.DecodeMeta(int(shardID), b)
 		if err != nil {
 			return fmt.Sprintf("meta job=%d shard=%d: %v", job, shardID, err)
 		}
 		return fmt.Sprintf("meta job=%d shard=%d rows=%d from=%s", job, shardID, m.Rows, worker)
-	case KindPartial, KindGroup:
-		p, err := DecodePartial(int(shardID), b)
+	case wire.KindPartial, wire.KindGroup:
+		p, err := wire.DecodePartial(int(shardID), b)
 		if err != nil {
 			return fmt.Sprintf("%v round=%d shard=%d: %v", kind, round, shardID, err)
 		}
 		what := fmt.Sprintf("shard=%d", shardID)
-		if kind == KindGroup {
+		if kind == wire.KindGroup {
 			what = fmt.Sprintf("node=%d.%d", shardID>>24, shardID&(1<<24-1))
 		}
 		return fmt.Sprintf("%v job=%d round=%d %s loss=%s #%08x", kind, job, round, what, floats(p.Loss), h.Sum32())
-	case KindError:
-		var e LoadError
+	case wire.KindError:
+		var e wire.LoadError
 		json.Unmarshal(b, &e)
 		return fmt.Sprintf("error job=%d shard=%d: %s", job, shardID, e.Err)
 	}
@@ -160,7 +161,7 @@ type transcript struct {
 	t     *testing.T
 	core  *workerCore
 	rec   *recorder
-	files map[string]Source
+	files map[string]wire.Source
 	dim   int // features and bias weight
 }
 
@@ -181,14 +182,14 @@ func newTranscript(t *testing.T) *transcript {
 	// numbers are the same bytes.
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	core.now = func() time.Time { return clock }
-	tr := &transcript{t: t, core: core, rec: rec, files: map[string]Source{}, dim: transcriptFeatures + 1}
+	tr := &transcript{t: t, core: core, rec: rec, files: map[string]wire.Source{}, dim: transcriptFeatures + 1}
 	for i, name := range []string{"a", "b"} {
 		path := randomData(t, rand.New(rand.NewPCG(uint64(i), 9)), 320, transcriptClasses, 1, transcriptFeatures)
 		id, err := shard.Identify(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr.files[name] = Source{Path: path, File: id}
+		tr.files[name] = wire.Source{Path: path, File: id}
 	}
 	return tr
 }
@@ -204,7 +205,7 @@ func (tr *transcript) evaluations() uint64 {
 }
 
 // layout is the file's cut into the transcripts' 16 shards.
-func (tr *transcript) layout(src Source) []shard.Range {
+func (tr *transcript) layout(src wire.Source) []shard.Range {
 	info, err := shard.Stat(src.Path)
 	if err != nil {
 		tr.t.Fatal(err)
@@ -274,7 +275,7 @@ func (tr *transcript) step(d *datadriven.TestData) error {
 			return err
 		}
 		all := tr.layout(src)
-		a := Assign{Job: num("job", 1), Source: src, Total: len(all)}
+		a := wire.Assign{Job: num("job", 1), Source: src, Total: len(all)}
 		for _, id := range ids {
 			a.Shards = append(a.Shards, all[id])
 		}
@@ -306,7 +307,7 @@ func (tr *transcript) step(d *datadriven.TestData) error {
 		if err != nil {
 			return err
 		}
-		b := EncodePoint(p)
+		b := wire.EncodePoint(p)
 		if n := num("cut", 0); n > 0 && n < uint64(len(b)) {
 			b = b[:n]
 		}
@@ -333,9 +334,9 @@ func (tr *transcript) step(d *datadriven.TestData) error {
 // point is the point a command describes: the three classes' vectors
 // filled from x (and v for Hessian-vector products), all coordinates or
 // the live ones.
-func (tr *transcript) point(args map[string]string, stamp uint64) (*Point, error) {
-	ops := map[string]wireOp{"eval": pointEval, "hessvec": pointHessVec, "hessvecat": pointHessVecAt,
-		"evaldiag": pointEvalDiag, "evalhess": pointEvalHess, "correct": pointCorrect}
+func (tr *transcript) point(args map[string]string, stamp uint64) (*wire.Point, error) {
+	ops := map[string]wire.Op{"eval": wire.OpEval, "hessvec": wire.OpHessVec, "hessvecat": wire.OpHessVecAt,
+		"evaldiag": wire.OpEvalDiag, "evalhess": wire.OpEvalHess, "correct": wire.OpCorrect}
 	op, ok := ops[args["op"]]
 	if !ok {
 		return nil, fmt.Errorf("no op %q", args["op"])
@@ -347,7 +348,7 @@ func (tr *transcript) point(args map[string]string, stamp uint64) (*Point, error
 			return nil, err
 		}
 	}
-	p := &Point{Op: op, Bias: 1, Stamp: stamp, Labels: []float64{1, 2, 3}}
+	p := &wire.Point{Op: op, Bias: 1, Stamp: stamp, Labels: []float64{1, 2, 3}}
 	dim := tr.dim
 	if s, ok := args["live"]; ok {
 		// Features by their 0-based column; the bias weight is always sent.
@@ -371,13 +372,13 @@ func (tr *transcript) point(args map[string]string, stamp uint64) (*Point, error
 		}
 		return out
 	}
-	if op != pointHessVecAt {
+	if op != wire.OpHessVecAt {
 		p.X = vecs(scale)
 	}
-	if op == pointHessVec || op == pointHessVecAt {
+	if op == wire.OpHessVec || op == wire.OpHessVecAt {
 		p.V = vecs(1)
 	}
-	if op == pointEvalHess || op == pointEvalDiag {
+	if op == wire.OpEvalHess || op == wire.OpEvalDiag {
 		p.X = p.X[:1] // one problem: the Hessian's is the point's whole dimension
 		p.Classes = []uint32{1}
 	}

@@ -1,4 +1,4 @@
-package transport
+package wire
 
 import (
 	"bytes"
@@ -84,7 +84,7 @@ func within(v []float64, b []byte) bool {
 // memory. What comes out is what was encoded in every case.
 func TestDecodingInPlace(t *testing.T) {
 	mk := func(x float64, dim int) *Point {
-		p := &Point{Op: pointHessVec, Labels: []float64{1, -1, 3}, X: [][]float64{make([]float64, dim)}, V: [][]float64{make([]float64, dim)}}
+		p := &Point{Op: OpHessVec, Labels: []float64{1, -1, 3}, X: [][]float64{make([]float64, dim)}, V: [][]float64{make([]float64, dim)}}
 		for j := range dim {
 			p.X[0][j], p.V[0][j] = x+float64(j), x-float64(j)
 		}
@@ -101,7 +101,7 @@ func TestDecodingInPlace(t *testing.T) {
 		if !bytes.Equal(buf, EncodePoint(want)) {
 			t.Fatalf("dim %d: AppendPoint into old bytes differs from EncodePoint", dim)
 		}
-		if pieces := pointPieces(nil, want); !bytes.Equal(slices.Concat(pieces...), buf) {
+		if pieces := PointPieces(nil, want); !bytes.Equal(slices.Concat(pieces...), buf) {
 			t.Fatalf("dim %d: the point's pieces differ from its encoding", dim)
 		}
 		got, err := DecodePoint(buf)
@@ -133,7 +133,7 @@ func TestDecodingInPlace(t *testing.T) {
 			want.Grad[j] = float64(n * j)
 		}
 		enc := AppendPartial(nil, want)
-		if !bytes.Equal(slices.Concat(partialPieces(want, nil, false)...), enc) {
+		if !bytes.Equal(slices.Concat(PartialPieces(want, nil, false)...), enc) {
 			t.Fatalf("partial of %d: its pieces differ from its encoding", n)
 		}
 		for _, b := range [][]byte{enc, misaligned(enc)} {
@@ -160,7 +160,7 @@ func TestDecodingInPlace(t *testing.T) {
 // point's memory.
 func TestPointFromChunks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	want := &Point{Op: pointHessVec, Labels: []float64{1, -1, 2}, Weights: []float64{1, 2, 3, 4}, Classes: []uint32{0, 2},
+	want := &Point{Op: OpHessVec, Labels: []float64{1, -1, 2}, Weights: []float64{1, 2, 3, 4}, Classes: []uint32{0, 2},
 		Stamp: 7, Rows: 99, Starts: []uint64{0, 50}, X: [][]float64{make([]float64, 37), make([]float64, 37)}, V: [][]float64{make([]float64, 37), make([]float64, 37)}}
 	for _, vs := range [][][]float64{want.X, want.V} {
 		for _, v := range vs {
@@ -211,13 +211,13 @@ func TestPiecesAreThePayload(t *testing.T) {
 		{Loss: []float64{1}, BiasGrad: []float64{0}},
 	} {
 		want := EncodePartial(p)
-		if got := bytes.Join(partialPieces(p, nil, false), nil); !bytes.Equal(got, want) {
+		if got := bytes.Join(PartialPieces(p, nil, false), nil); !bytes.Equal(got, want) {
 			t.Fatalf("pieces %x, encoding %x", got, want)
 		}
 		for _, size := range []int{HeaderSize + 1, HeaderSize + 7, HeaderSize + 1000} {
-			var c chunker
+			var c Chunker
 			var got [][]byte
-			c.sendPieces(KindGroup, 7, 2, 3, partialPieces(p, nil, false), size, func(b []byte) error { got = append(got, slices.Clone(b)); return nil })
+			c.SendPieces(KindGroup, 7, 2, 3, PartialPieces(p, nil, false), size, func(b []byte) error { got = append(got, slices.Clone(b)); return nil })
 			if w := chunksOf(t, KindGroup, 2, 3, want, size); !reflect.DeepEqual(got, w) {
 				t.Fatalf("chunks of %d bytes differ from the encoding's", size)
 			}
@@ -256,7 +256,7 @@ func TestDecodeChunkRejects(t *testing.T) {
 }
 
 func TestMessagesRoundTrip(t *testing.T) {
-	p := &Point{Op: pointHessVec, Bias: 1.5, Labels: []float64{3, 1, 2}, Weights: []float64{2, 1, 0.5, 1, 1, 1},
+	p := &Point{Op: OpHessVec, Bias: 1.5, Labels: []float64{3, 1, 2}, Weights: []float64{2, 1, 0.5, 1, 1, 1},
 		Classes: []uint32{2, 0, 1}, Stamp: 0xdeadbeef12345678, Folds: 5, Holdout: 3, Rows: 1000, Starts: []uint64{0, 400, 700},
 		X: [][]float64{{1, -2, math.Pi}, {0, 1e-300, -0.5}, {4, 5, 6}},
 		V: [][]float64{{1, 1, 1}, {2, 2, 2}, {3, 3, 3}}}
@@ -277,23 +277,23 @@ func TestMessagesRoundTrip(t *testing.T) {
 	// At the last point: V travels, X (held by the sender for a second
 	// broadcast) does not.
 	at := *p
-	at.Op = pointHessVecAt
+	at.Op = OpHessVecAt
 	full, short := EncodePoint(p), EncodePoint(&at)
 	if len(full)-len(short) != 8*len(p.X)*len(p.X[0]) {
 		t.Fatalf("a point without x takes %d bytes, with x %d", len(short), len(full))
 	}
-	if got, err := DecodePoint(short); err != nil || got.Op != pointHessVecAt || got.X != nil || got.Stamp != p.Stamp || !slices.Equal(got.V[2], p.V[2]) {
+	if got, err := DecodePoint(short); err != nil || got.Op != OpHessVecAt || got.X != nil || got.Stamp != p.Stamp || !slices.Equal(got.V[2], p.V[2]) {
 		t.Fatalf("point without x: %v %+v", err, got)
 	}
 
 	// Vectors of 70 coordinates that carry 3 of them.
-	lp := &Point{Op: pointEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b101, 1 << 5}, X: [][]float64{{1, 2, 3}}}
+	lp := &Point{Op: OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b101, 1 << 5}, X: [][]float64{{1, 2, 3}}}
 	if got, err := DecodePoint(EncodePoint(lp)); err != nil || got.Full != 70 || !slices.Equal(got.Live, lp.Live) || !slices.Equal(got.X[0], lp.X[0]) {
 		t.Fatalf("point with live coordinates: %v %+v", err, got)
 	}
 
-	hp := &Point{Op: pointEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2, 3}}}
-	if got, err := DecodePoint(EncodePoint(hp)); err != nil || got.Op != pointEvalHess || !slices.Equal(got.X[0], hp.X[0]) || got.V != nil {
+	hp := &Point{Op: OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2, 3}}}
+	if got, err := DecodePoint(EncodePoint(hp)); err != nil || got.Op != OpEvalHess || !slices.Equal(got.X[0], hp.X[0]) || got.V != nil {
 		t.Fatalf("Hessian point: %v %+v", err, got)
 	}
 
@@ -334,7 +334,7 @@ func TestColumnMapBeyondUint32(t *testing.T) {
 }
 
 func TestDecodeRejectsLies(t *testing.T) {
-	p := EncodePoint(&Point{Op: pointEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}})
+	p := EncodePoint(&Point{Op: OpEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}})
 	if _, err := DecodePoint(p[:len(p)-8]); err == nil {
 		t.Error("a truncated point decoded")
 	}
@@ -344,13 +344,13 @@ func TestDecodeRejectsLies(t *testing.T) {
 		t.Error("a point with an unknown op decoded")
 	}
 	for _, lie := range []*Point{
-		{Op: pointEval, Labels: []float64{1, -1}, Weights: []float64{1, 2, 3}, X: [][]float64{{1, 2}}},
-		{Op: pointEval, Labels: []float64{1, -1}, Folds: 3, Holdout: 4, X: [][]float64{{1, 2}}},
-		{Op: pointEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b111, 0}, X: [][]float64{{1, 2}}},
-		{Op: pointEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
-		{Op: pointEval, Labels: []float64{1, -1}, Full: 4, Live: []uint64{0b10001}, X: [][]float64{{1, 2}}},
-		{Op: pointEval, Labels: []float64{1, -1}, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
-		{Op: pointEval, X: [][]float64{{1, 2}}},
+		{Op: OpEval, Labels: []float64{1, -1}, Weights: []float64{1, 2, 3}, X: [][]float64{{1, 2}}},
+		{Op: OpEval, Labels: []float64{1, -1}, Folds: 3, Holdout: 4, X: [][]float64{{1, 2}}},
+		{Op: OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b111, 0}, X: [][]float64{{1, 2}}},
+		{Op: OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
+		{Op: OpEval, Labels: []float64{1, -1}, Full: 4, Live: []uint64{0b10001}, X: [][]float64{{1, 2}}},
+		{Op: OpEval, Labels: []float64{1, -1}, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
+		{Op: OpEval, X: [][]float64{{1, 2}}},
 	} {
 		if _, err := DecodePoint(EncodePoint(lie)); err == nil {
 			t.Errorf("a point with %d labels, %d weights for 1 problem, fold %d of %d, or live coordinates %b of %d decoded",
@@ -387,15 +387,15 @@ func FuzzDecodeChunk(f *testing.F) {
 }
 
 func FuzzDecodeMessages(f *testing.F) {
-	f.Add(uint8(0), EncodePoint(&Point{Op: pointEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: OpEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}}))
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}, Hess: []float64{1, 2, 3}}))
 	sparse := make([]float64, 70)
 	sparse[3], sparse[66] = 1, -2
 	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: sparse}))
-	f.Add(uint8(0), EncodePoint(&Point{Op: pointEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
-	f.Add(uint8(0), EncodePoint(&Point{Op: pointHessVecAt, Labels: []float64{1, -1}, Stamp: 3, V: [][]float64{{1, 2}}}))
-	f.Add(uint8(0), EncodePoint(&Point{Op: pointEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{1, 1}, X: [][]float64{{1, 2}}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: OpHessVecAt, Labels: []float64{1, -1}, Stamp: 3, V: [][]float64{{1, 2}}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{1, 1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{MaxIndex: 301, Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1, 7, 300}}))
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		switch which % 3 {
@@ -403,13 +403,13 @@ func FuzzDecodeMessages(f *testing.F) {
 			p, err := DecodePoint(b)
 			if err == nil {
 				for _, x := range p.vectors() {
-					if len(x) != p.dim() {
+					if len(x) != p.Dim() {
 						t.Fatal("ragged point accepted")
 					}
 				}
 				if len(p.Live) > 0 {
-					if m, err := shard.NewLiveMap(p.Live, int(p.Full)); err != nil || m.Len() != p.dim() {
-						t.Fatalf("live coordinates %b of %d accepted for vectors of %d: %v", p.Live, p.Full, p.dim(), err)
+					if m, err := shard.NewLiveMap(p.Live, int(p.Full)); err != nil || m.Len() != p.Dim() {
+						t.Fatalf("live coordinates %b of %d accepted for vectors of %d: %v", p.Live, p.Full, p.Dim(), err)
 					}
 				}
 			}
@@ -496,7 +496,7 @@ func TestSparseGradients(t *testing.T) {
 			if sparse := len(enc) < whole; sparse != c.sparse {
 				t.Fatalf("%d bytes for a gradient of %d entries: sparse %v, want %v", len(enc), len(p.Grad), sparse, c.sparse)
 			}
-			if !bytes.Equal(bytes.Join(partialPieces(p, make([]byte, 3), false), nil), enc) {
+			if !bytes.Equal(bytes.Join(PartialPieces(p, make([]byte, 3), false), nil), enc) {
 				t.Fatal("pieces differ from the encoding")
 			}
 			buf := make([]float64, 5, 1000)

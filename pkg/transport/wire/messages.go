@@ -1,4 +1,4 @@
-package transport
+package wire
 
 import (
 	"encoding/binary"
@@ -29,11 +29,34 @@ func DownSubject(job uint64) string { return fmt.Sprintf("osgm.j.%016x.down", jo
 // UpSubject carries a job's results to its coordinator.
 func UpSubject(job uint64) string { return fmt.Sprintf("osgm.j.%016x.up", job) }
 
+// Op is a point's operation as its byte on the wire: osgm's four
+// evaluations, and two kinds only the protocol has.
+type Op uint8
+
+const (
+	OpEval Op = iota
+	OpHessVec
+	OpEvalDiag
+	OpEvalHess
+	// OpCorrect asks workers to tally rows and correct predictions
+	// per class (shard.Tally) instead of evaluating: rows come back as
+	// the partial's Loss, correct ones as its BiasGrad.
+	OpCorrect
+	// OpHessVecAt is a Hessian-vector product at the point the worker last
+	// received, named by the stamp: the message carries V alone. Newton's CG
+	// steps multiply at the x of the round before (the trial point just
+	// accepted, or the step before), so their points are half the bytes (8 MB
+	// a worker at 1 M features, not 16). A worker that does not hold that
+	// point (it missed the round before) says so (KindNeedX) and answers the
+	// broadcast with x that the coordinator sends at once.
+	OpHessVecAt
+)
+
 // Point is a round's evaluation request: the point (and, for a
 // Hessian-vector product, the vector), with everything a worker needs to
 // evaluate its shards: the bias and the label order that defines classes.
 type Point struct {
-	Op      wireOp
+	Op      Op
 	Bias    float64
 	Labels  []float64 // class order; a row's class is its label's position
 	Weights []float64 // class weights, as shard.Point.Weights (empty: none)
@@ -60,18 +83,18 @@ func EncodePoint(p *Point) []byte { return AppendPoint(nil, p) }
 // AppendPoint is EncodePoint appending to dst.
 func AppendPoint(dst []byte, p *Point) []byte {
 	vecs := p.vectors()
-	e := enc{b: appendPointHead(dst, p, 8*len(vecs)*p.dim())}
+	e := enc{b: appendPointHead(dst, p, 8*len(vecs)*p.Dim())}
 	for _, x := range vecs {
 		e.rawF64s(x)
 	}
 	return e.b
 }
 
-// pointPieces is AppendPoint's payload as its head, laid out in head's
+// PointPieces is AppendPoint's payload as its head, laid out in head's
 // memory, and views of the vectors (on little-endian machines): the
 // coordinator sends a round's point without first copying x into a
 // message. The pieces are valid while p's vectors are.
-func pointPieces(head []byte, p *Point) [][]byte {
+func PointPieces(head []byte, p *Point) [][]byte {
 	if !littleEndian {
 		return [][]byte{AppendPoint(head[:0], p)}
 	}
@@ -85,7 +108,7 @@ func pointPieces(head []byte, p *Point) [][]byte {
 // vectors are the point's vectors in wire order: X, then V for a
 // Hessian-vector product; V alone at the last point (X stays unsent).
 func (p *Point) vectors() [][]float64 {
-	if p.Op == pointHessVec {
+	if p.Op == OpHessVec {
 		return slices.Concat(p.X, p.V)
 	}
 	return p.sent()
@@ -94,13 +117,13 @@ func (p *Point) vectors() [][]float64 {
 // sent are the vectors that size the message's head: X, or V alone at the
 // last point.
 func (p *Point) sent() [][]float64 {
-	if p.Op == pointHessVecAt {
+	if p.Op == OpHessVecAt {
 		return p.V
 	}
 	return p.X
 }
 
-func (p *Point) dim() int {
+func (p *Point) Dim() int {
 	if v := p.sent(); len(v) > 0 {
 		return len(v[0])
 	}
@@ -126,7 +149,7 @@ func appendPointHead(dst []byte, p *Point, more int) []byte {
 	e.u32(p.Full)
 	e.u64s(p.Live)
 	e.u32(uint32(len(p.sent())))
-	e.u32(uint32(p.dim()))
+	e.u32(uint32(p.Dim()))
 	e.pad8(start)
 	return e.b
 }
@@ -147,8 +170,8 @@ func DecodePointInto(b []byte, old *Point) (*Point, error) {
 // 1 M-feature point is never copied whole.
 func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	d := decParts(parts)
-	p := &Point{Op: wireOp(d.u8())}
-	if d.err == nil && p.Op > pointHessVecAt {
+	p := &Point{Op: Op(d.u8())}
+	if d.err == nil && p.Op > OpHessVecAt {
 		return nil, fmt.Errorf("transport: point: unknown op %d", p.Op)
 	}
 	p.Bias = d.f64()
@@ -168,7 +191,7 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	K, dim := int(d.u32()), int(d.u32())
 	d.skipPad()
 	vecs := K
-	if p.Op == pointHessVec {
+	if p.Op == OpHessVec {
 		vecs *= 2
 	}
 	if d.err != nil {
@@ -184,10 +207,10 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	if old != nil {
 		oldX, oldV = old.X, old.V
 	}
-	if p.Op != pointHessVecAt {
+	if p.Op != OpHessVecAt {
 		p.X = d.vectors(K, dim, oldX)
 	}
-	if p.Op == pointHessVec || p.Op == pointHessVecAt {
+	if p.Op == OpHessVec || p.Op == OpHessVecAt {
 		p.V = d.vectors(K, dim, oldV)
 	}
 	return p, d.done()
@@ -296,11 +319,11 @@ func sparseLayout(g []float64, whole bool) (words, values int) {
 }
 
 // AppendPartial is EncodePartial appending to dst.
-func AppendPartial(dst []byte, p *shard.Partial) []byte { return appendPartialAs(dst, p, false) }
+func AppendPartial(dst []byte, p *shard.Partial) []byte { return AppendPartialAs(dst, p, false) }
 
-// appendPartialAs is AppendPartial that sends the gradient whole when
+// AppendPartialAs is AppendPartial that sends the gradient whole when
 // whole is set, whatever its +0 entries.
-func appendPartialAs(dst []byte, p *shard.Partial, whole bool) []byte {
+func AppendPartialAs(dst []byte, p *shard.Partial, whole bool) []byte {
 	words, values := sparseLayout(p.Grad, whole)
 	return appendPartial(dst, p, words, values)
 }
@@ -348,12 +371,12 @@ func (e *enc) partialHead(p *shard.Partial, words int) {
 	e.u32(0) // the values start 8-byte aligned
 }
 
-// partialPieces is AppendPartial's payload as pieces that view p's
+// PartialPieces is AppendPartial's payload as pieces that view p's
 // vectors rather than copy them (on little-endian machines): a worker
 // sends a node sum of a million columns and keeps it for resends without
 // a second copy. The pieces are valid while p's memory is. A sparse
 // gradient is laid out in buf's memory instead, as one piece.
-func partialPieces(p *shard.Partial, buf []byte, whole bool) [][]byte {
+func PartialPieces(p *shard.Partial, buf []byte, whole bool) [][]byte {
 	if words, values := sparseLayout(p.Grad, whole); !littleEndian || words > 0 {
 		return [][]byte{appendPartial(buf[:0], p, words, values)}
 	}

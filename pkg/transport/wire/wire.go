@@ -1,4 +1,5 @@
-// Package transport carries the coordinator-worker protocol over NATS.
+// Package wire is the coordinator-worker protocol's bytes: the chunks
+// every NATS message is, and the messages they carry. It does no I/O.
 //
 // Every NATS message is one chunk: a fixed 40-byte little-endian header
 // (version, kind, job, round, shard, chunk number and count, payload length,
@@ -8,12 +9,12 @@
 //
 // Subjects:
 //
-//	osgm.hb             workers' heartbeats (JSON), every HeartbeatEvery
+//	osgm.hb             workers' heartbeats (JSON), every half second by default
 //	osgm.hello          a coordinator's call for heartbeats (any payload)
 //	osgm.w.<worker>     commands to one worker (Assign, JSON), and probes
 //	osgm.j.<job>.down   evaluation points, broadcast to the job's workers
 //	osgm.j.<job>.up     shard descriptions, partial sums and errors
-package transport
+package wire
 
 import (
 	"encoding/binary"
@@ -128,18 +129,18 @@ func Chunks(kind Kind, job, round uint64, shardID uint32, payload []byte, maxChu
 	return chunksIn(&buf, kind, job, round, shardID, [][]byte{payload}, maxChunk, emit)
 }
 
-// chunker is Chunks with a buffer kept from message to message, so that
+// Chunker is Chunks with a buffer kept from message to message, so that
 // a round's vectors, the bulk of the traffic, allocate nothing; it is
 // safe for concurrent use.
-type chunker struct {
+type Chunker struct {
 	mu  sync.Mutex
 	buf []byte
 }
 
-// sendPieces sends a payload given as pieces in order (see
-// partialPieces and pointPieces): the chunks are filled from them, so the
+// SendPieces sends a payload given as pieces in order (see
+// PartialPieces and PointPieces): the chunks are filled from them, so the
 // whole payload is never laid out in one buffer.
-func (c *chunker) sendPieces(kind Kind, job, round uint64, shardID uint32, pieces [][]byte, maxChunk int, emit func([]byte) error) error {
+func (c *Chunker) SendPieces(kind Kind, job, round uint64, shardID uint32, pieces [][]byte, maxChunk int, emit func([]byte) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return chunksIn(&c.buf, kind, job, round, shardID, pieces, maxChunk, emit)
