@@ -717,3 +717,51 @@ func TestEveryFlagInOneGroup(t *testing.T) {
 		}
 	}
 }
+
+// talliesCounted is a backend that counts its tallies.
+type talliesCounted struct {
+	shard.Backend
+	n int
+}
+
+func (b *talliesCounted) Tally(p *shard.Point) (shard.Tally, error) {
+	b.n++
+	return b.Backend.Tally(p)
+}
+
+// TestTrainAccuracyOnlyAtOnce: the training accuracy predicts with every
+// problem's weights at once, a K x features point on every worker, so it
+// is tallied and logged only where the problems were minimised at once,
+// not where batches kept the methods' state within the data's size.
+func TestTrainAccuracyOnlyAtOnce(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&b, "%d 1:%g 2:%g\n", 1+i%3, float64(i%3)+0.1*float64(i%7), float64(i%5)/5)
+	}
+	path := filepath.Join(t.TempDir(), "three")
+	os.WriteFile(path, []byte(b.String()), 0o644)
+	shards, err := shard.Load(path, shard.Layout(int64(b.Len()), 2), shard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &talliesCounted{Backend: shard.NewLocal(shards, 1)}
+	res, err := train.Train(backend, train.Config{C: 1, Eps: 0.01, Bias: 1, Method: "lbfgs", MaxIter: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		batch int
+		want  bool
+	}{{0, true}, {1, false}, {2, false}} {
+		res.Batch, backend.n = c.batch, 0
+		got := false
+		for _, f := range trainedFields(res, backend, transport.Stats{}, 0, 0, time.Second) {
+			if f.Key == "train_accuracy" {
+				got = f.Interface == nil && math.Float64frombits(uint64(f.Integer)) > 0.5
+			}
+		}
+		if got != c.want || backend.n != map[bool]int{true: 1}[c.want] {
+			t.Errorf("batch %d: train accuracy logged %v after %d tallies, want %v", c.batch, got, backend.n, c.want)
+		}
+	}
+}

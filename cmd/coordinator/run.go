@@ -377,8 +377,9 @@ func trainedFields(res *train.Result, backend shard.Backend, busBefore transport
 		fields = append(fields, zap.Int("problems_at_a_time", res.Batch))
 	}
 	// The tally predicts with every problem's weights at once, on every
-	// worker: not where memory made the batches.
-	if !res.MemoryBound {
+	// worker: only where the problems' state went at once too, not where
+	// the batches kept the state within the data's size.
+	if res.Batch == 0 {
 		if t, err := backend.Tally(res.Obj.ModelPoint(res.Model.W)); err == nil {
 			rows, correct := t.Total()
 			fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(rows)))
