@@ -171,10 +171,12 @@ func TestMethodsReachTheMinimum(t *testing.T) {
 			t.Run(tc.name+"/"+name, func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(3, 5))
 				q := newQuadratic(rng, tc.n, tc.K, tc.cond, tc.rotate)
-				x0 := make([][]float64, tc.K)
+				// One start vector for every problem, as train passes it:
+				// x0 is the caller's, and methods start from a copy.
+				x0, zero := make([][]float64, tc.K), make([]float64, tc.n)
 				tol := make([]float64, tc.K)
 				for k := range x0 {
-					x0[k] = make([]float64, tc.n)
+					x0[k] = zero
 					tol[k] = 1e-8
 				}
 				if name == "adagrad" && tc.cond > 100 {
@@ -183,6 +185,9 @@ func TestMethodsReachTheMinimum(t *testing.T) {
 				res, err := Minimize(q, x0, q.problems(), Settings{Method: name, MaxIter: tc.maxIter, GradTol: tol, Params: Params{NoDiag: tc.noDiag}})
 				if err != nil {
 					t.Fatal(err)
+				}
+				if slices.ContainsFunc(zero, func(v float64) bool { return v != 0 }) {
+					t.Fatal("the method wrote into its x0")
 				}
 				for k := range res.X {
 					if !res.Converged[k] {

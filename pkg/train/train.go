@@ -503,7 +503,14 @@ func dataShape(metas []shard.Meta, sum shard.Summary, dim int, bias float64) osg
 // others' x0 gives their dimensions only.
 func startPoints(init *libsvm.Model, labels []int, K, dim, n int, live []int, bias float64) ([][]float64, error) {
 	if init == nil {
-		return vectors(K, n), nil
+		// One zero vector for every problem: the methods start from a
+		// copy of theirs, and K of them would be a whole model's memory
+		// from the first pass on, however few problems run at a time.
+		zero, x0 := make([]float64, n), make([][]float64, K)
+		for k := range x0 {
+			x0[k] = zero
+		}
+		return x0, nil
 	}
 	x0, err := warmStart(init, labels, dim, bias)
 	if err != nil {
