@@ -88,6 +88,7 @@ func run(o *options) error {
 	if o.compare != nil {
 		res, err = compare(backend, cfg, o.compare, o.plot, os.Stdout)
 	} else {
+		cfg.LiveModel = true // written before anything reads every weight
 		res, err = train.Train(backend, cfg)
 	}
 	if err != nil {
@@ -98,6 +99,9 @@ func run(o *options) error {
 	trainTime := time.Since(trainStart)
 	if err := save(o, res.Model, single); err != nil {
 		return err
+	}
+	if res.Batch == 0 || o.test != "" {
+		res.Model.Full() // the tally and the test predict with every weight
 	}
 	fields := trainedFields(res, backend, busBefore, loaded, trainStart.Sub(start)+res.FirstGradient, trainTime)
 	log.Info("trained", append(fields, zap.String("model", o.model))...)

@@ -72,6 +72,27 @@ type Model struct {
 	// NFeature entries, plus the bias weight last when Bias >= 0
 	// (LIBLINEAR's rule: -1 means no bias).
 	W [][]float64
+	// Live, when set, says that W holds the weights of these coordinates
+	// alone (increasing positions in a full vector), every other weight
+	// being 0: a trainer that leaves out the features no row holds writes
+	// its model without first laying every problem out in full. Full
+	// lays W out in full.
+	Live []int
+}
+
+// Full lays W out over every coordinate, if it holds the live ones only.
+func (m *Model) Full() {
+	if m.Live == nil {
+		return
+	}
+	for k, x := range m.W {
+		full := make([]float64, m.Dim())
+		for i, j := range m.Live {
+			full[j] = x[i]
+		}
+		m.W[k] = full
+	}
+	m.Live = nil
 }
 
 // L2LossSVM reports whether the model solves this project's problem (the
@@ -113,9 +134,22 @@ func (m *Model) Write(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "\nnr_feature %d\nbias %s\nw\n", m.NFeature, strconv.FormatFloat(m.Bias, 'g', 17, 64))
 	buf := make([]byte, 0, 32)
+	i := 0 // with Live: the position in W of coordinate j, if live
 	for j := 0; j < m.Dim(); j++ {
+		at := j
+		if m.Live != nil {
+			if i == len(m.Live) || m.Live[i] != j {
+				at = -1 // a dead feature's weight: 0
+			} else {
+				at, i = i, i+1
+			}
+		}
 		for _, wk := range m.W {
-			buf = strconv.AppendFloat(buf[:0], wk[j], 'g', 17, 64)
+			v := 0.0
+			if at >= 0 {
+				v = wk[at]
+			}
+			buf = strconv.AppendFloat(buf[:0], v, 'g', 17, 64)
 			buf = append(buf, ' ')
 			bw.Write(buf)
 		}

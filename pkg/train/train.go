@@ -70,6 +70,11 @@ type Config struct {
 	// Batch, when positive, minimises at most this many problems at a
 	// time whatever the memory (tests).
 	Batch int
+	// LiveModel leaves the model's weights over the coordinates the
+	// methods moved (libsvm.Model.Live), not laid out over every feature:
+	// a caller that writes the model and little else saves the dead
+	// features' share of a model's memory.
+	LiveModel bool
 
 	// Resume continues from a checkpoint; it must match the data and flags.
 	Resume *Checkpoint
@@ -250,7 +255,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	if zeroPassed {
 		res.Evals++ // batches count theirs
 	}
-	out := p.result(res, cfg.Bias)
+	out := p.result(res, cfg.Bias, cfg.LiveModel)
 	out.PassTime, out.FirstGradient = timed.spent, zero.firstGradient
 	return out, nil
 }
@@ -362,19 +367,15 @@ func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
 }
 
 // result is the model of the methods' result: every feature's weight,
-// the dead ones at their optimum, 0.
-func (p *planned) result(res *osgm.Result, bias float64) *Result {
-	if p.live != nil {
-		for k, x := range res.X {
-			res.X[k] = make([]float64, p.Dim)
-			for i, j := range p.live {
-				res.X[k][j] = x[i]
-			}
-		}
-	}
-	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: p.labels, NFeature: p.features, Bias: bias, W: res.X}
+// the dead ones at their optimum, 0; with keepLive, the live ones alone
+// (see Config.LiveModel).
+func (p *planned) result(res *osgm.Result, bias float64, keepLive bool) *Result {
+	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: p.labels, NFeature: p.features, Bias: bias, W: res.X, Live: p.live}
 	if bias < 0 {
 		model.Bias = -1
+	}
+	if !keepLive {
+		model.Full() // res.X's too: they are the same vectors
 	}
 	primal := make([]float64, p.Problems)
 	for k := range primal {
