@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -236,15 +235,7 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 			ct.rec.out.WriteString("\n")
 		}
 	case "dropped":
-		dropped := c.bad.Dropped()
-		keys := make([]string, 0, len(dropped))
-		for k := range dropped {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			fmt.Fprintf(&ct.rec.out, "%d: %s\n", dropped[k], k)
-		}
+		writeDropped(&ct.rec.out, c.bad.Dropped())
 	default:
 		return fmt.Errorf("unknown command %q", d.Cmd)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -129,6 +131,13 @@ func spans(ids []int) string {
 		return "none"
 	}
 	return strings.Join(parts, ",")
+}
+
+// writeDropped writes the counts of dropped messages, a reason a line.
+func writeDropped(w io.Writer, dropped map[string]int) {
+	for _, why := range slices.Sorted(maps.Keys(dropped)) {
+		fmt.Fprintf(w, "%d: %s\n", dropped[why], why)
+	}
 }
 
 // parseSpans reads what spans writes.
@@ -315,16 +324,7 @@ func (tr *transcript) step(d *datadriven.TestData) error {
 	case "forget":
 		tr.core.forgetPoints = 1
 	case "dropped":
-		dropped := tr.core.bad.Dropped()
-		for _, why := range slices.Sorted(func(yield func(string) bool) {
-			for k := range dropped {
-				if !yield(k) {
-					return
-				}
-			}
-		}) {
-			fmt.Fprintf(&tr.rec.out, "%d: %s\n", dropped[why], why)
-		}
+		writeDropped(&tr.rec.out, tr.core.bad.Dropped())
 	default:
 		return fmt.Errorf("unknown command %q", d.Cmd)
 	}
