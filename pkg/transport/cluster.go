@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -533,7 +534,8 @@ func (c *clusterCore) askAgain() {
 		c.asked = map[holding]int{}
 	}
 	var stuck []string
-	for id, shards := range ask {
+	for _, id := range slices.Sorted(maps.Keys(ask)) {
+		shards := ask[id]
 		unanswered := 0
 		for _, s := range shards {
 			if !all { // one ask each ResendAfter; not the ask at a reconnection

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -44,8 +45,10 @@ func (c *clusterCore) onHeartbeat(hb wire.Heartbeat) {
 		p.reconnects = hb.Reconnects
 		c.soon()
 	}
-	for s, to := range c.incoming {
-		if to == hb.ID && slices.Contains(hb.Held, s) {
+	// In shard order, as everything the core sends: the same messages
+	// in the same order for the same steps.
+	for _, s := range slices.Sorted(maps.Keys(c.incoming)) {
+		if to := c.incoming[s]; to == hb.ID && slices.Contains(hb.Held, s) {
 			// The new owner has it: the old one may let go.
 			from := c.owner[s]
 			c.owner[s] = to

@@ -1,9 +1,11 @@
 package transport
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -366,8 +368,8 @@ func (w *workerCore) onPoint(m roundMsg) {
 				return
 			}
 		}
-		for id, pieces := range w.sums {
-			w.publishUp(wire.KindGroup, w.round, id.Wire(), pieces...)
+		for _, id := range slices.SortedFunc(maps.Keys(w.sums), func(a, b shard.NodeID) int { return cmp.Compare(a.Wire(), b.Wire()) }) {
+			w.publishUp(wire.KindGroup, w.round, id.Wire(), w.sums[id]...)
 		}
 		var todo []*shard.Shard
 		for _, s := range w.local.Shards {
