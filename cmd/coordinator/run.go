@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
@@ -89,6 +90,13 @@ func run(o *options) error {
 		res, err = compare(backend, cfg, o.compare, o.plot, os.Stdout)
 	} else {
 		cfg.LiveModel = true // written before anything reads every weight
+		// Batches' weights wait beside the model for its writing.
+		shelf, serr := libsvm.NewShelf(filepath.Dir(o.model))
+		if serr != nil {
+			return serr
+		}
+		defer shelf.Close()
+		cfg.Shelf = shelf
 		res, err = train.Train(backend, cfg)
 	}
 	if err != nil {
@@ -101,7 +109,10 @@ func run(o *options) error {
 		return err
 	}
 	if res.Batch == 0 || o.test != "" {
-		res.Model.Full() // the tally and the test predict with every weight
+		// The tally and the test predict with every weight.
+		if err := res.Model.Full(); err != nil {
+			return fmt.Errorf("model %s: %w", o.model, err)
+		}
 	}
 	fields := trainedFields(res, backend, busBefore, loaded, trainStart.Sub(start)+res.FirstGradient, trainTime)
 	log.Info("trained", append(fields, zap.String("model", o.model))...)

@@ -78,12 +78,30 @@ type Model struct {
 	// its model without first laying every problem out in full. Full
 	// lays W out in full.
 	Live []int
+	// Shelved holds the weights of the problems whose W is nil (see
+	// Shelf): Write reads them a block at a time, Full all at once.
+	Shelved WeightReader
 }
 
-// Full lays W out over every coordinate, if it holds the live ones only.
-func (m *Model) Full() {
+// Full lays W out over every coordinate, if it holds the live ones only,
+// and reads the shelved problems back into it.
+func (m *Model) Full() error {
+	for k, x := range m.W {
+		if x != nil {
+			continue
+		}
+		if m.Shelved == nil {
+			return fmt.Errorf("problem %d: %w", k, errShelved)
+		}
+		x = make([]float64, m.width())
+		if err := m.Shelved.ReadWeights(k, 0, x); err != nil {
+			return err
+		}
+		m.W[k] = x
+	}
+	m.Shelved = nil
 	if m.Live == nil {
-		return
+		return nil
 	}
 	for k, x := range m.W {
 		full := make([]float64, m.Dim())
@@ -93,6 +111,15 @@ func (m *Model) Full() {
 		m.W[k] = full
 	}
 	m.Live = nil
+	return nil
+}
+
+// width is the length of each vector of W.
+func (m *Model) width() int {
+	if m.Live != nil {
+		return len(m.Live)
+	}
+	return m.Dim()
 }
 
 // L2LossSVM reports whether the model solves this project's problem (the
@@ -134,6 +161,7 @@ func (m *Model) Write(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "\nnr_feature %d\nbias %s\nw\n", m.NFeature, strconv.FormatFloat(m.Bias, 'g', 17, 64))
 	buf := make([]byte, 0, 32)
+	ws := &shelfBlock{m: m}
 	i := 0 // with Live: the position in W of coordinate j, if live
 	for j := 0; j < m.Dim(); j++ {
 		at := j
@@ -144,10 +172,13 @@ func (m *Model) Write(w io.Writer) error {
 				at, i = i, i+1
 			}
 		}
-		for _, wk := range m.W {
+		for k := range m.W {
 			v := 0.0
 			if at >= 0 {
-				v = wk[at]
+				var err error
+				if v, err = ws.at(k, at); err != nil {
+					return err
+				}
 			}
 			buf = strconv.AppendFloat(buf[:0], v, 'g', 17, 64)
 			buf = append(buf, ' ')
@@ -156,6 +187,61 @@ func (m *Model) Write(w io.Writer) error {
 		bw.WriteByte('\n')
 	}
 	return bw.Flush()
+}
+
+// shelfBlockBytes bounds what Write holds of the shelved weights: a block
+// of positions of every shelved problem, read together as the lines that
+// need them come.
+const shelfBlockBytes = 1 << 20
+
+// shelfBlock gives Write the weights at position i of W's vectors,
+// whether in memory or shelved.
+type shelfBlock struct {
+	m      *Model
+	lo, hi int
+	w      [][]float64 // positions lo to hi of the shelved problems
+}
+
+func (b *shelfBlock) at(k, i int) (float64, error) {
+	if x := b.m.W[k]; x != nil {
+		return x[i], nil
+	}
+	if i < b.lo || i >= b.hi {
+		if err := b.read(i); err != nil {
+			return 0, err
+		}
+	}
+	return b.w[k][i-b.lo], nil
+}
+
+// read loads the block that starts at position i.
+func (b *shelfBlock) read(i int) error {
+	if b.m.Shelved == nil {
+		return errShelved
+	}
+	if b.w == nil {
+		b.w = make([][]float64, len(b.m.W))
+	}
+	shelved := 0
+	for _, x := range b.m.W {
+		if x == nil {
+			shelved++
+		}
+	}
+	size := max(1, shelfBlockBytes/(8*shelved))
+	b.lo, b.hi = i, min(i+size, b.m.width())
+	for k, x := range b.m.W {
+		if x != nil {
+			continue
+		}
+		if b.w[k] == nil {
+			b.w[k] = make([]float64, size)
+		}
+		if err := b.m.Shelved.ReadWeights(k, b.lo, b.w[k][:b.hi-b.lo]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ReadModel parses a LIBLINEAR model file; name is used in errors.

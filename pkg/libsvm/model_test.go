@@ -78,7 +78,9 @@ func TestLiveModel(t *testing.T) {
 		if len(dead) == 0 && !bytes.Equal(b.Bytes(), want) {
 			t.Errorf("no dead coordinate: not the golden model")
 		}
-		m.Full()
+		if err := m.Full(); err != nil {
+			t.Fatal(err)
+		}
 		if m.Live != nil || !slices.EqualFunc(m.W, full.W, slices.Equal[[]float64]) {
 			t.Errorf("dead %v: Full laid out %v, want %v", dead, m.W, full.W)
 		}

@@ -28,6 +28,9 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 			return nil, err
 		}
 		res.place(0, done)
+		if err := res.shelve(s.Shelf, 0, first); err != nil {
+			return nil, err
+		}
 		before = done.Evals
 	}
 	for lo := first; lo < K; lo += B {
@@ -68,7 +71,11 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 		}
 		if s.Checkpoint != nil {
 			bs.Checkpoint = func(snap *Snapshot) error {
-				done, err := encodeState(&Result{X: res.X[:lo], F: res.F[:lo], GradNorm: res.GradNorm[:lo],
+				xs, err := res.unshelved(s.Shelf, x0[:lo])
+				if err != nil {
+					return err
+				}
+				done, err := encodeState(&Result{X: xs, F: res.F[:lo], GradNorm: res.GradNorm[:lo],
 					Iters: res.Iters[:lo], Converged: res.Converged[:lo], Stop: res.Stop[:lo], Evals: before})
 				if err != nil {
 					return err
@@ -82,6 +89,9 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 			return nil, err
 		}
 		res.place(lo, r)
+		if err := res.shelve(s.Shelf, lo, hi); err != nil {
+			return nil, err
+		}
 		before += r.Evals
 	}
 	res.Evals = before
@@ -130,6 +140,38 @@ func (res *Result) place(lo int, r *Result) {
 	copy(res.Iters[lo:], r.Iters)
 	copy(res.Converged[lo:], r.Converged)
 	copy(res.Stop[lo:], r.Stop)
+}
+
+// shelve puts problems lo to hi on the shelf, if there is one, and
+// lets go of their points.
+func (res *Result) shelve(shelf Shelf, lo, hi int) error {
+	if shelf == nil {
+		return nil
+	}
+	for k := lo; k < hi; k++ {
+		if err := shelf.Put(k, res.X[k]); err != nil {
+			return fmt.Errorf("osgm: shelving problem %d: %w", k, err)
+		}
+		res.X[k] = nil
+	}
+	return nil
+}
+
+// unshelved is the points of the first len(x0) problems, read back from
+// the shelf if there is one: a checkpoint holds them all for the time it
+// is written.
+func (res *Result) unshelved(shelf Shelf, x0 [][]float64) ([][]float64, error) {
+	if shelf == nil {
+		return res.X[:len(x0)], nil
+	}
+	xs := make([][]float64, len(x0))
+	for k := range xs {
+		xs[k] = make([]float64, len(x0[k]))
+		if err := shelf.Get(k, xs[k]); err != nil {
+			return nil, fmt.Errorf("osgm: unshelving problem %d: %w", k, err)
+		}
+	}
+	return xs, nil
 }
 
 // batch is problems ks of an objective, as problems 0, 1, ... of their

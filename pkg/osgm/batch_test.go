@@ -80,3 +80,63 @@ func FuzzResumeBatches(f *testing.F) {
 		}
 	})
 }
+
+// memShelf is a Shelf in memory.
+type memShelf map[int][]float64
+
+func (m memShelf) Put(k int, x []float64) error { m[k] = slices.Clone(x); return nil }
+func (m memShelf) Get(k int, x []float64) error { copy(x, m[k]); return nil }
+
+// TestShelvedBatches: with a shelf, each batch's points go there and the
+// result holds none; the shelf holds the unshelved run's bits, the
+// checkpoints are the same bytes, and a run resumed from one with a new
+// shelf ends with every problem on it, the same bits again.
+func TestShelvedBatches(t *testing.T) {
+	for _, batch := range []int{1, 2} {
+		q, x0, s := batchRun("lbfgs")
+		s.Batch, s.CheckpointEvery = batch, 5
+		var plain, shelved []*Snapshot
+		s.Checkpoint = func(snap *Snapshot) error { plain = append(plain, snap); return nil }
+		want, err := Minimize(q, x0, q.problems(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shelf := memShelf{}
+		s.Shelf = shelf
+		s.Checkpoint = func(snap *Snapshot) error { shelved = append(shelved, snap); return nil }
+		got, err := Minimize(q, x0, q.problems(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range want.X {
+			if got.X[k] != nil || !slices.Equal(shelf[k], want.X[k]) || got.F[k] != want.F[k] {
+				t.Fatalf("batches of %d: problem %d: result %v, shelf %v, want %v", batch, k, got.X[k], shelf[k], want.X[k])
+			}
+		}
+		if len(shelved) != len(plain) {
+			t.Fatalf("batches of %d: %d checkpoints with a shelf, %d without", batch, len(shelved), len(plain))
+		}
+		var mid *Snapshot
+		for i, snap := range shelved {
+			if !slices.Equal(snap.Done, plain[i].Done) {
+				t.Fatalf("batches of %d: checkpoint %d's finished problems differ with a shelf", batch, i)
+			}
+			if mid == nil && snap.First > 0 {
+				mid = snap
+			}
+		}
+		if mid == nil {
+			t.Fatalf("batches of %d: no checkpoint after the first batch", batch)
+		}
+		shelf = memShelf{}
+		s.Shelf, s.Resume, s.Checkpoint = shelf, mid, nil
+		if _, err := Minimize(q, x0, q.problems(), s); err != nil {
+			t.Fatal(err)
+		}
+		for k := range want.X {
+			if !slices.Equal(shelf[k], want.X[k]) {
+				t.Fatalf("batches of %d, resumed at problem %d: problem %d's shelved point differs", batch, mid.First, k)
+			}
+		}
+	}
+}

@@ -68,6 +68,19 @@ type Settings struct {
 	// problems' own), so that what such a pass brings is held a batch at
 	// a time too.
 	BatchStart func(ks []int) (Start, error)
+	// Shelf, when set, takes each batch's points once the batch is
+	// finished, and the Result's X holds nil for them: a wide
+	// multi-class model need not stay in memory while the rest train.
+	Shelf Shelf
+}
+
+// Shelf keeps the points of the problems a batched run has finished,
+// outside memory (a file): Put copies x before returning, and Get fills
+// x with what problem k's Put gave. Minimize takes them back only to
+// write a checkpoint.
+type Shelf interface {
+	Put(k int, x []float64) error
+	Get(k int, x []float64) error
 }
 
 // Start is what BatchStart gives a batch.
@@ -95,7 +108,8 @@ type Record struct {
 	Converged bool
 }
 
-// Result is the outcome of Minimize: the best point of every problem.
+// Result is the outcome of Minimize: the best point of every problem
+// (nil where Settings.Shelf holds it).
 type Result struct {
 	X         [][]float64
 	F         []float64

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -226,6 +227,9 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 					traced[r.Problem] = true
 				}
 				b.Started = func(p Plan) { plans = append(plans, p) }
+				if batch == 1 { // finished problems wait on a shelf, and Full reads them back
+					b.Shelf = newShelf(t)
+				}
 				backend := &widest{Backend: localBackend(t, path)}
 				got, err := Train(backend, b)
 				if err != nil {
@@ -263,7 +267,7 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 			stop.CheckpointEvery = 1
 			saved := interrupted(t, path, stop, func(last *Checkpoint) bool { return last != nil && last.Opt.First == 2 && last.Opt.Evals > 3 })
 			resume := cfg
-			resume.Batch, resume.Resume = 0, saved
+			resume.Batch, resume.Resume, resume.Shelf = 0, saved, newShelf(t)
 			first := -1
 			resume.Trace = func(r osgm.Record) {
 				if first < 0 {
@@ -284,6 +288,15 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+func newShelf(t *testing.T) *libsvm.Shelf {
+	shelf, err := libsvm.NewShelf(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shelf.Close() })
+	return shelf
 }
 
 // widest is a backend that notes the most problems a pass took.

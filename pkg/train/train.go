@@ -75,6 +75,11 @@ type Config struct {
 	// a caller that writes the model and little else saves the dead
 	// features' share of a model's memory.
 	LiveModel bool
+	// Shelf, when set, takes each batch's weights once the batch is
+	// finished (osgm.Settings.Shelf), and the model reads them from it
+	// (libsvm.Model.Shelved): a model larger than the data is not held
+	// while the other classes train. A run in one batch holds its model.
+	Shelf Shelf
 
 	// Resume continues from a checkpoint; it must match the data and flags.
 	Resume *Checkpoint
@@ -88,6 +93,13 @@ type Config struct {
 	// keepDead makes every problem keep all its coordinates, dead ones
 	// included (see shard.Objective.LeaveOutDead): tests compare the two.
 	keepDead bool
+}
+
+// Shelf is where finished problems' weights wait for the model file
+// (libsvm.Shelf).
+type Shelf interface {
+	osgm.Shelf
+	libsvm.WeightReader
 }
 
 // Result is a trained model and how it was reached.
@@ -255,7 +267,10 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	if zeroPassed {
 		res.Evals++ // batches count theirs
 	}
-	out := p.result(res, cfg.Bias, cfg.LiveModel)
+	out, err := p.result(res, cfg)
+	if err != nil {
+		return nil, err
+	}
 	out.PassTime, out.FirstGradient = timed.spent, zero.firstGradient
 	return out, nil
 }
@@ -349,7 +364,7 @@ func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
 		probs[k] = osgm.Problem{Dim: p.Coordinates, L: p.obj.LipschitzBound(), Mu: p.lambda, HessPasses: p.shape.HessPasses()}
 	}
 	s := osgm.Settings{Method: p.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: p.stop.tol, MaxGap: p.Gap,
-		Batch: p.Batch, CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
+		Batch: p.Batch, Shelf: cfg.Shelf, CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
 	if cfg.Trace != nil {
 		s.Trace = func(r osgm.Record) {
 			r.F /= p.lambda // report LIBLINEAR's objective, as the log and model do
@@ -367,21 +382,23 @@ func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
 }
 
 // result is the model of the methods' result: every feature's weight,
-// the dead ones at their optimum, 0; with keepLive, the live ones alone
-// (see Config.LiveModel).
-func (p *planned) result(res *osgm.Result, bias float64, keepLive bool) *Result {
-	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: p.labels, NFeature: p.features, Bias: bias, W: res.X, Live: p.live}
-	if bias < 0 {
+// the dead ones at their optimum, 0; with LiveModel, the live ones alone,
+// and the shelved problems left on the shelf.
+func (p *planned) result(res *osgm.Result, cfg Config) (*Result, error) {
+	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: p.labels, NFeature: p.features, Bias: cfg.Bias, W: res.X, Live: p.live, Shelved: cfg.Shelf}
+	if cfg.Bias < 0 {
 		model.Bias = -1
 	}
-	if !keepLive {
-		model.Full() // res.X's too: they are the same vectors
+	if !cfg.LiveModel {
+		if err := model.Full(); err != nil { // res.X's too: they are the same vectors
+			return nil, err
+		}
 	}
 	primal := make([]float64, p.Problems)
 	for k := range primal {
 		primal[k] = res.F[k] / p.lambda
 	}
-	return &Result{Method: p.Method, Model: model, Opt: res, Summary: p.sum, Lambda: p.lambda, Primal: primal, Obj: p.obj, Batch: p.Batch, MemoryBound: p.MemoryBound}
+	return &Result{Method: p.Method, Model: model, Opt: res, Summary: p.sum, Lambda: p.lambda, Primal: primal, Obj: p.obj, Batch: p.Batch, MemoryBound: p.MemoryBound}, nil
 }
 
 // stopping is LIBLINEAR's stopping test, ||g|| <= eps * max(min(#pos,

@@ -1,0 +1,102 @@
+package libsvm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+)
+
+// WeightReader holds the weights of a Model's shelved problems (those
+// whose W is nil): ReadWeights fills dst with problem k's weights from
+// position from of its vector on.
+type WeightReader interface {
+	ReadWeights(k, from int, dst []float64) error
+}
+
+// Shelf is a file of equally long weight vectors, problem k's at k times
+// their length. A trainer puts each problem there once it is finished,
+// and Model.Write reads them back a block of coordinates at a time: a
+// one-vs-rest model larger than the data need not stay in memory while
+// the other classes train. The file has no name once created, so a run
+// that dies leaves nothing behind.
+type Shelf struct {
+	f   *os.File
+	n   int // every vector's length, set by the first Put
+	buf []byte
+}
+
+// NewShelf makes an empty shelf in dir (the model's: where the weights
+// are going anyway).
+func NewShelf(dir string) (*Shelf, error) {
+	f, err := os.CreateTemp(dir, ".osgm-weights-*")
+	if err != nil {
+		return nil, fmt.Errorf("shelf for finished weights: %w", err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("shelf for finished weights: %w", err)
+	}
+	return &Shelf{f: f}, nil
+}
+
+// Put writes problem k's weights.
+func (s *Shelf) Put(k int, x []float64) error {
+	if s.n == 0 {
+		s.n = len(x)
+	}
+	if len(x) != s.n {
+		return fmt.Errorf("shelf: problem %d has %d weights, the others %d", k, len(x), s.n)
+	}
+	b := s.bytes(len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+	}
+	_, err := s.f.WriteAt(b, s.offset(k, 0))
+	return err
+}
+
+// Get reads problem k's weights into x.
+func (s *Shelf) Get(k int, x []float64) error {
+	if len(x) != s.n {
+		return fmt.Errorf("shelf: problem %d read as %d weights, it has %d", k, len(x), s.n)
+	}
+	return s.ReadWeights(k, 0, x)
+}
+
+// ReadWeights reads problem k's weights from position from on into dst.
+func (s *Shelf) ReadWeights(k, from int, dst []float64) error {
+	if from < 0 || from+len(dst) > s.n {
+		return fmt.Errorf("shelf: weights %d to %d of %d", from, from+len(dst), s.n)
+	}
+	b := s.bytes(len(dst))
+	if _, err := s.f.ReadAt(b, s.offset(k, from)); err != nil {
+		return fmt.Errorf("shelf: problem %d: %w", k, err)
+	}
+	for i := range dst {
+		dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return nil
+}
+
+// Close frees the file's space.
+func (s *Shelf) Close() error {
+	if s == nil {
+		return nil
+	}
+	return s.f.Close()
+}
+
+func (s *Shelf) offset(k, from int) int64 { return 8 * (int64(k)*int64(s.n) + int64(from)) }
+
+func (s *Shelf) bytes(n int) []byte {
+	if cap(s.buf) < 8*n {
+		s.buf = make([]byte, 8*n)
+	}
+	return s.buf[:8*n]
+}
+
+// errShelved is Write's complaint about a problem with neither weights
+// nor a shelf.
+var errShelved = errors.New("a problem's weights are shelved but the model has no shelf")
