@@ -765,3 +765,61 @@ func TestTrainAccuracyOnlyAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestShelvedModel: a multi-class set wide enough to train a class at a
+// time writes the same model whether its finished classes wait on the
+// shelf (plain runs, in process or over NATS) or are read back to test
+// the model (-t), and the shelf leaves nothing beside the model.
+func TestShelvedModel(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "wide")
+	var b strings.Builder
+	// A class's L-BFGS state over 40,000 live features is past what
+	// one batch may hold (train.batchFloor).
+	for i := 0; i < 40000; i++ {
+		c := i % 4
+		fmt.Fprintf(&b, "%d %d:1 %d:%g\n", c+1, 1+i, 40001+c, 0.2+0.1*float64(i%3))
+	}
+	os.WriteFile(data, []byte(b.String()), 0o644)
+	shards, err := shard.Load(data, shard.Layout(int64(b.Len()), 2), shard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := train.Train(shard.NewLocal(shards, 1), train.Config{C: 1, Eps: 0.01, Bias: -1, Method: "auto", MaxIter: 1000, MaxGap: train.AutoGap})
+	if err != nil || res.Batch == 0 {
+		t.Fatalf("the set trains all classes at once (batch %d, %v): it shelves nothing", res.Batch, err)
+	}
+	var want []byte
+	for _, args := range [][]string{{"-local"}, {"-local", "-t", data}, {"-workers", "2"}} {
+		model := filepath.Join(dir, "m.model")
+		o, err := parse(append(append([]string{"-q", "-shards", "2"}, args...), data, model))
+		if err != nil {
+			t.Fatal(err)
+		}
+		captureStdout(t, func() {
+			if err := run(o); err != nil {
+				t.Fatalf("%v: %v", args, err)
+			}
+		})
+		got, _ := os.ReadFile(model)
+		if want == nil {
+			want = got
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%v: another model than -local's", args)
+		}
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 2 {
+			t.Fatalf("%v: %d names beside the data and the model", args, len(ents)-2)
+		}
+	}
+	m, err := libsvm.ReadModel(bytes.NewReader(want), "m")
+	if err != nil || len(m.W) != 4 {
+		t.Fatalf("model of %d classes (%v)", len(m.W), err)
+	}
+	f, _ := os.Open(data)
+	defer f.Close()
+	if acc, err := libsvm.PredictAll(f, data, m, nil); err != nil || acc.Correct*10 < acc.Total*9 {
+		t.Fatalf("training accuracy %v (%v)", acc, err)
+	}
+}
