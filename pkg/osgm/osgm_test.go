@@ -344,7 +344,7 @@ func TestChoose(t *testing.T) {
 		{"news20 as two classes", 1, Shape{Dim: 1355191, NNZ: 7242563, Pairs: 1 << 33, Shards: 16}, "newton"},
 		{"dense rows of 1,000", 1, Shape{Dim: 1000, NNZ: 10_000_000, Pairs: 5_005_000_000, Shards: 64}, "newton"},
 		{"no shape", 1, Shape{}, "newton"},
-		{"one-vs-rest", 3, Shape{Dim: 123, NNZ: 451592, Pairs: 3361127, Shards: 9}, "lbfgs"},
+		{"one-vs-rest", 3, Shape{Dim: 123, NNZ: 451592, Pairs: 3361127, Shards: 9}, "newton"},
 	} {
 		if got := Choose(Auto, c.problems, c.shape); got != c.want {
 			t.Errorf("%s: %s (a Hessian pass costs %.1f passes), want %s", c.name, got, c.shape.HessPasses(), c.want)
@@ -408,4 +408,48 @@ func TestStopSaysWhy(t *testing.T) {
 	if res.Stop[0] != MaxIter || res.Stop[1] != MaxIter || res.Stop[2] != Stalled {
 		t.Fatalf("stops %v at -max-iter 3, want max-iter, max-iter, stalled (iterations %v)", res.Stop, res.Iters)
 	}
+}
+
+// TestNewtonStopsAtTRONsCap: like liblinear-train, Newton stops after
+// tronMaxIter accepted iterations (rejected trials do not count), on an
+// ill-conditioned quadratic it would otherwise go on with.
+func TestNewtonStopsAtTRONsCap(t *testing.T) {
+	q := newQuadratic(rand.New(rand.NewPCG(5, 6)), 40, 1, 1e8, true)
+	m := newTRON(q.problems()[0], false)
+	x := make([]float64, 40)
+	f, g := []float64{0}, [][]float64{make([]float64, 40)}
+	if err := q.Evaluate(&Batch{Op: OpEval, X: [][]float64{x}, F: f, G: g}); err != nil {
+		t.Fatal(err)
+	}
+	m.Init(x, f[0], g[0])
+	m.S.Accepts = 998 // liblinear-train's cap is 1000
+	accepted := 0
+	for trials := 0; trials < 100; trials++ {
+		step := Step{}
+		for !step.Iterated {
+			req := m.Next()
+			b := &Batch{Op: req.Op, X: [][]float64{req.X}, F: []float64{0}, G: [][]float64{make([]float64, 40)}}
+			var hv []float64
+			if req.Op == OpHessVec {
+				hv = make([]float64, 40)
+				b.V, b.HV = [][]float64{req.V}, [][]float64{hv}
+			}
+			if err := q.Evaluate(b); err != nil {
+				t.Fatal(err)
+			}
+			step = m.Tell(Reply{F: b.F[0], G: b.G[0], HV: hv})
+		}
+		if step.Accepted {
+			accepted++
+		}
+		if step.Stalled {
+			_, _, gb := m.Best()
+			t.Logf("stopped after %d trials, |g| %g", trials+1, floats.Norm(gb, 2))
+			if accepted != 2 {
+				t.Fatalf("stopped after %d accepted iterations from 998, want at 1000", accepted)
+			}
+			return
+		}
+	}
+	t.Fatalf("no stop in 100 trials, %d accepted past 998", accepted)
 }
