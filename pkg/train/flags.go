@@ -3,9 +3,7 @@ package train
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
@@ -27,10 +25,9 @@ func (cfg *Config) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&cfg.Lambda, "lambda", 0, "regularisation lambda, instead of -c")
 	fs.Float64Var(&cfg.Eps, "e", 0.01, "stopping tolerance: LIBLINEAR's relative gradient test")
 	fs.Float64Var(&cfg.Bias, "B", -1, "bias: if >= 0, every row gets a feature of this value (-1: none)")
-	fs.StringVar(&cfg.Method, "method", osgm.DefaultMethod, "optimiser: "+strings.Join(osgm.Methods(), ", ")+" (auto: newton-full for two classes and at most 1,024 features, newton for more features, lbfgs for more classes)")
+	fs.StringVar(&cfg.Method, "method", osgm.DefaultMethod, "optimiser: "+strings.Join(osgm.Methods(), ", ")+" (auto: newton-full for two classes and at most 1,024 features, else newton)")
 	fs.IntVar(&cfg.MaxIter, "max-iter", 10000, "maximum iterations")
-	cfg.MaxGap = AutoGap
-	fs.Var((*gapValue)(&cfg.MaxGap), "gap", "also stop each problem only once it is certified within a relative gap `g` of its optimum (0: LIBLINEAR's test alone); auto: 1e-6 for one-vs-rest, which gives every class at least LIBLINEAR's objective at the same -e, and 0 for two classes")
+	fs.Float64Var(&cfg.MaxGap, "gap", 0, "also stop each problem only once it is certified within a relative gap `g` of its optimum (0: LIBLINEAR's test alone; 1e-6 gives every class at least LIBLINEAR's objective at the same -e, at several times its passes)")
 	fs.Float64Var(&cfg.Params.Eta, "eta", 0, "OSGM's online step size (0: eta-scale/L, L re-estimated from curvature)")
 	fs.Float64Var(&cfg.Params.EtaScale, "eta-scale", 1, "with -eta 0: OSGM's step size is eta-scale/L")
 	fs.Float64Var(&cfg.Params.EtaBeta, "eta-beta", 1, "HDM's step size for the momentum weight")
@@ -53,30 +50,9 @@ func (cfg *Config) CheckFlags(fs *flag.FlagSet) error {
 		return errors.New("-e must be positive")
 	case cfg.MaxIter < 1:
 		return errors.New("-max-iter must be at least 1")
+	case !(cfg.MaxGap >= 0) || math.IsInf(cfg.MaxGap, 0):
+		return errors.New("-gap must be a relative gap >= 0")
 	}
 	_, err := osgm.New(osgm.Choose(cfg.Method, 1, osgm.Shape{}), osgm.Problem{}, osgm.Params{})
 	return err
-}
-
-// gapValue is -gap: a relative gap, or AutoGap.
-type gapValue float64
-
-func (g *gapValue) String() string {
-	if g == nil || *g == AutoGap {
-		return "auto"
-	}
-	return strconv.FormatFloat(float64(*g), 'g', -1, 64)
-}
-
-func (g *gapValue) Set(s string) error {
-	if s == "auto" {
-		*g = AutoGap
-		return nil
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || !(v >= 0) || math.IsInf(v, 0) {
-		return fmt.Errorf("want auto or a relative gap >= 0")
-	}
-	*g = gapValue(v)
-	return nil
 }

@@ -17,7 +17,7 @@ func TestFlags(t *testing.T) {
 		err  string // "" when accepted
 	}{
 		{nil, func(c Config) bool {
-			return c.C == 1 && c.Eps == 0.01 && c.Bias == -1 && c.MaxGap == AutoGap && c.MaxIter == 10000 && c.Lambda == 0
+			return c.C == 1 && c.Eps == 0.01 && c.Bias == -1 && c.MaxGap == 0 && c.MaxIter == 10000 && c.Lambda == 0
 		}, ""},
 		{[]string{"-c", "4", "-e", "0.001", "-B", "1", "-gap", "0"}, func(c Config) bool {
 			return c.C == 4 && c.Eps == 0.001 && c.Bias == 1 && c.MaxGap == 0
@@ -32,8 +32,9 @@ func TestFlags(t *testing.T) {
 		{[]string{"-e", "-1"}, nil, "-e must be positive"},
 		{[]string{"-max-iter", "0"}, nil, "-max-iter"},
 		{[]string{"-method", "sgd"}, nil, "unknown method"},
-		{[]string{"-gap", "-1"}, nil, "want auto or a relative gap"},
-		{[]string{"-gap", "Inf"}, nil, "want auto or a relative gap"},
+		{[]string{"-gap", "-1"}, nil, "-gap must be a relative gap"},
+		{[]string{"-gap", "auto"}, nil, "invalid value"},
+		{[]string{"-gap", "Inf"}, nil, "-gap must be a relative gap"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var cfg Config

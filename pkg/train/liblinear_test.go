@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/bzip2"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"gonum.org/v1/gonum/floats"
 )
 
 // sharedData is the read-only data directory beside the repository.
@@ -137,9 +139,10 @@ func TestMatchesLIBLINEAR(t *testing.T) {
 		{"glass.scale", "", 1e-6, 1e-10, false},
 		{"letter.scale", "letter.scale.t", 1e-6, 1e-10, true},
 		{"pendigits", "pendigits.t", 1e-6, 1e-10, true},
-		// LIBLINEAR stops at its 1000 Newton iterations here ("actred and
-		// prered too small") above the optimum for some classes; the check
-		// is that we end no worse than it.
+		// LIBLINEAR stops at its 1000 Newton iterations here above the
+		// optimum for some classes; the check is that we end no worse
+		// than it. With L-BFGS: Newton crawls here as TRON does, and
+		// stops at the same cap.
 		{"news20.t", "", 1e-6, 1e-8, true},
 	}
 	for _, s := range sets {
@@ -154,7 +157,11 @@ func TestMatchesLIBLINEAR(t *testing.T) {
 			run(t, "liblinear-train", "-q", "-s", "2", "-c", "1", "-e", strconv.FormatFloat(s.refEps, 'g', -1, 64), plain, ref)
 			fstar := primal(t, src, readModelFile(t, ref), 1)
 
-			res := trainFile(t, src, Config{C: 1, Eps: s.eps, Bias: -1, MaxIter: 10000})
+			cfg := Config{C: 1, Eps: s.eps, Bias: -1, MaxIter: 10000}
+			if s.train == "news20.t" {
+				cfg.Method = "lbfgs"
+			}
+			res := trainFile(t, src, cfg)
 			for k := range fstar {
 				gap := (res.Primal[k] - fstar[k]) / fstar[k]
 				if gap > 1e-6 {
@@ -296,32 +303,21 @@ func TestNewtonFollowsTRON(t *testing.T) {
 
 func abs(d int) int { return max(d, -d) }
 
-// TestGapGivesAtLeastLIBLINEARsModel: at the default gap (AutoGap), every
-// one-vs-rest problem ends no more than 1e-6 (relative) above the
-// objective liblinear-train reaches at the same -c and -e, whatever path
-// the method took to LIBLINEAR's gradient test; a binary problem keeps
-// LIBLINEAR's test alone.
+// TestGapGivesAtLeastLIBLINEARsModel: with -gap 1e-6, every one-vs-rest
+// problem ends no more than 1e-6 (relative) above the objective
+// liblinear-train reaches at the same -c and -e, whatever path the
+// method took to LIBLINEAR's gradient test.
 func TestGapGivesAtLeastLIBLINEARsModel(t *testing.T) {
 	dir := sharedData(t)
 	needLIBLINEAR(t)
-	for _, set := range []string{"dna.scale", "pendigits", "letter.scale", "news20.t", "heart_scale"} {
+	for _, set := range []string{"dna.scale", "pendigits", "letter.scale"} {
 		t.Run(set, func(t *testing.T) {
-			if set == "news20.t" && testing.Short() {
-				t.Skip("20 problems certified within 1e-6: run without -short")
-			}
 			t.Parallel()
 			src := filepath.Join(dir, set+".bz2")
 			ref := filepath.Join(t.TempDir(), "ref.model")
 			run(t, "liblinear-train", "-q", "-s", "2", "-c", "1", "-e", "0.01", plainCopy(t, src), ref)
 			theirs := primal(t, src, readModelFile(t, ref), 1)
-			var plan Plan
-			res := trainFile(t, src, Config{C: 1, Eps: 0.01, MaxGap: AutoGap, Bias: -1, MaxIter: 10000, Started: func(p Plan) { plan = p }})
-			if want := map[bool]float64{true: 0, false: OvRGap}[len(theirs) == 1]; plan.Gap != want {
-				t.Fatalf("%d problem(s) certified within %g, want %g", len(theirs), plan.Gap, want)
-			}
-			if len(theirs) == 1 {
-				return // LIBLINEAR's test alone: TestMatchesLIBLINEAR's
-			}
+			res := trainFile(t, src, Config{C: 1, Eps: 0.01, MaxGap: 1e-6, Bias: -1, MaxIter: 10000})
 			for k := range theirs {
 				if excess := (res.Primal[k] - theirs[k]) / theirs[k]; excess > 1e-6 {
 					t.Errorf("class %d: F = %.12g, LIBLINEAR's %.12g: %.2e above", k, res.Primal[k], theirs[k], excess)
@@ -329,4 +325,83 @@ func TestGapGivesAtLeastLIBLINEARsModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDefaultsMatchLIBLINEARsQuality judges the default one-vs-rest run
+// (LIBLINEAR's test per class, -method auto) as LIBLINEAR's users do:
+// the objective summed over the classes at most 2% above liblinear-train's
+// at the same -c and -e, and accuracy on the test file at most 0.2
+// points below. At -e 0.01 both move with rounding alone, LIBLINEAR's
+// too: on dna.scale its accuracy ranges over 94.01-94.60% and its summed
+// F over 351.9-357.3 as only the rows' order changes (docs/ALGORITHMS.md).
+// So LIBLINEAR's side is the worst of its runs on the file and on two
+// shuffled copies: ours is held to what LIBLINEAR itself may give.
+func TestDefaultsMatchLIBLINEARsQuality(t *testing.T) {
+	dir := sharedData(t)
+	needLIBLINEAR(t)
+	for _, set := range []string{"dna.scale", "pendigits", "letter.scale"} {
+		t.Run(set, func(t *testing.T) {
+			t.Parallel()
+			src := filepath.Join(dir, set+".bz2")
+			test := filepath.Join(dir, set+".t.bz2")
+			var plan Plan
+			res := trainFile(t, src, Config{C: 1, Eps: 0.01, Bias: -1, Method: osgm.Auto, MaxIter: 10000, Started: func(p Plan) { plan = p }})
+			if plan.Gap != 0 || plan.Method != "newton" {
+				t.Errorf("the defaults ran %s with a gap of %g, want newton with LIBLINEAR's test alone", plan.Method, plan.Gap)
+			}
+			ours, acc := floats.Sum(res.Primal), accuracy(t, test, res.Model)
+			worstF, worstAcc := 0.0, 100.0
+			plain := plainCopy(t, src)
+			for seed := range 3 {
+				data := shuffledCopy(t, plain, uint64(seed))
+				ref := filepath.Join(t.TempDir(), "ref.model")
+				run(t, "liblinear-train", "-q", "-s", "2", "-c", "1", "-e", "0.01", data, ref)
+				m := readModelFile(t, ref)
+				worstF = max(worstF, floats.Sum(primal(t, src, m, 1)))
+				worstAcc = min(worstAcc, accuracy(t, test, m))
+			}
+			t.Logf("summed F %.6g, LIBLINEAR's worst %.6g; test accuracy %.2f%%, LIBLINEAR's worst %.2f%%", ours, worstF, acc, worstAcc)
+			if ours > 1.02*worstF {
+				t.Errorf("summed F = %.8g, LIBLINEAR's %.8g: %.2f%% above", ours, worstF, 100*(ours/worstF-1))
+			}
+			if acc < worstAcc-0.2 {
+				t.Errorf("test accuracy %.2f%%, LIBLINEAR's %.2f%%", acc, worstAcc)
+			}
+		})
+	}
+}
+
+// shuffledCopy is a plain data file with its rows in an order drawn from
+// seed; seed 0 leaves them in the file's order.
+func shuffledCopy(t *testing.T, plain string, seed uint64) string {
+	t.Helper()
+	if seed == 0 {
+		return plain
+	}
+	b, err := os.ReadFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	rand.New(rand.NewPCG(seed, 0)).Shuffle(len(lines), func(i, j int) { lines[i], lines[j] = lines[j], lines[i] })
+	out := filepath.Join(t.TempDir(), filepath.Base(plain))
+	if err := os.WriteFile(out, []byte(strings.Join(lines, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// accuracy is a model's accuracy on a data file, in percent.
+func accuracy(t *testing.T, data string, m *libsvm.Model) float64 {
+	t.Helper()
+	f, err := libsvm.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	acc, err := libsvm.PredictAll(f, data, m, nil)
+	if err != nil || acc.Total == 0 {
+		t.Fatalf("%s: %v (%d rows)", data, err, acc.Total)
+	}
+	return 100 * float64(acc.Correct) / float64(acc.Total)
 }

@@ -22,16 +22,6 @@ import (
 // w = 0 by C m = 2.7e202).
 const minLambda = 1e-150
 
-// AutoGap, as Config.MaxGap, certifies one-vs-rest problems within
-// OvRGap of their optima and leaves a binary problem to LIBLINEAR's test:
-// a user who swaps us in for liblinear-train gets at least its model in
-// every class. A binary problem is left as it was, its default method
-// being Newton's on TRON's path.
-const (
-	AutoGap = -1
-	OvRGap  = 1e-6
-)
-
 // Config is what the user chose.
 type Config struct {
 	C      float64 // LIBLINEAR's cost; used when Lambda is 0
@@ -39,12 +29,12 @@ type Config struct {
 	Eps    float64 // LIBLINEAR's relative gradient tolerance
 	// MaxGap, when positive, also stops each problem only once it is
 	// certified within this relative gap of its optimum (see
-	// osgm.Settings.MaxGap); AutoGap gives one-vs-rest problems OvRGap
-	// and a binary problem none. LIBLINEAR's gradient test alone stops a
-	// method wherever its path first meets it, which for a path other
-	// than TRON's (or TRON's with other rounding) can be above the
-	// objective LIBLINEAR stops at; within 1e-6 of the optimum a problem
-	// is at most 1e-6 above it, as LIBLINEAR's is at least the optimum.
+	// osgm.Settings.MaxGap). LIBLINEAR's gradient test alone, the
+	// default, stops a method wherever its path first meets it: at a
+	// loose -e a class's objective then moves by percents with rounding
+	// alone, LIBLINEAR's own too (docs/ALGORITHMS.md). Within 1e-6 of
+	// the optimum a problem is at most 1e-6 above LIBLINEAR's, at
+	// several times the passes.
 	MaxGap  float64
 	Bias    float64 // < 0: no bias feature
 	Method  string
@@ -308,12 +298,6 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 	}
 	p.Problems = K
 	p.Gap = cfg.MaxGap
-	if p.Gap == AutoGap {
-		p.Gap = 0
-		if K > 1 {
-			p.Gap = OvRGap
-		}
-	}
 	if p.stop, err = trainingRows(b, p.sum, order, cfg.Holdout); err != nil {
 		return nil, err
 	}
