@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -239,17 +240,26 @@ func sameFile(a, b string) bool {
 
 // createBeside creates a temporary file in path's directory, for writing
 // path atomically; its error names the directory, not the temporary name.
+// Its mode is 0666 less the umask, LIBLINEAR's (fopen's): os.CreateTemp's
+// 0600 would make a model that a serving process of another user cannot
+// read.
 func createBeside(path string) (*os.File, error) {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
+	for {
+		name := filepath.Join(dir, "."+filepath.Base(path)+"."+strconv.FormatUint(rand.Uint64(), 36))
+		tmp, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, fs.ErrExist) {
+			continue
 		}
-		return nil, fmt.Errorf("cannot create a file in %s: %w", dir, err)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("cannot create a file in %s: %w", dir, err)
+		}
+		return tmp, nil
 	}
-	return tmp, nil
 }
 
 // writeAtomic replaces path with what write writes, so that a crash

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -532,6 +533,19 @@ func TestWriteAtomic(t *testing.T) {
 			}
 		})
 	}
+	t.Run("mode", func(t *testing.T) {
+		// LIBLINEAR's fopen gives 0666 less the umask: a model another
+		// user's predictor reads. The test's umask is the process's.
+		umask := syscall.Umask(0o022)
+		defer syscall.Umask(umask)
+		path := filepath.Join(t.TempDir(), "b.model")
+		if err := writeAtomic(path, func(w io.Writer) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Fatalf("mode %v (%v), want -rw-r--r--", fi.Mode().Perm(), err)
+		}
+	})
 }
 
 // A stopped run (SIGINT, SIGTERM: the context) does not wait for a -local
@@ -785,7 +799,7 @@ func TestShelvedModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := train.Train(shard.NewLocal(shards, 1), train.Config{C: 1, Eps: 0.01, Bias: -1, Method: "auto", MaxIter: 1000, MaxGap: train.AutoGap})
+	res, err := train.Train(shard.NewLocal(shards, 1), train.Config{C: 1, Eps: 0.01, Bias: -1, Method: "auto", MaxIter: 1000})
 	if err != nil || res.Batch == 0 {
 		t.Fatalf("the set trains all classes at once (batch %d, %v): it shelves nothing", res.Batch, err)
 	}
