@@ -23,6 +23,7 @@ import (
 type params struct {
 	rows, features, nnz, classes int
 	binary                       bool
+	images                       bool // dense rows of pixels 0-255 (see imageRow)
 	noise, zipf                  float64
 	seed                         uint64
 	bytes                        int64 // stop after this many bytes (0: rows decides)
@@ -36,7 +37,9 @@ func (p params) check() error {
 		return errors.New("-rows must be at least 1")
 	case p.features < 1:
 		return errors.New("-features must be at least 1")
-	case p.nnz < 1 || p.nnz > p.features:
+	case p.images && p.binary:
+		return errors.New("-images and -binary exclude each other: pixels take values 0-255")
+	case !p.images && (p.nnz < 1 || p.nnz > p.features):
 		return fmt.Errorf("-nnz must be between 1 and -features (%d): a row holds each feature at most once", p.features)
 	case p.classes < 2:
 		return errors.New("-classes must be at least 2")
@@ -57,6 +60,7 @@ func main() {
 	flag.IntVar(&p.nnz, "nnz", 30, "average nonzeros per row")
 	flag.IntVar(&p.classes, "classes", 2, "classes (labels +1/-1 for 2, 1..K otherwise)")
 	flag.BoolVar(&p.binary, "binary", false, "binary features (all values 1)")
+	flag.BoolVar(&p.images, "images", false, "image-like rows instead of text-like: every feature a pixel with an integer value 0-255 (zeros left out), classes drawn around correlated prototypes; -nnz and -zipf are not used")
 	flag.Float64Var(&p.noise, "noise", 0.05, "fraction of labels flipped at random")
 	flag.Float64Var(&p.zipf, "zipf", 1.1, "power-law exponent of feature frequencies (> 1)")
 	flag.Uint64Var(&p.seed, "seed", 1, "random seed")
@@ -68,7 +72,7 @@ func main() {
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: svmgen [options]\n\nWrites a synthetic LIBSVM file with text-like (power-law) features.\n\nOptions:\n")
 		flag.PrintDefaults()
-		fmt.Fprintf(os.Stderr, "\nExample: svmgen -rows 100000 -features 100000 -nnz 60 -o gen100k.svm\n         svmgen -size 1G -features 1000000 -o gen1g.svm\n")
+		fmt.Fprintf(os.Stderr, "\nExample: svmgen -rows 100000 -features 100000 -nnz 60 -o gen100k.svm\n         svmgen -size 1G -features 1000000 -o gen1g.svm\n         svmgen -images -rows 60000 -features 784 -classes 10 -o images.svm -test images.t\n")
 	}
 	flag.Parse()
 	if size != "" {
@@ -233,6 +237,13 @@ func makeBlock(p params, id int) block {
 	ends := make([]int, 0, blockRows)
 	scores := make([]float64, p.classes)
 	for i := 0; i < blockRows; i++ {
+		if p.images {
+			var label int
+			label, idx, val = p.imageRow(rng, idx, val)
+			line = p.appendRow(line, label, idx, val)
+			ends = append(ends, len(line))
+			continue
+		}
 		idx = rowFeatures(p, rng, zipf, idx)
 		val = rowValues(p, rng, len(idx), val)
 		label := p.hiddenLabel(idx, val, scores)
@@ -280,6 +291,32 @@ func rowValues(p params, rng *rand.Rand, n int, val []float64) []float64 {
 		}
 	}
 	return val
+}
+
+// imageRow draws a row like a raw-pixel image set's (MNIST's): its
+// class first, then each pixel around the class's prototype, an integer
+// 0-255, dark pixels written as absent. Prototypes share most of their
+// pattern (weight 0's), so classes are correlated and overlap; the
+// unscaled values make the problem as ill-conditioned as raw pixels.
+// The label is flipped with probability -noise.
+func (p params) imageRow(rng *rand.Rand, idx []int, val []float64) (int, []int, []float64) {
+	class := rng.IntN(p.classes)
+	label := class
+	if rng.Float64() < p.noise {
+		label = rng.IntN(p.classes)
+	}
+	ink := 0.7 + 0.5*rng.Float64() // a row's contrast, shared by its pixels
+	idx, val = idx[:0], val[:0]
+	for j := range p.features {
+		proto := 0.65*p.weight(0, j) + 0.35*p.weight(class+1, j)
+		v := math.Round(ink*(40+200*proto) + 35*rng.NormFloat64())
+		if v < 30 {
+			continue
+		}
+		idx = append(idx, j)
+		val = append(val, min(v, 255))
+	}
+	return label, idx, val
 }
 
 // hiddenLabel is the class (0-based) whose hidden model scores the row
@@ -333,6 +370,8 @@ func (p params) appendRow(line []byte, label int, idx []int, val []float64) []by
 		line = append(line, ':')
 		if p.binary {
 			line = append(line, '1')
+		} else if p.images {
+			line = strconv.AppendInt(line, int64(val[q]), 10)
 		} else {
 			line = strconv.AppendFloat(line, val[q], 'g', 6, 32)
 		}

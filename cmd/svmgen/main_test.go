@@ -93,12 +93,69 @@ func TestParamsCheck(t *testing.T) {
 		{"one class", func(p *params) { p.classes = 1 }, "-classes must be at least 2"},
 		{"flat frequencies", func(p *params) { p.zipf = 1 }, "-zipf must be above 1"},
 		{"noise above 1", func(p *params) { p.noise = 1.5 }, "-noise must be between 0 and 1"},
+		{"images ignore -nnz", func(p *params) { p.images, p.nnz = true, 0 }, ""},
+		{"binary images", func(p *params) { p.images, p.binary = true, true }, "-images and -binary exclude each other"},
 	} {
 		p := ok
 		tc.edit(&p)
 		err := p.check()
 		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestImages: -images rows are dense integer pixels 0-255 with the dark
+// ones left out, and each class's rows are nearer its own mean image
+// than the others' (the classes are learnable, and correlated).
+func TestImages(t *testing.T) {
+	p := params{rows: 3000, features: 64, classes: 4, noise: 0, zipf: 1.1, seed: 2, images: true}
+	var b bytes.Buffer
+	if err := generate(&b, io.Discard, p); err != nil {
+		t.Fatal(err)
+	}
+	var row libsvm.Row
+	mean := make([][]float64, p.classes)
+	count := make([]int, p.classes)
+	for k := range mean {
+		mean[k] = make([]float64, p.features)
+	}
+	nnz := 0
+	for i, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		if ok, err := libsvm.ParseLine([]byte(l), &row); err != nil || !ok {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		k := int(row.Label) - 1
+		count[k]++
+		for q, j := range row.Index {
+			v := row.Value[q]
+			if v != float64(int(v)) || v < 30 || v > 255 {
+				t.Fatalf("line %d: pixel %d = %g, want an integer in 30-255", i+1, j, v)
+			}
+			mean[k][j-1] += v
+		}
+		nnz += len(row.Index)
+	}
+	if d := float64(nnz) / float64(p.rows*p.features); d < 0.3 || d > 0.8 {
+		t.Errorf("density %.2f, want an image's (0.3-0.8)", d)
+	}
+	for k := range mean {
+		for j := range mean[k] {
+			mean[k][j] /= float64(count[k])
+		}
+	}
+	near := func(a, b []float64) float64 {
+		s := 0.0
+		for j := range a {
+			s += (a[j] - b[j]) * (a[j] - b[j])
+		}
+		return s
+	}
+	for k := range mean {
+		for c := range mean {
+			if c != k && near(mean[k], mean[c]) < 100*float64(p.features) {
+				t.Errorf("classes %d and %d have mean images %.0f apart per pixel: not separable", k+1, c+1, near(mean[k], mean[c])/float64(p.features))
+			}
 		}
 	}
 }
