@@ -1,7 +1,10 @@
 package train
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -303,5 +306,52 @@ func TestSearchCReleasesWarmStarts(t *testing.T) {
 			t.Errorf("C = %g: accuracy %v in %d passes, %v in %d cross-validated alone", cv.C, cv.Accuracy(), cv.Passes, want.Accuracy(), want.Passes)
 		}
 		warm = want.Models
+	}
+}
+
+// TestOddClassesMatchLIBLINEAR: what one-vs-rest meets at the edges
+// behaves as liblinear-train -s 2 does: labels written two ways (1 and
+// 1.0) are one class, a class of one row trains, folds that leave a
+// class out of training keep its row count, and 1,000 classes over
+// 2,000 rows give LIBLINEAR's labels in its order and its cross-validation
+// accuracy.
+func TestOddClassesMatchLIBLINEAR(t *testing.T) {
+	needLIBLINEAR(t)
+	dir := t.TempDir()
+	var many strings.Builder
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 2000 {
+		c := 1 + rng.IntN(1000)
+		fmt.Fprintf(&many, "%d %d:1 %d:0.5\n", c, 1+c%50, 51+i%7)
+	}
+	for _, tc := range []struct{ name, data string }{
+		{"labels written two ways, a class of one row", "1 1:0.5 2:1\n1.0 1:0.4 2:0.9\n2 1:-0.5 2:-1\n2.00 1:-0.3\n3 2:0.1\n+1 1:0.6\n"},
+		{"1000 classes over 2000 rows", many.String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.Fields(tc.name)[0]+".svm")
+			if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ref := filepath.Join(dir, "ref.model")
+			liblinearOut(t, "-q", "-s", "2", path, ref)
+			theirs := readModelFile(t, ref)
+			res, err := Train(localBackend(t, path), Config{C: 1, Eps: 0.01, Bias: -1, MaxIter: 10000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res.Model.Labels, theirs.Labels) {
+				t.Fatalf("labels %v, LIBLINEAR's %v", res.Model.Labels, theirs.Labels)
+			}
+			m := cvLine.FindStringSubmatch(liblinearOut(t, "-s", "2", "-q", "-v", "5", path))
+			cv, err := CrossValidate(localBackend(t, path), Config{C: 1, Eps: 0.01, Bias: -1, MaxIter: 10000}, 5, nil)
+			if err != nil || m == nil {
+				t.Fatalf("cross-validation: %v (LIBLINEAR's line %v)", err, m)
+			}
+			want, _ := strconv.ParseFloat(m[1], 64)
+			if got := 100 * cv.Accuracy(); math.Abs(got-want) > 0.1 {
+				t.Errorf("cross-validation accuracy %.4f%%, LIBLINEAR's %.4f%%", got, want)
+			}
+		})
 	}
 }
