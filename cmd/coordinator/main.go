@@ -126,7 +126,7 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 50, "passes between checkpoints (by default also spaced so that writing them takes at most 5% of the time)")
 	fs.Var(&o.resume, "resume", "continue from -checkpoint (refused if made for other data or flags); -resume=auto: if it exists, else start (what a supervisor that restarts the coordinator gives every time)")
 	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
-	fs.Var(&o.compact, "compact", "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory)")
+	fs.Var(&o.compact, "compact", "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory, or more than 1 GiB)")
 	o.auth.Flags(fs)
 	fs.BoolVar(&o.local, "local", false, "evaluate in-process without NATS (for comparison)")
 	fs.IntVar(&o.folds, "v", 0, "n-fold cross-validation: print the held-out accuracy (LIBLINEAR's folds); no model is written")

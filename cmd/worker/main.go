@@ -35,7 +35,7 @@ func main() {
 	parallel := fs.Int("parallel", runtime.NumCPU(), "goroutines evaluating shards")
 	quiet := fs.Bool("q", false, "quiet: only errors")
 	var compact shard.Compaction
-	fs.Var(&compact, "compact", "store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory)")
+	fs.Var(&compact, "compact", "store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory, or more than 1 GiB)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at this address; off by default")
 	check := fs.Bool("check", false, "connect, check that the server accepts the credentials, and exit (compose runs this before the workers)")
 	memProfile := fs.String("memprofile", "", "write a heap profile (pprof) to this file on SIGUSR1 (a worker keeps the last job's shards until a job over another file comes)")

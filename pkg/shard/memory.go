@@ -16,17 +16,26 @@ import (
 // collector's headroom; BENCHMARKS.md).
 const ShardShare = 2.0 / 3
 
+// LargeShards is the plain shards' size in one process past which a load
+// stores them compact whatever the free memory: on files that large the
+// passes are bound by the gathers and scatters over a model of many
+// features, not by the bytes a nonzero takes, so the third of the peak
+// that compact shards save costs a few percent of time, within this
+// VM's noise (BENCHMARKS.md, "A 3 GB binary file").
+const LargeShards = 1 << 30
+
 // A fit decides, shard by shard, whether the shards still to load fit in
 // memory as plain ones. Each plain shard built says how many bytes the
 // shards take per byte of text; once the rest of the loads under way
 // that share it (Options.Shared: the in-process workers load at once),
-// each at its rate, need more than ShardShare of what is available, the
-// rest are built
-// compact (Compact: the same values to the bit, 1-3 bytes less a
+// each at its rate, need more than ShardShare of what is available, or
+// all of them would hold more than large as plain shards, the rest are
+// built compact (Compact: the same values to the bit, 1-3 bytes less a
 // nonzero). Workers in other processes are seen only through what they
 // have taken already.
 type fit struct {
 	avail   func() int64
+	large   int64 // LargeShards
 	compact atomic.Bool
 
 	mu          sync.Mutex
@@ -34,6 +43,8 @@ type fit struct {
 	text, bytes int64         // text and shard bytes of the plain shards built
 	need        int64         // this load's part of pending
 	pending     *atomic.Int64 // the bytes the loads sharing it still need as plain shards
+	mine        int64         // this load's part of total
+	total       *atomic.Int64 // the plain shards' bytes of the loads sharing it, built and to build
 }
 
 // newFit is the decision for loading ranges as opt says: nil, deciding
@@ -42,9 +53,9 @@ func newFit(opt Options, ranges []Range) *fit {
 	if opt.Compact || opt.Available == nil {
 		return nil
 	}
-	f := &fit{avail: opt.Available, pending: new(atomic.Int64)}
+	f := &fit{avail: opt.Available, large: LargeShards, pending: new(atomic.Int64), total: new(atomic.Int64)}
 	if opt.Shared != nil {
-		f.pending = &opt.Shared.pending
+		f.pending, f.total = &opt.Shared.pending, &opt.Shared.plain
 	}
 	for _, r := range ranges {
 		f.left += r.End - r.Start
@@ -71,7 +82,9 @@ func (f *fit) built(s *Shard, text int64) {
 	need := int64(float64(f.bytes) / float64(f.text) * float64(f.left))
 	all := f.pending.Add(need - f.need)
 	f.need = need
-	if avail := f.avail(); avail >= 0 && float64(all) > ShardShare*float64(avail) {
+	total := f.total.Add(f.bytes + need - f.mine)
+	f.mine = f.bytes + need
+	if avail := f.avail(); avail >= 0 && float64(all) > ShardShare*float64(avail) || total > f.large {
 		f.compact.Store(true)
 	}
 }
@@ -84,7 +97,8 @@ func (f *fit) done() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pending.Add(-f.need)
-	f.need = 0
+	f.total.Add(-f.mine)
+	f.need, f.mine = 0, 0
 }
 
 // Compaction is when shards are stored compact: the commands' -compact,
@@ -92,7 +106,7 @@ func (f *fit) done() {
 type Compaction uint8
 
 const (
-	CompactAuto Compaction = iota // when plain shards would not fit (Options.Available)
+	CompactAuto Compaction = iota // when plain shards would not fit (Options.Available) or pass LargeShards
 	CompactOn
 	CompactOff
 )

@@ -59,6 +59,52 @@ func TestFitSwitches(t *testing.T) {
 	}
 }
 
+// TestFitSwitchesOnLargeShards: with memory to spare, a load still goes
+// compact once the plain shards of the loads sharing the process would
+// pass the large threshold (LargeShards), each load's estimate being
+// its shards built and the rest at their rate: four shards of 52 bytes
+// make 208.
+func TestFitSwitchesOnLargeShards(t *testing.T) {
+	ranges := []Range{{0, 0, 100}, {1, 100, 200}, {2, 200, 300}, {3, 300, 400}}
+	s := &Shard{RowPtr: make([]uint32, 50/4), LabelOf: make([]int32, 1)} // 52 bytes
+	plenty := func() int64 { return 1 << 40 }
+	for _, tc := range []struct {
+		large int64
+		loads int // sharing one Shared, built in turn
+		after int // shards the first load built before the switch; 0: none
+	}{
+		{207, 1, 1},
+		{208, 1, 0},
+		{415, 2, 2}, // the second load's first shard makes it 416; the first sees it at its next
+		{416, 2, 0},
+	} {
+		shared := &Shared{}
+		fits := make([]*fit, tc.loads)
+		for i := range fits {
+			fits[i] = newFit(Options{Available: plenty, Shared: shared}, ranges)
+			fits[i].large = tc.large
+		}
+		switched := 0
+		for r := range ranges {
+			for _, f := range fits {
+				f.built(s, 100)
+			}
+			if fits[0].on() && switched == 0 {
+				switched = r + 1
+			}
+		}
+		for _, f := range fits {
+			f.done()
+		}
+		if switched != tc.after {
+			t.Errorf("large %d, %d load(s): compact after %d shards, want %d", tc.large, tc.loads, switched, tc.after)
+		}
+		if n := shared.plain.Load(); n != 0 {
+			t.Errorf("large %d: %d plain bytes counted after every load ended", tc.large, n)
+		}
+	}
+}
+
 // TestFitsShareTheProcess: two loads at once that share a Shared, each of
 // which would fit alone, go compact together; loads that do not share
 // one do not see each other; a load that failed part way leaves nothing

@@ -138,7 +138,8 @@ func (t *Decompressed) lines(offset int64) int {
 type Shared struct {
 	mu      sync.Mutex
 	texts   map[heldKey]*Decompressed
-	pending atomic.Int64
+	pending atomic.Int64 // see fit
+	plain   atomic.Int64
 }
 
 type heldKey struct {
