@@ -79,9 +79,10 @@ const (
 	cgRelTol                           = 0.1
 	pcgMix                             = 0.01 // M = (1 - pcgMix) I + pcgMix diag(H)
 
-	// tronMaxIter is train_one's cap on TRON's iterations. On news20.t
-	// at -e 0.001 one class's path took 9,539 trials without it, where
-	// LIBLINEAR stops three classes at the cap (about 1,500 trials).
+	// tronMaxIter is train_one's cap on TRON's accepted iterations: on
+	// nearly separable wide data at a tight -e, TRON crawls, and a
+	// class's path that rounding sent elsewhere would otherwise run many
+	// times longer than LIBLINEAR's, which stops at the cap.
 	tronMaxIter = 1000
 )
 
@@ -350,9 +351,9 @@ func (m *newton) trial(fnew float64, gnew, dnew, hnew []float64) Step {
 		}
 	}
 	// Nothing left to gain at this precision: stop rather than spin.
-	// TRON's two tests come first: it stops on prered <= 0 alone, the
-	// model predicting no decrease, whether or not the trial was taken.
-	// Without the second, a run whose
+	// TRON's tests come first: it stops on prered <= 0 alone (the model
+	// predicts no decrease), whether or not the trial was taken, and after
+	// train_one's iteration cap. Without the last test, a run whose
 	// tolerance lies below what double precision resolves shrank the
 	// region until delta squared underflowed (about 1e-154); the step to
 	// the boundary then came out NaN, the region grew again, and the run

@@ -51,10 +51,9 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		clear(coef)
 		var n int
 		if known {
-			// A row's a·v_k for its active problems alone: at the
-			// optimum a one-vs-rest row is active in few of its classes
-			// (about 2 of 10 on a raw-pixel image set), and the others'
-			// products were most of the pass.
+			// A row's a·v_k for its active problems alone: near the
+			// optimum a one-vs-rest row is active in few of its
+			// classes, and the others' products are thrown away.
 			n = activeAt(sel, i, act)
 			rowSumsAt(cols, vals, vl, t, act[:n])
 		} else {
