@@ -353,11 +353,12 @@ func (m *newton) trial(fnew float64, gnew, dnew, hnew []float64) Step {
 	// Nothing left to gain at this precision: stop rather than spin.
 	// TRON's tests come first: it stops on prered <= 0 alone (the model
 	// predicts no decrease), whether or not the trial was taken, and after
-	// train_one's iteration cap. Without the last test, a run whose
-	// tolerance lies below what double precision resolves shrank the
-	// region until delta squared underflowed (about 1e-154); the step to
-	// the boundary then came out NaN, the region grew again, and the run
-	// cycled to its iteration limit.
+	// train_one's iteration cap. Without its test of actred and prered
+	// both below 1e-12 f, a run whose tolerance lies below what double
+	// precision resolves shrank the region until delta squared
+	// underflowed (about 1e-154); the step to the boundary then came out
+	// NaN, the region grew again, and the run cycled to its iteration
+	// limit.
 	small := 1e-12 * math.Abs(s.F)
 	stalled := !(prered > 0) || s.Accepts >= tronMaxIter ||
 		(math.Abs(actred) <= small && math.Abs(prered) <= small) ||
