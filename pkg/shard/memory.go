@@ -43,8 +43,7 @@ type fit struct {
 	text, bytes int64         // text and shard bytes of the plain shards built
 	need        int64         // this load's part of pending
 	pending     *atomic.Int64 // the bytes the loads sharing it still need as plain shards
-	mine        int64         // this load's part of total
-	total       *atomic.Int64 // the plain shards' bytes of the loads sharing it, built and to build
+	total       *atomic.Int64 // pending and the plain shards' bytes built: bytes + need for this load
 }
 
 // newFit is the decision for loading ranges as opt says: nil, deciding
@@ -81,9 +80,8 @@ func (f *fit) built(s *Shard, text int64) {
 	f.bytes += int64(s.Bytes())
 	need := int64(float64(f.bytes) / float64(f.text) * float64(f.left))
 	all := f.pending.Add(need - f.need)
+	total := f.total.Add(int64(s.Bytes()) + need - f.need)
 	f.need = need
-	total := f.total.Add(f.bytes + need - f.mine)
-	f.mine = f.bytes + need
 	if avail := f.avail(); avail >= 0 && float64(all) > ShardShare*float64(avail) || total > f.large {
 		f.compact.Store(true)
 	}
@@ -97,8 +95,8 @@ func (f *fit) done() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pending.Add(-f.need)
-	f.total.Add(-f.mine)
-	f.need, f.mine = 0, 0
+	f.total.Add(-f.bytes - f.need)
+	f.text, f.bytes, f.need = 0, 0, 0
 }
 
 // Compaction is when shards are stored compact: the commands' -compact,

@@ -314,9 +314,7 @@ func TestGapGivesAtLeastLIBLINEARsModel(t *testing.T) {
 		t.Run(set, func(t *testing.T) {
 			t.Parallel()
 			src := filepath.Join(dir, set+".bz2")
-			ref := filepath.Join(t.TempDir(), "ref.model")
-			run(t, "liblinear-train", "-q", "-s", "2", "-c", "1", "-e", "0.01", plainCopy(t, src), ref)
-			theirs := primal(t, src, readModelFile(t, ref), 1)
+			theirs := primal(t, src, liblinearDefaults(t, plainCopy(t, src)), 1)
 			res := trainFile(t, src, Config{C: 1, Eps: 0.01, MaxGap: 1e-6, Bias: -1, MaxIter: 10000})
 			for k := range theirs {
 				if excess := (res.Primal[k] - theirs[k]) / theirs[k]; excess > 1e-6 {
@@ -353,10 +351,7 @@ func TestDefaultsMatchLIBLINEARsQuality(t *testing.T) {
 			worstF, worstAcc := 0.0, 100.0
 			plain := plainCopy(t, src)
 			for seed := range 3 {
-				data := shuffledCopy(t, plain, uint64(seed))
-				ref := filepath.Join(t.TempDir(), "ref.model")
-				run(t, "liblinear-train", "-q", "-s", "2", "-c", "1", "-e", "0.01", data, ref)
-				m := readModelFile(t, ref)
+				m := liblinearDefaults(t, shuffledCopy(t, plain, uint64(seed)))
 				worstF = max(worstF, floats.Sum(primal(t, src, m, 1)))
 				worstAcc = min(worstAcc, accuracy(t, test, m))
 			}
@@ -369,6 +364,15 @@ func TestDefaultsMatchLIBLINEARsQuality(t *testing.T) {
 			}
 		})
 	}
+}
+
+// liblinearDefaults is liblinear-train -s 2's model of a plain data file
+// at -c 1 and its default -e.
+func liblinearDefaults(t *testing.T, plain string) *libsvm.Model {
+	t.Helper()
+	ref := filepath.Join(t.TempDir(), "ref.model")
+	run(t, "liblinear-train", "-q", "-s", "2", "-c", "1", "-e", "0.01", plain, ref)
+	return readModelFile(t, ref)
 }
 
 // shuffledCopy is a plain data file with its rows in an order drawn from
