@@ -86,12 +86,15 @@ func (c *checkpoints) putRemote(pieces [][]byte) error {
 	if err != nil {
 		return err
 	}
-	readers := make([]io.Reader, len(pieces))
-	for i, p := range pieces {
-		readers[i] = bytes.NewReader(p)
-	}
-	_, err = store.Put(ctx, transport.ObjectMeta(c.nc, filepath.Base(c.path)), io.MultiReader(readers...))
-	return err
+	name := filepath.Base(c.path)
+	return transport.RetryStore(c.log, name, func() error {
+		readers := make([]io.Reader, len(pieces))
+		for i, p := range pieces {
+			readers[i] = bytes.NewReader(p)
+		}
+		_, err := store.Put(ctx, transport.ObjectMeta(c.nc, name), io.MultiReader(readers...))
+		return transport.InBucket(err)
+	})
 }
 
 // resumeMode is -resume: off, on (the checkpoint must exist), or auto
@@ -172,7 +175,7 @@ func (c *checkpoints) getRemote() ([]byte, error) {
 			return err
 		}
 		b, err = store.GetBytes(context.Background(), filepath.Base(c.path))
-		return err
+		return transport.InBucket(err)
 	})
 	return b, err
 }

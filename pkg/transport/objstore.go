@@ -56,7 +56,7 @@ func PublishShards(ctx context.Context, nc *nats.Conn, src wire.Source, path str
 		name := src.ObjectName(r.ID)
 		err := RetryStore(log, name, func() error {
 			_, err := store.Put(ctx, ObjectMeta(nc, name), bytes.NewReader(buf.Bytes()))
-			return err
+			return InBucket(err)
 		})
 		if err != nil {
 			return fmt.Errorf("object store %s: object %s: %w", src.Bucket, name, err)
@@ -129,6 +129,22 @@ var storeRetries = []time.Duration{500 * time.Millisecond, time.Second, 2 * time
 func NoJetStream(err error) bool {
 	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
+}
+
+// errStreamNotReady: a request to a bucket that exists got no responder.
+var errStreamNotReady = errors.New("the bucket's stream has no responder yet")
+
+// InBucket classifies err from a request to a bucket known to exist.
+// Reads and puts there go straight to the bucket's stream (direct gets),
+// which has no responder until its replicas are placed: just after the
+// bucket is made, or while a lost leader is replaced. That is a moment's
+// wait, not a server without JetStream, so the error no longer says
+// "no responders" and RetryStore tries again.
+func InBucket(err error) error {
+	if errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("%w (%v)", errStreamNotReady, err)
+	}
+	return err
 }
 
 // final reports whether err is an answer of the object store that no

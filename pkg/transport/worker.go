@@ -373,7 +373,7 @@ func (w *Worker) readShards(src wire.Source, ranges []shard.Range) ([]*shard.Sha
 		var obj jetstream.ObjectResult
 		err := RetryStore(w.log, name, func() (err error) {
 			obj, err = store.Get(ctx, name)
-			return err
+			return InBucket(err)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("object %s: %w", name, err)
