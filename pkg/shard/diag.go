@@ -30,6 +30,22 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 		out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
 		return
 	}
+	if K == 1 && s.Values != Ones {
+		// A lone one-vs-rest problem (classes side by side, or one at a
+		// time) reads the storage directly, in the loop's arithmetic below.
+		r := &s.selections(p, sc)[0]
+		var sums [3]float64
+		switch {
+		case s.Idx16 != nil:
+			sums = evalDiagSeqOf(s, s.Idx16, r, wl, out.Grad, p.Bias, p.WBias)
+		case s.Idx24 != nil:
+			sums = evalDiagSeqOf(s, s.Idx24, r, wl, out.Grad, p.Bias, p.WBias)
+		default:
+			sums = evalDiagSeqOf(s, s.Idx, r, wl, out.Grad, p.Bias, p.WBias)
+		}
+		out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
+		return
+	}
 	// Loss and gradient in evalMulti's arithmetic, to the bit.
 	sel := s.selections(p, sc)
 	sc.coef = grow(sc.coef, 3*K)
@@ -98,6 +114,74 @@ func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb
 	default:
 		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Val64), s.Class, r, wl, gl, bias, wb)
 	}
+}
+
+// evalDiagSeqOf picks evalDiagSeq's value storage.
+func evalDiagSeqOf[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias float64, wb []float64) [3]float64 {
+	b := 0.0
+	if bias >= 0 {
+		b = wb[0]
+	}
+	switch {
+	case s.Code8 != nil:
+		return evalDiagSeq(s.RowPtr, idx, valuesOf(s, s.Code8), s.Class, r, wl, gl, bias, b)
+	case s.Code16 != nil:
+		return evalDiagSeq(s.RowPtr, idx, valuesOf(s, s.Code16), s.Class, r, wl, gl, bias, b)
+	case s.Val32 != nil:
+		return evalDiagSeq(s.RowPtr, idx, valuesOf(s, s.Val32), s.Class, r, wl, gl, bias, b)
+	case s.Mant != nil:
+		return evalDiagSeq(s.RowPtr, idx, valuesOf(s, s.Mant), s.Class, r, wl, gl, bias, b)
+	default:
+		return evalDiagSeq(s.RowPtr, idx, valuesOf(s, s.Val64), s.Class, r, wl, gl, bias, b)
+	}
+}
+
+// evalDiagSeq is EvalDiag's multi-class loop for K = 1, to the bit: the
+// margin summed a nonzero at a time (as rowSums does), divided by the
+// scale, and the gradient and diagonal coefficients as that loop makes
+// them. Through rowInto and rowSums a lone one-vs-rest problem's pass
+// decoded every row first.
+func evalDiagSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, gl []float64, bias, wb float64) (sums [3]float64) {
+	scale := vs.scale
+	class = class[:len(rowPtr)-1]
+	m := newRowView(rowPtr, idx, vs)
+	wp := unsafe.Pointer(unsafe.SliceData(wl))
+	for i := range class {
+		if r.skip(i) {
+			continue
+		}
+		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
+		var z float64
+		for q := a; q < b; q++ {
+			z += m.val(q) * *at(wp, m.col(q))
+		}
+		z /= scale
+		if bias >= 0 {
+			z += bias * wb
+		}
+		sd := r.side(class[i]) & 1
+		y := signs[sd]
+		d := 1 - y*z
+		if d <= 0 {
+			continue
+		}
+		r.markActive(i)
+		w := r.w[sd]
+		sums[0] += w * d * d
+		c := -2 * w * y * d
+		if bias >= 0 {
+			sums[1] += c * bias
+			sums[2] += w * bias * bias
+		}
+		coef, dg := c/scale, w/(scale*scale)
+		for q := a; q < b; q++ {
+			x, j := m.val(q), int(m.col(q))
+			g := gl[2*j : 2*j+2 : 2*j+2]
+			g[0] += coef * x
+			g[1] += dg * (x * x)
+		}
+	}
+	return sums
 }
 
 // evalDiagOnes and evalDiagBinary are evalOnes and evalBinary with the

@@ -327,18 +327,18 @@ func (s *Shard) selections(p *Point, sc *Scratch) []rows {
 	for k := range sel {
 		sel[k] = s.rowsFor(p, k)
 	}
-	s.activity(p, sel)
+	s.activity(p, sel, sc.cache)
 	return sel
 }
 
-// activity hands each problem's selection the shard's cache of which
-// rows are active at p, when p has a stamp: known if it was filled at the
-// same stamp, classes and fold.
-func (s *Shard) activity(p *Point, sel []rows) {
-	if p.Stamp == 0 {
+// activity hands each problem's selection c, the cache of which of the
+// shard's rows are active at p, when p has a stamp: known if it was filled
+// at the same stamp, classes and fold.
+func (s *Shard) activity(p *Point, sel []rows, c *activityCache) {
+	if p.Stamp == 0 || c == nil {
 		return
 	}
-	c, K := &s.act, len(sel)
+	K := len(sel)
 	words := (s.Rows()*K + 63) / 64
 	known := c.stamp == p.Stamp && c.pos == sel[0].pos && c.k == K && c.hold == p.Holdout && len(c.bits) == words
 	if !known {

@@ -82,7 +82,11 @@ type Scratch struct {
 	cols []uint32 // the shard's column map, decoded
 	act  []int32  // a multi-class row's active problems
 	sel  []rows   // each problem's rows (multi-class Hessian passes)
-	sq   []float64
+	// cache is the activity of the shard being evaluated (nil: none),
+	// set by its evaluator: the cache belongs to whoever steps through
+	// the points, not to the shard, which forks evaluate side by side.
+	cache *activityCache
+	sq    []float64
 	// A row's global columns and values, for EvalHess.
 	hcols []int32
 	hvals []float64

@@ -105,12 +105,22 @@ func CheckLive(shards []*Shard, m *LiveMap) error {
 	return nil
 }
 
+// View is a shard over s's rows for a reader other than s's owner: it
+// shares the rows, read only, and numbers them its own way, its classes,
+// folds and map into live coordinates being its own (unset). An
+// in-process worker sets those of its shards lazily, from the points it
+// gets; the coordinator's forks over the same rows set their views'.
+func (s *Shard) View() *Shard {
+	v := *s
+	v.Class, v.classes, v.Fold, v.tracked = nil, 0, nil, false
+	v.liveCols, v.liveOf = Columns{}, nil
+	return &v
+}
+
 // Reuse readies the shard for another job over the same data: what it
-// holds from the last job's points (the rows' activity by stamp, whose
-// numbers a new coordinator uses again for other points, the folds and
-// the column map into live coordinates) does not hold for the next.
+// holds from the last job's points (the folds and the column map into
+// live coordinates) does not hold for the next.
 func (s *Shard) Reuse() {
-	s.act = activityCache{}
 	s.Fold = nil
 	s.liveCols, s.liveOf = Columns{}, nil
 }

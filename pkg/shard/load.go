@@ -500,5 +500,6 @@ func LoadChecked(path string, ranges []Range, opt Options, want FileID) ([]*Shar
 	if err := check(); err != nil {
 		return nil, err
 	}
+	opt.Shared.keep(path, want, ranges, shards)
 	return shards, nil
 }

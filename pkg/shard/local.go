@@ -17,6 +17,8 @@ type Local struct {
 
 	scratch   []Scratch
 	denseRows bool // each Scratch's (the test that sparse rows keep the bits)
+	// acts is each shard's rows' activity at the last stamped point.
+	acts []activityCache
 	// Partials handed back for reuse. A list, not a sync.Pool: a pool is
 	// emptied by every collection, and on wide multi-class data each
 	// partial lost was megabytes to allocate and zero again (news20.t).
@@ -85,6 +87,17 @@ func (l *Local) Eval(op osgm.Op, p, v *Point, add func(*Partial) error) error {
 			l.scratch[i].denseRows = l.denseRows
 		}
 	}
+	if len(l.acts) != len(l.Shards) {
+		l.acts = make([]activityCache, len(l.Shards))
+	}
+	if l.Parallel == 1 { // a fork's, or one core's: no goroutine a pass
+		for i := range l.Shards {
+			if err := add(l.evalShard(op, i, p, v, &l.scratch[0])); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var (
 		next atomic.Int64
 		mu   sync.Mutex
@@ -100,19 +113,7 @@ func (l *Local) Eval(op osgm.Op, p, v *Point, add func(*Partial) error) error {
 				if i >= len(l.Shards) {
 					return
 				}
-				part := l.reuse()
-				switch op {
-				case osgm.OpEval:
-					l.Shards[i].Eval(p, sc, part)
-				case osgm.OpHessVec:
-					l.Shards[i].HessVec(p, v, sc, part)
-				case osgm.OpEvalDiag:
-					l.Shards[i].EvalDiag(p, sc, part)
-				case osgm.OpEvalHess:
-					l.Shards[i].EvalHess(p, sc, part)
-				default:
-					panic(fmt.Sprintf("shard: unknown op %d", op))
-				}
+				part := l.evalShard(op, i, p, v, sc)
 				mu.Lock()
 				if err == nil {
 					err = add(part)
@@ -123,6 +124,40 @@ func (l *Local) Eval(op osgm.Op, p, v *Point, add func(*Partial) error) error {
 	}
 	wg.Wait()
 	return err
+}
+
+// evalShard is shard i's partial of op at p (and v).
+func (l *Local) evalShard(op osgm.Op, i int, p, v *Point, sc *Scratch) *Partial {
+	part, s := l.reuse(), l.Shards[i]
+	sc.cache = &l.acts[i]
+	switch op {
+	case osgm.OpEval:
+		s.Eval(p, sc, part)
+	case osgm.OpHessVec:
+		s.HessVec(p, v, sc, part)
+	case osgm.OpEvalDiag:
+		s.EvalDiag(p, sc, part)
+	case osgm.OpEvalHess:
+		s.EvalHess(p, sc, part)
+	default:
+		panic(fmt.Sprintf("shard: unknown op %d", op))
+	}
+	return part
+}
+
+// Fork is a backend over the same shards for another goroutine, which
+// evaluates them one after the other: forks evaluate side by side, each
+// with its own scratch memory and activity caches, and only read the
+// shards. live is the coordinates the fork's points carry, readied here,
+// before any fork runs, as Eval would at its first pass.
+func (l *Local) Fork(live *LiveMap) (Backend, error) {
+	if err := CheckLive(l.Shards, live); err != nil {
+		return nil, err
+	}
+	f := &Local{Shards: l.Shards, Parallel: 1, denseRows: l.denseRows, folds: l.folds}
+	f.meta = l.Meta()
+	f.metaOnce.Do(func() {})
+	return f, nil
 }
 
 // SetFolds numbers every row's fold over the shards in order, as if the

@@ -93,6 +93,36 @@ func NewObjective(b Backend, features int, lambda, bias float64) *Objective {
 	return o
 }
 
+// Forker is a Backend that can make a copy of itself over the same data
+// for another goroutine (Local: the shards are in this process).
+type Forker interface {
+	Fork(live *LiveMap) (Backend, error)
+}
+
+// Fork is the objective over a fork of its backend, for minimising some
+// problems on another goroutine, side by side with this objective and its
+// other forks: every sum comes out as it would here, the reduction tree
+// being the same. It is nil when the backend cannot fork (its shards are
+// on workers) or its shards cannot take the live coordinates (which the
+// first pass would then report). Call it after LeaveOutDead.
+func (o *Objective) Fork() osgm.Objective {
+	f, ok := o.Backend.(Forker)
+	if !ok {
+		return nil
+	}
+	b, err := f.Fork(o.live)
+	if err != nil {
+		return nil
+	}
+	c := &Objective{Backend: b, Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Bias: o.Bias,
+		Weights: o.Weights, Holdout: o.Holdout, cols: o.cols, live: o.live, normSq: o.normSq}
+	c.red = NewReducer(c.cols)
+	if r, ok := b.(interface{ Release(*Partial) }); ok {
+		c.red.Release = r.Release
+	}
+	return c
+}
+
 // Groups builds the reduction tree of shards with the given column maps.
 func Groups(cols [][]uint32) []*Group {
 	out := make([]*Group, NumGroups(len(cols)))

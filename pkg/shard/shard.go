@@ -86,7 +86,6 @@ type Shard struct {
 	// nil until then.
 	Fold []uint16
 
-	act     activityCache
 	tracked bool // its bytes are in held (see track)
 
 	// liveCols is the column map into the vectors of points that carry
@@ -95,8 +94,9 @@ type Shard struct {
 	liveOf   *LiveMap
 }
 
-// activityCache remembers which rows were active at the last stamped
-// Hessian-vector point (see Point.Stamp).
+// activityCache remembers which of a shard's rows were active at the
+// last stamped Hessian-vector point (see Point.Stamp). Each Local keeps
+// one per shard.
 type activityCache struct {
 	stamp uint64
 	pos   int32 // the first problem's class

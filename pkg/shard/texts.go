@@ -136,8 +136,12 @@ func (t *Decompressed) lines(offset int64) int {
 // loads under way still need as plain shards (see fit). The zero value
 // is ready; a nil *Shared shares nothing.
 type Shared struct {
-	mu      sync.Mutex
-	texts   map[heldKey]*Decompressed
+	mu    sync.Mutex
+	texts map[heldKey]*Decompressed
+	// loaded is every shard the loads built, by file and range: the
+	// in-process workers', on which the coordinator also trains whole
+	// problems (Loaded).
+	loaded  map[heldKey]map[int]*Shard
 	pending atomic.Int64 // see fit
 	plain   atomic.Int64
 }
@@ -169,6 +173,50 @@ func (s *Shared) Hold(path string, file FileID, t *Decompressed) (release func()
 			delete(s.texts, key)
 		})
 	}, nil
+}
+
+// keep records shards loaded from path at version file.
+func (s *Shared) keep(path string, file FileID, ranges []Range, shards []*Shard) {
+	if s == nil {
+		return
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return
+	}
+	key := heldKey{abs, file}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loaded == nil {
+		s.loaded = map[heldKey]map[int]*Shard{}
+	}
+	if s.loaded[key] == nil {
+		s.loaded[key] = map[int]*Shard{}
+	}
+	for i, r := range ranges {
+		s.loaded[key][r.ID] = shards[i]
+	}
+}
+
+// Loaded is views (Shard.View) of the n shards of path at version file,
+// in order, when the process's loads built every one (nil otherwise):
+// the rows are the in-process workers' memory, read only.
+func (s *Shared) Loaded(path string, file FileID, n int) []*Shard {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := s.loaded[heldKey{abs, file}]
+	out := make([]*Shard, n)
+	for id := range out {
+		if got[id] == nil {
+			return nil
+		}
+		out[id] = got[id].View()
+	}
+	return out
 }
 
 // text is the text held for path at version file, or nil.
