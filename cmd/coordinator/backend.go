@@ -38,12 +38,44 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *
 		cs.close()
 		return nil, nil, nil, err
 	}
-	return c, nc, func() {
+	var b shard.Backend = c
+	if o.natsURL == "" {
+		if shards := shared.Loaded(o.train, id, len(ranges)); shards != nil {
+			b = &inProcess{Cluster: c, local: shard.NewLocal(shards, o.workers)}
+		}
+	}
+	return b, nc, func() {
 		st := c.Stats()
 		log.Info("bus", zap.Int("rounds", st.Rounds), zap.Int("rounds_without_x", st.WithoutX), zap.Int64("bytes_down", st.BytesDown), zap.Int64("bytes_to_workers", st.BytesToWorkers), zap.Int64("bytes_up", st.BytesUp),
 			zap.Int("resends", st.Resends), zap.Int("reassignments", st.Reassignments), zap.Any("dropped", c.Dropped()))
 		cs.close()
 	}, nil
+}
+
+// inProcess is the embedded cluster, whose workers' shards are in this
+// process: problems that train side by side do so on forks over those
+// shards (shard.Forker), without a round on the bus, to the same bits.
+type inProcess struct {
+	*transport.Cluster
+	local *shard.Local
+}
+
+func (b *inProcess) Fork(live *shard.LiveMap) (shard.Backend, error) { return b.local.Fork(live) }
+
+// SetClasses and SetFolds number the forks' views of the shards now:
+// the workers number their own from the first point that says how.
+func (b *inProcess) SetClasses(order []float64) error {
+	if err := b.Cluster.SetClasses(order); err != nil {
+		return err
+	}
+	return b.local.SetClasses(order)
+}
+
+func (b *inProcess) SetFolds(n int) error {
+	if err := b.Cluster.SetFolds(n); err != nil {
+		return err
+	}
+	return b.local.SetFolds(n)
 }
 
 // closers are what a backend opened, to be closed in reverse order.

@@ -146,6 +146,9 @@ func busStats(b shard.Backend) transport.Stats {
 func trainConfig(o *options, init *libsvm.Model, interrupted func() bool) train.Config {
 	cfg := o.cfg
 	cfg.MaxBytes, cfg.Init, cfg.Interrupt = max(memory.Available(), 0), init, interrupted
+	// Classes trained one at a time go side by side, one a core, where
+	// the shards are in this process.
+	cfg.Parallel = o.workers
 	return cfg
 }
 

@@ -49,7 +49,7 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 		if r := s.Resume; r != nil && lo == first {
 			bs.Resume = &Snapshot{Method: r.Method, Evals: r.Evals, Iters: r.Iters, Converged: r.Converged, Stalled: r.Stalled, States: r.States}
 		} else if s.BatchStart != nil {
-			st, err := s.BatchStart(ks)
+			st, err := s.BatchStart(obj, ks)
 			if err != nil {
 				return nil, err
 			}

@@ -96,6 +96,16 @@ type Snapshot struct {
 	// Result, encoded as a state).
 	Batch, First int
 	Done         []byte
+
+	// Side by side (Settings.Parallel) problems end in any order: Side is
+	// set, Ended is a Result of every problem (encoded) where those that
+	// had ended have a Stop, and the fields above are of the problems
+	// under way, Running, RunEvals being each one's own passes. The rest
+	// start afresh.
+	Side     bool
+	Ended    []byte
+	Running  []int
+	RunEvals []int
 }
 
 // saveMethod encodes m's state.

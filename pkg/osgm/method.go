@@ -76,6 +76,15 @@ type Objective interface {
 	Evaluate(b *Batch) error
 }
 
+// Forker is an Objective that can copy itself for another goroutine: a
+// fork evaluates the same problems to the same bits, side by side with
+// the original and other forks (each used by one goroutine). Fork is nil
+// when it cannot be made (the data is not in this process).
+type Forker interface {
+	Objective
+	Fork() Objective
+}
+
 // ErrUnsupported is returned for an Op an objective cannot compute.
 var ErrUnsupported = errors.New("osgm: the objective cannot compute this")
 

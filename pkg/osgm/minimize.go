@@ -62,12 +62,18 @@ type Settings struct {
 	Batch int
 	// BatchStart, when set, runs before each batch that begins at x0 (in
 	// batches; not the batch a snapshot resumes), in place of F0 and G0.
-	// It makes one pass over the batch's problems ks alone, counted among
-	// the passes, and gives their value and gradient at x0 (nil: Minimize
+	// It makes one pass over the batch's problems ks alone on obj (the
+	// objective, or the fork the batch runs on), counted among the
+	// passes, and gives their value and gradient at x0 (nil: Minimize
 	// evaluates x0 itself), their GradTol, and their Diag (nil: the
 	// problems' own), so that what such a pass brings is held a batch at
 	// a time too.
-	BatchStart func(ks []int) (Start, error)
+	BatchStart func(obj Objective, ks []int) (Start, error)
+	// Parallel, with Batch 1 and an objective that forks (Forker), is how
+	// many problems are minimised side by side, each alone on its own
+	// fork (see minimizeSide): one-vs-rest classes on the cores of the
+	// machine that holds the data, with the bits of one at a time.
+	Parallel int
 	// Shelf, when set, takes each batch's points once the batch is
 	// finished, and the Result's X holds nil for them: a wide
 	// multi-class model need not stay in memory while the rest train.
@@ -157,8 +163,12 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 		return nil, errors.New("osgm: x0, problems and tolerances differ in number")
 	}
 	batched := s.Batch > 0 && s.Batch < K
-	if s.Resume != nil {
-		batched = s.Resume.Batch > 0 // a run goes on as its snapshot was taken
+	side := s.Batch == 1 && s.Parallel > 1 && K > 1
+	if s.Resume != nil { // a run goes on as its snapshot was taken
+		batched, side = s.Resume.Batch > 0, s.Resume.Side
+	}
+	if side {
+		return minimizeSide(obj, x0, probs, s)
 	}
 	if batched {
 		return minimizeBatches(obj, x0, probs, s)

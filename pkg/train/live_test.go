@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
@@ -368,5 +369,70 @@ func TestBatchesBoundedByTheData(t *testing.T) {
 				t.Fatalf("batches of %d (memory bound %v), want %d (%v)", batch, memory, c.batch, c.memory)
 			}
 		})
+	}
+}
+
+// TestSideBySideGivesTheSameModel: one-vs-rest problems trained one at a
+// time go side by side on forks of an in-process backend, with the
+// model and the passes of one after the other; a run interrupted with
+// problems under way resumes from its checkpoint to them too, with
+// forks or without.
+func TestSideBySideGivesTheSameModel(t *testing.T) {
+	path := sparseFeatureFile(t, 5)
+	for _, method := range []string{"newton", "lbfgs"} {
+		t.Run(method, func(t *testing.T) {
+			cfg := Config{C: 1, Eps: 1e-6, Bias: 1, Method: method, MaxIter: 3000, Batch: 1}
+			want := trainFile(t, path, cfg)
+			side := cfg
+			side.Parallel, side.Shelf = 2, newShelf(t)
+			got, err := Train(localBackend(t, path), side)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameModel(t, "side by side", got, want)
+
+			var mu sync.Mutex
+			var saved *Checkpoint
+			stop := side
+			stop.CheckpointEvery, stop.Shelf = 3, newShelf(t)
+			stop.Save = func(c *Checkpoint) error { mu.Lock(); saved = c; mu.Unlock(); return nil }
+			stop.Interrupt = func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return saved != nil && saved.Opt.Evals > want.Opt.Evals/2
+			}
+			if _, err := Train(localBackend(t, path), stop); !errors.Is(err, osgm.ErrInterrupted) {
+				t.Fatalf("interrupted run: %v", err)
+			}
+			b, err := saved.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp, err := DecodeCheckpoint(b)
+			if err != nil || !cp.Opt.Side || len(cp.Opt.Running) == 0 {
+				t.Fatalf("the checkpoint (%v) is not side by side with problems under way: %+v", err, cp.Opt.Running)
+			}
+			for _, parallel := range []int{2, 0} {
+				resume := cfg
+				resume.Parallel, resume.Resume, resume.Shelf = parallel, cp, newShelf(t)
+				sameModel(t, fmt.Sprintf("resumed, %d side by side", parallel), trainFile(t, path, resume), want)
+			}
+		})
+	}
+}
+
+// sameModel fails unless got's weights and passes are want's.
+func sameModel(t *testing.T, what string, got, want *Result) {
+	t.Helper()
+	if err := got.Model.Full(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range want.Model.W {
+		if !slices.Equal(got.Model.W[k], want.Model.W[k]) {
+			t.Fatalf("%s: problem %d's weights differ from one at a time", what, k)
+		}
+	}
+	if got.Opt.Evals != want.Opt.Evals {
+		t.Fatalf("%s: %d passes, one at a time %d", what, got.Opt.Evals, want.Opt.Evals)
 	}
 }

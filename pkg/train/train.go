@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
@@ -60,6 +62,11 @@ type Config struct {
 	// Batch, when positive, minimises at most this many problems at a
 	// time whatever the memory (tests).
 	Batch int
+	// Parallel is how many problems run side by side when they go one
+	// at a time and the backend's shards are in this process (see
+	// osgm.Settings.Parallel), unless memory bounds the batch; 0 or 1:
+	// one after the other.
+	Parallel int
 	// LiveModel leaves the model's weights over the coordinates the
 	// methods moved (libsvm.Model.Live), not laid out over every feature:
 	// a caller that writes the model and little else saves the dead
@@ -220,7 +227,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 		}
 		copy(p.stop.g0norm, r.G0Norm)
 	}
-	timed := &timedObjective{Objective: p.obj}
+	timed := newTimed(p.obj)
 	zero := &zeroPass{obj: timed, K: p.Problems, n: p.Coordinates, diag: osgm.UsesStartDiag(p.Method, cfg.Params), warm: cfg.Init != nil,
 		stop: p.stop, start: start}
 	probs, settings := p.settings(cfg)
@@ -233,7 +240,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	case p.Batch > 0 || r != nil && r.Opt.Batch > 0:
 		settings.BatchStart = zero.run
 	case r == nil:
-		st, err := zero.run(nil)
+		st, err := zero.run(timed, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -261,7 +268,7 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.PassTime, out.FirstGradient = timed.spent, zero.firstGradient
+	out.PassTime, out.FirstGradient = timed.clock.wall(), zero.firstGradient
 	return out, nil
 }
 
@@ -348,7 +355,10 @@ func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
 		probs[k] = osgm.Problem{Dim: p.Coordinates, L: p.obj.LipschitzBound(), Mu: p.lambda, HessPasses: p.shape.HessPasses()}
 	}
 	s := osgm.Settings{Method: p.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: p.stop.tol, MaxGap: p.Gap,
-		Batch: p.Batch, Shelf: cfg.Shelf, CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
+		Batch: p.Batch, Parallel: cfg.Parallel, Shelf: cfg.Shelf, CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
+	if p.MemoryBound {
+		s.Parallel = 0 // one problem's state is what memory allows
+	}
 	if cfg.Trace != nil {
 		s.Trace = func(r osgm.Record) {
 			r.F /= p.lambda // report LIBLINEAR's objective, as the log and model do
@@ -359,7 +369,10 @@ func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
 		s.Checkpoint = func(snap *osgm.Snapshot) error {
 			// The pass at zero counts among the passes; the snapshot keeps
 			// the optimiser's own count.
-			return cfg.Save(&Checkpoint{Version: checkpointVersion, Data: p.dataFP, Flags: p.flagsFP, G0Norm: p.stop.g0norm, Opt: *snap})
+			p.stop.mu.Lock()
+			g0 := slices.Clone(p.stop.g0norm)
+			p.stop.mu.Unlock()
+			return cfg.Save(&Checkpoint{Version: checkpointVersion, Data: p.dataFP, Flags: p.flagsFP, G0Norm: g0, Opt: *snap})
 		}
 	}
 	return probs, s
@@ -390,6 +403,9 @@ func (p *planned) result(res *osgm.Result, cfg Config) (*Result, error) {
 // class that training sees, rows their sum, and tol[k] the threshold once
 // g0norm[k] is known.
 type stopping struct {
+	// mu guards g0norm and tol, which problems side by side set at once
+	// (their pass at 0) and checkpoints read.
+	mu          sync.Mutex
 	eps         float64
 	counts      []int
 	rows        int
@@ -536,7 +552,7 @@ func startPoints(init *libsvm.Model, labels []int, K, dim, n int, live []int, bi
 // the same bits on any backend. Problems in batches make it a batch at a
 // time, so that its vectors are a batch's too.
 type zeroPass struct {
-	obj           *timedObjective
+	obj           osgm.Objective // for the pass over every problem
 	K, n          int
 	diag          bool
 	warm          bool // the methods start elsewhere: the values at 0 are not theirs
@@ -545,8 +561,9 @@ type zeroPass struct {
 	firstGradient time.Duration // since start, at the first pass
 }
 
-// run is the pass over problems ks (nil: all).
-func (z *zeroPass) run(ks []int) (st osgm.Start, err error) {
+// run is the pass over problems ks (nil: all) on obj; problems side by
+// side make theirs at once, on forks.
+func (z *zeroPass) run(obj osgm.Objective, ks []int) (st osgm.Start, err error) {
 	m := len(ks)
 	if ks == nil {
 		m = z.K
@@ -557,9 +574,11 @@ func (z *zeroPass) run(ks []int) (st osgm.Start, err error) {
 		st.Diag = vectors(m, z.n)
 		b.Op, b.D = osgm.OpEvalDiag, st.Diag
 	}
-	if err = z.obj.Evaluate(b); err != nil {
+	if err = obj.Evaluate(b); err != nil {
 		return st, err
 	}
+	z.stop.mu.Lock()
+	defer z.stop.mu.Unlock()
 	if z.firstGradient == 0 {
 		z.firstGradient = time.Since(z.start)
 	}
@@ -581,15 +600,44 @@ func (z *zeroPass) run(ks []int) (st osgm.Start, err error) {
 
 // timedObjective measures the time spent in passes over the data (on
 // workers and on the bus), as opposed to the method's own arithmetic.
+// Its forks add theirs to the same clock.
 type timedObjective struct {
-	*shard.Objective
-	spent time.Duration
+	obj   *shard.Objective
+	clock *passClock
 }
+
+// passClock is the time in passes, summed over the objective and its
+// forks, which make passes at once.
+type passClock struct {
+	spent atomic.Int64
+	forks atomic.Int64
+}
+
+// wall is the time spent in passes, those made at once by forks counted
+// once.
+func (c *passClock) wall() time.Duration {
+	return time.Duration(c.spent.Load() / max(c.forks.Load(), 1))
+}
+
+func newTimed(obj *shard.Objective) *timedObjective {
+	return &timedObjective{obj: obj, clock: &passClock{}}
+}
+
+func (t *timedObjective) Ops() osgm.Op { return t.obj.Ops() }
 
 func (t *timedObjective) Evaluate(b *osgm.Batch) error {
 	start := time.Now()
-	defer func() { t.spent += time.Since(start) }()
-	return t.Objective.Evaluate(b)
+	defer func() { t.clock.spent.Add(int64(time.Since(start))) }()
+	return t.obj.Evaluate(b)
+}
+
+func (t *timedObjective) Fork() osgm.Objective {
+	f, ok := t.obj.Fork().(*shard.Objective)
+	if !ok {
+		return nil
+	}
+	t.clock.forks.Add(1)
+	return &timedObjective{obj: f, clock: t.clock}
 }
 
 func countOf(sum shard.Summary, label float64) int {

@@ -1,0 +1,157 @@
+package osgm
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// forking is a quadratic that forks, each fork counting its own passes.
+type forking struct {
+	*quadratic
+	forks *atomic.Int32
+}
+
+func newForking(q *quadratic) *forking { return &forking{quadratic: q, forks: new(atomic.Int32)} }
+
+func (f *forking) Fork() Objective {
+	f.forks.Add(1)
+	c := *f.quadratic
+	return &forking{quadratic: &c, forks: f.forks}
+}
+
+// sameResult fails unless got is want, bit for bit, problem by problem.
+func sameResult(t *testing.T, what string, got, want *Result, shelf memShelf) {
+	t.Helper()
+	for k := range want.X {
+		x := got.X[k]
+		if shelf != nil {
+			x = shelf[k]
+		}
+		if !slices.Equal(x, want.X[k]) || got.F[k] != want.F[k] || got.Iters[k] != want.Iters[k] ||
+			got.Converged[k] != want.Converged[k] || got.Stop[k] != want.Stop[k] {
+			t.Fatalf("%s: problem %d differs from one at a time", what, k)
+		}
+	}
+	if got.Evals != want.Evals {
+		t.Fatalf("%s: %d passes, one at a time %d", what, got.Evals, want.Evals)
+	}
+}
+
+// TestSideBySide: problems minimised side by side on forks end where one
+// at a time do, bit for bit and in as many passes; they ran at once on
+// their own forks, and the trace names each problem by its own index.
+func TestSideBySide(t *testing.T) {
+	for _, method := range []string{"lbfgs", "newton", "osgm-h"} {
+		q, x0, s := batchRun(method)
+		s.Batch = 1
+		want, err := Minimize(q, x0, q.problems(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newForking(q)
+		s.Parallel = 3
+		var mu sync.Mutex
+		seen, last, monotone := map[int]bool{}, 0, true
+		s.Trace = func(r Record) {
+			if !mu.TryLock() {
+				t.Error("Trace called while another call runs")
+				return
+			}
+			defer mu.Unlock()
+			seen[r.Problem] = true
+			monotone = monotone && r.Evals >= last
+			last = r.Evals
+		}
+		got, err := Minimize(f, x0, q.problems(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameResult(t, method, got, want, nil)
+		if f.forks.Load() != 3 || len(seen) != 5 || !monotone || last > got.Evals {
+			t.Fatalf("%s: %d forks, traced %v, passes traced in order %v, last %d of %d", method, f.forks.Load(), seen, monotone, last, got.Evals)
+		}
+	}
+}
+
+// TestSideBySideResumes: every snapshot of a side-by-side run, and the
+// one an interruption leaves, resume to the uninterrupted run's bits and
+// passes, with a shelf and with a new one, on forks or on an objective
+// that cannot fork.
+func TestSideBySideResumes(t *testing.T) {
+	q, x0, s := batchRun("lbfgs")
+	s.Batch, s.Parallel, s.CheckpointEvery = 1, 2, 7
+	want, err := Minimize(q, x0, q.problems(), s) // one at a time
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var snaps []*Snapshot
+	s.Checkpoint = func(snap *Snapshot) error {
+		mu.Lock()
+		defer mu.Unlock()
+		snaps = append(snaps, snap)
+		return nil
+	}
+	s.Shelf = memShelf{}
+	got, err := Minimize(newForking(q), x0, q.problems(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameResult(t, "with checkpoints", got, want, s.Shelf.(memShelf))
+	if len(snaps) < 4 {
+		t.Fatalf("%d snapshots", len(snaps))
+	}
+	rounds := atomic.Int32{}
+	s.Interrupt = func() bool { return rounds.Add(1) > 40 }
+	_, err = Minimize(newForking(q), x0, q.problems(), s)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("interrupted: %v", err)
+	}
+	s.Interrupt = nil
+	for i, snap := range snaps {
+		if !snap.Side {
+			t.Fatalf("snapshot %d is not side by side", i)
+		}
+		rs := s
+		rs.Resume, rs.Checkpoint, rs.Shelf = snap, nil, memShelf{}
+		var obj Objective = newForking(q)
+		if i%2 == 1 {
+			obj = q // no forks: one at a time
+		}
+		got, err := Minimize(obj, x0, q.problems(), rs)
+		if err != nil {
+			t.Fatalf("snapshot %d: %v", i, err)
+		}
+		sameResult(t, "resumed", got, want, rs.Shelf.(memShelf))
+	}
+}
+
+// FuzzResumeSide resumes a side-by-side run from a snapshot whose fields
+// are anything: it is refused or resumed, never a panic.
+func FuzzResumeSide(f *testing.F) {
+	q, x0, s := batchRun("lbfgs")
+	s.Batch, s.Parallel, s.CheckpointEvery = 1, 2, 5
+	var mu sync.Mutex
+	var snaps []*Snapshot
+	s.Checkpoint = func(snap *Snapshot) error { mu.Lock(); snaps = append(snaps, snap); mu.Unlock(); return nil }
+	if _, err := Minimize(newForking(q), x0, q.problems(), s); err != nil {
+		f.Fatal(err)
+	}
+	for _, snap := range snaps {
+		if len(snap.Running) > 0 {
+			f.Add(snap.Ended, snap.States[0], snap.Running[0], snap.RunEvals[0], snap.Evals)
+		}
+	}
+	f.Fuzz(func(t *testing.T, ended, state []byte, running, runEvals, evals int) {
+		q, x0, s := batchRun("lbfgs")
+		s.Batch, s.Parallel = 1, 2
+		s.Resume = &Snapshot{Method: "lbfgs", Evals: evals, Iters: []int{0}, Converged: []bool{false}, Stalled: []bool{false},
+			States: [][]byte{state}, Batch: 1, Side: true, Ended: ended, Running: []int{running}, RunEvals: []int{runEvals}}
+		rounds := atomic.Int32{}
+		s.Interrupt = func() bool { return rounds.Add(1) > 300 }
+		Minimize(newForking(q), x0, q.problems(), s)
+	})
+}
