@@ -379,12 +379,15 @@ func trainedFields(res *train.Result, backend shard.Backend, busBefore transport
 			conv++
 		}
 	}
-	// Time in passes is the workers' compute plus the bus; the rest of
-	// training is the method's own arithmetic on the coordinator.
+	// Time in passes is the workers' compute plus the bus, and the
+	// passes side by side in this process; the rest of training is the
+	// method's own arithmetic on the coordinator.
 	compute, comm := res.PassTime, time.Duration(0)
 	if c, ok := backend.(interface{ Stats() transport.Stats }); ok {
-		compute = min(c.Stats().Compute-busBefore.Compute, res.PassTime)
-		comm = res.PassTime - compute
+		bus := res.PassTime - res.SideTime
+		compute = min(c.Stats().Compute-busBefore.Compute, bus)
+		comm = bus - compute
+		compute += res.SideTime
 	}
 	fields := []zap.Field{zap.String("method", res.Method), zap.Float64("lambda", res.Lambda),
 		zap.Int("iterations", maxInt(res.Opt.Iters)), zap.Int("passes", res.Opt.Evals),

@@ -112,7 +112,9 @@ type Result struct {
 	Obj    *shard.Objective
 	// PassTime is the time spent in passes over the data; the rest of the
 	// training time is the method's own arithmetic on the coordinator.
-	PassTime time.Duration
+	// SideTime is the part of it in passes side by side on forks, in this
+	// process, the passes made at once counted once.
+	PassTime, SideTime time.Duration
 	// FirstGradient is how long Train took to have the gradient at the
 	// start point: the objective built (the reduction tree) and its first
 	// pass. With Resume there is no such pass: the objective alone.
@@ -268,7 +270,8 @@ func Train(b shard.Backend, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.PassTime, out.FirstGradient = timed.clock.wall(), zero.firstGradient
+	out.SideTime = timed.clock.sideWall()
+	out.PassTime, out.FirstGradient = time.Duration(timed.clock.main.Load())+out.SideTime, zero.firstGradient
 	return out, nil
 }
 
@@ -604,19 +607,19 @@ func (z *zeroPass) run(obj osgm.Objective, ks []int) (st osgm.Start, err error) 
 type timedObjective struct {
 	obj   *shard.Objective
 	clock *passClock
+	fork  bool
 }
 
-// passClock is the time in passes, summed over the objective and its
-// forks, which make passes at once.
+// passClock is the time in passes of the objective, and of its forks,
+// which make passes at once.
 type passClock struct {
-	spent atomic.Int64
-	forks atomic.Int64
+	main, side, forks atomic.Int64
 }
 
-// wall is the time spent in passes, those made at once by forks counted
+// sideWall is the time of the forks' passes, those made at once counted
 // once.
-func (c *passClock) wall() time.Duration {
-	return time.Duration(c.spent.Load() / max(c.forks.Load(), 1))
+func (c *passClock) sideWall() time.Duration {
+	return time.Duration(c.side.Load() / max(c.forks.Load(), 1))
 }
 
 func newTimed(obj *shard.Objective) *timedObjective {
@@ -627,7 +630,13 @@ func (t *timedObjective) Ops() osgm.Op { return t.obj.Ops() }
 
 func (t *timedObjective) Evaluate(b *osgm.Batch) error {
 	start := time.Now()
-	defer func() { t.clock.spent.Add(int64(time.Since(start))) }()
+	defer func() {
+		if t.fork {
+			t.clock.side.Add(int64(time.Since(start)))
+		} else {
+			t.clock.main.Add(int64(time.Since(start)))
+		}
+	}()
 	return t.obj.Evaluate(b)
 }
 
@@ -637,7 +646,7 @@ func (t *timedObjective) Fork() osgm.Objective {
 		return nil
 	}
 	t.clock.forks.Add(1)
-	return &timedObjective{obj: f, clock: t.clock}
+	return &timedObjective{obj: f, clock: t.clock, fork: true}
 }
 
 func countOf(sum shard.Summary, label float64) int {
