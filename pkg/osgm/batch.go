@@ -84,7 +84,7 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 				return s.Checkpoint(snap)
 			}
 		}
-		r, err := Minimize(&batch{obj: obj, ks: ks}, x0[lo:hi], bprobs, bs)
+		r, err := Minimize(&subset{obj: obj, ks: ks}, x0[lo:hi], bprobs, bs)
 		if err != nil {
 			return nil, err
 		}
@@ -174,18 +174,18 @@ func (res *Result) unshelved(shelf Shelf, x0 [][]float64) ([][]float64, error) {
 	return xs, nil
 }
 
-// batch is problems ks of an objective, as problems 0, 1, ... of their
-// own.
-type batch struct {
+// subset is problems ks of an objective, as problems 0, 1, ... of their
+// own: a batch's, or one problem's side by side.
+type subset struct {
 	obj Objective
 	ks  []int
 	buf []int
 }
 
-func (b *batch) Ops() Op { return b.obj.Ops() }
+func (b *subset) Ops() Op { return b.obj.Ops() }
 
-// Evaluate maps the batch's problems to obj's (nil: all of the batch).
-func (b *batch) Evaluate(e *Batch) error {
+// Evaluate maps the subset's problems to obj's (nil: all of them).
+func (b *subset) Evaluate(e *Pass) error {
 	inner := e.Ks
 	if inner == nil {
 		e.Ks = b.ks

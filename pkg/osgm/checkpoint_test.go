@@ -117,7 +117,7 @@ type failingAt struct {
 
 var errStopped = errors.New("stopped")
 
-func (o *failingAt) Evaluate(b *Batch) error {
+func (o *failingAt) Evaluate(b *Pass) error {
 	if o.calls++; o.calls == o.at {
 		return errStopped
 	}
@@ -365,7 +365,7 @@ type clocked struct {
 	pass time.Duration
 }
 
-func (c clocked) Evaluate(b *Batch) error {
+func (c clocked) Evaluate(b *Pass) error {
 	*c.t = c.t.Add(c.pass)
 	return c.quadratic.Evaluate(b)
 }

@@ -49,9 +49,9 @@ func (op Op) String() string {
 // for each kind the methods asked for.
 var passOrder = [...]Op{OpEval, OpHessVec, OpEvalDiag, OpEvalHess}
 
-// Batch is one pass over the data: Op for the problems Ks at X (and V).
+// Pass is one pass over the data: Op for the problems Ks at X (and V).
 // The vectors are indexed like Ks; the objective fills those Op names.
-type Batch struct {
+type Pass struct {
 	Op Op
 	// Ks are the problems evaluated, in the order of the vectors; nil
 	// means every problem, in order.
@@ -73,7 +73,7 @@ type Batch struct {
 // b.Op, one of OpEval, OpEvalDiag, OpEvalHess and OpHessVec.
 type Objective interface {
 	Ops() Op
-	Evaluate(b *Batch) error
+	Evaluate(b *Pass) error
 }
 
 // Forker is an Objective that can copy itself for another goroutine: a

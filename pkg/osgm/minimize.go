@@ -213,7 +213,7 @@ type run struct {
 	f                 []float64
 	outs, diags, hess [][]float64 // gradient or Hv; diagonal; Hessian
 	// One pass's batch: the problems that asked, and their vectors.
-	b Batch
+	b Pass
 
 	lastSnap int           // res.Evals at the last snapshot
 	snapAt   time.Time     // when the last snapshot began
@@ -244,7 +244,7 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 			copy(r.outs[k], s.G0[k])
 		}
 	default:
-		if err := obj.Evaluate(&Batch{Op: OpEval, X: x0, F: r.f, G: r.outs}); err != nil {
+		if err := obj.Evaluate(&Pass{Op: OpEval, X: x0, F: r.f, G: r.outs}); err != nil {
 			return nil, err
 		}
 		r.res.Evals++
@@ -434,7 +434,7 @@ func (r *run) pass(op Op) error {
 // evaluate makes one pass of op over the problems in [lo, hi) that asked.
 func (r *run) evaluate(op Op, lo, hi int) error {
 	b := &r.b
-	*b = Batch{Op: op, Ks: b.Ks[:0], X: b.X[:0], V: b.V[:0], F: b.F[:0], G: b.G[:0], D: b.D[:0], H: b.H[:0], HV: b.HV[:0], At: b.At[:0]}
+	*b = Pass{Op: op, Ks: b.Ks[:0], X: b.X[:0], V: b.V[:0], F: b.F[:0], G: b.G[:0], D: b.D[:0], H: b.H[:0], HV: b.HV[:0], At: b.At[:0]}
 	for k := lo; k < hi; k++ {
 		if !r.asked(k, op) {
 			continue

@@ -61,14 +61,14 @@ func newQuadratic(rng *rand.Rand, n, K int, cond float64, rotate bool) *quadrati
 
 // Eval is every problem's value and gradient.
 func (q *quadratic) Eval(x [][]float64, f []float64, g [][]float64) error {
-	return q.Evaluate(&Batch{Op: OpEval, X: x, F: f, G: g})
+	return q.Evaluate(&Pass{Op: OpEval, X: x, F: f, G: g})
 }
 
 func (q *quadratic) Ops() Op { return OpEval | OpHessVec | OpHess }
 
 // Evaluate is Eval over any problems, with Hessian-vector products and
 // the (constant) Hessian for newton-full.
-func (q *quadratic) Evaluate(b *Batch) error {
+func (q *quadratic) Evaluate(b *Pass) error {
 	q.evals++
 	for i := range b.X {
 		k := i
@@ -105,7 +105,7 @@ func (q diagQuadratic) Ops() Op { return q.quadratic.Ops() | OpDiag }
 
 // Evaluate makes the Hessian vary with x too: A with each row and column
 // scaled by sqrt(1 + |sin x_i|), still positive definite.
-func (q diagQuadratic) Evaluate(b *Batch) error {
+func (q diagQuadratic) Evaluate(b *Pass) error {
 	if err := q.quadratic.Evaluate(b); err != nil {
 		return err
 	}
@@ -418,7 +418,7 @@ func TestNewtonStopsAtTRONsCap(t *testing.T) {
 	m := newTRON(q.problems()[0], false)
 	x := make([]float64, 40)
 	f, g := []float64{0}, [][]float64{make([]float64, 40)}
-	if err := q.Evaluate(&Batch{Op: OpEval, X: [][]float64{x}, F: f, G: g}); err != nil {
+	if err := q.Evaluate(&Pass{Op: OpEval, X: [][]float64{x}, F: f, G: g}); err != nil {
 		t.Fatal(err)
 	}
 	m.Init(x, f[0], g[0])
@@ -428,7 +428,7 @@ func TestNewtonStopsAtTRONsCap(t *testing.T) {
 		step := Step{}
 		for !step.Iterated {
 			req := m.Next()
-			b := &Batch{Op: req.Op, X: [][]float64{req.X}, F: []float64{0}, G: [][]float64{make([]float64, 40)}}
+			b := &Pass{Op: req.Op, X: [][]float64{req.X}, F: []float64{0}, G: [][]float64{make([]float64, 40)}}
 			var hv []float64
 			if req.Op == OpHessVec {
 				hv = make([]float64, 40)

@@ -157,7 +157,7 @@ func (sd *side) one(obj Objective, k int, resumed *Snapshot) error {
 		bs.Checkpoint = func(snap *Snapshot) error { return sd.deposit(u, snap) }
 	}
 	bs.Interrupt = sd.interrupted
-	r, err := Minimize(&batch{obj: obj, ks: []int{k}}, sd.x0[k:k+1], probs, bs)
+	r, err := Minimize(&subset{obj: obj, ks: []int{k}}, sd.x0[k:k+1], probs, bs)
 	if err != nil {
 		return err
 	}

@@ -299,7 +299,7 @@ func (o *Objective) Ops() osgm.Op { return osgm.OpEval | osgm.OpDiag | osgm.OpHe
 // Evaluate makes one pass over the data for b.Op, for the problems b.Ks
 // (nil: all) held in b's vectors in that order: a pass costs in
 // proportion to the problems it carries.
-func (o *Objective) Evaluate(b *osgm.Batch) error {
+func (o *Objective) Evaluate(b *osgm.Pass) error {
 	switch b.Op {
 	case osgm.OpEval:
 		return o.evalSome(b.Ks, b.X, b.F, b.G)

@@ -572,7 +572,7 @@ func (z *zeroPass) run(obj osgm.Objective, ks []int) (st osgm.Start, err error) 
 		m = z.K
 	}
 	x, f, g := vectors(m, z.n), make([]float64, m), vectors(m, z.n)
-	b := &osgm.Batch{Op: osgm.OpEval, Ks: ks, X: x, F: f, G: g}
+	b := &osgm.Pass{Op: osgm.OpEval, Ks: ks, X: x, F: f, G: g}
 	if z.diag {
 		st.Diag = vectors(m, z.n)
 		b.Op, b.D = osgm.OpEvalDiag, st.Diag
@@ -628,7 +628,7 @@ func newTimed(obj *shard.Objective) *timedObjective {
 
 func (t *timedObjective) Ops() osgm.Op { return t.obj.Ops() }
 
-func (t *timedObjective) Evaluate(b *osgm.Batch) error {
+func (t *timedObjective) Evaluate(b *osgm.Pass) error {
 	start := time.Now()
 	defer func() {
 		if t.fork {
