@@ -70,16 +70,24 @@ func run(o *options) error {
 	defer closeBackend()
 	loaded := time.Since(start)
 	logLoaded(log, o.train, backend, len(ranges), loaded)
-	cfg := trainConfig(o, init, func() bool { return ctx.Err() != nil })
-	single, closeWatch, err := watch(o, log, backend, &cfg)
+	obs, closeWatch, err := watch(o, log, backend)
 	defer closeWatch() // what it opened before failing too
 	if err != nil {
 		return err
 	}
-	ck, err := checkpointing(o, log, nc, backend, ranges, &cfg)
+	ck, resume, err := checkpointing(o, log, nc, backend, ranges)
 	if err != nil {
 		return err
 	}
+	var shelf *libsvm.Shelf
+	if o.folds == 0 && o.compare == nil {
+		// Batches' weights wait beside the model for its writing.
+		if shelf, err = libsvm.NewShelf(filepath.Dir(o.model)); err != nil {
+			return err
+		}
+		defer shelf.Close()
+	}
+	cfg := trainConfig(o, init, func() bool { return ctx.Err() != nil }, obs, ck, resume, shelf)
 	if o.folds > 0 {
 		return crossValidate(o, backend, cfg, log, os.Stdout)
 	}
@@ -89,14 +97,6 @@ func run(o *options) error {
 	if o.compare != nil {
 		res, err = compare(backend, cfg, o.compare, o.plot, os.Stdout)
 	} else {
-		cfg.LiveModel = true // written before anything reads every weight
-		// Batches' weights wait beside the model for its writing.
-		shelf, serr := libsvm.NewShelf(filepath.Dir(o.model))
-		if serr != nil {
-			return serr
-		}
-		defer shelf.Close()
-		cfg.Shelf = shelf
 		res, err = train.Train(backend, cfg)
 	}
 	if err != nil {
@@ -105,7 +105,7 @@ func run(o *options) error {
 		return trainingFailed(o, err, ck != nil && (ck.written > 0 || cfg.Resume != nil))
 	}
 	trainTime := time.Since(trainStart)
-	if err := save(o, res.Model, single); err != nil {
+	if err := save(o, res.Model, obs.single); err != nil {
 		return err
 	}
 	if res.Batch == 0 || o.test != "" {
@@ -140,15 +140,29 @@ func busStats(b shard.Backend) transport.Stats {
 	return transport.Stats{}
 }
 
-// trainConfig is the training o asks for. The memory left now that the
-// shards are loaded (under a container's limit too) bounds the problems
-// the methods hold at once.
-func trainConfig(o *options, init *libsvm.Model, interrupted func() bool) train.Config {
+// trainConfig is the training o asks for, built in one place: the
+// flags', the memory left now that the shards are loaded (under a
+// container's limit too), which bounds the problems the methods hold at
+// once, what watches the run, the checkpoints (ck nil: none; resume: the
+// one to continue from) and the shelf (nil: cross-validation and
+// -compare, which write no model).
+func trainConfig(o *options, init *libsvm.Model, interrupted func() bool, obs *watcher, ck *checkpoints, resume *train.Checkpoint, shelf *libsvm.Shelf) train.Config {
 	cfg := o.cfg
 	cfg.MaxBytes, cfg.Init, cfg.Interrupt = max(memory.Available(), 0), init, interrupted
 	// Classes trained one at a time go side by side, one a core, where
 	// the shards are in this process.
 	cfg.Parallel = o.workers
+	cfg.Trace, cfg.Started = obs.record, obs.started
+	if ck != nil {
+		cfg.Save, cfg.CheckpointEvery, cfg.Resume = ck.save, o.ckptEvery, resume
+		if !o.set["checkpoint-every"] {
+			cfg.CheckpointShare = checkpointShare
+		}
+	}
+	if shelf != nil {
+		cfg.LiveModel = true // written before anything reads every weight
+		cfg.Shelf = shelf
+	}
 	return cfg
 }
 
@@ -240,10 +254,37 @@ func checkInputs(o *options) (*libsvm.Model, error) {
 	return init, nil
 }
 
-// watch sets cfg's Trace and Started to what the run reports as it goes:
-// the -trace file, the progress log, the -metrics-addr server, and the
-// curve -plot draws (returned). end ends what it opened, in reverse.
-func watch(o *options, log *zap.Logger, backend shard.Backend, cfg *train.Config) (single *curve, end func(), err error) {
+// watcher is what the run reports as it goes (train.Config's Trace and
+// Started): the -trace file, the progress log, the -metrics-addr server,
+// and the curve -plot draws.
+type watcher struct {
+	log    *zap.Logger
+	trace  *bufio.Writer
+	prog   *progress
+	single *curve
+}
+
+func (ob *watcher) record(r osgm.Record) {
+	ob.single.record(r)
+	if ob.trace != nil {
+		fmt.Fprintf(ob.trace, "%d,%d,%d,%s,%s,%t,%.6f\n", r.Problem, r.Iter, r.Evals,
+			strconv.FormatFloat(r.F, 'g', 17, 64), strconv.FormatFloat(r.GradNorm, 'g', 17, 64), r.Accepted, r.Elapsed.Seconds())
+	}
+	ob.prog.record(r)
+}
+
+func (ob *watcher) started(p train.Plan) {
+	fields := []zap.Field{zap.String("method", p.Method), zap.Int("problems", p.Problems),
+		zap.Int("coordinates", p.Coordinates), zap.Int("dim", p.Dim), zap.Float64("gap", p.Gap), zap.Bool("resumed", p.Resumed)}
+	if p.Batch > 0 {
+		fields = append(fields, zap.Int("problems_at_a_time", p.Batch), zap.Bool("memory_bound", p.MemoryBound))
+	}
+	ob.log.Info("plan", fields...)
+}
+
+// watch opens what the run reports to; end ends what it opened, in
+// reverse.
+func watch(o *options, log *zap.Logger, backend shard.Backend) (ob *watcher, end func(), err error) {
 	var closers []func()
 	end = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -277,33 +318,16 @@ func watch(o *options, log *zap.Logger, backend shard.Backend, cfg *train.Config
 			prog.bus = c.Stats
 		}
 	}
-	single = newCurve(o.cfg.Method)
-	cfg.Trace = func(r osgm.Record) {
-		single.record(r)
-		if trace != nil {
-			fmt.Fprintf(trace, "%d,%d,%d,%s,%s,%t,%.6f\n", r.Problem, r.Iter, r.Evals,
-				strconv.FormatFloat(r.F, 'g', 17, 64), strconv.FormatFloat(r.GradNorm, 'g', 17, 64), r.Accepted, r.Elapsed.Seconds())
-		}
-		prog.record(r)
-	}
-	cfg.Started = func(p train.Plan) {
-		fields := []zap.Field{zap.String("method", p.Method), zap.Int("problems", p.Problems),
-			zap.Int("coordinates", p.Coordinates), zap.Int("dim", p.Dim), zap.Float64("gap", p.Gap), zap.Bool("resumed", p.Resumed)}
-		if p.Batch > 0 {
-			fields = append(fields, zap.Int("problems_at_a_time", p.Batch), zap.Bool("memory_bound", p.MemoryBound))
-		}
-		log.Info("plan", fields...)
-	}
-	return single, end, nil
+	return &watcher{log: log, trace: trace, prog: prog, single: newCurve(o.cfg.Method)}, end, nil
 }
 
-// checkpointing sets cfg to save checkpoints as -checkpoint says and, with
-// -resume, to continue from one; nil without -checkpoint.
-func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend shard.Backend, ranges []shard.Range, cfg *train.Config) (*checkpoints, error) {
+// checkpointing is where -checkpoint saves and, with -resume, the
+// checkpoint to continue from (nil: none); nil without -checkpoint.
+func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend shard.Backend, ranges []shard.Range) (ck *checkpoints, resume *train.Checkpoint, err error) {
 	if o.checkpoint == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
-	ck := &checkpoints{path: o.checkpoint, log: log}
+	ck = &checkpoints{path: o.checkpoint, log: log}
 	if o.natsURL != "" {
 		// A copy on the bus is for a coordinator on another host; an
 		// embedded server ends with this process.
@@ -312,25 +336,20 @@ func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend shard.Bac
 	if c, ok := backend.(interface{ Job() uint64 }); ok && o.objectStore {
 		ck.objects = objectPrefix(c.Job())
 	}
-	cfg.Save, cfg.CheckpointEvery = ck.save, o.ckptEvery
-	if !o.set["checkpoint-every"] {
-		cfg.CheckpointShare = checkpointShare
-	}
 	if o.resume == resumeOff {
-		return ck, nil
+		return ck, nil, nil
 	}
-	var err error
-	cfg.Resume, err = ck.load()
+	resume, err = ck.load()
 	switch {
 	case errors.Is(err, errNoCheckpoint) && o.resume == resumeAuto:
 		log.Info("no checkpoint yet: training from the start", zap.String("checkpoint", o.checkpoint))
+		return ck, nil, nil
 	case err != nil:
-		return nil, err
-	default:
-		log.Info("resuming", zap.String("checkpoint", o.checkpoint), zap.Int("passes", cfg.Resume.Opt.Evals))
-		removeLeftShards(log, ck.nc, cfg.Resume.Objects, ck.objects, ranges)
+		return nil, nil, err
 	}
-	return ck, nil
+	log.Info("resuming", zap.String("checkpoint", o.checkpoint), zap.Int("passes", resume.Opt.Evals))
+	removeLeftShards(log, ck.nc, resume.Objects, ck.objects, ranges)
+	return ck, resume, nil
 }
 
 // removeLeftShards removes from the object store the shards a run that
