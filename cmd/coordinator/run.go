@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -79,10 +80,10 @@ func run(o *options) error {
 	if err != nil {
 		return err
 	}
-	var shelf *libsvm.Shelf
+	var shelf *train.FileShelf
 	if o.folds == 0 && o.compare == nil {
 		// Batches' weights wait beside the model for its writing.
-		if shelf, err = libsvm.NewShelf(filepath.Dir(o.model)); err != nil {
+		if shelf, err = train.NewShelf(filepath.Dir(o.model)); err != nil {
 			return err
 		}
 		defer shelf.Close()
@@ -105,12 +106,12 @@ func run(o *options) error {
 		return trainingFailed(o, err, ck != nil && (ck.written > 0 || cfg.Resume != nil))
 	}
 	trainTime := time.Since(trainStart)
-	if err := save(o, res.Model, obs.single); err != nil {
+	if err := save(o, res, obs.single); err != nil {
 		return err
 	}
 	if res.Batch == 0 || o.test != "" {
 		// The tally and the test predict with every weight.
-		if err := res.Model.Full(); err != nil {
+		if err := res.Full(); err != nil {
 			return fmt.Errorf("model %s: %w", o.model, err)
 		}
 	}
@@ -146,7 +147,7 @@ func busStats(b shard.Backend) transport.Stats {
 // once, what watches the run, the checkpoints (ck nil: none; resume: the
 // one to continue from) and the shelf (nil: cross-validation and
 // -compare, which write no model).
-func trainConfig(o *options, init *libsvm.Model, interrupted func() bool, obs *watcher, ck *checkpoints, resume *train.Checkpoint, shelf *libsvm.Shelf) train.Config {
+func trainConfig(o *options, init *libsvm.Model, interrupted func() bool, obs *watcher, ck *checkpoints, resume *train.Checkpoint, shelf *train.FileShelf) train.Config {
 	cfg := o.cfg
 	cfg.MaxBytes, cfg.Init, cfg.Interrupt = max(memory.Available(), 0), init, interrupted
 	// Classes trained one at a time go side by side, one a core, where
@@ -167,8 +168,8 @@ func trainConfig(o *options, init *libsvm.Model, interrupted func() bool, obs *w
 }
 
 // save writes the model and, for one training, its convergence plot.
-func save(o *options, m *libsvm.Model, single *curve) error {
-	if err := writeModel(o.model, m); err != nil {
+func save(o *options, res *train.Result, single *curve) error {
+	if err := writeModel(o.model, res.Model, res.Weights); err != nil {
 		return err
 	}
 	if o.plot != "" && o.compare == nil {
@@ -452,8 +453,9 @@ func readModel(path string) (*libsvm.Model, error) {
 }
 
 // writeModel writes atomically: a reader never sees half a model.
-func writeModel(path string, m *libsvm.Model) error {
-	if err := writeAtomic(path, m.Write); err != nil {
+func writeModel(path string, m *libsvm.Model, ws libsvm.Weights) error {
+	write := func(w io.Writer) error { return m.WriteWeights(w, ws) }
+	if err := writeAtomic(path, write); err != nil {
 		return fmt.Errorf("model %s: %w", path, err)
 	}
 	return nil

@@ -72,54 +72,6 @@ type Model struct {
 	// NFeature entries, plus the bias weight last when Bias >= 0
 	// (LIBLINEAR's rule: -1 means no bias).
 	W [][]float64
-	// Live, when set, says that W holds the weights of these coordinates
-	// alone (increasing positions in a full vector), every other weight
-	// being 0: a trainer that leaves out the features no row holds writes
-	// its model without first laying every problem out in full. Full
-	// lays W out in full.
-	Live []int
-	// Shelved holds the weights of the problems whose W is nil (see
-	// Shelf): Write reads them a block at a time, Full all at once.
-	Shelved WeightReader
-}
-
-// Full lays W out over every coordinate, if it holds the live ones only,
-// and reads the shelved problems back into it.
-func (m *Model) Full() error {
-	for k, x := range m.W {
-		if x != nil {
-			continue
-		}
-		if m.Shelved == nil {
-			return fmt.Errorf("problem %d: %w", k, errShelved)
-		}
-		x = make([]float64, m.width())
-		if err := m.Shelved.ReadWeights(k, 0, x); err != nil {
-			return err
-		}
-		m.W[k] = x
-	}
-	m.Shelved = nil
-	if m.Live == nil {
-		return nil
-	}
-	for k, x := range m.W {
-		full := make([]float64, m.Dim())
-		for i, j := range m.Live {
-			full[j] = x[i]
-		}
-		m.W[k] = full
-	}
-	m.Live = nil
-	return nil
-}
-
-// width is the length of each vector of W.
-func (m *Model) width() int {
-	if m.Live != nil {
-		return len(m.Live)
-	}
-	return m.Dim()
 }
 
 // L2LossSVM reports whether the model solves this project's problem (the
@@ -151,9 +103,22 @@ func IntLabel(v float64) (int, error) {
 	return int(v), nil
 }
 
+// Weights gives WriteWeights a model's weights a coordinate at a time.
+type Weights interface {
+	// Problems is how many weight vectors there are.
+	Problems() int
+	// Coordinate fills dst, one entry per problem, with coordinate j's
+	// weights (the bias's last); j goes up from 0 by one.
+	Coordinate(j int, dst []float64) error
+}
+
 // Write saves the model the way LIBLINEAR's save_model does (17 significant
 // digits, a space after every number), so liblinear-predict loads it.
-func (m *Model) Write(w io.Writer) error {
+func (m *Model) Write(w io.Writer) error { return m.WriteWeights(w, dense(m.W)) }
+
+// WriteWeights is Write with the weights ws gives instead of W: a trainer
+// writes a model it does not hold laid out in full.
+func (m *Model) WriteWeights(w io.Writer, ws Weights) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "solver_type %s\nnr_class %d\nlabel", m.Solver, len(m.Labels))
 	for _, l := range m.Labels {
@@ -161,25 +126,12 @@ func (m *Model) Write(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "\nnr_feature %d\nbias %s\nw\n", m.NFeature, strconv.FormatFloat(m.Bias, 'g', 17, 64))
 	buf := make([]byte, 0, 32)
-	ws := &shelfBlock{m: m}
-	i := 0 // with Live: the position in W of coordinate j, if live
+	row := make([]float64, ws.Problems())
 	for j := 0; j < m.Dim(); j++ {
-		at := j
-		if m.Live != nil {
-			if i == len(m.Live) || m.Live[i] != j {
-				at = -1 // a dead feature's weight: 0
-			} else {
-				at, i = i, i+1
-			}
+		if err := ws.Coordinate(j, row); err != nil {
+			return err
 		}
-		for k := range m.W {
-			v := 0.0
-			if at >= 0 {
-				var err error
-				if v, err = ws.at(k, at); err != nil {
-					return err
-				}
-			}
+		for _, v := range row {
 			buf = strconv.AppendFloat(buf[:0], v, 'g', 17, 64)
 			buf = append(buf, ' ')
 			bw.Write(buf)
@@ -189,57 +141,14 @@ func (m *Model) Write(w io.Writer) error {
 	return bw.Flush()
 }
 
-// shelfBlockBytes bounds what Write holds of the shelved weights: a block
-// of positions of every shelved problem, read together as the lines that
-// need them come.
-const shelfBlockBytes = 1 << 20
+// dense is W as Weights.
+type dense [][]float64
 
-// shelfBlock gives Write the weights at position i of W's vectors,
-// whether in memory or shelved.
-type shelfBlock struct {
-	m      *Model
-	lo, hi int
-	w      [][]float64 // positions lo to hi of the shelved problems
-}
+func (d dense) Problems() int { return len(d) }
 
-func (b *shelfBlock) at(k, i int) (float64, error) {
-	if x := b.m.W[k]; x != nil {
-		return x[i], nil
-	}
-	if i < b.lo || i >= b.hi {
-		if err := b.read(i); err != nil {
-			return 0, err
-		}
-	}
-	return b.w[k][i-b.lo], nil
-}
-
-// read loads the block that starts at position i.
-func (b *shelfBlock) read(i int) error {
-	if b.m.Shelved == nil {
-		return errShelved
-	}
-	if b.w == nil {
-		b.w = make([][]float64, len(b.m.W))
-	}
-	shelved := 0
-	for _, x := range b.m.W {
-		if x == nil {
-			shelved++
-		}
-	}
-	size := max(1, shelfBlockBytes/(8*shelved))
-	b.lo, b.hi = i, min(i+size, b.m.width())
-	for k, x := range b.m.W {
-		if x != nil {
-			continue
-		}
-		if b.w[k] == nil {
-			b.w[k] = make([]float64, size)
-		}
-		if err := b.m.Shelved.ReadWeights(k, b.lo, b.w[k][:b.hi-b.lo]); err != nil {
-			return err
-		}
+func (d dense) Coordinate(j int, dst []float64) error {
+	for k, x := range d {
+		dst[k] = x[j]
 	}
 	return nil
 }

@@ -36,58 +36,6 @@ func TestModelGolden(t *testing.T) {
 	}
 }
 
-// TestLiveModel: a model holding the weights of its live coordinates
-// alone writes the golden bytes of the model laid out in full, and Full
-// lays it out as it was, whichever coordinates are dead.
-func TestLiveModel(t *testing.T) {
-	want, err := os.ReadFile("testdata/model.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	full := testModel()
-	for _, dead := range [][]int{{2}, {0, 2}, {2, 3}, {}} {
-		m := testModel()
-		for _, j := range dead {
-			for k := range m.W {
-				if m.W[k][j] != 0 {
-					m.W[k][j] = 0 // a dead coordinate's weight is 0
-					full.W[k][j] = 0
-				}
-			}
-		}
-		var b, fb bytes.Buffer
-		full.Write(&fb)
-		for j := range m.Dim() {
-			if !slices.Contains(dead, j) {
-				m.Live = append(m.Live, j)
-			}
-		}
-		for k, x := range m.W {
-			live := []float64{}
-			for _, j := range m.Live {
-				live = append(live, x[j])
-			}
-			m.W[k] = live
-		}
-		if err := m.Write(&b); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(b.Bytes(), fb.Bytes()) {
-			t.Errorf("dead %v: live model wrote\n%s\nwant\n%s", dead, b.Bytes(), fb.Bytes())
-		}
-		if len(dead) == 0 && !bytes.Equal(b.Bytes(), want) {
-			t.Errorf("no dead coordinate: not the golden model")
-		}
-		if err := m.Full(); err != nil {
-			t.Fatal(err)
-		}
-		if m.Live != nil || !slices.EqualFunc(m.W, full.W, slices.Equal[[]float64]) {
-			t.Errorf("dead %v: Full laid out %v, want %v", dead, m.W, full.W)
-		}
-		full = testModel()
-	}
-}
-
 func TestModelRoundTrip(t *testing.T) {
 	m := testModel()
 	var b bytes.Buffer

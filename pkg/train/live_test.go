@@ -13,7 +13,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -291,8 +290,8 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 	}
 }
 
-func newShelf(t *testing.T) *libsvm.Shelf {
-	shelf, err := libsvm.NewShelf(t.TempDir())
+func newShelf(t *testing.T) *FileShelf {
+	shelf, err := NewShelf(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +423,7 @@ func TestSideBySideGivesTheSameModel(t *testing.T) {
 // sameModel fails unless got's weights and passes are want's.
 func sameModel(t *testing.T, what string, got, want *Result) {
 	t.Helper()
-	if err := got.Model.Full(); err != nil {
+	if err := got.Full(); err != nil {
 		t.Fatal(err)
 	}
 	for k := range want.Model.W {

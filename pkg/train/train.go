@@ -93,16 +93,21 @@ type Config struct {
 }
 
 // Shelf is where finished problems' weights wait for the model file
-// (libsvm.Shelf).
+// (FileShelf): Weights reads them back a block at a time.
 type Shelf interface {
 	osgm.Shelf
-	libsvm.WeightReader
+	// ReadWeights fills dst with problem k's weights from position from
+	// of its vector on.
+	ReadWeights(k, from int, dst []float64) error
 }
 
 // Result is a trained model and how it was reached.
 type Result struct {
-	Method  string // the method that ran (Auto resolved)
+	Method string // the method that ran (Auto resolved)
+	// Model is the model file's header and, unless Config.LiveModel,
+	// every weight; with it, W is nil until Full, and Weights has them.
 	Model   *libsvm.Model
+	Weights *Weights
 	Opt     *osgm.Result
 	Summary shard.Summary
 	Lambda  float64
@@ -382,23 +387,40 @@ func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
 }
 
 // result is the model of the methods' result: every feature's weight,
-// the dead ones at their optimum, 0; with LiveModel, the live ones alone,
-// and the shelved problems left on the shelf.
+// the dead ones at their optimum, 0; with LiveModel, the weights as the
+// methods left them (Weights), the live ones alone and the shelved
+// problems on the shelf.
 func (p *planned) result(res *osgm.Result, cfg Config) (*Result, error) {
-	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: p.labels, NFeature: p.features, Bias: cfg.Bias, W: res.X, Live: p.live, Shelved: cfg.Shelf}
+	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: p.labels, NFeature: p.features, Bias: cfg.Bias}
 	if cfg.Bias < 0 {
 		model.Bias = -1
 	}
+	ws := &Weights{W: res.X, Live: p.live, Shelf: cfg.Shelf, Dim: model.Dim()}
 	if !cfg.LiveModel {
-		if err := model.Full(); err != nil { // res.X's too: they are the same vectors
+		full, err := ws.Full()
+		if err != nil {
 			return nil, err
 		}
+		model.W = full
+		copy(res.X, full) // the methods' result over every coordinate too
+		ws = &Weights{W: full, Dim: model.Dim()}
 	}
 	primal := make([]float64, p.Problems)
 	for k := range primal {
 		primal[k] = res.F[k] / p.lambda
 	}
-	return &Result{Method: p.Method, Model: model, Opt: res, Summary: p.sum, Lambda: p.lambda, Primal: primal, Obj: p.obj, Batch: p.Batch, MemoryBound: p.MemoryBound}, nil
+	return &Result{Method: p.Method, Model: model, Weights: ws, Opt: res, Summary: p.sum, Lambda: p.lambda, Primal: primal, Obj: p.obj, Batch: p.Batch, MemoryBound: p.MemoryBound}, nil
+}
+
+// Full lays the model's weights out over every coordinate (Model.W), if
+// LiveModel left them as the methods did.
+func (r *Result) Full() error {
+	if r.Model.W != nil {
+		return nil
+	}
+	w, err := r.Weights.Full()
+	r.Model.W = w
+	return err
 }
 
 // stopping is LIBLINEAR's stopping test, ||g|| <= eps * max(min(#pos,

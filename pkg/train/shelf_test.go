@@ -1,4 +1,4 @@
-package libsvm
+package train
 
 import (
 	"bytes"
@@ -6,38 +6,42 @@ import (
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/osgm-svm/osgm/pkg/libsvm"
 )
 
-// TestShelvedModel: a model whose problems wait on a shelf writes the
-// bytes it writes from memory, over several of Write's blocks, with and
-// without live coordinates, and Full reads them back bit for bit.
+// TestShelvedModel: weights over the live coordinates, some problems on
+// a shelf, write the bytes of the model laid out in full, over several
+// of the shelf's blocks, and Full lays them out bit for bit.
 func TestShelvedModel(t *testing.T) {
 	const K, n = 3, 70000 // two shelved problems: more than one block
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, live := range []bool{false, true} {
-		m := &Model{Solver: SolverL2LossSVC, Labels: []int{1, 2, 3}, NFeature: n, Bias: 1}
+		m := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: []int{1, 2, 3}, NFeature: n, Bias: 1}
+		ws := &Weights{Dim: m.Dim()}
 		width := m.Dim()
 		if live {
 			for j := range m.Dim() {
 				if j%7 != 3 {
-					m.Live = append(m.Live, j)
+					ws.Live = append(ws.Live, j)
 				}
 			}
-			width = len(m.Live)
+			width = len(ws.Live)
 		}
 		for range K {
 			w := make([]float64, width)
 			for i := range w {
 				w[i] = rng.NormFloat64() * 1e3
 			}
-			m.W = append(m.W, w)
+			ws.W = append(ws.W, w)
 		}
-		var want bytes.Buffer
-		if err := m.Write(&want); err != nil {
+		full, err := (&Weights{W: slices.Clone(ws.W), Live: ws.Live, Dim: m.Dim()}).Full()
+		if err != nil {
 			t.Fatal(err)
 		}
-		full := &Model{NFeature: n, Bias: 1, W: slices.Clone(m.W), Live: m.Live}
-		if err := full.Full(); err != nil {
+		m.W = full
+		var want bytes.Buffer
+		if err := m.Write(&want); err != nil {
 			t.Fatal(err)
 		}
 
@@ -50,23 +54,24 @@ func TestShelvedModel(t *testing.T) {
 			t.Fatalf("the shelf left %d names in its directory", len(ents))
 		}
 		for _, k := range []int{2, 0} {
-			if err := shelf.Put(k, m.W[k]); err != nil {
+			if err := shelf.Put(k, ws.W[k]); err != nil {
 				t.Fatal(err)
 			}
-			m.W[k] = nil
+			ws.W[k] = nil
 		}
-		m.Shelved = shelf
+		ws.Shelf = shelf
 		var got bytes.Buffer
-		if err := m.Write(&got); err != nil {
+		if err := m.WriteWeights(&got, ws); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got.Bytes(), want.Bytes()) {
-			t.Fatalf("live %v: the shelved model wrote other bytes", live)
+			t.Fatalf("live %v: the shelved weights wrote other bytes than the full model", live)
 		}
-		if err := m.Full(); err != nil {
+		back, err := ws.Full()
+		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.EqualFunc(m.W, full.W, slices.Equal[[]float64]) {
+		if !slices.EqualFunc(back, full, slices.Equal[[]float64]) {
 			t.Fatalf("live %v: Full read back other weights", live)
 		}
 		shelf.Close()
@@ -99,11 +104,12 @@ func TestShelfRefuses(t *testing.T) {
 	if _, err := NewShelf("/nonexistent/dir"); err == nil {
 		t.Error("a shelf in a missing directory")
 	}
-	m := &Model{Solver: SolverL2LossSVC, Labels: []int{1, 2}, NFeature: 2, Bias: -1, W: [][]float64{nil}}
-	if err := m.Write(&bytes.Buffer{}); err == nil {
+	m := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: []int{1, 2}, NFeature: 2, Bias: -1}
+	ws := &Weights{W: [][]float64{nil}, Dim: 2}
+	if err := m.WriteWeights(&bytes.Buffer{}, ws); err == nil {
 		t.Error("Write of a shelved problem with no shelf")
 	}
-	if err := m.Full(); err == nil {
+	if _, err := ws.Full(); err == nil {
 		t.Error("Full of a shelved problem with no shelf")
 	}
 }

@@ -1,4 +1,4 @@
-package libsvm
+package train
 
 import (
 	"encoding/binary"
@@ -8,20 +8,13 @@ import (
 	"os"
 )
 
-// WeightReader holds the weights of a Model's shelved problems (those
-// whose W is nil): ReadWeights fills dst with problem k's weights from
-// position from of its vector on.
-type WeightReader interface {
-	ReadWeights(k, from int, dst []float64) error
-}
-
-// Shelf is a file of equally long weight vectors, problem k's at k times
-// their length. A trainer puts each problem there once it is finished,
-// and Model.Write reads them back a block of coordinates at a time: a
-// one-vs-rest model larger than the data need not stay in memory while
-// the other classes train. The file has no name once created, so a run
-// that dies leaves nothing behind.
-type Shelf struct {
+// FileShelf is a file of equally long weight vectors, problem k's at k
+// times their length: a Shelf. Train puts each problem there once it is
+// finished, and the model file is written from it a block of
+// coordinates at a time (Weights): a one-vs-rest model larger than the
+// data need not stay in memory while the other classes train. The file
+// has no name once created, so a run that dies leaves nothing behind.
+type FileShelf struct {
 	f   *os.File
 	n   int // every vector's length, set by the first Put
 	buf []byte
@@ -29,7 +22,7 @@ type Shelf struct {
 
 // NewShelf makes an empty shelf in dir (the model's: where the weights
 // are going anyway).
-func NewShelf(dir string) (*Shelf, error) {
+func NewShelf(dir string) (*FileShelf, error) {
 	f, err := os.CreateTemp(dir, ".osgm-weights-*")
 	if err != nil {
 		return nil, fmt.Errorf("shelf for finished weights: %w", err)
@@ -38,11 +31,11 @@ func NewShelf(dir string) (*Shelf, error) {
 		f.Close()
 		return nil, fmt.Errorf("shelf for finished weights: %w", err)
 	}
-	return &Shelf{f: f}, nil
+	return &FileShelf{f: f}, nil
 }
 
 // Put writes problem k's weights.
-func (s *Shelf) Put(k int, x []float64) error {
+func (s *FileShelf) Put(k int, x []float64) error {
 	if s.n == 0 {
 		s.n = len(x)
 	}
@@ -58,7 +51,7 @@ func (s *Shelf) Put(k int, x []float64) error {
 }
 
 // Get reads problem k's weights into x.
-func (s *Shelf) Get(k int, x []float64) error {
+func (s *FileShelf) Get(k int, x []float64) error {
 	if len(x) != s.n {
 		return fmt.Errorf("shelf: problem %d read as %d weights, it has %d", k, len(x), s.n)
 	}
@@ -66,7 +59,7 @@ func (s *Shelf) Get(k int, x []float64) error {
 }
 
 // ReadWeights reads problem k's weights from position from on into dst.
-func (s *Shelf) ReadWeights(k, from int, dst []float64) error {
+func (s *FileShelf) ReadWeights(k, from int, dst []float64) error {
 	if from < 0 || from+len(dst) > s.n {
 		return fmt.Errorf("shelf: weights %d to %d of %d", from, from+len(dst), s.n)
 	}
@@ -81,22 +74,22 @@ func (s *Shelf) ReadWeights(k, from int, dst []float64) error {
 }
 
 // Close frees the file's space.
-func (s *Shelf) Close() error {
+func (s *FileShelf) Close() error {
 	if s == nil {
 		return nil
 	}
 	return s.f.Close()
 }
 
-func (s *Shelf) offset(k, from int) int64 { return 8 * (int64(k)*int64(s.n) + int64(from)) }
+func (s *FileShelf) offset(k, from int) int64 { return 8 * (int64(k)*int64(s.n) + int64(from)) }
 
-func (s *Shelf) bytes(n int) []byte {
+func (s *FileShelf) bytes(n int) []byte {
 	if cap(s.buf) < 8*n {
 		s.buf = make([]byte, 8*n)
 	}
 	return s.buf[:8*n]
 }
 
-// errShelved is Write's complaint about a problem with neither weights
-// nor a shelf.
+// errShelved is the complaint about a problem with neither weights nor
+// a shelf.
 var errShelved = errors.New("a problem's weights are shelved but the model has no shelf")
