@@ -80,14 +80,11 @@ func run(o *options) error {
 	if err != nil {
 		return err
 	}
-	var shelf *train.FileShelf
-	if o.folds == 0 && o.compare == nil {
-		// Batches' weights wait beside the model for its writing.
-		if shelf, err = train.NewShelf(filepath.Dir(o.model)); err != nil {
-			return err
-		}
-		defer shelf.Close()
+	shelf, err := openShelf(o)
+	if err != nil {
+		return err
 	}
+	defer shelf.Close()
 	cfg := trainConfig(o, init, func() bool { return ctx.Err() != nil }, obs, ck, resume, shelf)
 	if o.folds > 0 {
 		return crossValidate(o, backend, cfg, log, os.Stdout)
@@ -109,19 +106,30 @@ func run(o *options) error {
 	if err := save(o, res, obs.single); err != nil {
 		return err
 	}
-	if res.Batch == 0 || o.test != "" {
-		// The tally and the test predict with every weight.
-		if err := res.Full(); err != nil {
-			return fmt.Errorf("model %s: %w", o.model, err)
-		}
-	}
 	fields := trainedFields(res, backend, busBefore, loaded, trainStart.Sub(start)+res.FirstGradient, trainTime)
+	return finish(o, log, res, fields)
+}
+
+// openShelf is where batches' weights wait beside the model for its
+// writing; nil for cross-validation and -compare, which write no model.
+func openShelf(o *options) (*train.FileShelf, error) {
+	if o.folds > 0 || o.compare != nil {
+		return nil, nil
+	}
+	return train.NewShelf(filepath.Dir(o.model))
+}
+
+// finish says what the training did and, with -t, tests the model.
+func finish(o *options, log *zap.Logger, res *train.Result, fields []zap.Field) error {
 	log.Info("trained", append(fields, zap.String("model", o.model))...)
 	warnShort(log, res.Opt, o.cfg.MaxIter)
-	if o.test != "" {
-		return printAccuracy(o.test, res.Model)
+	if o.test == "" {
+		return nil
 	}
-	return nil
+	if err := res.Full(); err != nil { // the test predicts with every weight
+		return fmt.Errorf("model %s: %w", o.model, err)
+	}
+	return printAccuracy(o.test, res.Model)
 }
 
 // logLoaded says what the shards hold, once they are loaded.
@@ -420,7 +428,7 @@ func trainedFields(res *train.Result, backend shard.Backend, busBefore transport
 	// The tally predicts with every problem's weights at once, on every
 	// worker: only where the problems' state went at once too, not where
 	// the batches kept the state within the data's size.
-	if res.Batch == 0 {
+	if res.Batch == 0 && res.Full() == nil {
 		if t, err := backend.Tally(res.Obj.ModelPoint(res.Model.W)); err == nil {
 			rows, correct := t.Total()
 			fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(rows)))

@@ -70,19 +70,7 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 			}
 		}
 		if s.Checkpoint != nil {
-			bs.Checkpoint = func(snap *Snapshot) error {
-				xs, err := res.unshelved(s.Shelf, x0[:lo])
-				if err != nil {
-					return err
-				}
-				done, err := encodeState(&Result{X: xs, F: res.F[:lo], GradNorm: res.GradNorm[:lo],
-					Iters: res.Iters[:lo], Converged: res.Converged[:lo], Stop: res.Stop[:lo], Evals: before})
-				if err != nil {
-					return err
-				}
-				snap.Batch, snap.First, snap.Done = B, lo, done
-				return s.Checkpoint(snap)
-			}
+			bs.Checkpoint = batchCheckpoint(res, s, x0, B, lo, before)
 		}
 		r, err := Minimize(&subset{obj: obj, ks: ks}, x0[lo:hi], bprobs, bs)
 		if err != nil {
@@ -96,6 +84,24 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 	}
 	res.Evals = before
 	return res, nil
+}
+
+// batchCheckpoint saves the snapshot of the batch from problem lo with
+// the problems before it, done, and their passes, before.
+func batchCheckpoint(res *Result, s Settings, x0 [][]float64, B, lo, before int) func(*Snapshot) error {
+	return func(snap *Snapshot) error {
+		xs, err := res.unshelved(s.Shelf, x0[:lo])
+		if err != nil {
+			return err
+		}
+		done, err := encodeState(&Result{X: xs, F: res.F[:lo], GradNorm: res.GradNorm[:lo],
+			Iters: res.Iters[:lo], Converged: res.Converged[:lo], Stop: res.Stop[:lo], Evals: before})
+		if err != nil {
+			return err
+		}
+		snap.Batch, snap.First, snap.Done = B, lo, done
+		return s.Checkpoint(snap)
+	}
 }
 
 // done is what the batches before a batched snapshot's left: the

@@ -12,38 +12,8 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(2*K, out)
 	wl := s.gather(p, sc)
-	if s.binary(K) {
-		r := &s.selections(p, sc)[0]
-		wb := 0.0
-		if p.Bias >= 0 {
-			wb = p.WBias[0]
-		}
-		var sums [3]float64
-		switch {
-		case s.Idx16 != nil:
-			sums = evalDiagOne(s, s.Idx16, r, wl, out.Grad, p.Bias, wb)
-		case s.Idx24 != nil:
-			sums = evalDiagOne(s, s.Idx24, r, wl, out.Grad, p.Bias, wb)
-		default:
-			sums = evalDiagOne(s, s.Idx, r, wl, out.Grad, p.Bias, wb)
-		}
-		out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
-		return
-	}
-	if K == 1 && s.Values != Ones {
-		// A lone one-vs-rest problem (classes side by side, or one at a
-		// time) reads the storage directly, in the loop's arithmetic below.
-		r := &s.selections(p, sc)[0]
-		var sums [3]float64
-		switch {
-		case s.Idx16 != nil:
-			sums = evalDiagSeqOf(s, s.Idx16, r, wl, out.Grad, p.Bias, p.WBias)
-		case s.Idx24 != nil:
-			sums = evalDiagSeqOf(s, s.Idx24, r, wl, out.Grad, p.Bias, p.WBias)
-		default:
-			sums = evalDiagSeqOf(s, s.Idx, r, wl, out.Grad, p.Bias, p.WBias)
-		}
-		out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
+	if K == 1 && (s.binary(K) || s.Values != Ones) {
+		s.evalDiagAlone(p, wl, sc, out)
 		return
 	}
 	// Loss and gradient in evalMulti's arithmetic, to the bit.
@@ -114,6 +84,38 @@ func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb
 	default:
 		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Val64), s.Class, r, wl, gl, bias, wb)
 	}
+}
+
+// evalDiagAlone is EvalDiag for one problem: a binary one, or a lone
+// one-vs-rest problem (classes side by side, or one at a time), which
+// reads the storage directly, in the multi-class loop's arithmetic.
+func (s *Shard) evalDiagAlone(p *Point, wl []float64, sc *Scratch, out *Partial) {
+	r := &s.selections(p, sc)[0]
+	var sums [3]float64
+	if s.binary(1) {
+		wb := 0.0
+		if p.Bias >= 0 {
+			wb = p.WBias[0]
+		}
+		switch {
+		case s.Idx16 != nil:
+			sums = evalDiagOne(s, s.Idx16, r, wl, out.Grad, p.Bias, wb)
+		case s.Idx24 != nil:
+			sums = evalDiagOne(s, s.Idx24, r, wl, out.Grad, p.Bias, wb)
+		default:
+			sums = evalDiagOne(s, s.Idx, r, wl, out.Grad, p.Bias, wb)
+		}
+	} else {
+		switch {
+		case s.Idx16 != nil:
+			sums = evalDiagSeqOf(s, s.Idx16, r, wl, out.Grad, p.Bias, p.WBias)
+		case s.Idx24 != nil:
+			sums = evalDiagSeqOf(s, s.Idx24, r, wl, out.Grad, p.Bias, p.WBias)
+		default:
+			sums = evalDiagSeqOf(s, s.Idx, r, wl, out.Grad, p.Bias, p.WBias)
+		}
+	}
+	out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
 }
 
 // evalDiagSeqOf picks evalDiagSeq's value storage.
