@@ -464,7 +464,9 @@ func TestContainerClusterServerLost(t *testing.T) {
 // TestContainerScaled: the workers go from 2 to 6 during a training,
 // then to 2 again.
 func TestContainerScaled(t *testing.T) {
-	s, flags := faultRun(t, oneServer, 8000, 2, []string{"compose.yaml"})
+	// Six workers join and four leave within the run: 8,000 passes (about
+	// 20 s on six) once ended before the scale-down reached a worker.
+	s, flags := faultRun(t, oneServer, 20000, 2, []string{"compose.yaml"})
 	coord := s.container("coordinator")
 	s.mustCompose("up", "-d", "--no-recreate", "--scale", "worker=6")
 	checkFor(t, time.Minute, "six workers to join", func() bool {
