@@ -289,11 +289,11 @@ func (m *Model) Decision(idx []uint32, val []float64, out []float64) []float64 {
 		s := 0.0
 		for q, j := range idx {
 			if int(j) <= m.NFeature { // features unseen in training have no weight
-				s += wk[j-1] * val[q]
+				s += float64(wk[j-1] * val[q])
 			}
 		}
 		if m.Bias >= 0 {
-			s += wk[m.NFeature] * m.Bias
+			s += float64(wk[m.NFeature] * m.Bias)
 		}
 		out = append(out, s)
 	}

@@ -16,7 +16,7 @@ type Accuracy struct {
 func (a Accuracy) String() string {
 	pct := 0.0
 	if a.Total > 0 {
-		pct = float64(a.Correct) / float64(a.Total) * 100
+		pct = float64(float64(a.Correct) / float64(a.Total) * 100)
 	}
 	return "Accuracy = " + strconv.FormatFloat(pct, 'g', 6, 64) + "% (" +
 		strconv.Itoa(a.Correct) + "/" + strconv.Itoa(a.Total) + ")"

@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"gonum.org/v1/gonum/floats"
+
+	"github.com/osgm-svm/osgm/internal/vec"
 )
 
 // tracker keeps the best evaluated point for methods whose iterates are
@@ -43,7 +45,7 @@ func (m *gd) Init(x []float64, f float64, g []float64) {
 }
 
 func (m *gd) Next() Request {
-	floats.AddScaled(m.S.X, -1/m.prob.L, m.S.G)
+	vec.AddScaled(m.S.X, -1/m.prob.L, m.S.G)
 	return Request{Op: OpEval, X: m.S.X}
 }
 
@@ -56,7 +58,7 @@ func (m *gd) Tell(r Reply) Step {
 func (m *gd) Best() ([]float64, float64, []float64) { return m.S.Best.X, m.S.Best.F, m.S.Best.G }
 func (m *gd) state() any                            { return &m.S }
 func (m *gd) fits(n int) error {
-	return vectors(n, vec{"X", m.S.X}, vec{"G", m.S.G}, vec{"Best.X", m.S.Best.X}, vec{"Best.G", m.S.Best.G})
+	return vectors(n, field{"X", m.S.X}, field{"G", m.S.G}, field{"Best.X", m.S.Best.X}, field{"Best.G", m.S.Best.G})
 }
 
 // adaGrad is diagonal AdaGrad, x <- x - alpha g / sqrt(sum of g^2), with
@@ -82,7 +84,7 @@ func (m *adaGrad) Init(x []float64, f float64, g []float64) {
 func (m *adaGrad) Next() Request {
 	s := &m.S
 	for j, gj := range s.G {
-		s.Sq[j] += gj * gj
+		s.Sq[j] += float64(gj * gj)
 		if s.Sq[j] > 0 {
 			s.X[j] -= s.Alpha * gj / math.Sqrt(s.Sq[j])
 		}
@@ -100,7 +102,7 @@ func (m *adaGrad) Best() ([]float64, float64, []float64) { return m.S.Best.X, m.
 func (m *adaGrad) state() any                            { return &m.S }
 func (m *adaGrad) fits(n int) error {
 	s := &m.S
-	return vectors(n, vec{"X", s.X}, vec{"G", s.G}, vec{"Sq", s.Sq}, vec{"Best.X", s.Best.X}, vec{"Best.G", s.Best.G})
+	return vectors(n, field{"X", s.X}, field{"G", s.G}, field{"Sq", s.Sq}, field{"Best.X", s.Best.X}, field{"Best.G", s.Best.G})
 }
 
 // agd is Nesterov's accelerated gradient: y = x + beta (x - x_prev),
@@ -125,7 +127,7 @@ func (m *agd) Init(x []float64, f float64, g []float64) {
 	s.Best.init(x, f, g)
 	s.X, s.XP, s.Y = clone(x), clone(x), clone(x)
 	// The first step is a gradient step from the start.
-	floats.AddScaled(s.X, -1/m.prob.L, g)
+	vec.AddScaled(s.X, -1/m.prob.L, g)
 	s.K = 1
 }
 
@@ -137,7 +139,7 @@ func (m *agd) Next() Request {
 		beta = (q - 1) / (q + 1)
 	}
 	for j := range s.Y {
-		s.Y[j] = s.X[j] + beta*(s.X[j]-s.XP[j])
+		s.Y[j] = s.X[j] + float64(beta*(s.X[j]-s.XP[j]))
 	}
 	return Request{Op: OpEval, X: s.Y}
 }
@@ -160,5 +162,5 @@ func (m *agd) fits(n int) error {
 	if s.K < 1 {
 		return fmt.Errorf("iteration count %d", s.K)
 	}
-	return vectors(n, vec{"X", s.X}, vec{"XP", s.XP}, vec{"Y", s.Y}, vec{"Best.X", s.Best.X}, vec{"Best.G", s.Best.G})
+	return vectors(n, field{"X", s.X}, field{"XP", s.XP}, field{"Y", s.Y}, field{"Best.X", s.Best.X}, field{"Best.G", s.Best.G})
 }

@@ -27,9 +27,9 @@ func (m *lbfgs) state() any { return &m.S }
 
 func (m *osgm) fits(n int) error {
 	s := &m.osgmState
-	vs := []vec{{"X", s.X}, {"Gr", s.Gr}, {"XPrev", s.XPrev}, {"XH", s.XH}, {"GH", s.GH}, {"P", s.P}, {"Acc", s.Acc}, {"U", s.U}}
+	vs := []field{{"X", s.X}, {"Gr", s.Gr}, {"XPrev", s.XPrev}, {"XH", s.XH}, {"GH", s.GH}, {"P", s.P}, {"Acc", s.Acc}, {"U", s.U}}
 	if len(s.HV) != 0 { // osgm-g only
-		vs = append(vs, vec{"HV", s.HV})
+		vs = append(vs, field{"HV", s.HV})
 	}
 	return vectors(n, vs...)
 }
@@ -42,17 +42,17 @@ func (m *lbfgs) fits(n int) error {
 	if s.Head < 0 || s.Head >= m.mem || s.Cnt < 0 || s.Cnt > m.mem {
 		return fmt.Errorf("history head %d and count %d for a memory of %d", s.Head, s.Cnt, m.mem)
 	}
-	vs := []vec{{"X", s.X}, {"G", s.G}, {"Dir", s.Dir}, {"XT", s.XT}}
+	vs := []field{{"X", s.X}, {"G", s.G}, {"Dir", s.Dir}, {"XT", s.XT}}
 	for i := range s.Hs {
-		vs = append(vs, vec{fmt.Sprintf("Hs[%d]", i), s.Hs[i]}, vec{fmt.Sprintf("Hy[%d]", i), s.Hy[i]})
+		vs = append(vs, field{fmt.Sprintf("Hs[%d]", i), s.Hs[i]}, field{fmt.Sprintf("Hy[%d]", i), s.Hy[i]})
 	}
 	return vectors(n, vs...)
 }
 
 func (m *newton) fits(n int) error {
 	s := &m.S
-	err := vectors(n, vec{"X", s.X}, vec{"G", s.G}, vec{"M", s.M}, vec{"Step", s.Step}, vec{"R", s.R},
-		vec{"D", s.D}, vec{"HD", s.HD}, vec{"Z", s.Z}, vec{"XT", s.XT})
+	err := vectors(n, field{"X", s.X}, field{"G", s.G}, field{"M", s.M}, field{"Step", s.Step}, field{"R", s.R},
+		field{"D", s.D}, field{"HD", s.HD}, field{"Z", s.Z}, field{"XT", s.XT})
 	if err != nil {
 		return err
 	}
@@ -62,14 +62,14 @@ func (m *newton) fits(n int) error {
 	return nil
 }
 
-// vec is a state's vector and its field's name, for errors.
-type vec struct {
+// field is a state's vector and its field's name, for errors.
+type field struct {
 	name string
 	v    []float64
 }
 
 // vectors checks that every vector has n entries.
-func vectors(n int, vs ...vec) error {
+func vectors(n int, vs ...field) error {
 	for _, v := range vs {
 		if len(v.v) != n {
 			return fmt.Errorf("%s has %d entries, the problem %d", v.name, len(v.v), n)

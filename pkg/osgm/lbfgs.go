@@ -4,6 +4,8 @@ import (
 	"math"
 
 	"gonum.org/v1/gonum/floats"
+
+	"github.com/osgm-svm/osgm/internal/vec"
 )
 
 // lbfgs is limited-memory BFGS (Nocedal and Wright, algorithm 7.4) with a
@@ -74,20 +76,20 @@ func (m *lbfgs) startSearch() {
 	if s.Cnt == 0 {
 		copy(s.Dir, s.G)
 		floats.Scale(-1, s.Dir)
-		s.D0 = floats.Dot(s.G, s.Dir)
+		s.D0 = vec.Dot(s.G, s.Dir)
 	} else {
 		j := at(s.Cnt - 1)
-		s.Alpha[j] = s.Rho[j] * copyDot(s.Dir, s.G, s.Hs[j])
+		s.Alpha[j] = float64(s.Rho[j] * copyDot(s.Dir, s.G, s.Hs[j]))
 		for i := s.Cnt - 1; i > 0; i-- {
 			j, next := at(i), at(i-1)
-			s.Alpha[next] = s.Rho[next] * axpyDot(s.Dir, -s.Alpha[j], s.Hy[j], s.Hs[next])
+			s.Alpha[next] = float64(s.Rho[next] * axpyDot(s.Dir, -s.Alpha[j], s.Hy[j], s.Hs[next]))
 		}
 		// H0 = gamma I, gamma = s·y / y·y of the newest pair.
 		j = at(0)
-		beta := s.Rho[j] * axpyScaleDot(s.Dir, -s.Alpha[j], s.Hy[j], s.Gamma, s.Hy[j])
+		beta := float64(s.Rho[j] * axpyScaleDot(s.Dir, -s.Alpha[j], s.Hy[j], s.Gamma, s.Hy[j]))
 		for i := 0; i < s.Cnt-1; i++ {
 			j, next := at(i), at(i+1)
-			beta = s.Rho[next] * axpyDot(s.Dir, s.Alpha[j]-beta, s.Hs[j], s.Hy[next])
+			beta = float64(s.Rho[next] * axpyDot(s.Dir, s.Alpha[j]-beta, s.Hs[j], s.Hy[next]))
 		}
 		j = at(s.Cnt - 1)
 		s.D0 = axpyScaleDot(s.Dir, s.Alpha[j]-beta, s.Hs[j], -1, s.G) // Dir = -H g
@@ -97,13 +99,13 @@ func (m *lbfgs) startSearch() {
 		s.Cnt = 0
 		copy(s.Dir, s.G)
 		floats.Scale(-1, s.Dir)
-		s.D0 = -floats.Dot(s.G, s.G)
+		s.D0 = -vec.Dot(s.G, s.G)
 		s.Fresh = true
 	}
 	s.Step = 1
 	if s.Fresh {
 		// No curvature known: a first step of unit length.
-		s.Step = 1 / math.Max(floats.Norm(s.Dir, 2), 1e-300)
+		s.Step = 1 / math.Max(vec.Norm(s.Dir), 1e-300)
 	}
 	s.Trials = 0
 }
@@ -113,7 +115,7 @@ func (m *lbfgs) Next() Request {
 	if s.Stalled {
 		return Request{Op: OpEval, X: s.X}
 	}
-	floats.AddScaledTo(s.XT, s.X, s.Step, s.Dir)
+	vec.AddScaledTo(s.XT, s.X, s.Step, s.Dir)
 	return Request{Op: OpEval, X: s.XT}
 }
 
@@ -123,12 +125,12 @@ func (m *lbfgs) Tell(r Reply) Step {
 		return Step{Iterated: true, Stalled: true}
 	}
 	s.Trials++
-	if r.F <= s.F+armijo*s.Step*s.D0 && !math.IsNaN(r.F) {
+	if r.F <= s.F+float64(armijo*s.Step*s.D0) && !math.IsNaN(r.F) {
 		m.accept(r)
 		m.startSearch()
 		return Step{Iterated: true, Accepted: true}
 	}
-	if s.Trials >= maxTrials || s.Step*floats.Norm(s.Dir, math.Inf(1)) <= 1e-16*math.Max(1, floats.Norm(s.X, math.Inf(1))) {
+	if s.Trials >= maxTrials || float64(s.Step*floats.Norm(s.Dir, math.Inf(1))) <= float64(1e-16*math.Max(1, floats.Norm(s.X, math.Inf(1)))) {
 		if s.Fresh {
 			s.Stalled = true // no decrease even along -g: done at this precision
 			return Step{Iterated: true, Stalled: true}
@@ -140,11 +142,11 @@ func (m *lbfgs) Tell(r Reply) Step {
 	// Backtrack to the minimiser of the quadratic through f(0), f'(0) and
 	// f(Step), kept within [0.1, 0.5] of the step.
 	t := s.Step
-	q := -s.D0 * t * t / (2 * (r.F - s.F - s.D0*t))
+	q := -s.D0 * t * t / (2 * (r.F - s.F - float64(s.D0*t)))
 	if math.IsNaN(q) || math.IsInf(q, 0) {
-		q = 0.5 * t
+		q = float64(0.5 * t)
 	}
-	s.Step = math.Min(math.Max(q, 0.1*t), 0.5*t)
+	s.Step = math.Min(math.Max(q, float64(0.1*t)), float64(0.5*t))
 	return Step{}
 }
 
@@ -157,7 +159,7 @@ func (m *lbfgs) accept(r Reply) {
 	// Keep the pair only with positive curvature, so H stays positive
 	// definite (always true for this convex problem, up to rounding).
 	switch {
-	case sy > minCurvRate*yy && sy > 0:
+	case sy > float64(minCurvRate*yy) && sy > 0:
 		s.Rho[j], s.Gamma = 1/sy, sy/yy
 		s.Head = (s.Head + 1) % k
 		s.Cnt = min(s.Cnt+1, k)

@@ -190,7 +190,7 @@ func (s Shape) HessPasses() float64 {
 		return 0
 	}
 	d := float64(s.Dim)
-	return (1.25*float64(s.Pairs) + 4*float64(s.Shards)*d*(d+1)/2 + float64(s.NNZ)) / float64(s.NNZ)
+	return (float64(1.25*float64(s.Pairs)) + float64(4*float64(s.Shards)*d*(d+1)/2) + float64(s.NNZ)) / float64(s.NNZ)
 }
 
 // fullPays reports whether newton-full can hold the Hessian, and whether

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gonum.org/v1/gonum/floats"
+	"github.com/osgm-svm/osgm/internal/vec"
 )
 
 // Settings control a run of Minimize.
@@ -269,7 +269,7 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 			r.res.Iters[k], r.stalled[k] = s.Resume.Iters[k], s.Resume.Stalled[k]
 		}
 		_, fb, gb := m.Best()
-		gn := floats.Norm(gb, 2)
+		gn := vec.Norm(gb)
 		r.res.Converged[k] = r.converged(k, fb, gn)
 		r.stalled[k] = r.stalled[k] || math.IsNaN(gn) || math.IsInf(gn, 0)
 		if !r.done(k) {
@@ -322,7 +322,7 @@ func (r *run) alloc(x0 [][]float64) {
 // converged is the stopping test of problem k at value f and gradient
 // norm gn.
 func (r *run) converged(k int, f, gn float64) bool {
-	return gn <= r.s.GradTol[k] && (r.s.MaxGap <= 0 || gn*gn <= 2*r.mu[k]*f*r.s.MaxGap)
+	return gn <= r.s.GradTol[k] && (r.s.MaxGap <= 0 || float64(gn*gn) <= float64(2*r.mu[k]*f*r.s.MaxGap))
 }
 
 func (r *run) done(k int) bool {
@@ -358,7 +358,7 @@ func (r *run) due() bool {
 	if s.CheckpointEvery <= 0 || r.res.Evals-r.lastSnap < s.CheckpointEvery {
 		return false
 	}
-	return s.CheckpointShare <= 0 || r.snapAt.IsZero() || float64(r.snapCost) <= s.CheckpointShare*float64(s.Now().Sub(r.snapAt))
+	return s.CheckpointShare <= 0 || r.snapAt.IsZero() || float64(r.snapCost) <= float64(s.CheckpointShare*float64(s.Now().Sub(r.snapAt)))
 }
 
 func (r *run) snapshot() error {
@@ -492,7 +492,7 @@ func (r *run) tell(op Op) {
 		st := r.steps[k]
 		res.Iters[k]++
 		_, fb, gb := m.Best()
-		gn := floats.Norm(gb, 2)
+		gn := vec.Norm(gb)
 		res.Converged[k] = r.converged(k, fb, gn)
 		r.stalled[k] = st.Stalled
 		if r.done(k) {
@@ -511,7 +511,7 @@ func (r *run) result() *Result {
 		x, fb, gb := m.Best()
 		r.res.X[k] = clone(x)
 		r.res.F[k] = fb
-		r.res.GradNorm[k] = floats.Norm(gb, 2)
+		r.res.GradNorm[k] = vec.Norm(gb)
 		r.res.Stop[k] = stopOf(r.res.Converged[k], r.stalled[k], r.res.Iters[k], r.s.MaxIter)
 	}
 	return r.res

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"gonum.org/v1/gonum/floats"
+
+	"github.com/osgm-svm/osgm/internal/vec"
 )
 
 // newton is a trust-region Newton method with conjugate-gradient steps,
@@ -126,7 +128,7 @@ func (m *newton) precond(d float64) float64 { return (1 - pcgMix) + pcgMix*d/m.m
 func (m *newton) mnorm(v []float64) float64 {
 	s := 0.0
 	for j, x := range v {
-		s += x * x * m.S.M[j]
+		s += float64(x * x * m.S.M[j])
 	}
 	return math.Sqrt(s)
 }
@@ -172,8 +174,8 @@ func (m *newton) startCG() {
 		s.Z[j] = s.R[j] / s.M[j]
 	}
 	copy(s.D, s.Z)
-	s.RZ = floats.Dot(s.R, s.Z)
-	s.CGTol = cgRelTol * math.Sqrt(s.RZ)
+	s.RZ = vec.Dot(s.R, s.Z)
+	s.CGTol = float64(cgRelTol * math.Sqrt(s.RZ))
 	s.Boundary, s.InCG, s.CGSteps = false, true, 0
 	if s.Iter == 0 {
 		s.Delta = m.mnorm(s.G) / m.mu
@@ -220,7 +222,7 @@ func (m *newton) solving() bool {
 func (m *newton) hessVec(d []float64) []float64 {
 	n := len(d)
 	for i := range n {
-		m.S.HD[i] = floats.Dot(m.S.H[i*n:(i+1)*n], d)
+		m.S.HD[i] = vec.Dot(m.S.H[i*n:(i+1)*n], d)
 	}
 	return m.S.HD
 }
@@ -256,7 +258,7 @@ func (m *newton) cgStep(hd []float64) {
 	s := &m.S
 	s.CGSteps++
 	copy(s.HD, hd)
-	dHd := floats.Dot(s.D, s.HD)
+	dHd := vec.Dot(s.D, s.HD)
 	if !(dHd > 0) {
 		s.InCG = false // no curvature along d (cannot happen here: H >= lambda I)
 		return
@@ -267,39 +269,39 @@ func (m *newton) cgStep(hd []float64) {
 	// AddScaled and mnorm, in half the passes over the vectors.
 	sq := 0.0
 	for j, d := range s.D {
-		x := s.Step[j] + alpha*d
+		x := s.Step[j] + float64(alpha*d)
 		s.Step[j] = x
-		sq += x * x * s.M[j]
+		sq += float64(x * x * s.M[j])
 	}
 	if math.Sqrt(sq) > s.Delta {
 		// Back up and go to the boundary along d instead (in the M norm).
-		floats.AddScaled(s.Step, -alpha, s.D)
+		vec.AddScaled(s.Step, -alpha, s.D)
 		var std, sts, dtd float64
 		for j, mj := range s.M {
-			std += s.Step[j] * mj * s.D[j]
-			sts += s.Step[j] * mj * s.Step[j]
-			dtd += s.D[j] * mj * s.D[j]
+			std += float64(s.Step[j] * mj * s.D[j])
+			sts += float64(s.Step[j] * mj * s.Step[j])
+			dtd += float64(s.D[j] * mj * s.D[j])
 		}
-		dsq := s.Delta * s.Delta
-		rad := math.Sqrt(std*std + dtd*(dsq-sts))
+		dsq := float64(s.Delta * s.Delta)
+		rad := math.Sqrt(float64(std*std) + float64(dtd*(dsq-sts)))
 		if std >= 0 {
 			alpha = (dsq - sts) / (std + rad)
 		} else {
 			alpha = (rad - std) / dtd
 		}
-		floats.AddScaled(s.Step, alpha, s.D)
-		floats.AddScaled(s.R, -alpha, s.HD)
+		vec.AddScaled(s.Step, alpha, s.D)
+		vec.AddScaled(s.R, -alpha, s.HD)
 		s.Boundary, s.InCG = true, false
 		return
 	}
 	for j, h := range s.HD {
-		r := s.R[j] + -alpha*h
+		r := s.R[j] + float64(-alpha*h)
 		s.R[j], s.Z[j] = r, r/s.M[j]
 	}
-	rz := floats.Dot(s.R, s.Z)
+	rz := vec.Dot(s.R, s.Z)
 	beta := rz / s.RZ
 	for j := range s.D {
-		s.D[j] = s.Z[j] + beta*s.D[j]
+		s.D[j] = s.Z[j] + float64(beta*s.D[j])
 	}
 	s.RZ = rz
 }
@@ -318,8 +320,8 @@ func (m *newton) setPrecond(d []float64) {
 func (m *newton) trial(fnew float64, gnew, dnew, hnew []float64) Step {
 	s := &m.S
 	s.Iter++
-	gs := floats.Dot(s.G, s.Step)
-	prered := -0.5 * (gs - floats.Dot(s.Step, s.R))
+	gs := vec.Dot(s.G, s.Step)
+	prered := float64(-0.5 * (gs - vec.Dot(s.Step, s.R)))
 	actred := s.F - fnew
 	snorm := m.mnorm(s.Step)
 	if s.Iter == 1 {
@@ -327,21 +329,21 @@ func (m *newton) trial(fnew float64, gnew, dnew, hnew []float64) Step {
 	}
 	alpha := tronSigma3
 	if fnew-s.F-gs > 0 {
-		alpha = math.Max(tronSigma1, -0.5*(gs/(fnew-s.F-gs)))
+		alpha = math.Max(tronSigma1, float64(-0.5*(gs/(fnew-s.F-gs))))
 	}
 	switch {
-	case actred < tronEta0*prered:
-		s.Delta = math.Min(alpha*snorm, tronSigma2*s.Delta)
-	case actred < tronEta1*prered:
-		s.Delta = math.Max(tronSigma1*s.Delta, math.Min(alpha*snorm, tronSigma2*s.Delta))
-	case actred < tronEta2*prered:
-		s.Delta = math.Max(tronSigma1*s.Delta, math.Min(alpha*snorm, tronSigma3*s.Delta))
+	case actred < float64(tronEta0*prered):
+		s.Delta = math.Min(float64(alpha*snorm), float64(tronSigma2*s.Delta))
+	case actred < float64(tronEta1*prered):
+		s.Delta = math.Max(float64(tronSigma1*s.Delta), math.Min(float64(alpha*snorm), float64(tronSigma2*s.Delta)))
+	case actred < float64(tronEta2*prered):
+		s.Delta = math.Max(float64(tronSigma1*s.Delta), math.Min(float64(alpha*snorm), float64(tronSigma3*s.Delta)))
 	case s.Boundary:
-		s.Delta = tronSigma3 * s.Delta
+		s.Delta = float64(tronSigma3 * s.Delta)
 	default:
-		s.Delta = math.Max(s.Delta, math.Min(alpha*snorm, tronSigma3*s.Delta))
+		s.Delta = math.Max(s.Delta, math.Min(float64(alpha*snorm), float64(tronSigma3*s.Delta)))
 	}
-	accepted := actred > tronEta0*prered && !math.IsNaN(fnew)
+	accepted := actred > float64(tronEta0*prered) && !math.IsNaN(fnew)
 	if accepted {
 		s.Accepts++
 		s.X, s.XT = s.XT, s.X
@@ -367,7 +369,7 @@ func (m *newton) trial(fnew float64, gnew, dnew, hnew []float64) Step {
 	// underflowed (about 1e-154); the step to the boundary then came out
 	// NaN, the region grew again, and the run cycled to its iteration
 	// limit.
-	small := 1e-12 * math.Abs(s.F)
+	small := float64(1e-12 * math.Abs(s.F))
 	stalled := !(prered > 0) || s.Accepts >= tronMaxIter ||
 		(math.Abs(actred) <= small && math.Abs(prered) <= small) ||
 		(!accepted && (s.Delta <= 1e-300 || snorm == 0))

@@ -4,6 +4,8 @@ import (
 	"math"
 
 	"gonum.org/v1/gonum/floats"
+
+	"github.com/osgm-svm/osgm/internal/vec"
 )
 
 // surrogate selects the OSGM variant: which function of the scaling P the
@@ -108,11 +110,11 @@ func (m *osgm) Next() Request {
 		return Request{Op: OpHessVec, X: m.XH, V: m.GH}
 	}
 	for j := range m.XH {
-		m.XH[j] = m.X[j] - m.P[j]*m.Gr[j]
+		m.XH[j] = m.X[j] - float64(m.P[j]*m.Gr[j])
 	}
 	if m.kind == momentum {
 		for j := range m.XH {
-			m.XH[j] += m.Beta * (m.X[j] - m.XPrev[j])
+			m.XH[j] += float64(m.Beta * (m.X[j] - m.XPrev[j]))
 		}
 	}
 	return Request{Op: OpEval, X: m.XH}
@@ -136,7 +138,7 @@ func (m *osgm) Tell(r Reply) Step {
 // finish updates the scaling from the surrogate's gradient and applies the
 // comparison oracle.
 func (m *osgm) finish() Step {
-	gg := floats.Dot(m.Gr, m.Gr)
+	gg := vec.Dot(m.Gr, m.Gr)
 	if gg == 0 {
 		return Step{Iterated: true}
 	}
@@ -147,31 +149,31 @@ func (m *osgm) finish() Step {
 		scale = 1 / gg
 	case ratio:
 		if m.Z > m.F { // the guessed bound was wrong: the paper's correction
-			m.Z = m.F - math.Min(5*(m.Z-m.F), 1)
+			m.Z = m.F - math.Min(float64(5*(m.Z-m.F)), 1)
 		}
 		scale = 1 / (m.F - m.Z)
 	case gradNorm:
-		scale = 1 / (math.Sqrt(gg) * floats.Norm(m.GH, 2))
+		scale = 1 / (math.Sqrt(gg) * vec.Norm(m.GH))
 		src = m.HV
 	}
 	if math.IsInf(scale, 0) || math.IsNaN(scale) {
 		scale = 0
 	}
 	for j := range m.U {
-		m.U[j] = -src[j] * m.Gr[j] * scale
+		m.U[j] = float64(-src[j] * m.Gr[j] * scale)
 	}
 	eta := m.eta()
 	for j, u := range m.U {
-		m.Acc[j] += u * u
+		m.Acc[j] += float64(u * u)
 		m.P[j] -= eta * u / (math.Sqrt(m.Acc[j]) + adaEps)
 	}
 	if m.kind == momentum {
 		v := 0.0
 		for j := range m.X {
-			v += m.GH[j] * (m.X[j] - m.XPrev[j])
+			v += float64(m.GH[j] * (m.X[j] - m.XPrev[j]))
 		}
 		v /= gg
-		m.AccB += v * v
+		m.AccB += float64(v * v)
 		if m.AccB > 0 {
 			m.Beta = math.Min(math.Max(m.Beta-m.par.EtaBeta*v/(math.Sqrt(m.AccB)+adaEps), 0), 0.9995)
 		}
@@ -179,14 +181,14 @@ func (m *osgm) finish() Step {
 
 	better := m.FH <= m.F
 	if m.kind == gradNorm {
-		better = floats.Norm(m.GH, 2) <= math.Sqrt(gg)
+		better = vec.Norm(m.GH) <= math.Sqrt(gg)
 	}
 	if !better || math.IsNaN(m.FH) {
 		copy(m.XPrev, m.X) // a null step: no momentum next time
 		return Step{Iterated: true}
 	}
-	if dx := floats.Distance(m.XH, m.X, 2); dx > 0 {
-		c := floats.Distance(m.GH, m.Gr, 2) / dx
+	if dx := vec.Distance(m.XH, m.X); dx > 0 {
+		c := vec.Distance(m.GH, m.Gr) / dx
 		m.Curv = math.Max(m.Curv, c)
 	}
 	copy(m.XPrev, m.X)

@@ -46,10 +46,10 @@ func axpyScaleDot(d []float64, a float64, x []float64, c float64, s []float64) f
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= n; i += 4 {
-		d0 := c * float64(d[i]+float64(a*x[i]))
-		d1 := c * float64(d[i+1]+float64(a*x[i+1]))
-		d2 := c * float64(d[i+2]+float64(a*x[i+2]))
-		d3 := c * float64(d[i+3]+float64(a*x[i+3]))
+		d0 := float64(c * float64(d[i]+float64(a*x[i])))
+		d1 := float64(c * float64(d[i+1]+float64(a*x[i+1])))
+		d2 := float64(c * float64(d[i+2]+float64(a*x[i+2])))
+		d3 := float64(c * float64(d[i+3]+float64(a*x[i+3])))
 		d[i], d[i+1], d[i+2], d[i+3] = d0, d1, d2, d3
 		s0 += float64(s[i] * d0)
 		s1 += float64(s[i+1] * d1)
@@ -57,7 +57,7 @@ func axpyScaleDot(d []float64, a float64, x []float64, c float64, s []float64) f
 		s3 += float64(s[i+3] * d3)
 	}
 	for ; i < n; i++ {
-		di := c * float64(d[i]+float64(a*x[i]))
+		di := float64(c * float64(d[i]+float64(a*x[i])))
 		d[i] = di
 		s0 += float64(s[i] * di)
 	}

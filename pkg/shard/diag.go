@@ -34,21 +34,21 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 			coef[k], dg[k] = 0, 0
 			z[k] /= scale
 			if p.Bias >= 0 {
-				z[k] += p.Bias * p.WBias[k]
+				z[k] += float64(p.Bias * p.WBias[k])
 			}
 			side := sel[k].side(s.Class[i]) & 1
 			y := signs[side]
-			d := 1 - y*z[k]
+			d := 1 - float64(y*z[k])
 			if d <= 0 {
 				continue
 			}
 			sel[k].markActive(i)
 			w := sel[k].w[side]
-			out.Loss[k] += w * d * d
-			c := -2 * w * y * d
+			out.Loss[k] += float64(w * d * d)
+			c := float64(-2 * w * y * d)
 			if p.Bias >= 0 {
-				out.BiasGrad[k] += c * p.Bias
-				out.BiasGrad[K+k] += w * p.Bias * p.Bias
+				out.BiasGrad[k] += float64(c * p.Bias)
+				out.BiasGrad[K+k] += float64(w * p.Bias * p.Bias)
 			}
 			coef[k], dg[k] = c/scale, w/(scale*scale)
 			act[n] = int32(k)
@@ -58,7 +58,7 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 			sq := grow(sc.sq, len(vals))
 			sc.sq = sq
 			for q, x := range vals {
-				sq[q] = x * x
+				sq[q] = float64(x * x)
 			}
 			act := sc.sparse(act[:n], K)
 			scatterRow(cols, vals, coef, act, out.Grad, K2, 0)
@@ -155,32 +155,32 @@ func evalDiagSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class
 		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
 		var z float64
 		for q := a; q < b; q++ {
-			z += m.val(q) * *at(wp, m.col(q))
+			z += float64(m.val(q) * *at(wp, m.col(q)))
 		}
 		z /= scale
 		if bias >= 0 {
-			z += bias * wb
+			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
 		y := signs[sd]
-		d := 1 - y*z
+		d := 1 - float64(y*z)
 		if d <= 0 {
 			continue
 		}
 		r.markActive(i)
 		w := r.w[sd]
-		sums[0] += w * d * d
-		c := -2 * w * y * d
+		sums[0] += float64(w * d * d)
+		c := float64(-2 * w * y * d)
 		if bias >= 0 {
-			sums[1] += c * bias
-			sums[2] += w * bias * bias
+			sums[1] += float64(c * bias)
+			sums[2] += float64(w * bias * bias)
 		}
 		coef, dg := c/scale, w/(scale*scale)
 		for q := a; q < b; q++ {
 			x, j := m.val(q), int(m.col(q))
 			g := gl[2*j : 2*j+2 : 2*j+2]
-			g[0] += coef * x
-			g[1] += dg * (x * x)
+			g[0] += float64(coef * x)
+			g[1] += float64(dg * (x * x))
 		}
 	}
 	return sums
@@ -200,15 +200,15 @@ func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl,
 		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
 		z := m.dotOnes(wp, a, b)
 		if bias >= 0 {
-			z += bias * wb
+			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
 		y := signs[sd]
-		if d := 1 - y*z; d > 0 {
+		if d := 1 - float64(y*z); d > 0 {
 			r.markActive(i)
 			w := r.w[sd]
-			sums[0] += w * d * d
-			c := -2 * w * y * d
+			sums[0] += float64(w * d * d)
+			c := float64(-2 * w * y * d)
 			for q := a; q < b; q++ {
 				j := int(m.col(q))
 				g := gl[2*j : 2*j+2 : 2*j+2]
@@ -216,8 +216,8 @@ func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl,
 				g[1] += w
 			}
 			if bias >= 0 {
-				sums[1] += c * bias
-				sums[2] += w * bias * bias
+				sums[1] += float64(c * bias)
+				sums[2] += float64(w * bias * bias)
 			}
 		}
 	}
@@ -234,27 +234,27 @@ func evalDiagBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cl
 			continue
 		}
 		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
-		z := m.dot(wp, a, b) * inv
+		z := float64(m.dot(wp, a, b) * inv)
 		if bias >= 0 {
-			z += bias * wb
+			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
 		y := signs[sd]
-		if d := 1 - y*z; d > 0 {
+		if d := 1 - float64(y*z); d > 0 {
 			r.markActive(i)
 			w := r.w[sd]
-			sums[0] += w * d * d
-			c := -2 * w * y * d
-			ci, wi := c*inv, w*inv*inv
+			sums[0] += float64(w * d * d)
+			c := float64(-2 * w * y * d)
+			ci, wi := float64(c*inv), float64(w*inv*inv)
 			for q := a; q < b; q++ {
 				x, j := m.val(q), int(m.col(q))
 				g := gl[2*j : 2*j+2 : 2*j+2]
-				g[0] += ci * x
-				g[1] += wi * x * x
+				g[0] += float64(ci * x)
+				g[1] += float64(wi * x * x)
 			}
 			if bias >= 0 {
-				sums[1] += c * bias
-				sums[2] += w * bias * bias
+				sums[1] += float64(c * bias)
+				sums[2] += float64(w * bias * bias)
 			}
 		}
 	}

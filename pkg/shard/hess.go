@@ -56,10 +56,10 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
 			continue
 		}
 		if p.Bias >= 0 {
-			z += p.Bias * p.WBias[0]
+			z += float64(p.Bias * p.WBias[0])
 		}
 		side := r.side(s.Class[i])
-		if 1-signs[side]*z <= 0 {
+		if 1-float64(signs[side]*z) <= 0 {
 			continue
 		}
 		a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
@@ -72,20 +72,20 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
 			cols, vals = append(cols, int32(global[s.col(q)])), append(vals, x)
 		}
 		if p.Bias >= 0 { // in the mantissas' scale
-			cols, vals = append(cols, int32(dim-1)), append(vals, p.Bias*s.Scale)
+			cols, vals = append(cols, int32(dim-1)), append(vals, float64(p.Bias*s.Scale))
 		}
 		sc.hcols, sc.hvals = cols, vals
 		// Columns increase along a row (Cols is increasing, the bias is
 		// last), so every (ju, jv) below is in the upper triangle. row
 		// points ju places before (ju, ju), so that row[jv] is (ju, jv).
-		c := r.w[side] * inv2
+		c := float64(r.w[side] * inv2)
 		hp := unsafe.Pointer(unsafe.SliceData(h))
 		for u, ju := range cols {
 			row := unsafe.Add(hp, 8*(HessAt(dim, int(ju), int(ju))-int(ju)))
 			if ones && p.Bias < 0 {
 				outerOnes(row, cols[u:], c)
 			} else {
-				outer(row, cols[u:], vals[u:], c*vals[u])
+				outer(row, cols[u:], vals[u:], float64(c*vals[u]))
 			}
 		}
 	}
@@ -95,7 +95,7 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
 func outer(row unsafe.Pointer, cols []int32, vals []float64, cu float64) {
 	vals = vals[:len(cols)]
 	for v, j := range cols {
-		*at(row, uintptr(j)) += cu * vals[v]
+		*at(row, uintptr(j)) += float64(cu * vals[v])
 	}
 }
 

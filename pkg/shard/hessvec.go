@@ -66,11 +66,11 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		for _, k := range act[:n] {
 			tk := t[k] / scale
 			if p.Bias >= 0 {
-				tk += p.Bias * v.WBias[k]
+				tk += float64(p.Bias * v.WBias[k])
 			}
-			c := tk * sel[k].w[sel[k].side(s.Class[i])&1]
+			c := float64(tk * sel[k].w[sel[k].side(s.Class[i])&1])
 			if p.Bias >= 0 {
-				out.BiasGrad[k] += c * p.Bias
+				out.BiasGrad[k] += float64(c * p.Bias)
 			}
 			coef[k] = c / scale
 		}
@@ -100,7 +100,7 @@ func (s *Shard) activeFrom(p *Point, sel []rows, i int, z []float64, act []int32
 	for k := range z {
 		zk := z[k] / s.Scale
 		if p.Bias >= 0 {
-			zk += p.Bias * p.WBias[k]
+			zk += float64(p.Bias * p.WBias[k])
 		}
 		if sel[k].isActive(i, signs[sel[k].side(s.Class[i])&1], zk) {
 			act[n] = int32(k)
@@ -129,26 +129,26 @@ func hessVecSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class 
 		var z, t float64
 		if r.known {
 			for q := a; q < b; q++ {
-				t += m.val(q) * *at(vp, m.col(q))
+				t += float64(m.val(q) * *at(vp, m.col(q)))
 			}
 		} else {
 			for q := a; q < b; q++ {
 				x, j := m.val(q), m.col(q)
-				t += x * *at(vp, j)
-				z += x * *at(wp, j)
+				t += float64(x * *at(vp, j))
+				z += float64(x * *at(wp, j))
 			}
 		}
 		sd := r.side(class[i]) & 1
 		if !r.known && !r.isActive(i, signs[sd], z/scale+zb) {
 			continue
 		}
-		c := (t/scale + tb) * r.w[sd]
+		c := float64((t/scale + tb) * r.w[sd])
 		if bias >= 0 {
-			hb += c * bias
+			hb += float64(c * bias)
 		}
 		coef := c / scale
 		for q := a; q < b; q++ {
-			*at(hp, m.col(q)) += coef * m.val(q)
+			*at(hp, m.col(q)) += float64(coef * m.val(q))
 		}
 	}
 	return hb
@@ -180,9 +180,9 @@ func hessVecSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, w
 		if !r.known && !r.isActive(i, signs[sd], z+zb) {
 			continue
 		}
-		c := (t + tb) * r.w[sd]
+		c := float64((t + tb) * r.w[sd])
 		if bias >= 0 {
-			hb += c * bias
+			hb += float64(c * bias)
 		}
 		for q := a; q < b; q++ {
 			*at(hp, m.col(q)) += c
@@ -204,14 +204,14 @@ func rowSums(cols []int32, vals, ul, u []float64) {
 		x1, j1 := vals[q+1], int(cols[q+1])
 		u0, u1 := ul[j0*K : j0*K+K][:len(u)], ul[j1*K : j1*K+K][:len(u)]
 		for k := range u {
-			u[k] = u[k] + x0*u0[k] + x1*u1[k]
+			u[k] = u[k] + float64(x0*u0[k]) + float64(x1*u1[k])
 		}
 	}
 	if q < len(cols) {
 		x, j := vals[q], int(cols[q])
 		u0 := ul[j*K : j*K+K][:len(u)]
 		for k := range u {
-			u[k] += x * u0[k]
+			u[k] += float64(x * u0[k])
 		}
 	}
 }
@@ -225,10 +225,10 @@ func rowSumsAt(cols []int32, vals, ul, u []float64, act []int32) {
 		s := 0.0
 		q := 0
 		for ; q+2 <= len(cols); q += 2 {
-			s = s + vals[q]*ul[int(cols[q])*K+int(k)] + vals[q+1]*ul[int(cols[q+1])*K+int(k)]
+			s = s + float64(vals[q]*ul[int(cols[q])*K+int(k)]) + float64(vals[q+1]*ul[int(cols[q+1])*K+int(k)])
 		}
 		if q < len(cols) {
-			s += vals[q] * ul[int(cols[q])*K+int(k)]
+			s += float64(vals[q] * ul[int(cols[q])*K+int(k)])
 		}
 		u[k] = s
 	}
@@ -244,7 +244,7 @@ func scatterRow(cols []int32, vals, coef []float64, act []int32, g []float64, st
 		for q, j := range cols {
 			x, gj := vals[q], g[int(j)*stride+off:][:K]
 			for _, k := range act {
-				gj[k] += coef[k] * x
+				gj[k] += float64(coef[k] * x)
 			}
 		}
 		return
@@ -252,7 +252,7 @@ func scatterRow(cols []int32, vals, coef []float64, act []int32, g []float64, st
 	for q, j := range cols {
 		x, gj := vals[q], g[int(j)*stride+off:][:K]
 		for k, c := range coef {
-			gj[k] += c * x
+			gj[k] += float64(c * x)
 		}
 	}
 }
@@ -368,7 +368,7 @@ func anyActive(sel []rows, i int) bool {
 // isActive reports whether row i is active from its margin, 1 - y z > 0,
 // and records it in the cache.
 func (r *rows) isActive(i int, y, z float64) bool {
-	if 1-y*z <= 0 {
+	if 1-float64(y*z) <= 0 {
 		return false
 	}
 	r.markActive(i)
@@ -423,7 +423,7 @@ func biasTerms(bias float64, wb, vb []float64) (float64, float64) {
 	if bias < 0 {
 		return 0, 0
 	}
-	return bias * wb[0], bias * vb[0]
+	return float64(bias * wb[0]), float64(bias * vb[0])
 }
 
 func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
@@ -460,7 +460,7 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 		for ; q < b; q++ {
 			s0 += *at(vp, m.col(q))
 		}
-		t := ((s0 + s1) + (s2 + s3) + tb) * r.w[sd]
+		t := float64(((s0 + s1) + (s2 + s3) + tb) * r.w[sd])
 		for q = a; q+4 <= b; q += 4 {
 			*at(hp, m.col(q)) += t
 			*at(hp, m.col(q+1)) += t
@@ -471,7 +471,7 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 			*at(hp, m.col(q)) += t
 		}
 		if bias >= 0 {
-			hb += t * bias
+			hb += float64(t * bias)
 		}
 		a = b
 	}
@@ -497,7 +497,7 @@ func hessVecBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cla
 				a = b
 				continue
 			}
-		} else if !r.isActive(i, signs[sd], m.dot(wp, a, b)*inv+zb) {
+		} else if !r.isActive(i, signs[sd], float64(m.dot(wp, a, b)*inv)+zb) {
 			a = b
 			continue
 		}
@@ -505,27 +505,27 @@ func hessVecBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cla
 		var s0, s1, s2, s3 float64
 		q := a
 		for ; q+4 <= b; q += 4 {
-			s0 += m.val(q) * *at(vp, m.col(q))
-			s1 += m.val(q+1) * *at(vp, m.col(q+1))
-			s2 += m.val(q+2) * *at(vp, m.col(q+2))
-			s3 += m.val(q+3) * *at(vp, m.col(q+3))
+			s0 += float64(m.val(q) * *at(vp, m.col(q)))
+			s1 += float64(m.val(q+1) * *at(vp, m.col(q+1)))
+			s2 += float64(m.val(q+2) * *at(vp, m.col(q+2)))
+			s3 += float64(m.val(q+3) * *at(vp, m.col(q+3)))
 		}
 		for ; q < b; q++ {
-			s0 += m.val(q) * *at(vp, m.col(q))
+			s0 += float64(m.val(q) * *at(vp, m.col(q)))
 		}
-		t := (((s0+s1)+(s2+s3))*inv + tb) * r.w[sd]
-		ti := t * inv
+		t := float64((float64(((s0+s1)+(s2+s3))*inv) + tb) * r.w[sd])
+		ti := float64(t * inv)
 		for q = a; q+4 <= b; q += 4 {
-			*at(hp, m.col(q)) += ti * m.val(q)
-			*at(hp, m.col(q+1)) += ti * m.val(q+1)
-			*at(hp, m.col(q+2)) += ti * m.val(q+2)
-			*at(hp, m.col(q+3)) += ti * m.val(q+3)
+			*at(hp, m.col(q)) += float64(ti * m.val(q))
+			*at(hp, m.col(q+1)) += float64(ti * m.val(q+1))
+			*at(hp, m.col(q+2)) += float64(ti * m.val(q+2))
+			*at(hp, m.col(q+3)) += float64(ti * m.val(q+3))
 		}
 		for ; q < b; q++ {
-			*at(hp, m.col(q)) += ti * m.val(q)
+			*at(hp, m.col(q)) += float64(ti * m.val(q))
 		}
 		if bias >= 0 {
-			hb += t * bias
+			hb += float64(t * bias)
 		}
 		a = b
 	}

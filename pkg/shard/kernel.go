@@ -228,24 +228,24 @@ func evalSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []i
 		a, b := uintptr(rowPtr[i]), uintptr(rowPtr[i+1])
 		var z float64
 		for q := a; q < b; q++ {
-			z += m.val(q) * *at(wp, m.col(q))
+			z += float64(m.val(q) * *at(wp, m.col(q)))
 		}
 		z /= scale
 		if bias >= 0 {
-			z += bias * wb
+			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
 		y := signs[sd]
-		if d := 1 - y*z; d > 0 {
+		if d := 1 - float64(y*z); d > 0 {
 			w := r.w[sd]
-			loss += w * d * d
-			c := -2 * w * y * d
+			loss += float64(w * d * d)
+			c := float64(-2 * w * y * d)
 			if bias >= 0 {
-				gb += c * bias
+				gb += float64(c * bias)
 			}
 			c /= scale
 			for q := a; q < b; q++ {
-				*at(gp, m.col(q)) += c * m.val(q)
+				*at(gp, m.col(q)) += float64(c * m.val(q))
 			}
 		}
 	}
@@ -266,16 +266,16 @@ func evalSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 			z += *at(wp, m.col(q))
 		}
 		if bias >= 0 {
-			z += bias * wb
+			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
 		y := signs[sd]
-		if d := 1 - y*z; d > 0 {
+		if d := 1 - float64(y*z); d > 0 {
 			w := r.w[sd]
-			loss += w * d * d
-			c := -2 * w * y * d
+			loss += float64(w * d * d)
+			c := float64(-2 * w * y * d)
 			if bias >= 0 {
-				gb += c * bias
+				gb += float64(c * bias)
 			}
 			for q := a; q < b; q++ {
 				*at(gp, m.col(q)) += c
@@ -371,14 +371,14 @@ func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl 
 		}
 		z := (s0 + s1) + (s2 + s3)
 		if hasBias {
-			z += bias * wb
+			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
 		y := signs[sd]
-		if d := 1 - y*z; d > 0 {
+		if d := 1 - float64(y*z); d > 0 {
 			w := r.w[sd]
-			loss += w * d * d
-			c := -2 * w * y * d
+			loss += float64(w * d * d)
+			c := float64(-2 * w * y * d)
 			q := a
 			for ; q+4 <= b; q += 4 {
 				*at(gp, m.col(q)) += c
@@ -390,7 +390,7 @@ func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl 
 				*at(gp, m.col(q)) += c
 			}
 			if hasBias {
-				gb += c * bias
+				gb += float64(c * bias)
 			}
 		}
 		a = b
@@ -420,37 +420,37 @@ func evalBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class 
 		var s0, s1, s2, s3 float64
 		q := a
 		for ; q+4 <= b; q += 4 {
-			s0 += m.val(q) * *at(wp, m.col(q))
-			s1 += m.val(q+1) * *at(wp, m.col(q+1))
-			s2 += m.val(q+2) * *at(wp, m.col(q+2))
-			s3 += m.val(q+3) * *at(wp, m.col(q+3))
+			s0 += float64(m.val(q) * *at(wp, m.col(q)))
+			s1 += float64(m.val(q+1) * *at(wp, m.col(q+1)))
+			s2 += float64(m.val(q+2) * *at(wp, m.col(q+2)))
+			s3 += float64(m.val(q+3) * *at(wp, m.col(q+3)))
 		}
 		for ; q < b; q++ {
-			s0 += m.val(q) * *at(wp, m.col(q))
+			s0 += float64(m.val(q) * *at(wp, m.col(q)))
 		}
-		z := ((s0 + s1) + (s2 + s3)) * inv
+		z := float64(((s0 + s1) + (s2 + s3)) * inv)
 		if hasBias {
-			z += bias * wb
+			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
 		y := signs[sd]
-		if d := 1 - y*z; d > 0 {
+		if d := 1 - float64(y*z); d > 0 {
 			w := r.w[sd]
-			loss += w * d * d
-			c := -2 * w * y * d
-			ci := c * inv
+			loss += float64(w * d * d)
+			c := float64(-2 * w * y * d)
+			ci := float64(c * inv)
 			q := a
 			for ; q+4 <= b; q += 4 {
-				*at(gp, m.col(q)) += ci * m.val(q)
-				*at(gp, m.col(q+1)) += ci * m.val(q+1)
-				*at(gp, m.col(q+2)) += ci * m.val(q+2)
-				*at(gp, m.col(q+3)) += ci * m.val(q+3)
+				*at(gp, m.col(q)) += float64(ci * m.val(q))
+				*at(gp, m.col(q+1)) += float64(ci * m.val(q+1))
+				*at(gp, m.col(q+2)) += float64(ci * m.val(q+2))
+				*at(gp, m.col(q+3)) += float64(ci * m.val(q+3))
 			}
 			for ; q < b; q++ {
-				*at(gp, m.col(q)) += ci * m.val(q)
+				*at(gp, m.col(q)) += float64(ci * m.val(q))
 			}
 			if hasBias {
-				gb += c * bias
+				gb += float64(c * bias)
 			}
 		}
 		a = b
@@ -475,10 +475,10 @@ func margins(p *Point, class int32, z, coef, loss []float64, act []int32) (n int
 				w = weights[2*k+1]
 			}
 		}
-		d := 1 - y*z[k]
+		d := 1 - float64(y*z[k])
 		if d > 0 {
-			loss[k] += w * d * d
-			coef[k] = -2 * w * y * d
+			loss[k] += float64(w * d * d)
+			coef[k] = float64(-2 * w * y * d)
 			act[n] = int32(k)
 			n++
 		} else {
@@ -524,14 +524,14 @@ func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl [
 			w0, w1 := wl[j0*K:j0*K+K], wl[j1*K:j1*K+K]
 			w0, w1 = w0[:len(z)], w1[:len(z)]
 			for k := range z {
-				z[k] = z[k] + x0*w0[k] + x1*w1[k]
+				z[k] = z[k] + float64(x0*w0[k]) + float64(x1*w1[k])
 			}
 		}
 		for ; q < b; q++ {
 			x, j := m.val(q), int(m.col(q))
 			w := wl[j*K : j*K+K]
 			for k := range z {
-				z[k] += x * w[k]
+				z[k] += float64(x * w[k])
 			}
 		}
 		for k := range z {
@@ -552,7 +552,7 @@ func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl [
 				x, j := m.val(q), int(m.col(q))
 				g := gl[j*K : j*K+K]
 				for _, k := range act {
-					g[k] += coef[k] * x
+					g[k] += float64(coef[k] * x)
 				}
 			}
 			continue
@@ -567,15 +567,15 @@ func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl [
 			g0, g1 := gl[j0*K:j0*K+K], gl[j1*K:j1*K+K]
 			g0, g1 = g0[:len(coef)], g1[:len(coef)]
 			for k, c := range coef {
-				g0[k] += c * x0
-				g1[k] += c * x1
+				g0[k] += float64(c * x0)
+				g1[k] += float64(c * x1)
 			}
 		}
 		for ; q < b; q++ {
 			x, j := m.val(q), int(m.col(q))
 			g := gl[j*K : j*K+K]
 			for k := range coef {
-				g[k] += coef[k] * x
+				g[k] += float64(coef[k] * x)
 			}
 		}
 	}
@@ -647,7 +647,7 @@ func evalMultiOnes[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scrat
 func addBias(p *Point, z []float64) {
 	if p.Bias >= 0 {
 		for k := range z {
-			z[k] += p.Bias * p.WBias[k]
+			z[k] += float64(p.Bias * p.WBias[k])
 		}
 	}
 }
@@ -655,7 +655,7 @@ func addBias(p *Point, z []float64) {
 func addBiasGrad(p *Point, coef, gb []float64) {
 	if p.Bias >= 0 {
 		for k := range coef {
-			gb[k] += coef[k] * p.Bias
+			gb[k] += float64(coef[k] * p.Bias)
 		}
 	}
 }

@@ -38,7 +38,7 @@ func marginsOf[I colID](s *Shard, idx []I, wl, z []float64) {
 func marginsBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], wl, z []float64) {
 	m, wp, inv := newRowView(rowPtr, idx, vs), unsafe.Pointer(unsafe.SliceData(wl)), 1/vs.scale
 	for i := range z {
-		z[i] = m.dot(wp, uintptr(rowPtr[i]), uintptr(rowPtr[i+1])) * inv
+		z[i] = float64(m.dot(wp, uintptr(rowPtr[i]), uintptr(rowPtr[i+1])) * inv)
 	}
 }
 
@@ -94,7 +94,7 @@ func (s *Shard) Tally(p *Point) Tally {
 			for q := int(s.RowPtr[i]); q < int(s.RowPtr[i+1]); q++ {
 				j, x := s.col(q), s.rowValue(q)
 				for k := 0; k < K; k++ {
-					z[k] += x * wl[j*K+k]
+					z[k] += float64(x * wl[j*K+k])
 				}
 			}
 		}

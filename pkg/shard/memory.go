@@ -78,11 +78,11 @@ func (f *fit) built(s *Shard, text int64) {
 	}
 	f.text += text
 	f.bytes += int64(s.Bytes())
-	need := int64(float64(f.bytes) / float64(f.text) * float64(f.left))
+	need := int64(float64(float64(f.bytes) / float64(f.text) * float64(f.left)))
 	all := f.pending.Add(need - f.need)
 	total := f.total.Add(int64(s.Bytes()) + need - f.need)
 	f.need = need
-	if avail := f.avail(); avail >= 0 && float64(all) > ShardShare*float64(avail) || total > f.large {
+	if avail := f.avail(); avail >= 0 && float64(all) > float64(ShardShare*float64(avail)) || total > f.large {
 		f.compact.Store(true)
 	}
 }

@@ -336,10 +336,10 @@ func (o *Objective) finishEval(x [][]float64, loss, f []float64, g [][]float64) 
 	for k := range x {
 		sq := 0.0
 		for j, xj := range x[k] {
-			sq += xj * xj
-			g[k][j] = g[k][j]/m + o.Lambda*xj
+			sq += float64(xj * xj)
+			g[k][j] = g[k][j]/m + float64(o.Lambda*xj)
 		}
-		f[k] = loss[k]/m + o.Lambda/2*sq
+		f[k] = loss[k]/m + float64(o.Lambda/2*sq)
 	}
 }
 
@@ -353,7 +353,7 @@ func (o *Objective) hessVecSome(ks []int, at []uint64, x, v, hv [][]float64) err
 	m := float64(o.Rows)
 	for k := range x {
 		for j := range hv[k] {
-			hv[k][j] = 2*hv[k][j]/m + o.Lambda*v[k][j]
+			hv[k][j] = 2*hv[k][j]/m + float64(o.Lambda*v[k][j])
 		}
 	}
 	return nil
@@ -423,7 +423,7 @@ func (o *Objective) evalHessSome(ks []int, x [][]float64, f []float64, g, h [][]
 func (o *Objective) LipschitzBound() float64 {
 	s := o.normSq
 	if o.Bias >= 0 {
-		s += float64(o.Rows) * o.Bias * o.Bias
+		s += float64(float64(o.Rows) * o.Bias * o.Bias)
 	}
 	return 2*s/float64(o.Rows) + o.Lambda
 }

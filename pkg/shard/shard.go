@@ -219,7 +219,7 @@ func (b *builder) add(label float64, index []uint32, value []float64, decimals i
 	b.rowPtr = append(b.rowPtr, uint32(len(b.idx)))
 	n := 0.0
 	for _, v := range value {
-		n += v * v
+		n += float64(v * v)
 		b.ones = b.ones && v == 1
 		b.f32 = b.f32 && float64(float32(v)) == v
 	}
@@ -545,7 +545,7 @@ func (c *coder) code(v float64) (uint16, bool) {
 
 // mantissa is v's decimal mantissa at scale, for a v decimalScale
 // accepted.
-func mantissa(v, scale float64) float64 { return float64(int32(math.Round(v * scale))) }
+func mantissa(v, scale float64) float64 { return float64(int32(math.Round(float64(v * scale)))) }
 
 // decimalScale is 10^E, E the most decimals any value was written with,
 // when every value is exactly m/10^E with m an int32 (checked, not
@@ -559,7 +559,7 @@ func decimalScale(val []float64, decimals int) (float64, bool) {
 	}
 	scale := pow10[decimals]
 	for _, v := range val {
-		m := math.Round(v * scale)
+		m := math.Round(float64(v * scale))
 		if math.Abs(m) >= 1<<31 || float64(int32(m))/scale != v {
 			return 0, false
 		}

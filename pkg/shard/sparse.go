@@ -108,13 +108,13 @@ func (m rowView[V, I]) dot(wp unsafe.Pointer, a, b uintptr) float64 {
 	var s0, s1, s2, s3 float64
 	q := a
 	for ; q+4 <= b; q += 4 {
-		s0 += m.val(q) * *at(wp, m.col(q))
-		s1 += m.val(q+1) * *at(wp, m.col(q+1))
-		s2 += m.val(q+2) * *at(wp, m.col(q+2))
-		s3 += m.val(q+3) * *at(wp, m.col(q+3))
+		s0 += float64(m.val(q) * *at(wp, m.col(q)))
+		s1 += float64(m.val(q+1) * *at(wp, m.col(q+1)))
+		s2 += float64(m.val(q+2) * *at(wp, m.col(q+2)))
+		s3 += float64(m.val(q+3) * *at(wp, m.col(q+3)))
 	}
 	for ; q < b; q++ {
-		s0 += m.val(q) * *at(wp, m.col(q))
+		s0 += float64(m.val(q) * *at(wp, m.col(q)))
 	}
 	return (s0 + s1) + (s2 + s3)
 }

@@ -110,7 +110,7 @@ func weightDistance(a, b *libsvm.Model) float64 {
 	for k := range a.W {
 		for j := range a.W[k] {
 			d := a.W[k][j] - b.W[k][j]
-			s += d * d
+			s += float64(d * d)
 		}
 	}
 	return math.Sqrt(s)
@@ -171,7 +171,7 @@ func StartC(metas []shard.Meta, bias float64) float64 {
 		maxSq = max(maxSq, m.MaxNormSq)
 	}
 	if bias >= 0 {
-		maxSq += bias * bias
+		maxSq += float64(bias * bias)
 	}
 	if rows == 0 || maxSq == 0 {
 		return 1

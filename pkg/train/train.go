@@ -12,10 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/osgm-svm/osgm/internal/vec"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
-	"gonum.org/v1/gonum/floats"
 )
 
 // minLambda is the least lambda (the largest C m) a run takes: the
@@ -439,7 +439,7 @@ type stopping struct {
 
 func (s *stopping) set(k int) {
 	pos := s.counts[k]
-	s.tol[k] = s.eps * math.Max(float64(min(pos, s.rows-pos)), 1) / float64(s.rows) * s.g0norm[k]
+	s.tol[k] = float64(s.eps * math.Max(float64(min(pos, s.rows-pos)), 1) / float64(s.rows) * s.g0norm[k])
 }
 
 // trainingRows counts the rows per class that training sees: all of
@@ -613,7 +613,7 @@ func (z *zeroPass) run(obj osgm.Objective, ks []int) (st osgm.Start, err error) 
 		if ks != nil {
 			k = ks[i]
 		}
-		z.stop.g0norm[k] = floats.Norm(g[i], 2)
+		z.stop.g0norm[k] = vec.Norm(g[i])
 		z.stop.set(k)
 		st.GradTol[i] = z.stop.tol[k]
 	}

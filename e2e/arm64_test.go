@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestArm64SameBits: the arm64 build writes the amd64 build's model
+// bytes. Its code has no fused multiply-add in this module's functions
+// (Go fuses x*y + z on arm64 unless a conversion rounds the product; see
+// the determinism rule in docs/ARCHITECTURE.md), and under
+// qemu-aarch64-static it trains binary and one-vs-rest sets, in process
+// and embedded, and one set over NATS with the CPUs mixed either way,
+// to the same bytes.
+func TestArm64SameBits(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("compares an amd64 host's builds with arm64's")
+	}
+	arm := t.TempDir()
+	build := exec.Command("go", "build", "-o", arm+"/", "../cmd/coordinator", "../cmd/worker")
+	build.Env = append(os.Environ(), "GOARCH=arm64", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("arm64 build: %v\n%s", err, out)
+	}
+	for _, name := range []string{"coordinator", "worker"} {
+		if fused := fusedFunctions(t, filepath.Join(arm, name)); len(fused) > 0 {
+			t.Fatalf("arm64 %s fuses multiply-adds in %d functions, whose bits then differ from amd64's: %s", name, len(fused), strings.Join(fused, ", "))
+		}
+	}
+	qemu, err := exec.LookPath("qemu-aarch64-static")
+	if err != nil {
+		t.Skip("no qemu-aarch64-static (apt-get install qemu-user-static): the arm64 build is checked for fused multiply-adds only")
+	}
+	a9a, dna := dataset(t, "a9a"), dataset(t, "dna.scale")
+	for _, c := range []struct {
+		data string
+		args []string
+	}{
+		{a9a, []string{"-local", "-method", "newton", "-e", "1e-6"}},
+		{a9a, []string{"-local", "-method", "lbfgs", "-e", "1e-6"}},
+		{a9a, []string{"-local", "-method", "hdm", "-e", "1e-4", "-max-iter", "1500"}},
+		{dna, []string{"-local"}},
+		{dna, nil}, // embedded: classes side by side on the workers' shards
+	} {
+		want := train(t, c.data, c.args...)
+		model := filepath.Join(t.TempDir(), "model")
+		p := launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator")}, append(c.args, c.data, model)...)...), "arm64 coordinator")
+		p.wait(t, 10*time.Minute)
+		if !bytes.Equal(readFile(t, model), want) {
+			t.Fatalf("%s %v: the arm64 model differs from amd64's", filepath.Base(c.data), c.args)
+		}
+	}
+	mixedNATS(t, qemu, arm, a9a)
+}
+
+// mixedNATS trains over a nats-server with one amd64 and one arm64
+// worker, the coordinator on either CPU.
+func mixedNATS(t *testing.T, qemu, arm, data string) {
+	want := train(t, data, "-local", "-shards", "4", "-e", "1e-4")
+	for _, coordArm := range []bool{false, true} {
+		url := natsServer(t)
+		start(t, "worker", "-nats", url, "-name", "amd64", "-parallel", "1")
+		launch(t, exec.Command(qemu, filepath.Join(arm, "worker"), "-nats", url, "-name", "arm64", "-parallel", "1"), "arm64 worker")
+		args := []string{"-nats", url, "-min-workers", "2", "-shards", "4", "-e", "1e-4", data, filepath.Join(t.TempDir(), "model")}
+		var c *proc
+		if coordArm {
+			c = launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator")}, args...)...), "arm64 coordinator")
+		} else {
+			c = start(t, "coordinator", args...)
+		}
+		c.wait(t, 10*time.Minute)
+		if !bytes.Equal(readFile(t, args[len(args)-1]), want) {
+			t.Fatalf("over NATS, arm64 coordinator %v: the model differs from the in-process one", coordArm)
+		}
+	}
+}
+
+var fusedOp = regexp.MustCompile(`\bF(N?M(ADD|SUB))[DS]\b`)
+
+// fusedFunctions lists this module's functions whose arm64 code holds a
+// fused multiply-add or -subtract.
+func fusedFunctions(t *testing.T, binary string) []string {
+	out, err := exec.Command("go", "tool", "objdump", binary).Output()
+	if err != nil {
+		t.Fatalf("objdump %s: %v", binary, err)
+	}
+	var fused []string
+	fn := ""
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		if f, ok := bytes.CutPrefix(line, []byte("TEXT ")); ok {
+			fn = string(bytes.Fields(f)[0])
+			continue
+		}
+		if strings.HasPrefix(fn, "github.com/osgm-svm/osgm/") && fusedOp.Match(line) && !slices.Contains(fused, fn) {
+			fused = append(fused, fn)
+		}
+	}
+	return fused
+}
