@@ -58,7 +58,30 @@ func TestArm64SameBits(t *testing.T) {
 			t.Fatalf("%s %v: the arm64 model differs from amd64's", filepath.Base(c.data), c.args)
 		}
 	}
+	resumedAcross(t, qemu, arm, a9a)
 	mixedNATS(t, qemu, arm, a9a)
+}
+
+// resumedAcross interrupts an amd64 run once it has written a
+// checkpoint, resumes it on arm64, and wants the uninterrupted model.
+func resumedAcross(t *testing.T, qemu, arm, data string) {
+	args := []string{"-local", "-method", "hdm", "-e", "1e-8", "-max-iter", "6000", "-checkpoint-every", "100"}
+	want := train(t, data, args...)
+	dir := t.TempDir()
+	ck, model := filepath.Join(dir, "ck"), filepath.Join(dir, "model")
+	args = append(args, "-checkpoint", ck)
+	p := start(t, "coordinator", append(args, data, model)...)
+	checkFor(t, time.Minute, "a checkpoint", func() bool { _, err := os.Stat(ck); return err == nil })
+	p.cmd.Process.Signal(os.Interrupt)
+	<-p.done
+	if _, err := os.Stat(model); err == nil {
+		t.Skip("the run ended before the interruption")
+	}
+	r := launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator"), "-resume"}, append(args, data, model)...)...), "arm64 coordinator, resumed")
+	r.wait(t, 10*time.Minute)
+	if !strings.Contains(r.output(), `"resuming"`) || !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("an amd64 checkpoint resumed on arm64 does not give the uninterrupted model")
+	}
 }
 
 // mixedNATS trains over a nats-server with one amd64 and one arm64
