@@ -69,7 +69,7 @@ func minimizeSide(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*
 		}()
 	}
 	wg.Wait()
-	if sd.err == nil && sd.interrupted() {
+	if sd.err == nil && slices.Contains(sd.ended, false) {
 		sd.err = ErrInterrupted // between two problems
 	}
 	if errors.Is(sd.err, ErrInterrupted) && s.Checkpoint != nil {
