@@ -296,6 +296,28 @@ func TestWorkerKilled(t *testing.T) {
 	}
 }
 
+// TestWorkerKilledMidClass: one-vs-rest over NATS, its classes one at a
+// time, each CG step a round; a worker killed a few seconds in (within
+// some class) costs rounds, and the model is the in-process one.
+func TestWorkerKilledMidClass(t *testing.T) {
+	data := dataset(t, "news20.t")
+	args := []string{"-shards", "9"}
+	want := train(t, data, append(args, "-local")...)
+	url := natsServer(t)
+	ws := workers(t, url, 3, "c")
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", append(args, "-heartbeat-timeout", "1h", "-nats", url, "-min-workers", "3", data, model)...)
+	checkFor(t, time.Minute, "a class under way", func() bool { return strings.Contains(c.output(), `"msg":"training"`) })
+	ws[1].cmd.Process.Signal(syscall.SIGKILL)
+	c.wait(t, 5*time.Minute)
+	if out := c.output(); !strings.Contains(out, `"msg":"shard reassigned"`) {
+		t.Fatalf("no shard moved: the worker died after the run\n%s", tail(out, 3000))
+	}
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("the model after a worker killed mid-class differs from the in-process one")
+	}
+}
+
 // TestWorkerJoins starts training with one worker and adds a second: it
 // must take over shards at a round boundary, with the same model, and no
 // round may wait for a resend. With own points the late worker, which
