@@ -318,6 +318,33 @@ func TestWorkerKilledMidClass(t *testing.T) {
 	}
 }
 
+// TestSideBySideResumed: the embedded default trains news20.t's classes
+// two side by side; interrupted once it has saved a checkpoint, and
+// resumed, it writes the uninterrupted model.
+func TestSideBySideResumed(t *testing.T) {
+	data := dataset(t, "news20.t")
+	args := []string{"-workers", "2", "-checkpoint-every", "20"}
+	want := train(t, data, args...)
+	dir := t.TempDir()
+	ck, model := filepath.Join(dir, "ck"), filepath.Join(dir, "model")
+	args = append(args, "-checkpoint", ck)
+	c := start(t, "coordinator", append(args, data, model)...)
+	checkFor(t, time.Minute, "a checkpoint", func() bool { _, err := os.Stat(ck); return err == nil })
+	c.cmd.Process.Signal(os.Interrupt)
+	<-c.done
+	if _, err := os.Stat(model); err == nil {
+		t.Skip("the run ended before the interruption")
+	}
+	if !strings.Contains(c.output(), "-resume") {
+		t.Fatalf("the interrupted run did not say how to resume:\n%s", tail(c.output(), 2000))
+	}
+	r := start(t, "coordinator", append(append([]string{"-resume"}, args...), data, model)...)
+	r.wait(t, 5*time.Minute)
+	if !strings.Contains(r.output(), `"msg":"resuming"`) || !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("the resumed side-by-side run did not resume, or its model differs from the uninterrupted one")
+	}
+}
+
 // TestWorkerJoins starts training with one worker and adds a second: it
 // must take over shards at a round boundary, with the same model, and no
 // round may wait for a resend. With own points the late worker, which
