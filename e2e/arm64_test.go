@@ -70,13 +70,7 @@ func resumedAcross(t *testing.T, qemu, arm, data string) {
 	dir := t.TempDir()
 	ck, model := filepath.Join(dir, "ck"), filepath.Join(dir, "model")
 	args = append(args, "-checkpoint", ck)
-	p := start(t, "coordinator", append(args, data, model)...)
-	checkFor(t, time.Minute, "a checkpoint", func() bool { _, err := os.Stat(ck); return err == nil })
-	p.cmd.Process.Signal(os.Interrupt)
-	<-p.done
-	if _, err := os.Stat(model); err == nil {
-		t.Skip("the run ended before the interruption")
-	}
+	interruptAtCheckpoint(t, start(t, "coordinator", append(args, data, model)...), ck, model)
 	r := launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator"), "-resume"}, append(args, data, model)...)...), "arm64 coordinator, resumed")
 	r.wait(t, 10*time.Minute)
 	if !strings.Contains(r.output(), `"resuming"`) || !bytes.Equal(readFile(t, model), want) {

@@ -329,12 +329,7 @@ func TestSideBySideResumed(t *testing.T) {
 	ck, model := filepath.Join(dir, "ck"), filepath.Join(dir, "model")
 	args = append(args, "-checkpoint", ck)
 	c := start(t, "coordinator", append(args, data, model)...)
-	checkFor(t, time.Minute, "a checkpoint", func() bool { _, err := os.Stat(ck); return err == nil })
-	c.cmd.Process.Signal(os.Interrupt)
-	<-c.done
-	if _, err := os.Stat(model); err == nil {
-		t.Skip("the run ended before the interruption")
-	}
+	interruptAtCheckpoint(t, c, ck, model)
 	if !strings.Contains(c.output(), "-resume") {
 		t.Fatalf("the interrupted run did not say how to resume:\n%s", tail(c.output(), 2000))
 	}
@@ -342,6 +337,18 @@ func TestSideBySideResumed(t *testing.T) {
 	r.wait(t, 5*time.Minute)
 	if !strings.Contains(r.output(), `"msg":"resuming"`) || !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("the resumed side-by-side run did not resume, or its model differs from the uninterrupted one")
+	}
+}
+
+// interruptAtCheckpoint sends c SIGINT once its checkpoint ck exists and
+// waits for it to stop, skipping the test if it wrote its model first.
+func interruptAtCheckpoint(t *testing.T, c *proc, ck, model string) {
+	t.Helper()
+	checkFor(t, time.Minute, "a checkpoint", func() bool { _, err := os.Stat(ck); return err == nil })
+	c.cmd.Process.Signal(os.Interrupt)
+	<-c.done
+	if _, err := os.Stat(model); err == nil {
+		t.Skip("the run ended before the interruption")
 	}
 }
 
