@@ -28,8 +28,9 @@ type side struct {
 	probs []Problem
 	res   *Result
 
-	mu      sync.Mutex // guards what follows, and serialises Trace
-	ended   []bool
+	// mu guards res (a problem has ended once its Stop is set) and what
+	// follows, and serialises Trace.
+	mu      sync.Mutex
 	base    int // passes of the problems ended, and of those before a snapshot resumed
 	running map[int]*underway
 	err     error
@@ -47,7 +48,7 @@ type underway struct {
 func minimizeSide(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Result, error) {
 	K := len(x0)
 	s.Method = Choose(s.Method, K, s.Shape)
-	sd := &side{s: s, x0: x0, probs: probs, res: newResult(K), ended: make([]bool, K), running: map[int]*underway{}}
+	sd := &side{s: s, x0: x0, probs: probs, res: newResult(K), running: map[int]*underway{}}
 	queue, resumed, err := sd.resume()
 	if err != nil {
 		return nil, err
@@ -69,7 +70,7 @@ func minimizeSide(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*
 		}()
 	}
 	wg.Wait()
-	if sd.err == nil && slices.Contains(sd.ended, false) {
+	if sd.err == nil && slices.Contains(sd.res.Stop, Running) {
 		sd.err = ErrInterrupted // between two problems
 	}
 	if errors.Is(sd.err, ErrInterrupted) && s.Checkpoint != nil {
@@ -191,7 +192,6 @@ func (sd *side) end(k int, u *underway, r *Result) error {
 		return err
 	}
 	delete(sd.running, k)
-	sd.ended[k] = true
 	sd.base += u.start + r.Evals
 	return nil
 }
@@ -223,8 +223,8 @@ func (sd *side) save() error {
 // points back from the shelf, and those under way that saved a state.
 func (sd *side) snapshot() (*Snapshot, error) {
 	ended := newResult(len(sd.x0))
-	for k, e := range sd.ended {
-		if !e {
+	for k, st := range sd.res.Stop {
+		if st == Running {
 			continue
 		}
 		ended.place1(k, sd.res, k)
@@ -281,7 +281,7 @@ func (sd *side) resume() (queue []int, resumed map[int]*Snapshot, err error) {
 		}
 	}
 	for k := range K {
-		if !sd.ended[k] && resumed[k] == nil {
+		if sd.res.Stop[k] == Running && resumed[k] == nil {
 			queue = append(queue, k)
 		}
 	}
@@ -327,7 +327,6 @@ func (sd *side) restore(r *Snapshot) error {
 			return fmt.Errorf("osgm: the snapshot's problem %d has %d coordinates, this run %d", k, len(ended.X[k]), len(sd.x0[k]))
 		}
 		sd.res.place1(k, &ended, k)
-		sd.ended[k] = true
 		if err := sd.res.shelve(sd.s.Shelf, k, k+1); err != nil {
 			return err
 		}

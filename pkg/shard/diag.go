@@ -68,22 +68,31 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 }
 
 // evalDiagOne returns the loss, the bias gradient and the bias diagonal;
-// gl holds column j's gradient at 2j and its diagonal at 2j+1.
-func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64) [3]float64 {
+// gl holds column j's gradient at 2j and its diagonal at 2j+1. seq (a
+// lone one-vs-rest problem) takes the multi-class loop's arithmetic, as
+// evalOne's does; EvalDiag leaves such a problem over ones to that loop.
+func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64, seq bool) [3]float64 {
 	switch {
 	case s.Values == Ones:
 		return evalDiagOnes(s.RowPtr, idx, s.Class, r, wl, gl, bias, wb)
 	case s.Code8 != nil:
-		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Code8), s.Class, r, wl, gl, bias, wb)
+		return evalDiagValues(s, idx, valuesOf(s, s.Code8), r, wl, gl, bias, wb, seq)
 	case s.Code16 != nil:
-		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Code16), s.Class, r, wl, gl, bias, wb)
+		return evalDiagValues(s, idx, valuesOf(s, s.Code16), r, wl, gl, bias, wb, seq)
 	case s.Val32 != nil:
-		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Val32), s.Class, r, wl, gl, bias, wb)
+		return evalDiagValues(s, idx, valuesOf(s, s.Val32), r, wl, gl, bias, wb, seq)
 	case s.Mant != nil:
-		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Mant), s.Class, r, wl, gl, bias, wb)
+		return evalDiagValues(s, idx, valuesOf(s, s.Mant), r, wl, gl, bias, wb, seq)
 	default:
-		return evalDiagBinary(s.RowPtr, idx, valuesOf(s, s.Val64), s.Class, r, wl, gl, bias, wb)
+		return evalDiagValues(s, idx, valuesOf(s, s.Val64), r, wl, gl, bias, wb, seq)
 	}
+}
+
+func evalDiagValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, wl, gl []float64, bias, wb float64, seq bool) [3]float64 {
+	if seq {
+		return evalDiagSeq(s.RowPtr, idx, vs, s.Class, r, wl, gl, bias, wb)
+	}
+	return evalDiagBinary(s.RowPtr, idx, vs, s.Class, r, wl, gl, bias, wb)
 }
 
 // evalDiagAlone is EvalDiag for one problem: a binary one, or a lone
@@ -91,51 +100,21 @@ func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb
 // reads the storage directly, in the multi-class loop's arithmetic.
 func (s *Shard) evalDiagAlone(p *Point, wl []float64, sc *Scratch, out *Partial) {
 	r := &s.selections(p, sc)[0]
+	seq := !s.binary(1)
+	wb := 0.0
+	if p.Bias >= 0 {
+		wb = p.WBias[0]
+	}
 	var sums [3]float64
-	if s.binary(1) {
-		wb := 0.0
-		if p.Bias >= 0 {
-			wb = p.WBias[0]
-		}
-		switch {
-		case s.Idx16 != nil:
-			sums = evalDiagOne(s, s.Idx16, r, wl, out.Grad, p.Bias, wb)
-		case s.Idx24 != nil:
-			sums = evalDiagOne(s, s.Idx24, r, wl, out.Grad, p.Bias, wb)
-		default:
-			sums = evalDiagOne(s, s.Idx, r, wl, out.Grad, p.Bias, wb)
-		}
-	} else {
-		switch {
-		case s.Idx16 != nil:
-			sums = evalDiagSeqOf(s, s.Idx16, r, wl, out.Grad, p.Bias, p.WBias)
-		case s.Idx24 != nil:
-			sums = evalDiagSeqOf(s, s.Idx24, r, wl, out.Grad, p.Bias, p.WBias)
-		default:
-			sums = evalDiagSeqOf(s, s.Idx, r, wl, out.Grad, p.Bias, p.WBias)
-		}
+	switch {
+	case s.Idx16 != nil:
+		sums = evalDiagOne(s, s.Idx16, r, wl, out.Grad, p.Bias, wb, seq)
+	case s.Idx24 != nil:
+		sums = evalDiagOne(s, s.Idx24, r, wl, out.Grad, p.Bias, wb, seq)
+	default:
+		sums = evalDiagOne(s, s.Idx, r, wl, out.Grad, p.Bias, wb, seq)
 	}
 	out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
-}
-
-// evalDiagSeqOf picks evalDiagSeq's value storage.
-func evalDiagSeqOf[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias float64, wb []float64) [3]float64 {
-	b := 0.0
-	if bias >= 0 {
-		b = wb[0]
-	}
-	switch {
-	case s.Code8 != nil:
-		return evalDiagSeq(s.RowPtr, idx, valuesOf(s, s.Code8), s.Class, r, wl, gl, bias, b)
-	case s.Code16 != nil:
-		return evalDiagSeq(s.RowPtr, idx, valuesOf(s, s.Code16), s.Class, r, wl, gl, bias, b)
-	case s.Val32 != nil:
-		return evalDiagSeq(s.RowPtr, idx, valuesOf(s, s.Val32), s.Class, r, wl, gl, bias, b)
-	case s.Mant != nil:
-		return evalDiagSeq(s.RowPtr, idx, valuesOf(s, s.Mant), s.Class, r, wl, gl, bias, b)
-	default:
-		return evalDiagSeq(s.RowPtr, idx, valuesOf(s, s.Val64), s.Class, r, wl, gl, bias, b)
-	}
 }
 
 // evalDiagSeq is EvalDiag's multi-class loop for K = 1, to the bit: the

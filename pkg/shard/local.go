@@ -154,10 +154,7 @@ func (l *Local) Fork(live *LiveMap) (Backend, error) {
 	if err := CheckLive(l.Shards, live); err != nil {
 		return nil, err
 	}
-	f := &Local{Shards: l.Shards, Parallel: 1, denseRows: l.denseRows, folds: l.folds}
-	f.meta = l.Meta()
-	f.metaOnce.Do(func() {})
-	return f, nil
+	return &Local{Shards: l.Shards, Parallel: 1, denseRows: l.denseRows, folds: l.folds}, nil
 }
 
 // SetFolds numbers every row's fold over the shards in order, as if the

@@ -83,10 +83,7 @@ func NewObjective(b Backend, features int, lambda, bias float64) *Objective {
 		o.Rows += m.Rows
 		o.cols = append(o.cols, m.Cols)
 	}
-	o.red = NewReducer(o.cols)
-	if r, ok := b.(interface{ Release(*Partial) }); ok {
-		o.red.Release = r.Release
-	}
+	o.red = newReducer(b, o.cols)
 	for _, m := range b.Meta() {
 		o.normSq += m.NormSq
 	}
@@ -114,13 +111,18 @@ func (o *Objective) Fork() osgm.Objective {
 	if err != nil {
 		return nil
 	}
-	c := &Objective{Backend: b, Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Bias: o.Bias,
-		Weights: o.Weights, Holdout: o.Holdout, cols: o.cols, live: o.live, normSq: o.normSq}
-	c.red = NewReducer(c.cols)
+	return &Objective{Backend: b, Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Bias: o.Bias,
+		Weights: o.Weights, Holdout: o.Holdout, cols: o.cols, live: o.live, normSq: o.normSq, red: newReducer(b, o.cols)}
+}
+
+// newReducer is a reduction of b's shards' partials, handing each back to
+// b for reuse once added when b takes them.
+func newReducer(b Backend, cols [][]uint32) *Reducer {
+	red := NewReducer(cols)
 	if r, ok := b.(interface{ Release(*Partial) }); ok {
-		c.red.Release = r.Release
+		red.Release = r.Release
 	}
-	return c
+	return red
 }
 
 // Groups builds the reduction tree of shards with the given column maps.
