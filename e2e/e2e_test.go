@@ -301,8 +301,8 @@ func TestWorkerKilled(t *testing.T) {
 // some class) costs rounds, and the model is the in-process one.
 func TestWorkerKilledMidClass(t *testing.T) {
 	data := dataset(t, "news20.t")
-	args := []string{"-shards", "9"}
-	want := train(t, data, append(args, "-local")...)
+	args := []string{"-shards", "9", "-place", "rows"}
+	want := train(t, data, "-shards", "9", "-local")
 	url := natsServer(t)
 	ws := workers(t, url, 3, "c")
 	model := filepath.Join(t.TempDir(), "model")
@@ -312,6 +312,33 @@ func TestWorkerKilledMidClass(t *testing.T) {
 	c.wait(t, 5*time.Minute)
 	if out := c.output(); !strings.Contains(out, `"msg":"shard reassigned"`) {
 		t.Fatalf("no shard moved: the worker died after the run\n%s", tail(out, 3000))
+	}
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("the model after a worker killed mid-class differs from the in-process one")
+	}
+}
+
+// TestWorkerKilledMidPlacedClass: over NATS, news20.t's classes train
+// whole on the workers (-place auto: the data fits each), with
+// checkpoints; a worker killed outright mid-class is found by a probe,
+// although heartbeats would take an hour, and its class goes to another
+// worker, from its last state, to the in-process model's bytes.
+func TestWorkerKilledMidPlacedClass(t *testing.T) {
+	data := dataset(t, "news20.t")
+	want := train(t, data, "-shards", "9", "-local")
+	url := natsServer(t)
+	ws := workers(t, url, 3, "p")
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model")
+	c := start(t, "coordinator", "-shards", "9", "-heartbeat-timeout", "1h", "-nats", url, "-min-workers", "3",
+		"-checkpoint", filepath.Join(dir, "ck"), "-checkpoint-every", "100", data, model)
+	checkFor(t, time.Minute, "three classes placed", func() bool { return strings.Count(c.output(), `"msg":"problem placed"`) >= 3 })
+	time.Sleep(300 * time.Millisecond) // under way
+	ws[1].cmd.Process.Signal(syscall.SIGKILL)
+	c.wait(t, 5*time.Minute)
+	out := c.output()
+	if !strings.Contains(out, `"msg":"classes train whole on workers"`) || strings.Count(out, `"msg":"problem placed"`) <= 20 {
+		t.Fatalf("no class placed again: the worker died after its class\n%s", tail(out, 3000))
 	}
 	if !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("the model after a worker killed mid-class differs from the in-process one")

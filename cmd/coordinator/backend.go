@@ -43,6 +43,16 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *
 		if shards := shared.Loaded(o.train, id, len(ranges)); shards != nil {
 			b = &inProcess{Cluster: c, local: shard.NewLocal(shards, o.workers)}
 		}
+	} else if o.cluster.Place != transport.PlaceRows {
+		p, err := placeOn(ctx, c, o, log)
+		if err != nil {
+			cs.close()
+			return nil, nil, nil, err
+		}
+		if p != nil {
+			cs.add(p.Placer.Close)
+			b, o.placeWorkers = p, p.Workers
+		}
 	}
 	return b, nc, func() {
 		st := c.Stats()
@@ -76,6 +86,31 @@ func (b *inProcess) SetFolds(n int) error {
 		return err
 	}
 	return b.local.SetFolds(n)
+}
+
+// placeOn places one-vs-rest problems whole on c's workers where -place
+// says so: always with classes, and with auto when every worker has
+// memory for every shard. Its decision waits for every live worker's
+// heartbeat, which the placer's hello brings at once; nil: rows.
+func placeOn(ctx context.Context, c *transport.Cluster, o *options, log *zap.Logger) (*transport.Placed, error) {
+	pl, err := transport.NewPlacer(c)
+	if err != nil {
+		return nil, err
+	}
+	need := 2 * transport.DataBytes(c.Meta())
+	n, fits := 0, false
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		if n, fits = pl.Fits(need); n >= c.Live() {
+			break
+		}
+	}
+	if n < 2 || o.cluster.Place == transport.PlaceAuto && !fits {
+		pl.Close()
+		log.Info("classes train over the workers' shards", zap.Int("solving_workers", n), zap.Bool("data_fits", fits), zap.Int64("bytes_each", need))
+		return nil, nil
+	}
+	log.Info("classes train whole on workers", zap.Int("workers", n), zap.Int64("bytes_each", need))
+	return &transport.Placed{Cluster: c, Placer: pl, Workers: n}, nil
 }
 
 // closers are what a backend opened, to be closed in reverse order.

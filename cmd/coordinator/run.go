@@ -158,9 +158,12 @@ func busStats(b shard.Backend) transport.Stats {
 func trainConfig(o *options, init *libsvm.Model, interrupted func() bool, obs *watcher, ck *checkpoints, resume *train.Checkpoint, shelf *train.FileShelf) train.Config {
 	cfg := o.cfg
 	cfg.MaxBytes, cfg.Init, cfg.Interrupt = max(memory.Available(), 0), init, interrupted
-	// Classes trained one at a time go side by side, one a core, where
-	// the shards are in this process.
+	// Classes trained one at a time go side by side: one a core where
+	// the shards are in this process, one a worker where they are placed.
 	cfg.Parallel = o.workers
+	if o.placeWorkers > 0 {
+		cfg.Parallel = o.placeWorkers // one a worker, where they train whole
+	}
 	cfg.Trace, cfg.Started = obs.record, obs.started
 	if ck != nil {
 		cfg.Save, cfg.CheckpointEvery, cfg.Resume = ck.save, o.ckptEvery, resume

@@ -85,6 +85,21 @@ type Forker interface {
 	Fork() Objective
 }
 
+// Placer is an objective that can minimise a whole problem where its
+// data is, in another process (a worker that holds every shard): Place
+// is then Solve of problem k from x0 there, to the same bits, with s's
+// callbacks (Trace, Checkpoint, Interrupt) called here. ok is false when
+// it cannot place the problem, which is then minimised here.
+type Placer interface {
+	Place(k int, x0 []float64, p Problem, s Settings) (r *Result, ok bool, err error)
+}
+
+// Solve minimises problem k of obj alone from x0: what a side-by-side
+// run does with each problem, and what a Placer's far end runs.
+func Solve(obj Objective, k int, x0 []float64, p Problem, s Settings) (*Result, error) {
+	return Minimize(&subset{obj: obj, ks: []int{k}}, [][]float64{x0}, []Problem{p}, s)
+}
+
 // ErrUnsupported is returned for an Op an objective cannot compute.
 var ErrUnsupported = errors.New("osgm: the objective cannot compute this")
 

@@ -158,11 +158,21 @@ func (sd *side) one(obj Objective, k int, resumed *Snapshot) error {
 		bs.Checkpoint = func(snap *Snapshot) error { return sd.deposit(u, snap) }
 	}
 	bs.Interrupt = sd.interrupted
-	r, err := Minimize(&subset{obj: obj, ks: []int{k}}, sd.x0[k:k+1], probs, bs)
+	r, err := solveOn(obj, k, sd.x0[k], probs[0], bs)
 	if err != nil {
 		return err
 	}
 	return sd.end(k, u, r)
+}
+
+// solveOn minimises problem k where obj places it, or else here.
+func solveOn(obj Objective, k int, x0 []float64, p Problem, s Settings) (*Result, error) {
+	if pl, ok := obj.(Placer); ok {
+		if r, ok, err := pl.Place(k, x0, p, s); ok || err != nil {
+			return r, err
+		}
+	}
+	return Solve(obj, k, x0, p, s)
 }
 
 // trace passes on problem k's record, numbered in the whole run.

@@ -1,6 +1,8 @@
 package osgm
 
 import (
+	"bytes"
+	"encoding/gob"
 	"errors"
 	"slices"
 	"sync"
@@ -154,4 +156,86 @@ func FuzzResumeSide(f *testing.F) {
 		s.Interrupt = func() bool { return rounds.Add(1) > 300 }
 		Minimize(newForking(q), x0, q.problems(), s)
 	})
+}
+
+// placing is a fork that places problems elsewhere, as a worker would:
+// the settings cross as gob, their callbacks stay here, and the problem
+// runs on a copy of the data in a goroutine of its own. Odd problems it
+// declines, and they are minimised here.
+type placing struct {
+	*forking
+	placed *atomic.Int32
+}
+
+func (p *placing) Fork() Objective {
+	return &placing{forking: p.forking.Fork().(*forking), placed: p.placed}
+}
+
+func (p *placing) Place(k int, x0 []float64, prob Problem, s Settings) (*Result, bool, error) {
+	if k%2 == 1 {
+		return nil, false, nil
+	}
+	p.placed.Add(1)
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(struct {
+		S Settings
+		P Problem
+	}{s, prob}); err != nil {
+		return nil, true, err
+	}
+	var far struct {
+		S Settings
+		P Problem
+	}
+	if err := gob.NewDecoder(&buf).Decode(&far); err != nil {
+		return nil, true, err
+	}
+	far.S.Trace, far.S.Checkpoint, far.S.Interrupt = s.Trace, s.Checkpoint, s.Interrupt
+	data := *p.quadratic
+	type out struct {
+		r   *Result
+		err error
+	}
+	done := make(chan out)
+	go func() {
+		r, err := Solve(&data, k, x0, far.P, far.S)
+		done <- out{r, err}
+	}()
+	o := <-done
+	return o.r, true, o.err
+}
+
+// TestPlacedProblems: problems that forks place elsewhere, and those
+// they decline, end where one at a time do, and so do runs resumed from
+// the snapshots the placed problems' states went into.
+func TestPlacedProblems(t *testing.T) {
+	q, x0, s := batchRun("newton")
+	s.Batch, s.CheckpointEvery = 1, 5
+	want, err := Minimize(q, x0, q.problems(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var snaps []*Snapshot
+	s.Checkpoint = func(snap *Snapshot) error { mu.Lock(); snaps = append(snaps, snap); mu.Unlock(); return nil }
+	s.Parallel = 2
+	pl := &placing{forking: newForking(q), placed: new(atomic.Int32)}
+	got, err := Minimize(pl, x0, q.problems(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameResult(t, "placed", got, want, nil)
+	if n := pl.placed.Load(); n != 3 || len(snaps) < 3 {
+		t.Fatalf("%d problems placed, %d snapshots", n, len(snaps))
+	}
+	s.Checkpoint = nil
+	for i, snap := range snaps {
+		rs := s
+		rs.Resume = snap
+		got, err := Minimize(&placing{forking: newForking(q), placed: new(atomic.Int32)}, x0, q.problems(), rs)
+		if err != nil {
+			t.Fatalf("snapshot %d: %v", i, err)
+		}
+		sameResult(t, "resumed", got, want, nil)
+	}
 }

@@ -115,6 +115,50 @@ func (o *Objective) Fork() osgm.Objective {
 		Weights: o.Weights, Holdout: o.Holdout, cols: o.cols, live: o.live, normSq: o.normSq, red: newReducer(b, o.cols)}
 }
 
+// Placer is a Backend that can minimise a whole problem where its data
+// is: on a worker that holds every shard, over an objective of the same
+// constants (osgm.Placer; ok false: it cannot).
+type Placer interface {
+	Place(c Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (r *osgm.Result, ok bool, err error)
+}
+
+// Constants are what an Objective adds to its backend's shards: with
+// the same shards, classes and folds they make the same objective
+// (Build).
+type Constants struct {
+	Rows, Features int
+	Lambda, Bias   float64
+	Weights        []float64
+	Holdout        int
+	// Live says the objective left out its dead coordinates
+	// (LeaveOutDead), which the shards determine.
+	Live bool
+}
+
+// Constants are the objective's.
+func (o *Objective) Constants() Constants {
+	return Constants{Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Bias: o.Bias, Weights: o.Weights, Holdout: o.Holdout, Live: o.live != nil}
+}
+
+// Build is the objective of constants c over b.
+func (c Constants) Build(b Backend) *Objective {
+	o := NewObjective(b, c.Features, c.Lambda, c.Bias)
+	o.Rows, o.Weights, o.Holdout = c.Rows, c.Weights, c.Holdout
+	if c.Live {
+		o.LeaveOutDead()
+	}
+	return o
+}
+
+// Place minimises problem k where the backend places it (see Placer).
+func (o *Objective) Place(k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
+	pl, ok := o.Backend.(Placer)
+	if !ok {
+		return nil, false, nil
+	}
+	return pl.Place(o.Constants(), k, x0, p, s)
+}
+
 // newReducer is a reduction of b's shards' partials, handing each back to
 // b for reuse once added when b takes them.
 func newReducer(b Backend, cols [][]uint32) *Reducer {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,7 +47,10 @@ type ClusterConfig struct {
 	// Points says whether rounds' points may go to each worker with only
 	// the columns its shards touch (see PointMode).
 	Points PointMode
-	Log    *zap.Logger
+	// Place says whether one-vs-rest problems go whole to workers (see
+	// Placed); the coordinator acts on it.
+	Place PlaceMode
+	Log   *zap.Logger
 
 	// waitReport is how often Load says that it is still waiting for
 	// workers (defaultWaitReport; tests shorten it): without it, a
@@ -99,6 +103,8 @@ type Cluster struct {
 
 	asm    wire.Assembler // results; their payloads go back to it
 	chunks wire.Chunker   // the chunk buffer points go out in
+
+	placed atomic.Pointer[Placer] // takes placed problems' messages (nil: none)
 }
 
 // clusterCore is the coordinator's side of the protocol: who holds which
@@ -348,6 +354,11 @@ func (c *Cluster) receiveUp(m *nats.Msg) {
 		return
 	case h.Job != c.cfg.Job:
 		c.bad.add(errors.New("wrong job id"), h.Kind)
+		return
+	case h.Kind == wire.KindSolving || h.Kind == wire.KindSolved:
+		if pl := c.placed.Load(); pl != nil {
+			pl.receive(h, payload)
+		}
 		return
 	case h.Kind != wire.KindPartial && h.Kind != wire.KindMeta && h.Kind != wire.KindError && h.Kind != wire.KindGroup && h.Kind != wire.KindNeedX:
 		c.bad.add(nil, h.Kind)

@@ -86,6 +86,8 @@ type Worker struct {
 	bus  bus        // its messages: nc, or in tests one that loses some
 	log  *zap.Logger
 	core *workerCore
+	// solver runs the whole problems placed on this worker.
+	solver *solver
 
 	cmds   chan wire.Assign
 	points chan roundMsg
@@ -138,7 +140,8 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 		cmds: make(chan wire.Assign, 16), points: make(chan roundMsg, 64), loaded: make(chan loadResult, 4), beat: make(chan struct{}, 1)}
 	w.badMsg.log = w.log
 	w.core = newWorkerCore(id, &w.cfg, w, w.log, &w.badMsg)
-	w.hb = wire.Heartbeat{ID: id, Name: cfg.Name, OwnPoints: true}
+	w.solver = newSolver(w)
+	w.hb = wire.Heartbeat{ID: id, Name: cfg.Name, OwnPoints: true, Solves: true}
 	return w
 }
 
@@ -154,6 +157,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		h, payload, err := wire.DecodeChunk(m.Data)
 		if err == nil && h.Kind == wire.KindProbe {
 			return // the server answers for us if we are gone
+		}
+		if err == nil && (h.Kind == wire.KindSolve || h.Kind == wire.KindSolveStop) {
+			w.solver.take(h, payload)
+			return
 		}
 		if err == nil && h.Kind == wire.KindPoint {
 			if parts, ok := own.AddParts(h, payload); ok {
@@ -202,6 +209,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	go w.heartbeats(ctx)
+	go w.solver.run(ctx)
 	w.log.Info("worker ready", zap.String("subject", wire.WorkerSubject(w.ID)), zap.Bool("connected", w.nc.IsConnected()))
 	for {
 		select {
@@ -243,6 +251,7 @@ func (w *Worker) sayGoodbye() {
 func (w *Worker) sendHeartbeat() {
 	w.mu.Lock()
 	w.hb.Read = uint64(w.read.Load())
+	w.hb.Avail, w.hb.Placed = avail(), w.solver.under()
 	hb, _ := json.Marshal(w.hb)
 	w.mu.Unlock()
 	wire.Chunks(wire.KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {

@@ -601,6 +601,13 @@ type Heartbeat struct {
 	// OwnPoints says the worker also takes points on its own subject
 	// (see PointMode): workers built before those do not.
 	OwnPoints bool `json:"own_points,omitempty"`
+	// Solves says the worker minimises whole problems (Solve); Avail is
+	// the memory it may still take, in bytes (-1: unknown), which says
+	// whether a job's every shard would fit beside what it holds.
+	Solves bool  `json:"solves,omitempty"`
+	Avail  int64 `json:"avail,omitempty"`
+	// Placed is the placements it has queued or under way.
+	Placed []uint64 `json:"placed,omitempty"`
 }
 
 // LoadError reports a shard a worker could not load.

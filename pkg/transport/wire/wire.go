@@ -11,9 +11,9 @@
 //
 //	osgm.hb             workers' heartbeats (JSON), every half second by default
 //	osgm.hello          a coordinator's call for heartbeats (any payload)
-//	osgm.w.<worker>     commands to one worker (Assign, JSON), and probes
+//	osgm.w.<worker>     commands to one worker (Assign, JSON; Solve), and probes
 //	osgm.j.<job>.down   evaluation points, broadcast to the job's workers
-//	osgm.j.<job>.up     shard descriptions, partial sums and errors
+//	osgm.j.<job>.up     shard descriptions, partial sums, errors, and placed problems' progress and ends
 package wire
 
 import (
@@ -47,11 +47,15 @@ const (
 	KindGroup                     // worker: a whole group's sum (Shard is the group)
 	KindNeedX                     // worker: the round's point came without x, and this worker does not hold it
 	KindProbe                     // coordinator: is this worker still connected? (workers ignore it; see Cluster.probe)
+	KindSolve                     // coordinator: minimise a whole problem (Solve; Round is the placement)
+	KindSolveStop                 // coordinator: stop that placement, saving its state (Round)
+	KindSolving                   // worker: a placement's progress (Solving)
+	KindSolved                    // worker: a placement's end (Solved)
 	maxKind
 )
 
 func (k Kind) String() string {
-	names := [...]string{"?", "point", "partial", "meta", "assign", "heartbeat", "error", "group", "need-x", "probe"}
+	names := [...]string{"?", "point", "partial", "meta", "assign", "heartbeat", "error", "group", "need-x", "probe", "solve", "solve-stop", "solving", "solved"}
 	if int(k) < len(names) {
 		return names[k]
 	}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
+)
+
+// TestPlacedClasses: over NATS with workers of their own (no shard
+// shared with the coordinator), one-vs-rest classes placed whole on the
+// workers write -local's model, and so does a run over the workers'
+// row shards; cross-validation with placed classes prints -local's
+// accuracy. The placed runs send Solves, the row-sharded one none.
+func TestPlacedClasses(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "five")
+	var b strings.Builder
+	// A feature a row, as TestShelvedModel's: a class's state is past
+	// what a batch may hold, so the classes go one at a time.
+	for i := 0; i < 40000; i++ {
+		c := i % 5
+		fmt.Fprintf(&b, "%d %d:1 %d:%g %d:0.5\n", c+1, 1+i, 40001+c, 0.2+0.1*float64(i%3), 40010+(i*7)%5)
+	}
+	os.WriteFile(data, []byte(b.String()), 0o644)
+	srv, err := transport.Embedded("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	stop, err := startWorkers(context.Background(), srv.ClientURL(), 2, shard.CompactAuto, nil, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var solves atomic.Int32
+	sub, err := nc.Subscribe("osgm.w.>", func(m *nats.Msg) {
+		if h, _, err := wire.DecodeChunk(m.Data); err == nil && h.Kind == wire.KindSolve {
+			solves.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	url := srv.ClientURL()
+	runs := []struct {
+		args   []string
+		placed bool
+	}{
+		{[]string{"-local"}, false},
+		{[]string{"-nats", url, "-min-workers", "2", "-place", "classes"}, true},
+		{[]string{"-nats", url, "-min-workers", "2", "-place", "rows"}, false},
+		{[]string{"-local", "-v", "3"}, false},
+		{[]string{"-nats", url, "-min-workers", "2", "-v", "3"}, true}, // auto: the data fits
+	}
+	var want []byte
+	var wantCV string
+	for _, r := range runs {
+		model := filepath.Join(dir, "m.model")
+		os.Remove(model)
+		o, err := parse(append(append([]string{"-q", "-shards", "4"}, r.args...), data, model))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := solves.Load()
+		out := captureStdout(t, func() {
+			if err := run(o); err != nil {
+				t.Fatalf("%v: %v", r.args, err)
+			}
+		})
+		nc.Flush()
+		if placed := solves.Load() > before; placed != r.placed {
+			t.Fatalf("%v: classes placed %v", r.args, placed)
+		}
+		if o.folds > 0 {
+			if wantCV == "" {
+				wantCV = out
+			}
+			if out != wantCV || !strings.Contains(out, "Accuracy") {
+				t.Fatalf("%v: printed %q, -local %q", r.args, out, wantCV)
+			}
+			continue
+		}
+		got, _ := os.ReadFile(model)
+		if want == nil {
+			want = got
+		}
+		if len(got) == 0 || !bytes.Equal(got, want) {
+			t.Fatalf("%v: another model than -local's", r.args)
+		}
+	}
+}

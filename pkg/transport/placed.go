@@ -1,0 +1,331 @@
+package transport
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
+)
+
+// Placer is the NATS loop around a placerCore: it places whole problems
+// of a Cluster's job on its workers (see Placed). Subscriptions decode
+// and queue; one goroutine steps the core.
+type Placer struct {
+	c   *Cluster
+	log *zap.Logger
+
+	in   chan func(now time.Time) // steps of the core, run by loop
+	quit chan struct{}
+	done chan struct{}
+	hb   *nats.Subscription
+	// Probes' replies come to probeInbox.<worker> (see placerIO.probe).
+	probeInbox string
+	probes     *nats.Subscription
+	asm        wire.Assembler // the workers' Solving and Solved, in the up subscription
+	core       *placerCore
+
+	chunks wire.Chunker
+}
+
+// stopGraceSolve bounds the wait for a stopped placement's last state.
+const stopGraceSolve = 10 * time.Second
+
+// NewPlacer starts placing problems of c's job on its workers.
+func NewPlacer(c *Cluster) (*Placer, error) {
+	pl := &Placer{c: c, log: c.log, in: make(chan func(time.Time), 256), quit: make(chan struct{}), done: make(chan struct{})}
+	pl.asm.MaxPending = 64
+	pl.core = newPlacerCore(pl, c.cfg.HeartbeatTimeout)
+	hb, err := c.nc.Subscribe(wire.SubjectHeartbeat, pl.receiveHeartbeat)
+	if err != nil {
+		return nil, err
+	}
+	pl.hb = hb
+	pl.probeInbox = c.nc.NewInbox()
+	if pl.probes, err = c.nc.Subscribe(pl.probeInbox+".>", pl.receiveProbe); err != nil {
+		hb.Unsubscribe()
+		return nil, err
+	}
+	c.placed.Store(pl)
+	go pl.loop()
+	// Workers running already answer the hello with their heartbeat.
+	if err := c.nc.Publish(wire.SubjectHello, nil); err != nil {
+		pl.Close()
+		return nil, err
+	}
+	return pl, nil
+}
+
+// Close stops the loop.
+func (pl *Placer) Close() {
+	pl.hb.Unsubscribe()
+	pl.probes.Unsubscribe()
+	pl.c.placed.Store(nil)
+	close(pl.quit)
+	<-pl.done
+}
+
+func (pl *Placer) loop() {
+	defer close(pl.done)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-pl.quit:
+			return
+		case step := <-pl.in:
+			step(time.Now())
+		case now := <-t.C:
+			pl.core.onTick(now)
+		}
+	}
+}
+
+// step runs f on the loop, or not at all once it has stopped.
+func (pl *Placer) step(f func(time.Time)) {
+	select {
+	case pl.in <- f:
+	case <-pl.quit:
+	}
+}
+
+// Fits reports whether every worker that solves has memory for bytes
+// more, and how many there are.
+func (pl *Placer) Fits(bytes int64) (workers int, ok bool) {
+	res := make(chan [2]int, 1)
+	pl.step(func(time.Time) {
+		n, ok := pl.core.fits(bytes)
+		res <- [2]int{n, btoi(ok)}
+	})
+	select {
+	case r := <-res:
+		return r[0], r[1] == 1
+	case <-pl.quit:
+		return 0, false
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (pl *Placer) receiveHeartbeat(m *nats.Msg) {
+	h, payload, err := wire.DecodeChunk(m.Data)
+	if err != nil || h.Kind != wire.KindHeartbeat {
+		return // the cluster counts bad ones
+	}
+	var hb wire.Heartbeat
+	if json.Unmarshal(payload, &hb) != nil || hb.ID == "" {
+		return
+	}
+	pl.step(func(now time.Time) { pl.core.onHeartbeat(hb, now) })
+}
+
+// receive takes a chunk of a worker's Solving or Solved (the Cluster's
+// up subscription hands them over).
+func (pl *Placer) receive(h wire.Header, payload []byte) {
+	b, ok := pl.asm.Add(h, payload)
+	if !ok {
+		return
+	}
+	pl.asm.Forget(h.Round)
+	id := h.Round
+	if h.Kind == wire.KindSolving {
+		m, err := wire.DecodeSolving(b)
+		if err != nil {
+			pl.c.bad.add(err, h.Kind)
+			return
+		}
+		pl.step(func(time.Time) { pl.core.onSolving(id, m) })
+		return
+	}
+	m, err := wire.DecodeSolved(b)
+	if err != nil {
+		pl.c.bad.add(err, h.Kind)
+		return
+	}
+	pl.step(func(now time.Time) { pl.core.onSolved(id, m, now) })
+}
+
+// send is placerIO's.
+func (pl *Placer) send(id string, p *placement) error {
+	b, err := wire.EncodeGob(p.req)
+	if err == nil {
+		err = pl.publish(id, wire.KindSolve, p, b)
+	}
+	if err != nil {
+		pl.log.Warn("placing a problem", zap.String("worker", id), zap.Int("problem", p.req.K), zap.Error(err))
+		return err
+	}
+	pl.log.Info("problem placed", zap.String("worker", id), zap.Int("problem", p.req.K), zap.Bool("resumed", p.req.Settings.Resume != nil))
+	return nil
+}
+
+// probe is placerIO's: as the Cluster's probeSubject.
+func (pl *Placer) probe(id string) error {
+	return wire.Chunks(wire.KindProbe, pl.c.cfg.Job, 0, 0, nil, int(pl.c.nc.MaxPayload()), func(b []byte) error {
+		return pl.c.nc.PublishMsg(&nats.Msg{Subject: wire.WorkerSubject(id), Reply: pl.probeInbox + "." + id, Data: b})
+	})
+}
+
+func (pl *Placer) receiveProbe(m *nats.Msg) {
+	if m.Header.Get("Status") != noResponders {
+		return
+	}
+	id := strings.TrimPrefix(m.Subject, pl.probeInbox+".")
+	pl.step(func(now time.Time) { pl.core.onGone(id, now) })
+}
+
+// stop is placerIO's.
+func (pl *Placer) stop(id string, p *placement) error {
+	return pl.publish(id, wire.KindSolveStop, p, nil)
+}
+
+func (pl *Placer) publish(id string, kind wire.Kind, p *placement, b []byte) error {
+	subj := wire.WorkerSubject(id)
+	return pl.chunks.SendPieces(kind, pl.c.cfg.Job, p.id, uint32(p.req.K), [][]byte{b}, int(pl.c.nc.MaxPayload()), func(chunk []byte) error {
+		return pl.c.nc.Publish(subj, chunk)
+	})
+}
+
+// Place minimises problem k of the objective of constants c on a worker
+// (shard.Placer), calling s's callbacks here with what the worker sends.
+func (pl *Placer) Place(c shard.Constants, order []float64, folds, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
+	set := s
+	set.Trace, set.Checkpoint, set.Interrupt, set.Now = nil, nil, nil, nil
+	req := &wire.Solve{Source: pl.c.cfg.Source, Ranges: pl.c.cfg.Ranges, Order: order, Folds: folds, Constants: c,
+		K: k, X0: x0, Problem: p, Settings: set, Snapshots: s.Checkpoint != nil}
+	pd := &placement{req: req, events: make(chan placerEvent, 256)}
+	pl.step(func(now time.Time) { pl.core.submit(pd, now) })
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	var stopped time.Time
+	for {
+		select {
+		case ev := <-pd.events:
+			switch {
+			case ev.record != nil && s.Trace != nil:
+				s.Trace(*ev.record)
+			case ev.snap != nil && s.Checkpoint != nil:
+				if err := s.Checkpoint(ev.snap); err != nil {
+					pl.step(func(time.Time) { pl.core.stop(pd.id); pl.core.forget(pd.id) })
+					return nil, true, err
+				}
+			case ev.end != nil:
+				return ended(ev.end, k)
+			}
+		case <-t.C:
+			switch {
+			case stopped.IsZero() && s.Interrupt != nil && s.Interrupt():
+				stopped = time.Now()
+				pl.step(func(time.Time) { pl.core.stop(pd.id) })
+			case !stopped.IsZero() && time.Since(stopped) > stopGraceSolve:
+				pl.step(func(time.Time) { pl.core.forget(pd.id) })
+				return nil, true, osgm.ErrInterrupted // its last state is what was saved
+			}
+		case <-pl.quit:
+			return nil, true, errors.New("transport: the placer closed with a problem under way")
+		}
+	}
+}
+
+func ended(m *wire.Solved, k int) (*osgm.Result, bool, error) {
+	switch {
+	case m.Interrupted:
+		return nil, true, osgm.ErrInterrupted
+	case m.Err != "":
+		return nil, true, fmt.Errorf("problem %d on a worker: %s", k, m.Err)
+	}
+	return m.Result, true, nil
+}
+
+// Placed is a Cluster whose one-vs-rest problems go whole to workers
+// that hold every shard (shard.Forker): each fork places its problems
+// through the Placer and makes the pass that starts them, as every
+// other pass, a round on the cluster, one fork at a time.
+type Placed struct {
+	*Cluster
+	Placer *Placer
+	// Workers is how many forks there are: the workers that solve.
+	Workers int
+
+	mu    sync.Mutex // one round at a time on the cluster
+	forks atomic.Int32
+}
+
+// Fork is a fork that places problems, while there are workers for one.
+func (b *Placed) Fork(live *shard.LiveMap) (shard.Backend, error) {
+	if int(b.forks.Add(1)) > b.Workers {
+		return nil, errors.New("transport: a fork for each worker already")
+	}
+	return &placedFork{Placed: b, order: b.order, folds: int(b.folds)}, nil
+}
+
+type placedFork struct {
+	*Placed
+	order []float64
+	folds int
+}
+
+func (f *placedFork) Eval(op osgm.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Cluster.Eval(op, p, v, add)
+}
+
+func (f *placedFork) Place(c shard.Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
+	return f.Placer.Place(c, f.order, f.folds, k, x0, p, s)
+}
+
+// PlaceMode says whether one-vs-rest problems go whole to workers.
+type PlaceMode int
+
+const (
+	PlaceAuto    PlaceMode = iota // whole problems when every worker has memory for every shard
+	PlaceClasses                  // whole problems on workers that solve
+	PlaceRows                     // every pass a round over the row-sharded workers
+)
+
+var placeModes = []string{"auto", "classes", "rows"}
+
+func (m PlaceMode) String() string {
+	if int(m) < len(placeModes) {
+		return placeModes[m]
+	}
+	return fmt.Sprintf("PlaceMode(%d)", int(m))
+}
+
+// Set reads auto, classes or rows.
+func (m *PlaceMode) Set(s string) error {
+	i := slices.Index(placeModes, s)
+	if i < 0 {
+		return fmt.Errorf("place %q: want auto, classes or rows", s)
+	}
+	*m = PlaceMode(i)
+	return nil
+}
+
+// DataBytes bounds the memory a worker takes to hold every shard the
+// metas describe, plain: 12 bytes a nonzero (column id and value), a
+// row's offset, class and label, and the column maps; Place's auto mode
+// wants twice this free on every worker.
+func DataBytes(metas []shard.Meta) int64 {
+	var b int64
+	for _, m := range metas {
+		b += 12*int64(m.NNZ) + 16*int64(m.Rows) + 8*int64(len(m.Cols))
+	}
+	return b
+}

@@ -1,0 +1,256 @@
+package transport
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
+)
+
+// placerCore is the coordinator's side of placed problems: which worker
+// runs which placement, those waiting for a worker, and each one's last
+// state. It is stepped by heartbeats, the workers' messages, new
+// placements, stops and ticks, from one goroutine, and acts through its
+// placerIO; it has no connection, so tests step it by hand.
+//
+// A placement is deterministic from its start or from any state it
+// saved, so a worker lost mid-problem costs time, not bits: the problem
+// goes to the next free worker from its last state, and whichever copy
+// ends first gives the result.
+type placerCore struct {
+	io      placerIO
+	timeout time.Duration // a worker silent this long is lost
+
+	workers map[string]*solverPeer
+	waiting []*placement // in the order they go out
+	byID    map[uint64]*placement
+	next    uint64
+}
+
+// placerIO is what the core asks of the world around it.
+type placerIO interface {
+	// send gives placement p to worker id.
+	send(id string, p *placement) error
+	// stop asks worker id to stop placement p, saving its state.
+	stop(id string, p *placement) error
+	// probe asks the server whether worker id is still connected: the
+	// core hears by onGone if it is not.
+	probe(id string) error
+}
+
+// solverPeer is a worker that takes placements.
+type solverPeer struct {
+	lastSeen time.Time
+	avail    int64
+	busy     *placement
+	missed   int // heartbeats since busy went out that did not list it
+	probed   time.Time
+	dead     bool
+}
+
+// placement is one problem placed on the workers, and the channel its
+// caller (Placer.Place) hears its progress and end on.
+type placement struct {
+	id       uint64
+	req      *wire.Solve
+	worker   string // running it ("": waiting)
+	sent     time.Time
+	last     *osgm.Snapshot // its latest state, which a new worker resumes
+	evals    int            // the passes of the last record handed on
+	stopping bool
+	events   chan placerEvent
+}
+
+// placerEvent is what a placement's caller hears: a record, a state, or
+// the end.
+type placerEvent struct {
+	record *osgm.Record
+	snap   *osgm.Snapshot
+	end    *wire.Solved
+}
+
+func newPlacerCore(io placerIO, timeout time.Duration) *placerCore {
+	return &placerCore{io: io, timeout: timeout, workers: map[string]*solverPeer{}, byID: map[uint64]*placement{}}
+}
+
+// submit queues a new placement and hands it out if a worker is free.
+func (c *placerCore) submit(p *placement, now time.Time) {
+	c.next++
+	p.id = c.next
+	c.byID[p.id] = p
+	c.waiting = append(c.waiting, p)
+	c.dispatch(now)
+}
+
+// onHeartbeat keeps track of the workers that solve; one whose
+// heartbeats keep missing its placement lost the Solve on the way, and
+// is sent it again.
+func (c *placerCore) onHeartbeat(hb wire.Heartbeat, now time.Time) {
+	if !hb.Solves {
+		return
+	}
+	w := c.workers[hb.ID]
+	if hb.Leaving {
+		if w != nil {
+			c.lose(hb.ID, w)
+			c.dispatch(now)
+		}
+		return
+	}
+	if w == nil {
+		w = &solverPeer{}
+		c.workers[hb.ID] = w
+	}
+	w.lastSeen, w.avail, w.dead = now, hb.Avail, false
+	if p := w.busy; p != nil && now.Sub(p.sent) > time.Second && !slices.Contains(hb.Placed, p.id) {
+		if w.missed++; w.missed >= 2 {
+			w.missed = 0
+			p.sent = now
+			c.io.send(hb.ID, p)
+		}
+	}
+	c.dispatch(now)
+}
+
+// probeAfter is how long a busy worker may miss heartbeats before the
+// server is asked whether it is still connected: a worker killed outright
+// is then lost in about a second, not after the heartbeat timeout.
+const probeAfter = time.Second
+
+// onTick declares the workers silent for timeout lost, and probes busy
+// workers that have been silent for probeAfter.
+func (c *placerCore) onTick(now time.Time) {
+	for _, id := range slices.Sorted(maps.Keys(c.workers)) {
+		w := c.workers[id]
+		switch silent := now.Sub(w.lastSeen); {
+		case w.dead:
+		case silent > c.timeout:
+			c.lose(id, w)
+		case w.busy != nil && silent > probeAfter && now.Sub(w.probed) > probeAfter/2:
+			w.probed = now
+			c.io.probe(id)
+		}
+	}
+	c.dispatch(now)
+}
+
+// onGone hears that nobody holds a worker's subject: one still silent is
+// lost (one back meanwhile sent a heartbeat).
+func (c *placerCore) onGone(id string, now time.Time) {
+	if w := c.workers[id]; w != nil && !w.dead && now.Sub(w.lastSeen) > probeAfter {
+		c.lose(id, w)
+		c.dispatch(now)
+	}
+}
+
+// lose takes a worker for lost: its placement waits first in line for
+// the next, from its last state, unless it was being stopped.
+func (c *placerCore) lose(id string, w *solverPeer) {
+	w.dead = true
+	p := w.busy
+	if p == nil {
+		return
+	}
+	w.busy, p.worker = nil, ""
+	if p.stopping {
+		c.finish(p, &wire.Solved{Interrupted: true})
+		return
+	}
+	c.waiting = append([]*placement{p}, c.waiting...)
+}
+
+// dispatch hands the waiting placements to free workers, in the
+// workers' order.
+func (c *placerCore) dispatch(now time.Time) {
+	for _, id := range slices.Sorted(maps.Keys(c.workers)) {
+		if len(c.waiting) == 0 {
+			return
+		}
+		w := c.workers[id]
+		if w.dead || w.busy != nil {
+			continue
+		}
+		p := c.waiting[0]
+		c.waiting = c.waiting[1:]
+		w.busy, w.missed, p.worker, p.sent = p, 0, id, now
+		if p.last != nil {
+			p.req.Settings.Resume, p.req.Settings.F0, p.req.Settings.G0 = p.last, nil, nil
+		}
+		c.io.send(id, p)
+	}
+}
+
+// onSolving hands on a placement's progress: records past the last one
+// handed on (a problem resumed elsewhere repeats some), and states newer
+// than the last.
+func (c *placerCore) onSolving(id uint64, m *wire.Solving) {
+	p := c.byID[id]
+	switch {
+	case p == nil:
+	case m.Record != nil && m.Record.Evals > p.evals:
+		p.evals = m.Record.Evals
+		p.events <- placerEvent{record: m.Record}
+	case m.Snapshot != nil && (p.last == nil || m.Snapshot.Evals > p.last.Evals):
+		p.last = m.Snapshot
+		p.events <- placerEvent{snap: m.Snapshot}
+	}
+}
+
+// onSolved ends a placement with the first end any worker sends for it.
+func (c *placerCore) onSolved(id uint64, m *wire.Solved, now time.Time) {
+	for _, w := range c.workers {
+		if w.busy != nil && w.busy.id == id {
+			w.busy = nil
+		}
+	}
+	if p := c.byID[id]; p != nil {
+		c.finish(p, m)
+	}
+	c.dispatch(now)
+}
+
+// forget drops a placement its caller no longer waits for; a worker
+// running it is free once it ends.
+func (c *placerCore) forget(id uint64) {
+	if p := c.byID[id]; p != nil {
+		delete(c.byID, id)
+		c.waiting = slices.DeleteFunc(c.waiting, func(q *placement) bool { return q == p })
+	}
+}
+
+// stop ends a placement as soon as its worker has saved its state, or at
+// once if it waits.
+func (c *placerCore) stop(id uint64) {
+	p := c.byID[id]
+	if p == nil || p.stopping {
+		return
+	}
+	p.stopping = true
+	if p.worker == "" {
+		c.waiting = slices.DeleteFunc(c.waiting, func(q *placement) bool { return q == p })
+		c.finish(p, &wire.Solved{Interrupted: true})
+		return
+	}
+	c.io.stop(p.worker, p)
+}
+
+func (c *placerCore) finish(p *placement, m *wire.Solved) {
+	delete(c.byID, p.id)
+	p.events <- placerEvent{end: m}
+}
+
+// fits reports whether every live worker that solves could take bytes
+// more, and how many there are.
+func (c *placerCore) fits(bytes int64) (workers int, ok bool) {
+	ok = true
+	for _, w := range c.workers {
+		if w.dead {
+			continue
+		}
+		workers++
+		ok = ok && (w.avail < 0 || w.avail >= bytes) // < 0: the worker cannot tell
+	}
+	return workers, ok && workers > 0
+}

@@ -1,0 +1,86 @@
+package wire
+
+import (
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
+
+func solveSample() *Solve {
+	return &Solve{Source: Source{Path: "/d/news20.t"}, Ranges: []shard.Range{{ID: 0, Start: 0, End: 10}, {ID: 1, Start: 10, End: 20}},
+		Order: []float64{1, -1}, Constants: shard.Constants{Rows: 9, Features: 3, Lambda: 1.0 / 9, Bias: -1, Live: true},
+		K: 1, X0: []float64{0, math.SmallestNonzeroFloat64, -0.1}, Problem: osgm.Problem{Dim: 3, L: 2, Mu: 0.1, Diag: []float64{1, 2, 3}},
+		Settings: osgm.Settings{Method: "newton", MaxIter: 1000, GradTol: []float64{1e-3}, F0: []float64{1}, G0: [][]float64{{1, 2, 3}},
+			Resume: &osgm.Snapshot{Method: "newton", Evals: 4, States: [][]byte{{1, 2}}}},
+		Snapshots: true}
+}
+
+// TestSolveMessages: the solve messages decode to what was encoded, bit
+// for bit, with the settings' callbacks left behind.
+func TestSolveMessages(t *testing.T) {
+	m := solveSample()
+	m.Settings.Trace = func(osgm.Record) {}
+	b, err := EncodeGob(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeSolve(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Settings.Trace = nil
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("decoded %+v\nwant %+v", got, m)
+	}
+	for _, v := range []any{&Solving{Record: &osgm.Record{Evals: 3, F: 1.5}}, &Solved{Result: &osgm.Result{X: [][]float64{{1}}, F: []float64{2}, GradNorm: []float64{3},
+		Iters: []int{4}, Converged: []bool{true}, Stop: []osgm.Stop{osgm.Converged}}}} {
+		b, err := EncodeGob(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got any
+		if _, ok := v.(*Solving); ok {
+			got, err = DecodeSolving(b)
+		} else {
+			got, err = DecodeSolved(b)
+		}
+		if err != nil || !reflect.DeepEqual(got, v) {
+			t.Fatalf("decoded %+v (%v), want %+v", got, err, v)
+		}
+	}
+	odd := &osgm.Result{X: [][]float64{{1}}, F: []float64{2}, GradNorm: []float64{3}, Iters: []int{4}, Converged: []bool{true}, Stop: []osgm.Stop{9}}
+	for _, bad := range []any{&Solving{}, &Solved{}, &Solved{Result: &osgm.Result{}}, &Solved{Result: odd}} {
+		b, _ := EncodeGob(bad)
+		if _, err := DecodeSolving(b); err == nil {
+			if _, err := DecodeSolved(b); err == nil {
+				t.Fatalf("accepted %+v", bad)
+			}
+		}
+	}
+}
+
+// FuzzDecodeSolve: any bytes are refused or decode to a message whose
+// shape the worker and the coordinator rely on, never a panic.
+func FuzzDecodeSolve(f *testing.F) {
+	for _, v := range []any{solveSample(), &Solving{Record: &osgm.Record{Evals: 1}}, &Solved{Err: "x"}} {
+		b, err := EncodeGob(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if m, err := DecodeSolve(b); err == nil && (len(m.X0) != m.Problem.Dim || len(m.Ranges) == 0) {
+			t.Fatalf("accepted a solve of %d coordinates for a problem of %d, over %d shards", len(m.X0), m.Problem.Dim, len(m.Ranges))
+		}
+		if m, err := DecodeSolving(b); err == nil && (m.Record == nil) == (m.Snapshot == nil) {
+			t.Fatal("accepted progress with both or neither")
+		}
+		if m, err := DecodeSolved(b); err == nil && m.Result != nil {
+			_ = m.Result.Stop[0].String() // a panic for an unknown stop
+		}
+	})
+}
