@@ -122,6 +122,13 @@ type Placer interface {
 	Place(c Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (r *osgm.Result, ok bool, err error)
 }
 
+// PassPlacer is a Backend that can make a whole pass where its data is
+// (a worker that holds every shard), reduced there to the sums this
+// objective would have added (ok false: it cannot; this pass, or any).
+type PassPlacer interface {
+	PlacePass(c Constants, b *osgm.Pass) (ok bool, err error)
+}
+
 // Constants are what an Objective adds to its backend's shards: with
 // the same shards, classes and folds they make the same objective
 // (Build).
@@ -346,6 +353,11 @@ func (o *Objective) Ops() osgm.Op { return osgm.OpEval | osgm.OpDiag | osgm.OpHe
 // (nil: all) held in b's vectors in that order: a pass costs in
 // proportion to the problems it carries.
 func (o *Objective) Evaluate(b *osgm.Pass) error {
+	if pp, ok := o.Backend.(PassPlacer); ok {
+		if ok, err := pp.PlacePass(o.Constants(), b); ok || err != nil {
+			return err
+		}
+	}
 	switch b.Op {
 	case osgm.OpEval:
 		return o.evalSome(b.Ks, b.X, b.F, b.G)

@@ -162,13 +162,17 @@ func (pl *Placer) receive(h wire.Header, payload []byte) {
 
 // send is placerIO's.
 func (pl *Placer) send(id string, p *placement) error {
-	b, err := wire.EncodeGob(p.req)
+	b, err := wire.EncodeSolve(p.req)
 	if err == nil {
 		err = pl.publish(id, wire.KindSolve, p, b)
 	}
 	if err != nil {
 		pl.log.Warn("placing a problem", zap.String("worker", id), zap.Int("problem", p.req.K), zap.Error(err))
 		return err
+	}
+	if p.req.Pass != nil {
+		pl.log.Debug("pass placed", zap.String("worker", id), zap.Ints("problems", p.req.Pass.Ks))
+		return nil
 	}
 	pl.log.Info("problem placed", zap.String("worker", id), zap.Int("problem", p.req.K), zap.Bool("resumed", p.req.Settings.Resume != nil))
 	return nil
@@ -208,6 +212,56 @@ func (pl *Placer) Place(c shard.Constants, order []float64, folds, k int, x0 []f
 	set.Trace, set.Checkpoint, set.Interrupt, set.Now = nil, nil, nil, nil
 	req := &wire.Solve{Source: pl.c.cfg.Source, Ranges: pl.c.cfg.Ranges, Order: order, Folds: folds, Constants: c,
 		K: k, X0: x0, Problem: p, Settings: set, Snapshots: s.Checkpoint != nil}
+	m, err := pl.await(req, s)
+	if err != nil {
+		return nil, true, err
+	}
+	return ended(m, k)
+}
+
+// PlacePass makes pass b of the objective of constants c on a worker
+// (shard.PassPlacer): the pass that starts a placed problem, OpEval or
+// OpEvalDiag (ok false for another).
+func (pl *Placer) PlacePass(c shard.Constants, order []float64, folds int, b *osgm.Pass) (bool, error) {
+	if b.Op != osgm.OpEval && b.Op != osgm.OpEvalDiag || len(b.X) == 0 {
+		return false, nil
+	}
+	ks := b.Ks
+	if ks == nil {
+		ks = make([]int, len(b.X))
+		for i := range ks {
+			ks[i] = i
+		}
+	}
+	req := &wire.Solve{Source: pl.c.cfg.Source, Ranges: pl.c.cfg.Ranges, Order: order, Folds: folds, Constants: c,
+		K: ks[0], Pass: &osgm.Pass{Op: b.Op, Ks: ks, X: b.X, At: b.At}}
+	m, err := pl.await(req, osgm.Settings{})
+	if err != nil {
+		return true, err
+	}
+	if m.Err != "" || m.Pass == nil {
+		return true, fmt.Errorf("a pass on a worker: %s", m.Err)
+	}
+	got := m.Pass
+	if len(got.F) != len(b.F) || b.D != nil && len(got.D) != len(b.D) {
+		return true, errors.New("transport: a worker's pass has another number of problems")
+	}
+	copy(b.F, got.F)
+	for i := range b.G {
+		if len(got.G[i]) != len(b.G[i]) || b.D != nil && len(got.D[i]) != len(b.D[i]) {
+			return true, errors.New("transport: a worker's pass has vectors of another length")
+		}
+		copy(b.G[i], got.G[i])
+		if b.D != nil {
+			copy(b.D[i], got.D[i])
+		}
+	}
+	return true, nil
+}
+
+// await places req and waits for its end, calling s's callbacks with
+// its progress and stopping it once s.Interrupt says so.
+func (pl *Placer) await(req *wire.Solve, s osgm.Settings) (*wire.Solved, error) {
 	pd := &placement{req: req, events: make(chan placerEvent, 256)}
 	pl.step(func(now time.Time) { pl.core.submit(pd, now) })
 	t := time.NewTicker(50 * time.Millisecond)
@@ -222,10 +276,10 @@ func (pl *Placer) Place(c shard.Constants, order []float64, folds, k int, x0 []f
 			case ev.snap != nil && s.Checkpoint != nil:
 				if err := s.Checkpoint(ev.snap); err != nil {
 					pl.step(func(time.Time) { pl.core.stop(pd.id); pl.core.forget(pd.id) })
-					return nil, true, err
+					return nil, err
 				}
 			case ev.end != nil:
-				return ended(ev.end, k)
+				return ev.end, nil
 			}
 		case <-t.C:
 			switch {
@@ -234,10 +288,10 @@ func (pl *Placer) Place(c shard.Constants, order []float64, folds, k int, x0 []f
 				pl.step(func(time.Time) { pl.core.stop(pd.id) })
 			case !stopped.IsZero() && time.Since(stopped) > stopGraceSolve:
 				pl.step(func(time.Time) { pl.core.forget(pd.id) })
-				return nil, true, osgm.ErrInterrupted // its last state is what was saved
+				return nil, osgm.ErrInterrupted // its last state is what was saved
 			}
 		case <-pl.quit:
-			return nil, true, errors.New("transport: the placer closed with a problem under way")
+			return nil, errors.New("transport: the placer closed with a problem under way")
 		}
 	}
 }
@@ -288,6 +342,12 @@ func (f *placedFork) Eval(op osgm.Op, p, v *shard.Point, add func(*shard.Partial
 
 func (f *placedFork) Place(c shard.Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
 	return f.Placer.Place(c, f.order, f.folds, k, x0, p, s)
+}
+
+// PlacePass makes the pass that starts a problem on a worker, not as a
+// round that every worker stops for.
+func (f *placedFork) PlacePass(c shard.Constants, b *osgm.Pass) (bool, error) {
+	return f.Placer.PlacePass(c, f.order, f.folds, b)
 }
 
 // PlaceMode says whether one-vs-rest problems go whole to workers.

@@ -40,12 +40,12 @@ type placerIO interface {
 	probe(id string) error
 }
 
-// solverPeer is a worker that takes placements.
+// solverPeer is a worker that takes placements, slots at a time.
 type solverPeer struct {
 	lastSeen time.Time
 	avail    int64
-	busy     *placement
-	missed   int // heartbeats since busy went out that did not list it
+	slots    int
+	busy     []*placement
 	probed   time.Time
 	dead     bool
 }
@@ -57,6 +57,7 @@ type placement struct {
 	req      *wire.Solve
 	worker   string // running it ("": waiting)
 	sent     time.Time
+	missed   int            // its worker's heartbeats since it went out that did not list it
 	last     *osgm.Snapshot // its latest state, which a new worker resumes
 	evals    int            // the passes of the last record handed on
 	stopping bool
@@ -103,11 +104,13 @@ func (c *placerCore) onHeartbeat(hb wire.Heartbeat, now time.Time) {
 		w = &solverPeer{}
 		c.workers[hb.ID] = w
 	}
-	w.lastSeen, w.avail, w.dead = now, hb.Avail, false
-	if p := w.busy; p != nil && now.Sub(p.sent) > time.Second && !slices.Contains(hb.Placed, p.id) {
-		if w.missed++; w.missed >= 2 {
-			w.missed = 0
-			p.sent = now
+	w.lastSeen, w.avail, w.slots, w.dead = now, hb.Avail, max(hb.Slots, 1), false
+	for _, p := range w.busy {
+		if now.Sub(p.sent) <= time.Second || slices.Contains(hb.Placed, p.id) {
+			continue
+		}
+		if p.missed++; p.missed >= 2 {
+			p.missed, p.sent = 0, now
 			c.io.send(hb.ID, p)
 		}
 	}
@@ -128,7 +131,7 @@ func (c *placerCore) onTick(now time.Time) {
 		case w.dead:
 		case silent > c.timeout:
 			c.lose(id, w)
-		case w.busy != nil && silent > probeAfter && now.Sub(w.probed) > probeAfter/2:
+		case len(w.busy) > 0 && silent > probeAfter && now.Sub(w.probed) > probeAfter/2:
 			w.probed = now
 			c.io.probe(id)
 		}
@@ -145,20 +148,21 @@ func (c *placerCore) onGone(id string, now time.Time) {
 	}
 }
 
-// lose takes a worker for lost: its placement waits first in line for
-// the next, from its last state, unless it was being stopped.
+// lose takes a worker for lost: its placements wait first in line for
+// the next workers, each from its last state, unless being stopped.
 func (c *placerCore) lose(id string, w *solverPeer) {
 	w.dead = true
-	p := w.busy
-	if p == nil {
-		return
+	var again []*placement
+	for _, p := range w.busy {
+		p.worker = ""
+		if p.stopping {
+			c.finish(p, &wire.Solved{Interrupted: true})
+			continue
+		}
+		again = append(again, p)
 	}
-	w.busy, p.worker = nil, ""
-	if p.stopping {
-		c.finish(p, &wire.Solved{Interrupted: true})
-		return
-	}
-	c.waiting = append([]*placement{p}, c.waiting...)
+	w.busy = nil
+	c.waiting = append(again, c.waiting...)
 }
 
 // dispatch hands the waiting placements to free workers, in the
@@ -169,16 +173,16 @@ func (c *placerCore) dispatch(now time.Time) {
 			return
 		}
 		w := c.workers[id]
-		if w.dead || w.busy != nil {
-			continue
+		for !w.dead && len(w.busy) < w.slots && len(c.waiting) > 0 {
+			p := c.waiting[0]
+			c.waiting = c.waiting[1:]
+			w.busy = append(w.busy, p)
+			p.worker, p.sent, p.missed = id, now, 0
+			if p.last != nil {
+				p.req.Settings.Resume, p.req.Settings.F0, p.req.Settings.G0 = p.last, nil, nil
+			}
+			c.io.send(id, p)
 		}
-		p := c.waiting[0]
-		c.waiting = c.waiting[1:]
-		w.busy, w.missed, p.worker, p.sent = p, 0, id, now
-		if p.last != nil {
-			p.req.Settings.Resume, p.req.Settings.F0, p.req.Settings.G0 = p.last, nil, nil
-		}
-		c.io.send(id, p)
 	}
 }
 
@@ -201,9 +205,7 @@ func (c *placerCore) onSolving(id uint64, m *wire.Solving) {
 // onSolved ends a placement with the first end any worker sends for it.
 func (c *placerCore) onSolved(id uint64, m *wire.Solved, now time.Time) {
 	for _, w := range c.workers {
-		if w.busy != nil && w.busy.id == id {
-			w.busy = nil
-		}
+		w.busy = slices.DeleteFunc(w.busy, func(p *placement) bool { return p.id == id })
 	}
 	if p := c.byID[id]; p != nil {
 		c.finish(p, m)
@@ -242,15 +244,15 @@ func (c *placerCore) finish(p *placement, m *wire.Solved) {
 }
 
 // fits reports whether every live worker that solves could take bytes
-// more, and how many there are.
-func (c *placerCore) fits(bytes int64) (workers int, ok bool) {
+// more, and how many placements they run at once.
+func (c *placerCore) fits(bytes int64) (slots int, ok bool) {
 	ok = true
 	for _, w := range c.workers {
 		if w.dead {
 			continue
 		}
-		workers++
+		slots += w.slots
 		ok = ok && (w.avail < 0 || w.avail >= bytes) // < 0: the worker cannot tell
 	}
-	return workers, ok && workers > 0
+	return slots, ok && slots > 0
 }

@@ -70,6 +70,16 @@ func TestPlacerCore(t *testing.T) {
 	if _, ok := c.fits(2 << 30); ok {
 		t.Fatal("fits more than the workers have")
 	}
+	// A worker of two slots takes two placements at once.
+	c2 := newPlacerCore(&fakePlacerIO{}, time.Second)
+	c2.onHeartbeat(wire.Heartbeat{ID: "w", Solves: true, Slots: 2}, t0)
+	two := []*placement{newPlacement(0), newPlacement(1), newPlacement(2)}
+	for _, p := range two {
+		c2.submit(p, t0)
+	}
+	if n, _ := c2.fits(0); n != 2 || two[0].worker != "w" || two[1].worker != "w" || two[2].worker != "" {
+		t.Fatalf("two slots: %d, placed on %q %q %q", n, two[0].worker, two[1].worker, two[2].worker)
+	}
 	// a's progress: a record and a state, then the same record again.
 	snap := &osgm.Snapshot{Evals: 7}
 	c.onSolving(ps[0].id, &wire.Solving{Record: &osgm.Record{Evals: 5}})

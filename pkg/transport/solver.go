@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,42 +17,61 @@ import (
 )
 
 // solver is a worker's side of placed problems (wire.Solve): it runs
-// the problems the coordinator places on it one at a time, beside the
-// worker's rounds, over every shard of their job, which it loads once
-// per job and keeps.
+// the problems the coordinator places on it, Parallel at once (its
+// slots), beside the worker's rounds, over every shard of their job,
+// which it loads once per job and keeps.
 type solver struct {
 	w     *Worker
 	queue chan placed
 	asm   wire.Assembler // the Solve messages' chunks, in the subscription's callback
 
 	mu      sync.Mutex
-	pending map[uint64]bool // placements queued or under way
-	running uint64          // the one under way (0: none)
-	stop    atomic.Bool     // asked to stop the one under way
+	pending map[uint64]*atomic.Bool // placements queued or under way, and whether asked to stop
 
-	// The job whose shards it holds, loaded from src's ranges.
+	// held is the job whose shards it holds and the objective last built
+	// over views of them; each placement runs on a fork of it (its own
+	// activity caches: no earlier problem's is taken for its own).
+	data sync.Mutex
+	held *heldJob
+}
+
+type heldJob struct {
 	job    uint64
 	ranges []shard.Range
 	shards []*shard.Shard
+	key    objectiveKey
+	obj    *shard.Objective
+	idle   []osgm.Objective // forks of obj between placements
+}
+
+// objectiveKey is what makes an objective over the shards.
+type objectiveKey struct {
+	order     []float64
+	folds     int
+	constants shard.Constants
 }
 
 type placed struct {
 	job, id uint64
 	m       *wire.Solve
+	stop    *atomic.Bool
 }
 
 func newSolver(w *Worker) *solver {
-	s := &solver{w: w, queue: make(chan placed, 64), pending: map[uint64]bool{}}
+	s := &solver{w: w, queue: make(chan placed, 64), pending: map[uint64]*atomic.Bool{}}
 	s.asm.MaxPending = 4
 	return s
 }
+
+// slots is how many placements the worker runs at once.
+func (s *solver) slots() int { return s.w.cfg.Parallel }
 
 // take is a Solve or SolveStop chunk for this worker.
 func (s *solver) take(h wire.Header, payload []byte) {
 	if h.Kind == wire.KindSolveStop {
 		s.mu.Lock()
-		if s.running == h.Round {
-			s.stop.Store(true)
+		if stop := s.pending[h.Round]; stop != nil {
+			stop.Store(true)
 		}
 		s.mu.Unlock()
 		return
@@ -68,12 +88,13 @@ func (s *solver) take(h wire.Header, payload []byte) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending[h.Round] {
+	if s.pending[h.Round] != nil {
 		return // sent again while it waited or ran: it answers once
 	}
+	p := placed{job: h.Job, id: h.Round, m: m, stop: new(atomic.Bool)}
 	select {
-	case s.queue <- placed{job: h.Job, id: h.Round, m: m}:
-		s.pending[h.Round] = true
+	case s.queue <- p:
+		s.pending[h.Round] = p.stop
 	default:
 		s.w.log.Warn("placed problems queue full: dropped one; the coordinator sends it again", zap.Uint64("placement", h.Round))
 	}
@@ -91,31 +112,40 @@ func (s *solver) under() []uint64 {
 	return ids
 }
 
-// run minimises the placed problems in turn until ctx ends.
+// run minimises the placed problems, slots at a time, until ctx ends.
 func (s *solver) run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case p := <-s.queue:
-			s.mu.Lock()
-			s.running = p.id
-			s.stop.Store(false)
-			s.mu.Unlock()
-			end := s.solve(p)
-			s.mu.Lock()
-			s.running = 0
-			delete(s.pending, p.id)
-			s.mu.Unlock()
-			s.send(p, wire.KindSolved, end)
-		}
+	var wg sync.WaitGroup
+	for range s.slots() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case p := <-s.queue:
+					end := s.solve(p)
+					s.mu.Lock()
+					delete(s.pending, p.id)
+					s.mu.Unlock()
+					s.send(p, wire.KindSolved, end)
+				}
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // solve runs one placement and says how it ended.
 func (s *solver) solve(p placed) *wire.Solved {
 	m := p.m
 	obj, err := s.objective(p)
+	if err == nil {
+		defer s.release(p, obj)
+	}
+	if err == nil && m.Pass != nil {
+		return s.pass(obj, m.Pass)
+	}
 	if err != nil {
 		s.w.log.Error("placed problem", zap.Int("problem", m.K), zap.Error(err))
 		return &wire.Solved{Err: err.Error()}
@@ -128,7 +158,7 @@ func (s *solver) solve(p placed) *wire.Solved {
 			return nil
 		}
 	}
-	set.Interrupt = s.stop.Load
+	set.Interrupt = p.stop.Load
 	r, err := osgm.Solve(obj, m.K, m.X0, m.Problem, set)
 	switch {
 	case errors.Is(err, osgm.ErrInterrupted):
@@ -139,37 +169,97 @@ func (s *solver) solve(p placed) *wire.Solved {
 	return &wire.Solved{Result: r}
 }
 
-// objective is the placement's objective over every shard of its job,
-// loaded unless held: its own Local, so that no activity cache of an
-// earlier problem is taken for this one's.
-func (s *solver) objective(p placed) (*shard.Objective, error) {
+// pass makes a placed pass: its values, gradients and diagonals.
+func (s *solver) pass(obj osgm.Objective, in *osgm.Pass) *wire.Solved {
+	n, dim := len(in.Ks), len(in.X[0])
+	b := &osgm.Pass{Op: in.Op, Ks: in.Ks, X: in.X, At: in.At, F: make([]float64, n), G: vectorsOf(n, dim)}
+	if in.Op == osgm.OpEvalDiag {
+		b.D = vectorsOf(n, dim)
+	}
+	if err := obj.Evaluate(b); err != nil {
+		return &wire.Solved{Err: err.Error()}
+	}
+	return &wire.Solved{Pass: &osgm.Pass{F: b.F, G: b.G, D: b.D}}
+}
+
+func vectorsOf(n, dim int) [][]float64 {
+	out := make([][]float64, n)
+	for i := range out {
+		out[i] = make([]float64, dim)
+	}
+	return out
+}
+
+// objective is a fork of the objective over every shard of the
+// placement's job, loaded and built unless held. Forks are kept from
+// placement to placement (a fork's reduction tree costs as much as a
+// small class): a fork's stamps never repeat, so a problem never takes
+// an earlier one's activity cache for its own.
+func (s *solver) objective(p placed) (osgm.Objective, error) {
+	s.data.Lock()
+	defer s.data.Unlock()
 	m := p.m
-	if s.shards == nil || s.job != p.job || !slices.Equal(s.ranges, m.Ranges) {
-		s.shards = nil // the old job's, before loading the new one's
+	h := s.held
+	if h == nil || h.job != p.job || !slices.Equal(h.ranges, m.Ranges) {
+		s.held = nil // the old job's, before loading the new one's
 		shards, _, err := s.w.readShards(m.Source, m.Ranges)
 		if err != nil {
 			return nil, err
 		}
-		s.job, s.ranges, s.shards = p.job, m.Ranges, shards
+		h = &heldJob{job: p.job, ranges: m.Ranges, shards: shards}
+		s.held = h
 	}
-	local := shard.NewLocal(s.shards, s.w.cfg.Parallel)
-	if err := local.SetClasses(m.Order); err != nil {
-		return nil, err
-	}
-	if m.Folds > 0 {
-		if err := local.SetFolds(m.Folds); err != nil {
+	key := objectiveKey{order: m.Order, folds: m.Folds, constants: m.Constants}
+	if h.obj == nil || !reflect.DeepEqual(h.key, key) {
+		// Over views of the shards: forks of the last objective may
+		// still run on theirs, whose classes, folds and live columns
+		// this one's must not overwrite.
+		views := make([]*shard.Shard, len(h.shards))
+		for i, sh := range h.shards {
+			views[i] = sh.View()
+		}
+		local := shard.NewLocal(views, 1)
+		if err := local.SetClasses(m.Order); err != nil {
 			return nil, err
 		}
+		if m.Folds > 0 {
+			if err := local.SetFolds(m.Folds); err != nil {
+				return nil, err
+			}
+		}
+		h.obj, h.key, h.idle = m.Constants.Build(local), key, nil
 	}
-	obj := m.Constants.Build(local)
-	if obj.Dim() != len(m.X0) {
+	dim := len(m.X0)
+	if m.Pass != nil {
+		dim = len(m.Pass.X[0])
+	}
+	if h.obj.Dim() != dim {
 		return nil, errors.New("transport: the placed problem's objective is not the coordinator's (its dimension differs)")
 	}
-	return obj, nil
+	if n := len(h.idle); n > 0 {
+		fork := h.idle[n-1]
+		h.idle = h.idle[:n-1]
+		return fork, nil
+	}
+	fork := h.obj.Fork()
+	if fork == nil {
+		return nil, errors.New("transport: the shards do not take the objective's live coordinates")
+	}
+	return fork, nil
 }
 
-func (s *solver) send(p placed, kind wire.Kind, v any) {
-	b, err := wire.EncodeGob(v)
+// release keeps a placement's fork for the next, if its objective is
+// still the one held.
+func (s *solver) release(p placed, fork osgm.Objective) {
+	s.data.Lock()
+	defer s.data.Unlock()
+	if h := s.held; h != nil && h.job == p.job && h.obj != nil && reflect.DeepEqual(h.key, objectiveKey{order: p.m.Order, folds: p.m.Folds, constants: p.m.Constants}) {
+		h.idle = append(h.idle, fork)
+	}
+}
+
+func (s *solver) send(p placed, kind wire.Kind, v wire.SolveMessage) {
+	b, err := wire.EncodeSolve(v)
 	if err != nil {
 		s.w.log.Error("encoding a placed problem's message", zap.Error(err))
 		return

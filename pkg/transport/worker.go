@@ -141,7 +141,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 	w.badMsg.log = w.log
 	w.core = newWorkerCore(id, &w.cfg, w, w.log, &w.badMsg)
 	w.solver = newSolver(w)
-	w.hb = wire.Heartbeat{ID: id, Name: cfg.Name, OwnPoints: true, Solves: true}
+	w.hb = wire.Heartbeat{ID: id, Name: cfg.Name, OwnPoints: true, Solves: true, Slots: cfg.Parallel}
 	return w
 }
 

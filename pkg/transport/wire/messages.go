@@ -606,8 +606,10 @@ type Heartbeat struct {
 	// whether a job's every shard would fit beside what it holds.
 	Solves bool  `json:"solves,omitempty"`
 	Avail  int64 `json:"avail,omitempty"`
-	// Placed is the placements it has queued or under way.
+	// Placed is the placements it has queued or under way; Slots how
+	// many it runs at once.
 	Placed []uint64 `json:"placed,omitempty"`
+	Slots  int      `json:"slots,omitempty"`
 }
 
 // LoadError reports a shard a worker could not load.

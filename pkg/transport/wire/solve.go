@@ -2,9 +2,11 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -16,7 +18,7 @@ import (
 // the same bits) and runs osgm.Solve. The settings cross without their
 // callbacks: the worker sends what they would have been given as
 // Solving messages. Its chunks' Round is the placement, Shard the
-// problem. Gob encodes floats exactly.
+// problem. Floats cross exactly (EncodeSolve).
 type Solve struct {
 	Source    Source
 	Ranges    []shard.Range
@@ -30,6 +32,11 @@ type Solve struct {
 	// Snapshots asks for a Solving message at each of the problem's
 	// checkpoints (Settings.CheckpointEvery).
 	Snapshots bool
+	// Pass, when set, asks for this one pass instead (its Op, Ks, X and
+	// At; OpEval or OpEvalDiag), and K, X0, Problem and Settings are
+	// not used: the pass that starts a placed problem, made where the
+	// problem will run, not as a round.
+	Pass *osgm.Pass
 }
 
 // Solving is a placement's progress: an iteration's record, or a state
@@ -44,22 +51,132 @@ type Solving struct {
 // Solving).
 type Solved struct {
 	Result      *osgm.Result
+	Pass        *osgm.Pass // a Pass's F, G and D
 	Err         string
 	Interrupted bool
 }
 
-// EncodeGob and DecodeGob are the solve messages' bytes.
-func EncodeGob(v any) ([]byte, error) {
-	var b bytes.Buffer
-	err := gob.NewEncoder(&b).Encode(v)
-	return b.Bytes(), err
+// SolveMessage is a Solve, Solving or Solved.
+type SolveMessage interface {
+	// vectors are the message's float vectors, which cross as raw
+	// bytes after the gob-encoded rest: gob spends tens of nanoseconds
+	// a float, and a wide problem's messages are mostly vectors.
+	vectors() []*[]float64
+}
+
+func (m *Solve) vectors() []*[]float64 {
+	vs := []*[]float64{&m.X0, &m.Problem.Diag, &m.Settings.F0}
+	vs = appendInner(vs, m.Settings.G0)
+	if m.Pass != nil {
+		vs = appendInner(vs, m.Pass.X)
+	}
+	return vs
+}
+
+func (m *Solving) vectors() []*[]float64 { return nil }
+
+func (m *Solved) vectors() []*[]float64 {
+	var vs []*[]float64
+	if r := m.Result; r != nil {
+		vs = appendInner(vs, r.X)
+	}
+	if p := m.Pass; p != nil {
+		vs = appendInner(appendInner(append(vs, &p.F), p.G), p.D)
+	}
+	return vs
+}
+
+func appendInner(vs []*[]float64, outer [][]float64) []*[]float64 {
+	for i := range outer {
+		vs = append(vs, &outer[i])
+	}
+	return vs
+}
+
+// EncodeSolve is a solve message's bytes: the gob of the message with
+// its vectors left out (length-prefixed), then each vector's count (-1:
+// nil) and little-endian floats.
+func EncodeSolve(m SolveMessage) ([]byte, error) {
+	vs := m.vectors()
+	saved := make([][]float64, len(vs))
+	for i, v := range vs {
+		saved[i], *v = *v, nil
+	}
+	defer func() {
+		for i, v := range vs {
+			*v = saved[i]
+		}
+	}()
+	var buf bytes.Buffer
+	buf.Write(make([]byte, 8))
+	if err := gob.NewEncoder(&buf).Encode(m); err != nil {
+		return nil, err
+	}
+	size := buf.Len()
+	for _, v := range saved {
+		size += 8 + 8*len(v)
+	}
+	b := append(make([]byte, 0, size), buf.Bytes()...)
+	binary.LittleEndian.PutUint64(b, uint64(buf.Len()-8))
+	for _, v := range saved {
+		n := int64(len(v))
+		if v == nil {
+			n = -1
+		}
+		b = binary.LittleEndian.AppendUint64(b, uint64(n))
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+		}
+	}
+	return b, nil
+}
+
+// decodeSolve is EncodeSolve's inverse.
+func decodeSolve(b []byte, m SolveMessage) error {
+	if len(b) > MaxMessageSize || len(b) < 8 {
+		return ErrLength
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if n > uint64(len(b)-8) {
+		return ErrLength
+	}
+	if err := gob.NewDecoder(bytes.NewReader(b[8 : 8+n])).Decode(m); err != nil {
+		return fmt.Errorf("transport: %w", err)
+	}
+	rest := b[8+n:]
+	for _, v := range m.vectors() {
+		if len(rest) < 8 {
+			return ErrLength
+		}
+		count := int64(binary.LittleEndian.Uint64(rest))
+		rest = rest[8:]
+		switch {
+		case count == -1:
+			*v = nil
+			continue
+		case count < 0 || count > int64(len(rest)/8):
+			return ErrLength
+		}
+		x := make([]float64, count)
+		for i := range x {
+			x[i] = math.Float64frombits(binary.LittleEndian.Uint64(rest[8*i:]))
+		}
+		*v, rest = x, rest[8*count:]
+	}
+	if len(rest) != 0 {
+		return ErrLength
+	}
+	return nil
 }
 
 // DecodeSolve decodes and checks a Solve.
 func DecodeSolve(b []byte) (*Solve, error) {
 	var m Solve
-	if err := decodeGob(b, &m); err != nil {
+	if err := decodeSolve(b, &m); err != nil {
 		return nil, err
+	}
+	if m.Pass != nil {
+		return &m, checkPass(m.Pass, len(m.Ranges))
 	}
 	if len(m.Ranges) == 0 || m.K < 0 || len(m.X0) == 0 || m.Problem.Dim != len(m.X0) || m.Folds < 0 {
 		return nil, fmt.Errorf("transport: solve of problem %d with %d shards, %d coordinates (%d in its problem), %d folds", m.K, len(m.Ranges), len(m.X0), m.Problem.Dim, m.Folds)
@@ -67,10 +184,24 @@ func DecodeSolve(b []byte) (*Solve, error) {
 	return &m, nil
 }
 
+// checkPass checks a Solve's pass: what a worker evaluates.
+func checkPass(p *osgm.Pass, shards int) error {
+	n := len(p.Ks)
+	if shards == 0 || p.Op != osgm.OpEval && p.Op != osgm.OpEvalDiag || n == 0 || len(p.X) != n || len(p.At) != 0 && len(p.At) != n {
+		return fmt.Errorf("transport: a placed pass (op %v) of %d problems, %d points, over %d shards", p.Op, n, len(p.X), shards)
+	}
+	for i, x := range p.X {
+		if len(x) == 0 || len(x) != len(p.X[0]) || p.Ks[i] < 0 {
+			return errors.New("transport: a placed pass's points are ragged, or a problem is negative")
+		}
+	}
+	return nil
+}
+
 // DecodeSolving decodes a Solving.
 func DecodeSolving(b []byte) (*Solving, error) {
 	var m Solving
-	if err := decodeGob(b, &m); err != nil {
+	if err := decodeSolve(b, &m); err != nil {
 		return nil, err
 	}
 	if (m.Record == nil) == (m.Snapshot == nil) {
@@ -82,8 +213,14 @@ func DecodeSolving(b []byte) (*Solving, error) {
 // DecodeSolved decodes and checks a Solved.
 func DecodeSolved(b []byte) (*Solved, error) {
 	var m Solved
-	if err := decodeGob(b, &m); err != nil {
+	if err := decodeSolve(b, &m); err != nil {
 		return nil, err
+	}
+	if p := m.Pass; p != nil {
+		if len(p.F) == 0 || len(p.G) != len(p.F) || len(p.D) != 0 && len(p.D) != len(p.F) {
+			return nil, errors.New("transport: a placed pass's values, gradients and diagonals do not match")
+		}
+		return &m, nil
 	}
 	if r := m.Result; r != nil {
 		if len(r.X) != 1 || len(r.F) != 1 || len(r.GradNorm) != 1 || len(r.Iters) != 1 || len(r.Converged) != 1 || len(r.Stop) != 1 {
@@ -98,12 +235,3 @@ func DecodeSolved(b []byte) (*Solved, error) {
 	return &m, nil
 }
 
-func decodeGob(b []byte, v any) (err error) {
-	if len(b) > MaxMessageSize {
-		return ErrLength
-	}
-	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(v); err != nil {
-		return fmt.Errorf("transport: %w", err)
-	}
-	return nil
-}

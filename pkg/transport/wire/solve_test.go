@@ -23,7 +23,7 @@ func solveSample() *Solve {
 func TestSolveMessages(t *testing.T) {
 	m := solveSample()
 	m.Settings.Trace = func(osgm.Record) {}
-	b, err := EncodeGob(m)
+	b, err := EncodeSolve(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,16 +35,22 @@ func TestSolveMessages(t *testing.T) {
 	if !reflect.DeepEqual(got, m) {
 		t.Fatalf("decoded %+v\nwant %+v", got, m)
 	}
-	for _, v := range []any{&Solving{Record: &osgm.Record{Evals: 3, F: 1.5}}, &Solved{Result: &osgm.Result{X: [][]float64{{1}}, F: []float64{2}, GradNorm: []float64{3},
+	pass := solveSample()
+	pass.Pass = &osgm.Pass{Op: osgm.OpEvalDiag, Ks: []int{3}, X: [][]float64{{0, 1, 2}}, At: []uint64{7}}
+	for _, v := range []SolveMessage{pass, &Solved{Pass: &osgm.Pass{F: []float64{1}, G: [][]float64{{1, 2}}, D: [][]float64{{3, 4}}}},
+		&Solving{Record: &osgm.Record{Evals: 3, F: 1.5}}, &Solved{Result: &osgm.Result{X: [][]float64{{1}}, F: []float64{2}, GradNorm: []float64{3},
 		Iters: []int{4}, Converged: []bool{true}, Stop: []osgm.Stop{osgm.Converged}}}} {
-		b, err := EncodeGob(v)
+		b, err := EncodeSolve(v)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got any
-		if _, ok := v.(*Solving); ok {
+		switch v.(type) {
+		case *Solve:
+			got, err = DecodeSolve(b)
+		case *Solving:
 			got, err = DecodeSolving(b)
-		} else {
+		default:
 			got, err = DecodeSolved(b)
 		}
 		if err != nil || !reflect.DeepEqual(got, v) {
@@ -52,8 +58,8 @@ func TestSolveMessages(t *testing.T) {
 		}
 	}
 	odd := &osgm.Result{X: [][]float64{{1}}, F: []float64{2}, GradNorm: []float64{3}, Iters: []int{4}, Converged: []bool{true}, Stop: []osgm.Stop{9}}
-	for _, bad := range []any{&Solving{}, &Solved{}, &Solved{Result: &osgm.Result{}}, &Solved{Result: odd}} {
-		b, _ := EncodeGob(bad)
+	for _, bad := range []SolveMessage{&Solving{}, &Solved{}, &Solved{Result: &osgm.Result{}}, &Solved{Result: odd}} {
+		b, _ := EncodeSolve(bad)
 		if _, err := DecodeSolving(b); err == nil {
 			if _, err := DecodeSolved(b); err == nil {
 				t.Fatalf("accepted %+v", bad)
@@ -65,8 +71,8 @@ func TestSolveMessages(t *testing.T) {
 // FuzzDecodeSolve: any bytes are refused or decode to a message whose
 // shape the worker and the coordinator rely on, never a panic.
 func FuzzDecodeSolve(f *testing.F) {
-	for _, v := range []any{solveSample(), &Solving{Record: &osgm.Record{Evals: 1}}, &Solved{Err: "x"}} {
-		b, err := EncodeGob(v)
+	for _, v := range []SolveMessage{solveSample(), &Solving{Record: &osgm.Record{Evals: 1}}, &Solved{Err: "x"}} {
+		b, err := EncodeSolve(v)
 		if err != nil {
 			f.Fatal(err)
 		}
