@@ -234,4 +234,3 @@ func DecodeSolved(b []byte) (*Solved, error) {
 	}
 	return &m, nil
 }
-

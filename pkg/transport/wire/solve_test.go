@@ -39,7 +39,7 @@ func TestSolveMessages(t *testing.T) {
 	pass.Pass = &osgm.Pass{Op: osgm.OpEvalDiag, Ks: []int{3}, X: [][]float64{{0, 1, 2}}, At: []uint64{7}}
 	for _, v := range []SolveMessage{pass, &Solved{Pass: &osgm.Pass{F: []float64{1}, G: [][]float64{{1, 2}}, D: [][]float64{{3, 4}}}},
 		&Solving{Record: &osgm.Record{Evals: 3, F: 1.5}}, &Solved{Result: &osgm.Result{X: [][]float64{{1}}, F: []float64{2}, GradNorm: []float64{3},
-		Iters: []int{4}, Converged: []bool{true}, Stop: []osgm.Stop{osgm.Converged}}}} {
+			Iters: []int{4}, Converged: []bool{true}, Stop: []osgm.Stop{osgm.Converged}}}} {
 		b, err := EncodeSolve(v)
 		if err != nil {
 			t.Fatal(err)
