@@ -147,45 +147,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 
 // Run serves until ctx ends.
 func (w *Worker) Run(ctx context.Context) error {
-	// Points made for this worker alone (see PointMode) come on its own
-	// subject, which every deployment already lets it read: a broadcast
-	// and an own point of the same round are different messages, put
-	// together apart.
-	var own wire.Assembler
-	own.MaxPending = 4
-	sub, err := w.bus.Subscribe(wire.WorkerSubject(w.ID), func(m *nats.Msg) {
-		h, payload, err := wire.DecodeChunk(m.Data)
-		if err == nil && h.Kind == wire.KindProbe {
-			return // the server answers for us if we are gone
-		}
-		if err == nil && (h.Kind == wire.KindSolve || h.Kind == wire.KindSolveStop) {
-			w.solver.take(h, payload)
-			return
-		}
-		if err == nil && h.Kind == wire.KindPoint {
-			if parts, ok := own.AddParts(h, payload); ok {
-				own.Forget(h.Round)
-				select {
-				case w.points <- roundMsg{round: h.Round, job: h.Job, parts: parts}:
-				case <-ctx.Done():
-				}
-			}
-			return
-		}
-		if err != nil || h.Kind != wire.KindAssign {
-			w.badMsg.add(err, h.Kind)
-			return
-		}
-		var a wire.Assign
-		if err := json.Unmarshal(payload, &a); err != nil {
-			w.badMsg.add(err, h.Kind)
-			return
-		}
-		select {
-		case w.cmds <- a:
-		case <-ctx.Done():
-		}
-	})
+	sub, err := w.bus.Subscribe(wire.WorkerSubject(w.ID), w.ownMessages(ctx))
 	if err != nil {
 		return err
 	}
@@ -227,6 +189,47 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.core.finishLoad(r)
 		case p := <-w.points:
 			w.core.onPoint(p)
+		}
+	}
+}
+
+// ownMessages takes what comes on the worker's own subject: orders,
+// probes, placed problems, and the points made for this worker alone
+// (see PointMode). Every deployment already lets it read that subject,
+// and a broadcast and an own point of the same round are different
+// messages, put together apart.
+func (w *Worker) ownMessages(ctx context.Context) nats.MsgHandler {
+	var own wire.Assembler
+	own.MaxPending = 4
+	return func(m *nats.Msg) {
+		h, payload, err := wire.DecodeChunk(m.Data)
+		switch {
+		case err != nil:
+			w.badMsg.add(err, h.Kind)
+		case h.Kind == wire.KindProbe:
+			// the server answers for us if we are gone
+		case h.Kind == wire.KindSolve || h.Kind == wire.KindSolveStop:
+			w.solver.take(h, payload)
+		case h.Kind == wire.KindPoint:
+			if parts, ok := own.AddParts(h, payload); ok {
+				own.Forget(h.Round)
+				select {
+				case w.points <- roundMsg{round: h.Round, job: h.Job, parts: parts}:
+				case <-ctx.Done():
+				}
+			}
+		case h.Kind == wire.KindAssign:
+			var a wire.Assign
+			if err := json.Unmarshal(payload, &a); err != nil {
+				w.badMsg.add(err, h.Kind)
+				return
+			}
+			select {
+			case w.cmds <- a:
+			case <-ctx.Done():
+			}
+		default:
+			w.badMsg.add(nil, h.Kind)
 		}
 	}
 }
