@@ -345,6 +345,27 @@ func TestWorkerKilledMidPlacedClass(t *testing.T) {
 	}
 }
 
+// TestPlacedClassesResumed: over NATS with classes placed on the
+// workers, a coordinator interrupted once it has saved a checkpoint
+// stops its workers' classes, saving their states, and resumed (by a new
+// coordinator, to the same workers) writes the uninterrupted model.
+func TestPlacedClassesResumed(t *testing.T) {
+	data := dataset(t, "news20.t")
+	want := train(t, data, "-local")
+	url := natsServer(t)
+	workers(t, url, 2, "r")
+	dir := t.TempDir()
+	ck, model := filepath.Join(dir, "ck"), filepath.Join(dir, "model")
+	args := []string{"-nats", url, "-min-workers", "2", "-place", "classes", "-checkpoint", ck, "-checkpoint-every", "100", data, model}
+	c := start(t, "coordinator", args...)
+	interruptAtCheckpoint(t, c, ck, model)
+	r := start(t, "coordinator", append([]string{"-resume"}, args...)...)
+	r.wait(t, 5*time.Minute)
+	if out := r.output(); !strings.Contains(out, `"resumed":true`) || !bytes.Equal(readFile(t, model), want) {
+		t.Fatalf("the resumed run placed no class from its state, or its model differs from the uninterrupted one:\n%s", tail(out, 3000))
+	}
+}
+
 // TestSideBySideResumed: the embedded default trains news20.t's classes
 // two side by side; interrupted once it has saved a checkpoint, and
 // resumed, it writes the uninterrupted model.
