@@ -12,12 +12,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+	"go.uber.org/zap"
 )
 
 func startServer(t *testing.T, opts *server.Options) string { return runServer(t, opts).ClientURL() }
@@ -87,6 +89,26 @@ func TestAuthMethods(t *testing.T) {
 		}
 		if _, err := (Auth{CertFile: "only-cert.pem"}).options(); err == nil {
 			t.Fatal("a certificate without a key accepted")
+		}
+	})
+	t.Run("untrusted-server", func(t *testing.T) {
+		dir := t.TempDir()
+		ca, caKey := makeCert(t, dir, "ca", nil, nil)
+		makeCert(t, dir, "server", ca, caKey)
+		serverCert, err := tls.LoadX509KeyPair(filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := startServer(t, &server.Options{TLS: true, TLSConfig: &tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12}})
+		if err := CheckConnect(url, "check", Auth{CAFile: filepath.Join(dir, "ca.pem")}, zap.NewNop()); err != nil {
+			t.Fatalf("with the CA: %v", err)
+		}
+		// Without it the check says what is missing at once, instead of
+		// retrying for its 30 s and printing a bare x509 error.
+		start := time.Now()
+		err = CheckConnect(url, "check", Auth{}, zap.NewNop())
+		if err == nil || !strings.Contains(err.Error(), "-tlsca") || time.Since(start) > 10*time.Second {
+			t.Fatalf("without the CA, after %v: %v", time.Since(start), err)
 		}
 	})
 }

@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -170,6 +172,9 @@ func WaitConnected(ctx context.Context, nc *nats.Conn, timeout time.Duration) er
 		if err := closedError(nc); err != nil {
 			return err
 		}
+		if err := untrusted(nc.LastError()); err != nil {
+			return err // no retry makes a certificate trusted
+		}
 		if time.Now().After(deadline) {
 			if err := nc.LastError(); err != nil {
 				return fmt.Errorf("not connected to NATS after %v: %w", timeout, err)
@@ -181,6 +186,24 @@ func WaitConnected(ctx context.Context, nc *nats.Conn, timeout time.Duration) er
 			return fmt.Errorf("while connecting to NATS: %w", ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+	return nil
+}
+
+// untrusted explains err when it is the server's certificate that this
+// process does not trust (nil otherwise): the usual cause is a missing
+// CA, which the bare x509 error does not name.
+func untrusted(err error) error {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+	)
+	switch {
+	case errors.As(err, &hostname):
+		return fmt.Errorf("the NATS server's certificate does not name the host in the URL (%w): connect by a name or address it holds", err)
+	case errors.As(err, &verify), errors.As(err, &unknown):
+		return fmt.Errorf("the NATS server's certificate is not signed by a CA this process trusts (%w): give the CA with -tlsca or NATS_CA_FILE", err)
 	}
 	return nil
 }
