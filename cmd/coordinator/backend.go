@@ -51,7 +51,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *
 		}
 		if p != nil {
 			cs.add(p.Placer.Close)
-			b, o.placeWorkers = p, p.Workers
+			b, o.placeSlots = p, p.Slots
 		}
 	}
 	return b, nc, func() {
@@ -106,11 +106,11 @@ func placeOn(ctx context.Context, c *transport.Cluster, o *options, log *zap.Log
 	}
 	if n < 2 || o.cluster.Place == transport.PlaceAuto && !fits {
 		pl.Close()
-		log.Info("classes train over the workers' shards", zap.Int("solving_workers", n), zap.Bool("data_fits", fits), zap.Int64("bytes_each", need))
+		log.Info("classes train over the workers' shards", zap.Int("slots", n), zap.Bool("data_fits", fits), zap.Int64("bytes_each", need))
 		return nil, nil
 	}
-	log.Info("classes train whole on workers", zap.Int("workers", n), zap.Int64("bytes_each", need))
-	return &transport.Placed{Cluster: c, Placer: pl, Workers: n}, nil
+	log.Info("classes train whole on workers", zap.Int("slots", n), zap.Int64("bytes_each", need))
+	return &transport.Placed{Cluster: c, Placer: pl, Slots: n}, nil
 }
 
 // closers are what a backend opened, to be closed in reverse order.

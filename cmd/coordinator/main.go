@@ -36,28 +36,28 @@ type options struct {
 	test    string
 	trace   string
 	workers int
-	// placeWorkers, with problems placed on external workers, is how
+	// placeSlots, with problems placed on external workers, is how
 	// many train side by side (see placeOn); 0: -workers.
-	placeWorkers int
-	shards       int
-	quiet        bool
-	initModel    string
-	natsURL      string
-	local        bool
-	compact      shard.Compaction
-	cpuProfile   string
-	objectStore  bool
-	auth         transport.Auth
-	checkpoint   string
-	ckptEvery    int
-	resume       resumeMode
-	plot         string
-	compare      []string
-	metricsAddr  string
-	folds        int
-	findC        bool
-	check        bool
-	set          map[string]bool // flags given on the command line
+	placeSlots  int
+	shards      int
+	quiet       bool
+	initModel   string
+	natsURL     string
+	local       bool
+	compact     shard.Compaction
+	cpuProfile  string
+	objectStore bool
+	auth        transport.Auth
+	checkpoint  string
+	ckptEvery   int
+	resume      resumeMode
+	plot        string
+	compare     []string
+	metricsAddr string
+	folds       int
+	findC       bool
+	check       bool
+	set         map[string]bool // flags given on the command line
 }
 
 // classWeights takes LIBLINEAR's -wi weight pairs (-w1 2, -w-1 0.5) out of

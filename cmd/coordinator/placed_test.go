@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -49,10 +49,15 @@ func TestPlacedClasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	var solves atomic.Int32
+	var (
+		mu     sync.Mutex
+		placed = map[uint64]bool{} // placements sent, by id
+	)
 	sub, err := nc.Subscribe("osgm.w.>", func(m *nats.Msg) {
 		if h, _, err := wire.DecodeChunk(m.Data); err == nil && h.Kind == wire.KindSolve {
-			solves.Add(1)
+			mu.Lock()
+			placed[h.Round] = true
+			mu.Unlock()
 		}
 	})
 	if err != nil {
@@ -60,15 +65,17 @@ func TestPlacedClasses(t *testing.T) {
 	}
 	defer sub.Unsubscribe()
 	url := srv.ClientURL()
+	// A placed class is two placements, its first pass and the rest:
+	// every class of every training (3 for -v 3) is placed.
 	runs := []struct {
 		args   []string
-		placed bool
+		placed int
 	}{
-		{[]string{"-local"}, false},
-		{[]string{"-nats", url, "-min-workers", "2", "-place", "classes"}, true},
-		{[]string{"-nats", url, "-min-workers", "2", "-place", "rows"}, false},
-		{[]string{"-local", "-v", "3"}, false},
-		{[]string{"-nats", url, "-min-workers", "2", "-v", "3"}, true}, // auto: the data fits
+		{[]string{"-local"}, 0},
+		{[]string{"-nats", url, "-min-workers", "2", "-place", "classes"}, 10},
+		{[]string{"-nats", url, "-min-workers", "2", "-place", "rows"}, 0},
+		{[]string{"-local", "-v", "3"}, 0},
+		{[]string{"-nats", url, "-min-workers", "2", "-v", "3"}, 30}, // auto: the data fits
 	}
 	var want []byte
 	var wantCV string
@@ -79,15 +86,20 @@ func TestPlacedClasses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := solves.Load()
+		mu.Lock()
+		clear(placed)
+		mu.Unlock()
 		out := captureStdout(t, func() {
 			if err := run(o); err != nil {
 				t.Fatalf("%v: %v", r.args, err)
 			}
 		})
 		nc.Flush()
-		if placed := solves.Load() > before; placed != r.placed {
-			t.Fatalf("%v: classes placed %v", r.args, placed)
+		mu.Lock()
+		n := len(placed)
+		mu.Unlock()
+		if n != r.placed {
+			t.Fatalf("%v: %d placements, want %d", r.args, n, r.placed)
 		}
 		if o.folds > 0 {
 			if wantCV == "" {

@@ -161,8 +161,8 @@ func trainConfig(o *options, init *libsvm.Model, interrupted func() bool, obs *w
 	// Classes trained one at a time go side by side: one a core where
 	// the shards are in this process, one a worker where they are placed.
 	cfg.Parallel = o.workers
-	if o.placeWorkers > 0 {
-		cfg.Parallel = o.placeWorkers // one a worker, where they train whole
+	if o.placeSlots > 0 {
+		cfg.Parallel = o.placeSlots // one a worker's slot, where they train whole
 	}
 	cfg.Trace, cfg.Started = obs.record, obs.started
 	if ck != nil {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -100,8 +99,8 @@ func (pl *Placer) step(f func(time.Time)) {
 }
 
 // Fits reports whether every worker that solves has memory for bytes
-// more, and how many there are.
-func (pl *Placer) Fits(bytes int64) (workers int, ok bool) {
+// more, and how many problems they run at once.
+func (pl *Placer) Fits(bytes int64) (slots int, ok bool) {
 	res := make(chan [2]int, 1)
 	pl.step(func(time.Time) {
 		n, ok := pl.core.fits(bytes)
@@ -307,24 +306,21 @@ func ended(m *wire.Solved, k int) (*osgm.Result, bool, error) {
 }
 
 // Placed is a Cluster whose one-vs-rest problems go whole to workers
-// that hold every shard (shard.Forker): each fork places its problems
-// through the Placer and makes the pass that starts them, as every
-// other pass, a round on the cluster, one fork at a time.
+// that hold every shard (shard.Forker): each fork places its problems,
+// and the pass that starts each, through the Placer. Any other pass a
+// fork makes is a round on the cluster, one fork at a time.
 type Placed struct {
 	*Cluster
 	Placer *Placer
-	// Workers is how many forks there are: the workers that solve.
-	Workers int
+	// Slots is how many problems the workers run at once: as many forks
+	// as train side by side (train.Config.Parallel).
+	Slots int
 
-	mu    sync.Mutex // one round at a time on the cluster
-	forks atomic.Int32
+	mu sync.Mutex // one round at a time on the cluster
 }
 
-// Fork is a fork that places problems, while there are workers for one.
+// Fork is a fork that places problems.
 func (b *Placed) Fork(live *shard.LiveMap) (shard.Backend, error) {
-	if int(b.forks.Add(1)) > b.Workers {
-		return nil, errors.New("transport: a fork for each worker already")
-	}
 	return &placedFork{Placed: b, order: b.order, folds: int(b.folds)}, nil
 }
 
