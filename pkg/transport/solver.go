@@ -267,5 +267,16 @@ func (s *solver) send(p placed, kind wire.Kind, v wire.SolveMessage) {
 	s.w.send(kind, p.job, p.id, uint32(p.m.K), b)
 }
 
+// keepOnly lets go of the shards of any job but job: a worker assigned
+// to a new job holds no copy of an old one's data. Placements still
+// running keep what they use until they end.
+func (s *solver) keepOnly(job uint64) {
+	s.data.Lock()
+	defer s.data.Unlock()
+	if s.held != nil && s.held.job != job {
+		s.held = nil
+	}
+}
+
 // avail is the heartbeat's Avail.
 func avail() int64 { return memory.Available() }

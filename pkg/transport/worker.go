@@ -184,6 +184,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.sayGoodbye()
 			return nil
 		case a := <-w.cmds:
+			w.solver.keepOnly(a.Job)
 			w.core.assign(a)
 		case r := <-w.loaded:
 			w.core.finishLoad(r)
