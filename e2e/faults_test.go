@@ -121,6 +121,37 @@ func TestNATSServerRestarted(t *testing.T) {
 	}
 }
 
+// TestNATSServerRestartedPlaced is TestNATSServerRestarted with
+// one-vs-rest classes placed on the workers: what the outage lost (a
+// Solve, a class's progress or end) is sent again, and the model is
+// unchanged.
+func TestNATSServerRestartedPlaced(t *testing.T) {
+	data := dataset(t, "news20.t")
+	want := train(t, data, "-local")
+	port := freePort(t)
+	srvArgs := []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)}
+	srv := start(t, "nats-server", srvArgs...)
+	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	workers(t, url, 2, "s")
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", "-nats", url, "-min-workers", "2", "-place", "classes", "-heartbeat-timeout", "5s", data, model)
+	checkFor(t, 60*time.Second, "classes placed", func() bool { return strings.Contains(c.output(), `"msg":"problem placed"`) })
+	srv.cmd.Process.Signal(syscall.SIGKILL)
+	<-srv.done
+	checkFor(t, 10*time.Second, "the coordinator to notice", func() bool {
+		return strings.Contains(c.output(), "disconnected from NATS")
+	})
+	start(t, "nats-server", srvArgs...)
+	c.wait(t, 5*time.Minute)
+	if !strings.Contains(c.output(), "reconnected to NATS") {
+		t.Fatalf("no reconnection logged:\n%s", tail(c.output(), 3000))
+	}
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("model after a NATS restart differs")
+	}
+}
+
 // TestSIGTERMWritesACheckpoint stops a run with SIGTERM: it must save its
 // state, say how to continue, and the continued run must end with the
 // uninterrupted model. With the embedded server too, whose in-process
