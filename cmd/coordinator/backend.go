@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/osgm-svm/osgm/pkg/s3"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -169,9 +170,11 @@ func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard
 	if err := transport.WaitConnected(ctx, nc, 30*time.Second); err != nil {
 		return nil, nil, err
 	}
-	abs, err := filepath.Abs(o.train)
-	if err != nil {
-		return nil, nil, err
+	abs := o.train // an s3:// URL reads the same from every host
+	if !s3.IsURL(abs) {
+		if abs, err = filepath.Abs(o.train); err != nil {
+			return nil, nil, err
+		}
 	}
 	cfg.Ranges, cfg.Stop, cfg.Log = ranges, ctx.Done(), log
 	c, err := transport.NewCluster(nc, cfg)

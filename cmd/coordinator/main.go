@@ -19,6 +19,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/s3"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
@@ -186,6 +187,9 @@ func (o *options) validateCluster() error {
 	}
 	if o.local && o.objectStore {
 		return errors.New("-objstore needs workers; drop -local")
+	}
+	if o.objectStore && s3.IsURL(o.train) {
+		return errors.New("-objstore copies the training file to NATS; workers read an s3:// file by range themselves: drop -objstore")
 	}
 	return nil
 }

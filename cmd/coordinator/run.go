@@ -23,6 +23,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/memory"
 	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/s3"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
@@ -220,19 +221,45 @@ func printAccuracy(test string, m *libsvm.Model) error {
 	return nil
 }
 
+// checkTestFile opens the -t file, an s3:// object's metadata.
+func checkTestFile(name string) error {
+	if s3.IsURL(name) {
+		_, err := s3.Open(context.Background(), name)
+		return err
+	}
+	f, err := libsvm.Open(name)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// checkReadable reads a byte of the training file: an s3:// object is
+// opened as a load would, so that a missing bucket or key, or refused
+// credentials, are found here.
+func checkReadable(name string) error {
+	if s3.IsURL(name) {
+		_, err := shard.Identify(name)
+		return err
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Read(make([]byte, 1)); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
 // checkOnly finishes -check: the training file can be read and the NATS
 // server accepts the credentials. What it finds wrong, a restart would
 // find again, so a supervisor runs it once before it starts the
 // coordinator with a restart policy.
 func checkOnly(o *options, log *zap.Logger) error {
-	f, err := os.Open(o.train)
-	if err != nil {
+	if err := checkReadable(o.train); err != nil {
 		return fmt.Errorf("training file: %w", err)
-	}
-	_, err = f.Read(make([]byte, 1))
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("training file %s: %w", o.train, err)
 	}
 	if o.natsURL != "" {
 		if err := transport.CheckConnect(o.natsURL, "coordinator check", o.auth.FromEnv(), log); err != nil {
@@ -257,11 +284,9 @@ func checkInputs(o *options) (*libsvm.Model, error) {
 		}
 	}
 	if o.test != "" {
-		f, err := libsvm.Open(o.test)
-		if err != nil {
+		if err := checkTestFile(o.test); err != nil {
 			return nil, fmt.Errorf("-t: %w", err)
 		}
-		f.Close()
 	}
 	return init, nil
 }
@@ -473,6 +498,15 @@ func writeModel(path string, m *libsvm.Model, ws libsvm.Weights) error {
 }
 
 func testAccuracy(path string, m *libsvm.Model) (libsvm.Accuracy, error) {
+	if s3.IsURL(path) { // read whole, in one GET
+		o, err := s3.Open(context.Background(), path)
+		if err != nil {
+			return libsvm.Accuracy{}, err
+		}
+		r := o.Reader(context.Background())
+		defer r.Close()
+		return libsvm.PredictAll(r, path, m, nil)
+	}
 	f, err := libsvm.Open(path)
 	if err != nil {
 		return libsvm.Accuracy{}, err

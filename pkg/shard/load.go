@@ -3,6 +3,7 @@ package shard
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/s3"
 
 	"github.com/osgm-svm/osgm/pkg/memory"
 )
@@ -131,7 +133,15 @@ func (c *counted) Read(b []byte) (int, error) {
 // Plain files are read range by range in parallel by seeking; compressed
 // files are streamed once and lines go to the shard whose range holds them.
 func Load(path string, ranges []Range, opt Options) ([]*Shard, error) {
-	return loadFrom(source{path: path}, ranges, opt)
+	src := source{path: path}
+	if s3.IsURL(path) {
+		o, err := openObject(path)
+		if err != nil {
+			return nil, err
+		}
+		src.obj = o
+	}
+	return loadFrom(src, ranges, opt)
 }
 
 func loadFrom(src source, ranges []Range, opt Options) ([]*Shard, error) {
@@ -164,7 +174,7 @@ func load(src source, ranges []Range, opt Options, fit *fit) (out []*Shard, plai
 		fit.built(s, ranges[i].End-ranges[i].Start)
 		return s
 	}
-	if src.text == nil {
+	if src.text == nil && src.obj == nil {
 		file, err := libsvm.Open(src.path)
 		if err != nil {
 			return nil, nil, err
@@ -216,17 +226,21 @@ func newLoader(opt Options) *loader {
 	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, opt.Compact, opt.limits())}
 }
 
-// source is what a load reads: the file, or, when text is set, the
+// source is what a load reads: the file; or, when text is set, the
 // file's decompressed text held in memory (see Hold), read as a plain
-// file would be.
+// file would be; or, when obj is set, an s3:// object, by range.
 type source struct {
 	path string
 	text *Decompressed
+	obj  *s3.Object
 }
 
 func (src source) open() (io.ReadSeekCloser, error) {
-	if src.text != nil {
+	switch {
+	case src.text != nil:
 		return src.text.reader(), nil
+	case src.obj != nil:
+		return src.obj.Reader(context.Background()), nil
 	}
 	return os.Open(src.path)
 }
@@ -234,8 +248,13 @@ func (src source) open() (io.ReadSeekCloser, error) {
 // lineAt counts the lines before offset: the error path of a reader that
 // started in the middle of a file.
 func (src source) lineAt(offset int64) int {
-	if src.text != nil {
+	switch {
+	case src.text != nil:
 		return src.text.lines(offset)
+	case src.obj != nil:
+		r := src.obj.Reader(context.Background())
+		defer r.Close()
+		return linesBefore(r, offset)
 	}
 	return lineAt(src.path, offset)
 }
@@ -323,17 +342,10 @@ func lineAt(path string, offset int64) int {
 		return 0
 	}
 	defer f.Close()
-	n, buf := 1, make([]byte, 1<<16)
-	for offset > 0 {
-		k, err := f.Read(buf[:min(int64(len(buf)), offset)])
-		n += bytes.Count(buf[:k], []byte{'\n'})
-		offset -= int64(k)
-		if err != nil {
-			break
-		}
-	}
-	return n
+	return linesBefore(f, offset)
 }
+
+func countLines(b []byte) int { return bytes.Count(b, []byte{'\n'}) }
 
 // loadStream reads a decompressed stream once, keeping the lines that fall
 // in the wanted ranges (which must be in increasing order) in out.
@@ -461,12 +473,20 @@ func Text(path string, ranges []Range, emit func(r Range, text []byte) error) er
 // FileID identifies one version of a file: a file that is rewritten while
 // a job reads it changes size or modification time.
 type FileID struct {
-	Size    int64 `json:"size"`
-	ModTime int64 `json:"mtime"` // Unix nanoseconds
+	Size    int64  `json:"size"`
+	ModTime int64  `json:"mtime"`          // Unix nanoseconds
+	ETag    string `json:"etag,omitempty"` // an s3:// object's
 }
 
 // Identify reads a file's FileID.
 func Identify(path string) (FileID, error) {
+	if s3.IsURL(path) {
+		o, err := openObject(path)
+		if err != nil {
+			return FileID{}, err
+		}
+		return objectID(o), nil
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return FileID{}, err
@@ -493,7 +513,20 @@ func LoadChecked(path string, ranges []Range, opt Options, want FileID) ([]*Shar
 	if err := check(); err != nil {
 		return nil, err
 	}
-	shards, err := loadFrom(source{path: path, text: opt.Shared.text(path, want)}, ranges, opt)
+	src := source{path: path, text: opt.Shared.text(path, want)}
+	if s3.IsURL(path) {
+		// Every read is pinned to the version checked: one replaced
+		// meanwhile fails the load (s3.ErrChanged).
+		o, err := openObject(path)
+		if err != nil {
+			return nil, err
+		}
+		if objectID(o) != want {
+			return nil, fmt.Errorf("%s: %w (size %d, expected %d)", path, ErrChanged, o.Size, want.Size)
+		}
+		src.obj = o
+	}
+	shards, err := loadFrom(src, ranges, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/s3"
 )
 
 // A compressed file has no offsets to seek to: its size is known only
@@ -24,6 +25,13 @@ import (
 // compressed file when it is at most keep bytes (nil otherwise, and for a
 // plain file).
 func StatKeep(path string, keep int64) (Info, *Decompressed, error) {
+	if s3.IsURL(path) {
+		o, err := openObject(path)
+		if err != nil {
+			return Info{}, nil, err
+		}
+		return Info{Compression: libsvm.Plain, Size: o.Size, DiskSize: o.Size}, nil, nil
+	}
 	f, err := libsvm.Open(path)
 	if err != nil {
 		return Info{}, nil, err
