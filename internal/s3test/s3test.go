@@ -28,6 +28,9 @@ const (
 type Server struct {
 	Endpoint string // http://127.0.0.1:port
 	Client   *minio.Client
+	t        testing.TB
+	args     []string
+	logs     *os.File
 	cmd      *exec.Cmd
 }
 
@@ -59,35 +62,58 @@ func Start(t testing.TB) *Server {
 	os.WriteFile(config, []byte(fmt.Sprintf(`{"identities":[{"name":"osgm","credentials":[{"accessKey":%q,"secretKey":%q}],"actions":["Admin","Read","Write","List","Tagging"]}]}`, AccessKey, SecretKey)), 0o600)
 	port := func() string { return fmt.Sprint(testport.Free(t)) }
 	s3Port := port()
-	cmd := exec.Command(bin, "server", "-dir", dir, "-ip", "127.0.0.1", "-ip.bind", "127.0.0.1",
+	args := []string{"server", "-dir", dir, "-ip", "127.0.0.1", "-ip.bind", "127.0.0.1",
 		"-master.port", port(), "-volume.port", port(), "-filer.port", port(),
-		"-s3", "-s3.port", s3Port, "-s3.config", config, "-volume.max", "0")
+		"-s3", "-s3.port", s3Port, "-s3.config", config, "-volume.max", "0"}
 	logs, _ := os.Create(filepath.Join(dir, "weed.log"))
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{Endpoint: "http://127.0.0.1:" + s3Port, cmd: cmd}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); logs.Close() })
+	s := &Server{Endpoint: "http://127.0.0.1:" + s3Port, t: t, args: append([]string{bin}, args...), logs: logs}
+	t.Cleanup(func() { s.Stop(); logs.Close() })
 	client, err := minio.New("127.0.0.1:"+s3Port, &minio.Options{Creds: credentials.NewStaticV4(AccessKey, SecretKey, "")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Client = client
+	s.Restart()
+	return s
+}
+
+// Stop kills the server, as a crash would.
+func (s *Server) Stop() {
+	if s.cmd != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// Restart starts the server (again, over the same data) and waits until
+// it serves.
+func (s *Server) Restart() {
+	t := s.t
+	t.Helper()
+	s.Stop()
+	cmd := exec.Command(s.args[0], s.args[1:]...)
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd = cmd
 	// Up once a bucket can be made: the master, volume and filer start
 	// one after another, in about two seconds.
 	ctx := context.Background()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		err := client.MakeBucket(ctx, "probe", minio.MakeBucketOptions{})
+		ok, err := s.Client.BucketExists(ctx, "probe")
+		if err == nil && !ok {
+			err = s.Client.MakeBucket(ctx, "probe", minio.MakeBucketOptions{})
+		}
 		if err == nil {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "weed.log"))
+			b, _ := os.ReadFile(s.logs.Name())
 			t.Fatalf("SeaweedFS did not come up: %v\n%s", err, tail(b, 3000))
 		}
 	}
-	return s
 }
 
 func tail(b []byte, n int) []byte { return b[max(len(b)-n, 0):] }

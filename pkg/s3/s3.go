@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -31,7 +32,15 @@ func IsURL(name string) bool { return strings.HasPrefix(name, "s3://") }
 // started with.
 var ErrChanged = errors.New("the object changed while the job was reading it")
 
-var errNoObject = errors.New("no such object")
+var (
+	errNoObject = errors.New("no such object")
+	errRefused  = errors.New("the credentials were refused")
+)
+
+// permanent says whether err is one no retry can cure.
+func permanent(err error) bool {
+	return errors.Is(err, ErrChanged) || errors.Is(err, errNoObject) || errors.Is(err, errRefused)
+}
 
 // Object is one version of an object: its size and ETag when opened.
 type Object struct {
@@ -114,7 +123,7 @@ func explain(err error) error {
 	case minio.NoSuchKey, "NotFound":
 		return fmt.Errorf("%w: %w", errNoObject, err)
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden":
-		return fmt.Errorf("the credentials were refused (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or the shared credentials file): %w", err)
+		return fmt.Errorf("%w (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or the shared credentials file): %w", errRefused, err)
 	case "PreconditionFailed":
 		return ErrChanged
 	}
@@ -135,7 +144,38 @@ type reader struct {
 	body io.ReadCloser
 }
 
+// readRetries and the backoff between them bound how long a read waits
+// for a server that stopped mid-object to come back: about half a
+// minute, a restart's time, then the load fails and says why.
+const readRetries = 9
+
+func backoff(attempt int) time.Duration {
+	return min(200*time.Millisecond<<attempt, 5*time.Second)
+}
+
+// Read reads on from the position, starting the GET again where a
+// broken one stopped (the client retries requests, not a body that
+// breaks mid-way), as long as the object is the version opened.
 func (r *reader) Read(b []byte) (int, error) {
+	for attempt := 0; ; attempt++ {
+		n, err := r.read(b)
+		switch {
+		case err == nil || err == io.EOF || permanent(err) || attempt == readRetries:
+			return n, err
+		case n > 0:
+			r.Close() // the next read starts a new GET at the position
+			return n, nil
+		}
+		r.Close()
+		select {
+		case <-r.ctx.Done():
+			return 0, err
+		case <-time.After(backoff(attempt)):
+		}
+	}
+}
+
+func (r *reader) read(b []byte) (int, error) {
 	if r.pos >= r.o.Size {
 		return 0, io.EOF
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/osgm-svm/osgm/internal/s3test"
 	"github.com/osgm-svm/osgm/pkg/s3"
@@ -66,5 +67,40 @@ func TestObjects(t *testing.T) {
 	defer r.Close()
 	if _, err := io.ReadAll(r); !errors.Is(err, s3.ErrChanged) {
 		t.Fatalf("read of a replaced object: %v", err)
+	}
+}
+
+// TestReadSurvivesRestart: a server killed in the middle of a read and
+// started again over the same data costs the reader a wait, not its
+// bytes; the reads go on from where the broken one stopped.
+func TestReadSurvivesRestart(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Env(t)
+	file := filepath.Join(t.TempDir(), "data")
+	want := bytes.Repeat([]byte("+1 1:0.25 9:3\n"), 3000000) // 42 MB: more than the sockets buffer
+	os.WriteFile(file, want, 0o644)
+	url := srv.Put(t, "train", "big", file)
+	ctx := context.Background()
+	o, err := s3.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := o.Reader(ctx)
+	defer r.Close()
+	got := make([]byte, 1<<20)
+	if _, err := io.ReadFull(r, got); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(time.Second)
+		srv.Restart()
+	}()
+	rest, err := io.ReadAll(r)
+	<-done
+	if err != nil || !bytes.Equal(append(got, rest...), want) {
+		t.Fatalf("read through a restart: %v, %d bytes of %d", err, len(got)+len(rest), len(want))
 	}
 }
