@@ -148,7 +148,7 @@ func (pl *Placer) receive(h wire.Header, payload []byte) {
 			pl.c.bad.add(err, h.Kind)
 			return
 		}
-		pl.step(func(time.Time) { pl.core.onSolving(id, m) })
+		pl.step(func(now time.Time) { pl.core.onSolving(id, m, now) })
 		return
 	}
 	m, err := wire.DecodeSolved(b)

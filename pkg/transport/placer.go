@@ -22,6 +22,9 @@ import (
 type placerCore struct {
 	io      placerIO
 	timeout time.Duration // a worker silent this long is lost
+	// longest is the longest a placement has gone between two messages
+	// of progress, which tells a hung worker from a slow class.
+	longest time.Duration
 
 	workers map[string]*solverPeer
 	waiting []*placement // in the order they go out
@@ -48,6 +51,8 @@ type solverPeer struct {
 	busy     []*placement
 	probed   time.Time
 	dead     bool
+	stuck    bool // heartbeats, but a placement of it made no progress (see hung)
+	read     uint64 // its loads' bytes: a worker loading a job's shards makes progress
 }
 
 // placement is one problem placed on the workers, and the channel its
@@ -57,6 +62,7 @@ type placement struct {
 	req      *wire.Solve
 	worker   string // running it ("": waiting)
 	sent     time.Time
+	progress time.Time      // its last message, or when it went out
 	missed   int            // its worker's heartbeats since it went out that did not list it
 	last     *osgm.Snapshot // its latest state, which a new worker resumes
 	evals    int            // the passes of the last record handed on
@@ -104,7 +110,16 @@ func (c *placerCore) onHeartbeat(hb wire.Heartbeat, now time.Time) {
 		w = &solverPeer{}
 		c.workers[hb.ID] = w
 	}
+	if w.stuck {
+		return // alive, but given nothing more in this job
+	}
 	w.lastSeen, w.avail, w.slots, w.dead = now, hb.Avail, max(hb.Slots, 1), false
+	if hb.Read != w.read {
+		w.read = hb.Read
+		for _, p := range w.busy {
+			p.progress = now // its shards are being loaded
+		}
+	}
 	for _, p := range w.busy {
 		if now.Sub(p.sent) <= time.Second || slices.Contains(hb.Placed, p.id) {
 			continue
@@ -134,9 +149,30 @@ func (c *placerCore) onTick(now time.Time) {
 		case len(w.busy) > 0 && silent > probeAfter && now.Sub(w.probed) > probeAfter/2:
 			w.probed = now
 			c.io.probe(id)
+		case c.hung(w, now):
+			w.stuck = true
+			c.lose(id, w)
 		}
 	}
 	c.dispatch(now)
+}
+
+// minHung is the least a placement may go without progress before its
+// worker is taken for hung: a class's first iteration over a large set
+// takes a while, and no history tells yet how long.
+const minHung = 2 * time.Minute
+
+// hung reports whether one of w's placements has gone without a message
+// for ten times the longest gap seen, and at least minHung: the worker
+// heartbeats, but its class is stuck (a hung evaluation). Its classes go
+// to other workers, and it is given nothing more.
+func (c *placerCore) hung(w *solverPeer, now time.Time) bool {
+	for _, p := range w.busy {
+		if p.req.Pass == nil && now.Sub(p.progress) > max(minHung, 10*c.longest) {
+			return true
+		}
+	}
+	return false
 }
 
 // onGone hears that nobody holds a worker's subject: one still silent is
@@ -173,11 +209,11 @@ func (c *placerCore) dispatch(now time.Time) {
 			return
 		}
 		w := c.workers[id]
-		for !w.dead && len(w.busy) < w.slots && len(c.waiting) > 0 {
+		for !w.dead && !w.stuck && len(w.busy) < w.slots && len(c.waiting) > 0 {
 			p := c.waiting[0]
 			c.waiting = c.waiting[1:]
 			w.busy = append(w.busy, p)
-			p.worker, p.sent, p.missed = id, now, 0
+			p.worker, p.sent, p.progress, p.missed = id, now, now, 0
 			if p.last != nil {
 				p.req.Settings.Resume, p.req.Settings.F0, p.req.Settings.G0 = p.last, nil, nil
 			}
@@ -189,8 +225,12 @@ func (c *placerCore) dispatch(now time.Time) {
 // onSolving hands on a placement's progress: records past the last one
 // handed on (a problem resumed elsewhere repeats some), and states newer
 // than the last.
-func (c *placerCore) onSolving(id uint64, m *wire.Solving) {
+func (c *placerCore) onSolving(id uint64, m *wire.Solving, now time.Time) {
 	p := c.byID[id]
+	if p != nil && p.worker != "" {
+		c.longest = max(c.longest, now.Sub(p.progress))
+		p.progress = now
+	}
 	switch {
 	case p == nil:
 	case m.Record != nil && m.Record.Evals > p.evals:
@@ -248,7 +288,7 @@ func (c *placerCore) finish(p *placement, m *wire.Solved) {
 func (c *placerCore) fits(bytes int64) (slots int, ok bool) {
 	ok = true
 	for _, w := range c.workers {
-		if w.dead {
+		if w.dead || w.stuck {
 			continue
 		}
 		slots += w.slots

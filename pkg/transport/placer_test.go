@@ -70,6 +70,38 @@ func TestPlacerCore(t *testing.T) {
 	if _, ok := c.fits(2 << 30); ok {
 		t.Fatal("fits more than the workers have")
 	}
+	// A worker that heartbeats while its class makes no progress, its
+	// loads reading nothing, for ten times the longest gap seen (and
+	// minHung) is hung: the class goes to another, and it gets no more.
+	c3 := newPlacerCore(&fakePlacerIO{}, time.Minute)
+	beat := func(id string, at time.Duration, read uint64) {
+		c3.onHeartbeat(wire.Heartbeat{ID: id, Solves: true, Read: read}, t0.Add(at))
+	}
+	beat("h", 0, 0)
+	hp := newPlacement(0)
+	c3.submit(hp, t0)
+	beat("h", 30*time.Second, 1000) // loading: progress
+	c3.onSolving(hp.id, &wire.Solving{Record: &osgm.Record{Evals: 1}}, t0.Add(40*time.Second))
+	c3.onSolving(hp.id, &wire.Solving{Record: &osgm.Record{Evals: 2}}, t0.Add(100*time.Second)) // longest gap 60 s
+	tick := func(from, to time.Duration, ids ...string) {
+		for at := from; at <= to; at += 10 * time.Second {
+			for _, id := range ids {
+				beat(id, at, 1000)
+			}
+			c3.onTick(t0.Add(at))
+		}
+	}
+	tick(110*time.Second, 690*time.Second, "h")
+	if hp.worker != "h" || c3.workers["h"].stuck {
+		t.Fatal("taken for hung before ten times the longest gap")
+	}
+	tick(700*time.Second, 720*time.Second, "h", "i")
+	if hp.worker != "i" || !c3.workers["h"].stuck {
+		t.Fatalf("the hung worker's class on %q", hp.worker)
+	}
+	if n, _ := c3.fits(0); n != 1 {
+		t.Fatalf("%d slots with a hung worker's", n)
+	}
 	// A worker of two slots takes two placements at once.
 	c2 := newPlacerCore(&fakePlacerIO{}, time.Second)
 	c2.onHeartbeat(wire.Heartbeat{ID: "w", Solves: true, Slots: 2}, t0)
@@ -82,9 +114,9 @@ func TestPlacerCore(t *testing.T) {
 	}
 	// a's progress: a record and a state, then the same record again.
 	snap := &osgm.Snapshot{Evals: 7}
-	c.onSolving(ps[0].id, &wire.Solving{Record: &osgm.Record{Evals: 5}})
-	c.onSolving(ps[0].id, &wire.Solving{Snapshot: snap})
-	c.onSolving(ps[0].id, &wire.Solving{Record: &osgm.Record{Evals: 5}})
+	c.onSolving(ps[0].id, &wire.Solving{Record: &osgm.Record{Evals: 5}}, t0)
+	c.onSolving(ps[0].id, &wire.Solving{Snapshot: snap}, t0)
+	c.onSolving(ps[0].id, &wire.Solving{Record: &osgm.Record{Evals: 5}}, t0)
 	if evs := drain(ps[0]); len(evs) != 2 || evs[0].record == nil || evs[1].snap != snap {
 		t.Fatalf("progress handed on: %+v", evs)
 	}
@@ -118,7 +150,7 @@ func TestPlacerCore(t *testing.T) {
 	}
 	// Stale progress of the problem that moved, from a: an older state is
 	// not handed on; its end is taken, once, whoever sends it.
-	c.onSolving(ps[0].id, &wire.Solving{Snapshot: &osgm.Snapshot{Evals: 3}})
+	c.onSolving(ps[0].id, &wire.Solving{Snapshot: &osgm.Snapshot{Evals: 3}}, t0.Add(9*time.Second))
 	c.onSolved(ps[0].id, &wire.Solved{Result: &osgm.Result{}}, t0.Add(9*time.Second))
 	c.onSolved(ps[0].id, &wire.Solved{Result: &osgm.Result{}}, t0.Add(9*time.Second))
 	if evs := drain(ps[0]); len(evs) != 1 || evs[0].end == nil {
