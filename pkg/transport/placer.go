@@ -51,7 +51,7 @@ type solverPeer struct {
 	busy     []*placement
 	probed   time.Time
 	dead     bool
-	stuck    bool // heartbeats, but a placement of it made no progress (see hung)
+	stuck    bool   // heartbeats, but a placement of it made no progress (see hung)
 	read     uint64 // its loads' bytes: a worker loading a job's shards makes progress
 }
 
