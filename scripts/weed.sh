@@ -15,6 +15,6 @@ dir=$(go mod download -json "github.com/seaweedfs/seaweedfs@$version" | sed -n '
 cp -r "$dir" src
 chmod -R u+w src
 mkdir -p "$(dirname "$out")"
-(cd src && go build -o "$out.tmp" ./weed)
+(cd src && CGO_ENABLED=0 go build -o "$out.tmp" ./weed) # static: an empty image can run it
 mv "$out.tmp" "$out"
 echo "built $out"
