@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/osgm-svm/osgm/internal/s3test"
+	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
 // TestTrainFromS3: a training file read by range from a real
@@ -52,6 +54,20 @@ func TestTrainFromS3(t *testing.T) {
 		if args[1] == "-t" && acc != wantAcc {
 			t.Fatalf("-t from s3 printed %q, from the path %q", acc, wantAcc)
 		}
+	}
+	// A worker that loads its shards after the object was replaced
+	// refuses it: no model mixes two versions of the data.
+	id, err := shard.Identify(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := []byte(b.String())
+	changed[0] = '3' // the same size: only the ETag tells
+	os.WriteFile(data, changed, 0o644)
+	srv.Put(t, "train", "sets/three", data)
+	ranges := shard.Layout(id.Size, 5)
+	if _, err := shard.LoadChecked(url, ranges, shard.Options{}, id); !errors.Is(err, shard.ErrChanged) {
+		t.Fatalf("a load of a replaced object: %v", err)
 	}
 	o, err := parse([]string{"-check", "-local", "s3://train/sets/missing", filepath.Join(dir, "x.model")})
 	if err != nil {
