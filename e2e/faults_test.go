@@ -93,26 +93,7 @@ func TestNATSServerRestarted(t *testing.T) {
 	data := dataset(t, "a9a")
 	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "6"}
 	want := train(t, data, append(args, "-local")...)
-	port := freePort(t)
-	store := t.TempDir()
-	srvArgs := []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", store}
-	srv := start(t, "nats-server", srvArgs...)
-	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	workers(t, url, 2, "n")
-	model := filepath.Join(t.TempDir(), "model")
-	c := start(t, "coordinator", append(args, "-nats", url, "-min-workers", "2", "-heartbeat-timeout", "5s", data, model)...)
-	checkFor(t, 60*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
-	srv.cmd.Process.Signal(syscall.SIGKILL)
-	<-srv.done
-	checkFor(t, 10*time.Second, "the coordinator to notice", func() bool {
-		return strings.Contains(c.output(), "disconnected from NATS")
-	})
-	start(t, "nats-server", srvArgs...)
-	c.wait(t, 5*time.Minute)
-	if !strings.Contains(c.output(), "reconnected to NATS") {
-		t.Fatalf("no reconnection logged:\n%s", tail(c.output(), 3000))
-	}
+	c, model := serverRestartedMidRun(t, []string{"-js", "-sd", t.TempDir()}, `"msg":"loaded"`, append(args, data)...)
 	if strings.Contains(c.output(), "round waiting on shards") {
 		t.Fatalf("a round waited for results after the restart:\n%s", tail(c.output(), 3000))
 	}
@@ -128,15 +109,28 @@ func TestNATSServerRestarted(t *testing.T) {
 func TestNATSServerRestartedPlaced(t *testing.T) {
 	data := dataset(t, "news20.t")
 	want := train(t, data, "-local")
+	_, model := serverRestartedMidRun(t, nil, `"msg":"problem placed"`, "-place", "classes", data)
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("model after a NATS restart differs")
+	}
+}
+
+// serverRestartedMidRun runs a coordinator with args (the training file
+// last) over a nats-server (with serverArgs) and two workers, kills the
+// server once the coordinator has logged started, and starts a new one
+// on the same port. It returns the coordinator, ended and reconnected,
+// and its model file.
+func serverRestartedMidRun(t *testing.T, serverArgs []string, started string, args ...string) (*proc, string) {
+	t.Helper()
 	port := freePort(t)
-	srvArgs := []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)}
+	srvArgs := append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)}, serverArgs...)
 	srv := start(t, "nats-server", srvArgs...)
 	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	workers(t, url, 2, "s")
+	workers(t, url, 2, "n")
 	model := filepath.Join(t.TempDir(), "model")
-	c := start(t, "coordinator", "-nats", url, "-min-workers", "2", "-place", "classes", "-heartbeat-timeout", "5s", data, model)
-	checkFor(t, 60*time.Second, "classes placed", func() bool { return strings.Contains(c.output(), `"msg":"problem placed"`) })
+	c := start(t, "coordinator", append([]string{"-nats", url, "-min-workers", "2", "-heartbeat-timeout", "5s"}, append(args, model)...)...)
+	checkFor(t, 60*time.Second, "training to start", func() bool { return strings.Contains(c.output(), started) })
 	srv.cmd.Process.Signal(syscall.SIGKILL)
 	<-srv.done
 	checkFor(t, 10*time.Second, "the coordinator to notice", func() bool {
@@ -147,9 +141,7 @@ func TestNATSServerRestartedPlaced(t *testing.T) {
 	if !strings.Contains(c.output(), "reconnected to NATS") {
 		t.Fatalf("no reconnection logged:\n%s", tail(c.output(), 3000))
 	}
-	if !bytes.Equal(readFile(t, model), want) {
-		t.Fatal("model after a NATS restart differs")
-	}
+	return c, model
 }
 
 // TestSIGTERMWritesACheckpoint stops a run with SIGTERM: it must save its

@@ -481,7 +481,7 @@ type FileID struct {
 // Identify reads a file's FileID.
 func Identify(path string) (FileID, error) {
 	if s3.IsURL(path) {
-		o, err := openObject(path)
+		o, err := s3.Open(context.Background(), path)
 		if err != nil {
 			return FileID{}, err
 		}
@@ -500,6 +500,7 @@ var ErrChanged = errors.New("the file changed while the job was reading it")
 // LoadChecked is Load for a file that must be the version want, before
 // and after reading.
 func LoadChecked(path string, ranges []Range, opt Options, want FileID) ([]*Shard, error) {
+	src := source{path: path, text: opt.Shared.text(path, want)}
 	check := func() error {
 		got, err := Identify(path)
 		if err != nil {
@@ -510,21 +511,20 @@ func LoadChecked(path string, ranges []Range, opt Options, want FileID) ([]*Shar
 		}
 		return nil
 	}
-	if err := check(); err != nil {
-		return nil, err
-	}
-	src := source{path: path, text: opt.Shared.text(path, want)}
 	if s3.IsURL(path) {
-		// Every read is pinned to the version checked: one replaced
-		// meanwhile fails the load (s3.ErrChanged).
-		o, err := openObject(path)
+		// Checked once: every read is pinned to the version's ETag, so
+		// one replaced meanwhile fails the load (s3.ErrChanged).
+		o, err := s3.Open(context.Background(), path)
 		if err != nil {
 			return nil, err
 		}
 		if objectID(o) != want {
 			return nil, fmt.Errorf("%s: %w (size %d, expected %d)", path, ErrChanged, o.Size, want.Size)
 		}
-		src.obj = o
+		src.obj, check = o, func() error { return nil }
+	}
+	if err := check(); err != nil {
+		return nil, err
 	}
 	shards, err := loadFrom(src, ranges, opt)
 	if err != nil {

@@ -398,6 +398,9 @@ func (c *Cluster) receiveHeartbeat(m *nats.Msg) {
 		c.bad.add(errors.New("heartbeat without a worker id"), h.Kind)
 		return
 	}
+	if pl := c.placed.Load(); pl != nil {
+		pl.heartbeat(b)
+	}
 	select {
 	case c.hbs <- b:
 	default:
@@ -411,8 +414,12 @@ func (c *Cluster) receiveProbe(m *nats.Msg) {
 	if m.Header.Get("Status") != noResponders {
 		return
 	}
+	id := strings.TrimPrefix(m.Subject, c.probeInbox+".")
+	if pl := c.placed.Load(); pl != nil {
+		pl.gone(id)
+	}
 	select {
-	case c.gone <- strings.TrimPrefix(m.Subject, c.probeInbox+"."):
+	case c.gone <- id:
 	default: // the next probe asks again
 	}
 }

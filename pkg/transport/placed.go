@@ -1,15 +1,12 @@
 package transport
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
@@ -18,8 +15,10 @@ import (
 )
 
 // Placer is the NATS loop around a placerCore: it places whole problems
-// of a Cluster's job on its workers (see Placed). Subscriptions decode
-// and queue; one goroutine steps the core.
+// of a Cluster's job on its workers (see Placed). The Cluster's
+// subscriptions hand it the heartbeats, the probes' answers and the
+// workers' Solving and Solved, which it decodes and queues; one
+// goroutine steps the core.
 type Placer struct {
 	c   *Cluster
 	log *zap.Logger
@@ -27,12 +26,8 @@ type Placer struct {
 	in   chan func(now time.Time) // steps of the core, run by loop
 	quit chan struct{}
 	done chan struct{}
-	hb   *nats.Subscription
-	// Probes' replies come to probeInbox.<worker> (see placerIO.probe).
-	probeInbox string
-	probes     *nats.Subscription
-	asm        wire.Assembler // the workers' Solving and Solved, in the up subscription
-	core       *placerCore
+	asm  wire.Assembler // the workers' Solving and Solved
+	core *placerCore
 
 	chunks wire.Chunker
 }
@@ -45,16 +40,6 @@ func NewPlacer(c *Cluster) (*Placer, error) {
 	pl := &Placer{c: c, log: c.log, in: make(chan func(time.Time), 256), quit: make(chan struct{}), done: make(chan struct{})}
 	pl.asm.MaxPending = 64
 	pl.core = newPlacerCore(pl, c.cfg.HeartbeatTimeout)
-	hb, err := c.nc.Subscribe(wire.SubjectHeartbeat, pl.receiveHeartbeat)
-	if err != nil {
-		return nil, err
-	}
-	pl.hb = hb
-	pl.probeInbox = c.nc.NewInbox()
-	if pl.probes, err = c.nc.Subscribe(pl.probeInbox+".>", pl.receiveProbe); err != nil {
-		hb.Unsubscribe()
-		return nil, err
-	}
 	c.placed.Store(pl)
 	go pl.loop()
 	// Workers running already answer the hello with their heartbeat.
@@ -67,8 +52,6 @@ func NewPlacer(c *Cluster) (*Placer, error) {
 
 // Close stops the loop.
 func (pl *Placer) Close() {
-	pl.hb.Unsubscribe()
-	pl.probes.Unsubscribe()
 	pl.c.placed.Store(nil)
 	close(pl.quit)
 	<-pl.done
@@ -101,36 +84,32 @@ func (pl *Placer) step(f func(time.Time)) {
 // Fits reports whether every worker that solves has memory for bytes
 // more, and how many problems they run at once.
 func (pl *Placer) Fits(bytes int64) (slots int, ok bool) {
-	res := make(chan [2]int, 1)
+	type fit struct {
+		slots int
+		ok    bool
+	}
+	res := make(chan fit, 1)
 	pl.step(func(time.Time) {
 		n, ok := pl.core.fits(bytes)
-		res <- [2]int{n, btoi(ok)}
+		res <- fit{n, ok}
 	})
 	select {
 	case r := <-res:
-		return r[0], r[1] == 1
+		return r.slots, r.ok
 	case <-pl.quit:
 		return 0, false
 	}
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+// heartbeat and gone take what the Cluster's subscriptions decoded: a
+// worker's heartbeat, and the server's word that nobody holds a worker's
+// subject.
+func (pl *Placer) heartbeat(hb wire.Heartbeat) {
+	pl.step(func(now time.Time) { pl.core.onHeartbeat(hb, now) })
 }
 
-func (pl *Placer) receiveHeartbeat(m *nats.Msg) {
-	h, payload, err := wire.DecodeChunk(m.Data)
-	if err != nil || h.Kind != wire.KindHeartbeat {
-		return // the cluster counts bad ones
-	}
-	var hb wire.Heartbeat
-	if json.Unmarshal(payload, &hb) != nil || hb.ID == "" {
-		return
-	}
-	pl.step(func(now time.Time) { pl.core.onHeartbeat(hb, now) })
+func (pl *Placer) gone(id string) {
+	pl.step(func(now time.Time) { pl.core.onGone(id, now) })
 }
 
 // receive takes a chunk of a worker's Solving or Solved (the Cluster's
@@ -177,20 +156,8 @@ func (pl *Placer) send(id string, p *placement) error {
 	return nil
 }
 
-// probe is placerIO's: as the Cluster's probeSubject.
-func (pl *Placer) probe(id string) error {
-	return wire.Chunks(wire.KindProbe, pl.c.cfg.Job, 0, 0, nil, int(pl.c.nc.MaxPayload()), func(b []byte) error {
-		return pl.c.nc.PublishMsg(&nats.Msg{Subject: wire.WorkerSubject(id), Reply: pl.probeInbox + "." + id, Data: b})
-	})
-}
-
-func (pl *Placer) receiveProbe(m *nats.Msg) {
-	if m.Header.Get("Status") != noResponders {
-		return
-	}
-	id := strings.TrimPrefix(m.Subject, pl.probeInbox+".")
-	pl.step(func(now time.Time) { pl.core.onGone(id, now) })
-}
+// probe is placerIO's: the Cluster's probe, whose answer comes to gone.
+func (pl *Placer) probe(id string) error { return pl.c.probeSubject(id) }
 
 // stop is placerIO's.
 func (pl *Placer) stop(id string, p *placement) error {
@@ -209,8 +176,8 @@ func (pl *Placer) publish(id string, kind wire.Kind, p *placement, b []byte) err
 func (pl *Placer) Place(c shard.Constants, order []float64, folds, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
 	set := s
 	set.Trace, set.Checkpoint, set.Interrupt, set.Now = nil, nil, nil, nil
-	req := &wire.Solve{Source: pl.c.cfg.Source, Ranges: pl.c.cfg.Ranges, Order: order, Folds: folds, Constants: c,
-		K: k, X0: x0, Problem: p, Settings: set, Snapshots: s.Checkpoint != nil}
+	req := pl.request(c, order, folds)
+	req.K, req.X0, req.Problem, req.Settings, req.Snapshots = k, x0, p, set, s.Checkpoint != nil
 	m, err := pl.await(req, s)
 	if err != nil {
 		return nil, true, err
@@ -232,8 +199,8 @@ func (pl *Placer) PlacePass(c shard.Constants, order []float64, folds int, b *os
 			ks[i] = i
 		}
 	}
-	req := &wire.Solve{Source: pl.c.cfg.Source, Ranges: pl.c.cfg.Ranges, Order: order, Folds: folds, Constants: c,
-		K: ks[0], Pass: &osgm.Pass{Op: b.Op, Ks: ks, X: b.X, At: b.At}}
+	req := pl.request(c, order, folds)
+	req.K, req.Pass = ks[0], &osgm.Pass{Op: b.Op, Ks: ks, X: b.X, At: b.At}
 	m, err := pl.await(req, osgm.Settings{})
 	if err != nil {
 		return true, err
@@ -256,6 +223,12 @@ func (pl *Placer) PlacePass(c shard.Constants, order []float64, folds int, b *os
 		}
 	}
 	return true, nil
+}
+
+// request is a Solve over the job's data and an objective of
+// constants c, classes order and folds.
+func (pl *Placer) request(c shard.Constants, order []float64, folds int) *wire.Solve {
+	return &wire.Solve{Source: pl.c.cfg.Source, Ranges: pl.c.cfg.Ranges, Order: order, Folds: folds, Constants: c}
 }
 
 // await places req and waits for its end, calling s's callbacks with

@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/osgm-svm/osgm/pkg/memory"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -139,9 +138,9 @@ func (s *solver) run(ctx context.Context) {
 // solve runs one placement and says how it ended.
 func (s *solver) solve(p placed) *wire.Solved {
 	m := p.m
-	obj, err := s.objective(p)
+	obj, base, err := s.objective(p)
 	if err == nil {
-		defer s.release(p, obj)
+		defer s.release(base, obj)
 	}
 	if err == nil && m.Pass != nil {
 		return s.pass(obj, m.Pass)
@@ -195,7 +194,8 @@ func vectorsOf(n, dim int) [][]float64 {
 // placement to placement (a fork's reduction tree costs as much as a
 // small class): a fork's stamps never repeat, so a problem never takes
 // an earlier one's activity cache for its own.
-func (s *solver) objective(p placed) (osgm.Objective, error) {
+// It also returns the objective forked, which release is given back.
+func (s *solver) objective(p placed) (fork osgm.Objective, base *shard.Objective, err error) {
 	s.data.Lock()
 	defer s.data.Unlock()
 	m := p.m
@@ -204,56 +204,63 @@ func (s *solver) objective(p placed) (osgm.Objective, error) {
 		s.held = nil // the old job's, before loading the new one's
 		shards, _, err := s.w.readShards(m.Source, m.Ranges)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		h = &heldJob{job: p.job, ranges: m.Ranges, shards: shards}
 		s.held = h
 	}
 	key := objectiveKey{order: m.Order, folds: m.Folds, constants: m.Constants}
 	if h.obj == nil || !reflect.DeepEqual(h.key, key) {
-		// Over views of the shards: forks of the last objective may
-		// still run on theirs, whose classes, folds and live columns
-		// this one's must not overwrite.
-		views := make([]*shard.Shard, len(h.shards))
-		for i, sh := range h.shards {
-			views[i] = sh.View()
+		obj, err := build(h.shards, m)
+		if err != nil {
+			return nil, nil, err
 		}
-		local := shard.NewLocal(views, 1)
-		if err := local.SetClasses(m.Order); err != nil {
-			return nil, err
-		}
-		if m.Folds > 0 {
-			if err := local.SetFolds(m.Folds); err != nil {
-				return nil, err
-			}
-		}
-		h.obj, h.key, h.idle = m.Constants.Build(local), key, nil
+		h.obj, h.key, h.idle = obj, key, nil
 	}
 	dim := len(m.X0)
 	if m.Pass != nil {
 		dim = len(m.Pass.X[0])
 	}
 	if h.obj.Dim() != dim {
-		return nil, errors.New("transport: the placed problem's objective is not the coordinator's (its dimension differs)")
+		return nil, nil, errors.New("transport: the placed problem's objective is not the coordinator's (its dimension differs)")
 	}
 	if n := len(h.idle); n > 0 {
-		fork := h.idle[n-1]
+		fork = h.idle[n-1]
 		h.idle = h.idle[:n-1]
-		return fork, nil
+		return fork, h.obj, nil
 	}
-	fork := h.obj.Fork()
-	if fork == nil {
-		return nil, errors.New("transport: the shards do not take the objective's live coordinates")
+	if fork = h.obj.Fork(); fork == nil {
+		return nil, nil, errors.New("transport: the shards do not take the objective's live coordinates")
 	}
-	return fork, nil
+	return fork, h.obj, nil
 }
 
-// release keeps a placement's fork for the next, if its objective is
-// still the one held.
-func (s *solver) release(p placed, fork osgm.Objective) {
+// build is m's objective over views of the shards: forks of an earlier
+// objective may still run on theirs, whose classes, folds and live
+// columns this one's must not overwrite.
+func build(shards []*shard.Shard, m *wire.Solve) (*shard.Objective, error) {
+	views := make([]*shard.Shard, len(shards))
+	for i, sh := range shards {
+		views[i] = sh.View()
+	}
+	local := shard.NewLocal(views, 1)
+	if err := local.SetClasses(m.Order); err != nil {
+		return nil, err
+	}
+	if m.Folds > 0 {
+		if err := local.SetFolds(m.Folds); err != nil {
+			return nil, err
+		}
+	}
+	return m.Constants.Build(local), nil
+}
+
+// release keeps a placement's fork for the next, if the objective it
+// forked is still the one held.
+func (s *solver) release(base *shard.Objective, fork osgm.Objective) {
 	s.data.Lock()
 	defer s.data.Unlock()
-	if h := s.held; h != nil && h.job == p.job && h.obj != nil && reflect.DeepEqual(h.key, objectiveKey{order: p.m.Order, folds: p.m.Folds, constants: p.m.Constants}) {
+	if h := s.held; h != nil && h.obj == base {
 		h.idle = append(h.idle, fork)
 	}
 }
@@ -277,6 +284,3 @@ func (s *solver) keepOnly(job uint64) {
 		s.held = nil
 	}
 }
-
-// avail is the heartbeat's Avail.
-func avail() int64 { return memory.Available() }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/memory"
 	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -255,7 +256,7 @@ func (w *Worker) sayGoodbye() {
 func (w *Worker) sendHeartbeat() {
 	w.mu.Lock()
 	w.hb.Read = uint64(w.read.Load())
-	w.hb.Avail, w.hb.Placed = avail(), w.solver.under()
+	w.hb.Avail, w.hb.Placed = memory.Available(), w.solver.under()
 	hb, _ := json.Marshal(w.hb)
 	w.mu.Unlock()
 	wire.Chunks(wire.KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {
