@@ -37,20 +37,19 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 				z[k] += float64(p.Bias * p.WBias[k])
 			}
 			side := sel[k].side(s.Class[i]) & 1
-			y := signs[side]
-			d := 1 - float64(y*z[k])
-			if d <= 0 {
+			y, w := signs[side], sel[k].w[side]
+			l, c, ok := p.Loss.grad(y, z[k], w)
+			if !ok {
 				continue
 			}
 			sel[k].markActive(i)
-			w := sel[k].w[side]
-			out.Loss[k] += float64(w * d * d)
-			c := float64(-2 * w * y * d)
+			h, _ := p.Loss.curv(y, z[k], w)
+			out.Loss[k] += l
 			if p.Bias >= 0 {
 				out.BiasGrad[k] += float64(c * p.Bias)
-				out.BiasGrad[K+k] += float64(w * p.Bias * p.Bias)
+				out.BiasGrad[K+k] += float64(h * p.Bias * p.Bias)
 			}
-			coef[k], dg[k] = c/scale, w/(scale*scale)
+			coef[k], dg[k] = c/scale, h/(scale*scale)
 			act[n] = int32(k)
 			n++
 		}
@@ -141,20 +140,16 @@ func evalDiagSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class
 			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
-		y := signs[sd]
-		d := 1 - float64(y*z)
-		if d <= 0 {
+		l, c, h, ok := r.gradCurv(i, signs[sd], z, r.w[sd])
+		if !ok {
 			continue
 		}
-		r.markActive(i)
-		w := r.w[sd]
-		sums[0] += float64(w * d * d)
-		c := float64(-2 * w * y * d)
+		sums[0] += l
 		if bias >= 0 {
 			sums[1] += float64(c * bias)
-			sums[2] += float64(w * bias * bias)
+			sums[2] += float64(h * bias * bias)
 		}
-		coef, dg := c/scale, w/(scale*scale)
+		coef, dg := c/scale, h/(scale*scale)
 		for q := a; q < b; q++ {
 			x, j := m.val(q), int(m.col(q))
 			g := gl[2*j : 2*j+2 : 2*j+2]
@@ -182,21 +177,17 @@ func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl,
 			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
-		y := signs[sd]
-		if d := 1 - float64(y*z); d > 0 {
-			r.markActive(i)
-			w := r.w[sd]
-			sums[0] += float64(w * d * d)
-			c := float64(-2 * w * y * d)
+		if l, c, h, ok := r.gradCurv(i, signs[sd], z, r.w[sd]); ok {
+			sums[0] += l
 			for q := a; q < b; q++ {
 				j := int(m.col(q))
 				g := gl[2*j : 2*j+2 : 2*j+2]
 				g[0] += c
-				g[1] += w
+				g[1] += h
 			}
 			if bias >= 0 {
 				sums[1] += float64(c * bias)
-				sums[2] += float64(w * bias * bias)
+				sums[2] += float64(h * bias * bias)
 			}
 		}
 	}
@@ -218,13 +209,9 @@ func evalDiagBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cl
 			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
-		y := signs[sd]
-		if d := 1 - float64(y*z); d > 0 {
-			r.markActive(i)
-			w := r.w[sd]
-			sums[0] += float64(w * d * d)
-			c := float64(-2 * w * y * d)
-			ci, wi := float64(c*inv), float64(w*inv*inv)
+		if l, c, h, ok := r.gradCurv(i, signs[sd], z, r.w[sd]); ok {
+			sums[0] += l
+			ci, wi := float64(c*inv), float64(h*inv*inv)
 			for q := a; q < b; q++ {
 				x, j := m.val(q), int(m.col(q))
 				g := gl[2*j : 2*j+2 : 2*j+2]
@@ -233,7 +220,7 @@ func evalDiagBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cl
 			}
 			if bias >= 0 {
 				sums[1] += float64(c * bias)
-				sums[2] += float64(w * bias * bias)
+				sums[2] += float64(h * bias * bias)
 			}
 		}
 	}

@@ -59,7 +59,8 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
 			z += float64(p.Bias * p.WBias[0])
 		}
 		side := r.side(s.Class[i])
-		if 1-float64(signs[side]*z) <= 0 {
+		cw, ok := p.Loss.curv(signs[side], z, r.w[side])
+		if !ok {
 			continue
 		}
 		a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
@@ -78,7 +79,7 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
 		// Columns increase along a row (Cols is increasing, the bias is
 		// last), so every (ju, jv) below is in the upper triangle. row
 		// points ju places before (ju, ju), so that row[jv] is (ju, jv).
-		c := float64(r.w[side] * inv2)
+		c := float64(cw * inv2)
 		hp := unsafe.Pointer(unsafe.SliceData(h))
 		for u, ju := range cols {
 			row := unsafe.Add(hp, 8*(HessAt(dim, int(ju), int(ju))-int(ju)))

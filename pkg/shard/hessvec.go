@@ -3,8 +3,8 @@ package shard
 import "unsafe"
 
 // HessVec computes, for each problem k, the data part of the generalised
-// Hessian at p applied to v: sum over rows active at p of c a (a·v_k), c the
-// row's weight. Rows are active when 1 - y a·w_k > 0. The result is in
+// Hessian at p applied to v, halved: sum over rows active at p of
+// c φ”/2 a (a·v_k), c the row's weight (see Loss.curv). The result is in
 // out.Grad (local columns) and out.BiasGrad; out.Loss is left at zero.
 func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 	K := p.K()
@@ -56,6 +56,9 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 			// classes, and the others' products are thrown away.
 			n = activeAt(sel, i, act)
 			rowSumsAt(cols, vals, vl, t, act[:n])
+			for _, k := range act[:n] {
+				z[k] = sel[k].w[sel[k].side(s.Class[i])&1]
+			}
 		} else {
 			clear(t)
 			rowSums(cols, vals, vl, t)
@@ -68,7 +71,7 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 			if p.Bias >= 0 {
 				tk += float64(p.Bias * v.WBias[k])
 			}
-			c := float64(tk * sel[k].w[sel[k].side(s.Class[i])&1])
+			c := float64(tk * z[k])
 			if p.Bias >= 0 {
 				out.BiasGrad[k] += float64(c * p.Bias)
 			}
@@ -94,7 +97,7 @@ func activeAt(sel []rows, i int, act []int32) int {
 
 // activeFrom lists in act the problems row i is active in from its
 // margins' sums z (unscaled, without the bias), and records them in the
-// cache.
+// cache; it leaves in z[k] each active problem's Hessian weight.
 func (s *Shard) activeFrom(p *Point, sel []rows, i int, z []float64, act []int32) int {
 	n := 0
 	for k := range z {
@@ -102,7 +105,9 @@ func (s *Shard) activeFrom(p *Point, sel []rows, i int, z []float64, act []int32
 		if p.Bias >= 0 {
 			zk += float64(p.Bias * p.WBias[k])
 		}
-		if sel[k].isActive(i, signs[sel[k].side(s.Class[i])&1], zk) {
+		sd := sel[k].side(s.Class[i]) & 1
+		if h, ok := sel[k].curvAt(i, signs[sd], zk, sel[k].w[sd]); ok {
+			z[k] = h
 			act[n] = int32(k)
 			n++
 		}
@@ -139,10 +144,20 @@ func hessVecSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class 
 			}
 		}
 		sd := r.side(class[i]) & 1
-		if !r.known && !r.isActive(i, signs[sd], z/scale+zb) {
-			continue
+		h := r.w[sd]
+		if !r.known {
+			z := z/scale + zb
+			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
+			if r.loss != SquaredHinge {
+				hz, ok = r.loss.curv(signs[sd], z, h)
+			}
+			if !ok {
+				continue
+			}
+			r.markActive(i)
+			h = hz
 		}
-		c := float64((t/scale + tb) * r.w[sd])
+		c := float64((t/scale + tb) * h)
 		if bias >= 0 {
 			hb += float64(c * bias)
 		}
@@ -177,10 +192,20 @@ func hessVecSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, w
 			}
 		}
 		sd := r.side(class[i]) & 1
-		if !r.known && !r.isActive(i, signs[sd], z+zb) {
-			continue
+		h := r.w[sd]
+		if !r.known {
+			z := z + zb
+			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
+			if r.loss != SquaredHinge {
+				hz, ok = r.loss.curv(signs[sd], z, h)
+			}
+			if !ok {
+				continue
+			}
+			r.markActive(i)
+			h = hz
 		}
-		c := float64((t + tb) * r.w[sd])
+		c := float64((t + tb) * h)
 		if bias >= 0 {
 			hb += float64(c * bias)
 		}
@@ -335,7 +360,7 @@ func (s *Shard) selections(p *Point, sc *Scratch) []rows {
 // shard's rows are active at p, when p has a stamp: known if it was filled
 // at the same stamp, classes and fold.
 func (s *Shard) activity(p *Point, sel []rows, c *activityCache) {
-	if p.Stamp == 0 || c == nil {
+	if p.Stamp == 0 || c == nil || !p.Loss.Cached() {
 		return
 	}
 	K := len(sel)
@@ -365,14 +390,33 @@ func anyActive(sel []rows, i int) bool {
 	return false
 }
 
-// isActive reports whether row i is active from its margin, 1 - y z > 0,
-// and records it in the cache.
-func (r *rows) isActive(i int, y, z float64) bool {
-	if 1-float64(y*z) <= 0 {
-		return false
+// curvAt is row i's Hessian weight at margin z (see Loss.curv), for
+// class weight c, and whether it is active, which it records in the
+// cache.
+func (r *rows) curvAt(i int, y, z, c float64) (float64, bool) {
+	h, ok := hingeCurv(y, z, c)
+	if r.loss != SquaredHinge {
+		h, ok = r.loss.curv(y, z, c)
 	}
-	r.markActive(i)
-	return true
+	if ok {
+		r.markActive(i)
+	}
+	return h, ok
+}
+
+// gradCurv is Loss.grad and Loss.curv of row i, recording whether it is
+// active in the cache.
+func (r *rows) gradCurv(i int, y, z, c float64) (loss, dz, h float64, ok bool) {
+	if r.loss != SquaredHinge {
+		loss, dz, ok = r.loss.grad(y, z, c)
+		h, _ = r.loss.curv(y, z, c)
+	} else if loss, dz, ok = hingeGrad(y, z, c); ok {
+		h = c
+	}
+	if ok {
+		r.markActive(i)
+	}
+	return loss, dz, h, ok
 }
 
 // markActive records in the cache (if any) that row i is active. A
@@ -439,14 +483,24 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 			continue
 		}
 		sd := r.side(class[i]) & 1
+		h := r.w[sd]
 		if r.known {
 			if r.knownInactive(i) {
 				a = b
 				continue
 			}
-		} else if !r.isActive(i, signs[sd], m.dotOnes(wp, a, b)+zb) {
-			a = b
-			continue
+		} else {
+			z := m.dotOnes(wp, a, b) + zb
+			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
+			if r.loss != SquaredHinge {
+				hz, ok = r.loss.curv(signs[sd], z, h)
+			}
+			if !ok {
+				a = b
+				continue
+			}
+			r.markActive(i)
+			h = hz
 		}
 		// a·v inline, in dotOnes's order (see evalBinary).
 		var s0, s1, s2, s3 float64
@@ -460,7 +514,7 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 		for ; q < b; q++ {
 			s0 += *at(vp, m.col(q))
 		}
-		t := float64(((s0 + s1) + (s2 + s3) + tb) * r.w[sd])
+		t := float64(((s0 + s1) + (s2 + s3) + tb) * h)
 		for q = a; q+4 <= b; q += 4 {
 			*at(hp, m.col(q)) += t
 			*at(hp, m.col(q+1)) += t
@@ -492,14 +546,24 @@ func hessVecBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cla
 			continue
 		}
 		sd := r.side(class[i]) & 1
+		h := r.w[sd]
 		if r.known {
 			if r.knownInactive(i) {
 				a = b
 				continue
 			}
-		} else if !r.isActive(i, signs[sd], float64(m.dot(wp, a, b)*inv)+zb) {
-			a = b
-			continue
+		} else {
+			z := float64(m.dot(wp, a, b)*inv) + zb
+			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
+			if r.loss != SquaredHinge {
+				hz, ok = r.loss.curv(signs[sd], z, h)
+			}
+			if !ok {
+				a = b
+				continue
+			}
+			r.markActive(i)
+			h = hz
 		}
 		// a·v inline, in m.dot's order (see evalBinary).
 		var s0, s1, s2, s3 float64
@@ -513,7 +577,7 @@ func hessVecBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cla
 		for ; q < b; q++ {
 			s0 += float64(m.val(q) * *at(vp, m.col(q)))
 		}
-		t := float64((float64(((s0+s1)+(s2+s3))*inv) + tb) * r.w[sd])
+		t := float64((float64(((s0+s1)+(s2+s3))*inv) + tb) * h)
 		ti := float64(t * inv)
 		for q = a; q+4 <= b; q += 4 {
 			*at(hp, m.col(q)) += float64(ti * m.val(q))

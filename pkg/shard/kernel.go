@@ -34,6 +34,8 @@ type Point struct {
 	// points without the features no row holds. Shards must have seen
 	// the map (CheckLive).
 	Live *LiveMap
+	// Loss is the rows' loss (the zero value: the squared hinge).
+	Loss Loss
 }
 
 // class is the class problem k separates from the rest.
@@ -62,8 +64,8 @@ type Partial struct {
 	Shard    int       // the shard, or the node's index when Group is set
 	Group    bool      // a node's sum (see Reducer), over the node's columns
 	Level    int       // with Group: the node's level (0: a group)
-	Loss     []float64 // per problem: sum of max(0, 1 - y a·w)^2
-	Grad     []float64 // local column l, problem k at l*K+k: sum of -2 y (1 - z) a
+	Loss     []float64 // per problem: sum of c φ(a·w) (see Loss)
+	Grad     []float64 // local column l, problem k at l*K+k: sum of c φ'(a·w) a
 	BiasGrad []float64 // per problem, the bias feature's gradient sum
 	// Hess, for osgm.OpEvalHess only, is the data part of the Hessian over the
 	// point's whole dimension, packed (see HessLen); nil otherwise.
@@ -235,11 +237,12 @@ func evalSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []i
 			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
-		y := signs[sd]
-		if d := 1 - float64(y*z); d > 0 {
-			w := r.w[sd]
-			loss += float64(w * d * d)
-			c := float64(-2 * w * y * d)
+		l, c, ok := hingeGrad(signs[sd], z, r.w[sd])
+		if r.loss != SquaredHinge {
+			l, c, ok = r.loss.grad(signs[sd], z, r.w[sd])
+		}
+		if ok {
+			loss += l
 			if bias >= 0 {
 				gb += float64(c * bias)
 			}
@@ -269,11 +272,12 @@ func evalSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
-		y := signs[sd]
-		if d := 1 - float64(y*z); d > 0 {
-			w := r.w[sd]
-			loss += float64(w * d * d)
-			c := float64(-2 * w * y * d)
+		l, c, ok := hingeGrad(signs[sd], z, r.w[sd])
+		if r.loss != SquaredHinge {
+			l, c, ok = r.loss.grad(signs[sd], z, r.w[sd])
+		}
+		if ok {
+			loss += l
 			if bias >= 0 {
 				gb += float64(c * bias)
 			}
@@ -310,6 +314,7 @@ type rows struct {
 	hold uint16
 	pos  int32 // the class that is positive
 	w    [2]float64
+	loss Loss
 
 	// Hessian-vector passes: act holds a bit per row, set when the row
 	// is active at the point, row i's at i*stride+off (the point's K
@@ -322,7 +327,7 @@ type rows struct {
 
 // rowsFor is problem k's row selection at p.
 func (s *Shard) rowsFor(p *Point, k int) rows {
-	r := rows{w: [2]float64{1, 1}, pos: p.class(k)}
+	r := rows{w: [2]float64{1, 1}, pos: p.class(k), loss: p.Loss}
 	if len(p.Weights) > 0 {
 		r.w = [2]float64{p.Weights[2*k], p.Weights[2*k+1]}
 	}
@@ -374,11 +379,12 @@ func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl 
 			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
-		y := signs[sd]
-		if d := 1 - float64(y*z); d > 0 {
-			w := r.w[sd]
-			loss += float64(w * d * d)
-			c := float64(-2 * w * y * d)
+		l, c, ok := hingeGrad(signs[sd], z, r.w[sd])
+		if r.loss != SquaredHinge {
+			l, c, ok = r.loss.grad(signs[sd], z, r.w[sd])
+		}
+		if ok {
+			loss += l
 			q := a
 			for ; q+4 <= b; q += 4 {
 				*at(gp, m.col(q)) += c
@@ -433,11 +439,12 @@ func evalBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class 
 			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
-		y := signs[sd]
-		if d := 1 - float64(y*z); d > 0 {
-			w := r.w[sd]
-			loss += float64(w * d * d)
-			c := float64(-2 * w * y * d)
+		l, c, ok := hingeGrad(signs[sd], z, r.w[sd])
+		if r.loss != SquaredHinge {
+			l, c, ok = r.loss.grad(signs[sd], z, r.w[sd])
+		}
+		if ok {
+			loss += l
 			ci := float64(c * inv)
 			q := a
 			for ; q+4 <= b; q += 4 {
@@ -459,7 +466,7 @@ func evalBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class 
 }
 
 // margins finishes one row of a multi-class pass: loss terms and the
-// gradient coefficients -2 c_k y_k (1 - z_k) of the active problems, c_k
+// gradient coefficients c_k φ'(z_k) of the active problems, c_k
 // the row's weight in problem k (nil weights: 1). It lists the active
 // problems in act, in order, and returns how many there are.
 func margins(p *Point, class int32, z, coef, loss []float64, act []int32) (n int) {
@@ -475,10 +482,13 @@ func margins(p *Point, class int32, z, coef, loss []float64, act []int32) (n int
 				w = weights[2*k+1]
 			}
 		}
-		d := 1 - float64(y*z[k])
-		if d > 0 {
-			loss[k] += float64(w * d * d)
-			coef[k] = float64(-2 * w * y * d)
+		l, c, ok := hingeGrad(y, z[k], w)
+		if p.Loss != SquaredHinge {
+			l, c, ok = p.Loss.grad(y, z[k], w)
+		}
+		if ok {
+			loss[k] += l
+			coef[k] = c
 			act[n] = int32(k)
 			n++
 		} else {

@@ -44,13 +44,14 @@ type Backend interface {
 	Tally(p *Point) (Tally, error)
 }
 
-// Objective is the L2-regularised squared-hinge objective of K problems
-// over a backend's shards:
+// Objective is the L2-regularised objective of K problems over a
+// backend's shards:
 //
-//	f_k(x) = (1/m) sum_i max(0, 1 - y_ik a_i·x)^2 + (lambda/2) ||x||^2
+//	f_k(x) = (1/m) sum_i φ(y_ik, a_i·x) + (lambda/2) ||x||^2
 //
-// where a_i carries the bias feature when Bias >= 0, and x's last entry is
-// then the bias weight. It is an osgm.Objective.
+// φ its Loss (the squared hinge max(0, 1 - y z)^2 unless set), where a_i
+// carries the bias feature when Bias >= 0, and x's last entry is then the
+// bias weight. It is an osgm.Objective.
 type Objective struct {
 	Backend  Backend
 	Rows     int // m: the rows counted, which excludes a held-out fold
@@ -61,6 +62,7 @@ type Objective struct {
 	// scale rows' losses; a held-out fold's rows are left out.
 	Weights []float64
 	Holdout int
+	Loss    Loss
 
 	cols [][]uint32
 	// live, when set, is the coordinates the objective works over (see
@@ -112,7 +114,7 @@ func (o *Objective) Fork() osgm.Objective {
 		return nil
 	}
 	return &Objective{Backend: b, Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Bias: o.Bias,
-		Weights: o.Weights, Holdout: o.Holdout, cols: o.cols, live: o.live, normSq: o.normSq, red: newReducer(b, o.cols)}
+		Weights: o.Weights, Holdout: o.Holdout, Loss: o.Loss, cols: o.cols, live: o.live, normSq: o.normSq, red: newReducer(b, o.cols)}
 }
 
 // Placer is a Backend that can minimise a whole problem where its data
@@ -137,6 +139,7 @@ type Constants struct {
 	Lambda, Bias   float64
 	Weights        []float64
 	Holdout        int
+	Loss           Loss
 	// Live says the objective left out its dead coordinates
 	// (LeaveOutDead), which the shards determine.
 	Live bool
@@ -144,13 +147,14 @@ type Constants struct {
 
 // Constants are the objective's.
 func (o *Objective) Constants() Constants {
-	return Constants{Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Bias: o.Bias, Weights: o.Weights, Holdout: o.Holdout, Live: o.live != nil}
+	return Constants{Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Bias: o.Bias, Weights: o.Weights, Holdout: o.Holdout,
+		Loss: o.Loss, Live: o.live != nil}
 }
 
 // Build is the objective of constants c over b.
 func (c Constants) Build(b Backend) *Objective {
 	o := NewObjective(b, c.Features, c.Lambda, c.Bias)
-	o.Rows, o.Weights, o.Holdout = c.Rows, c.Weights, c.Holdout
+	o.Rows, o.Weights, o.Holdout, o.Loss = c.Rows, c.Weights, c.Holdout, c.Loss
 	if c.Live {
 		o.LeaveOutDead()
 	}
@@ -241,7 +245,7 @@ func (o *Objective) features() int {
 // Point views x, vectors of Dim coordinates, as a kernel point.
 func (o *Objective) Point(x [][]float64) *Point {
 	p := NewPoint(x, o.Bias, o.features())
-	p.Weights, p.Holdout, p.Live = o.Weights, o.Holdout, o.live
+	p.Weights, p.Holdout, p.Live, p.Loss = o.Weights, o.Holdout, o.live, o.Loss
 	return p
 }
 
@@ -249,7 +253,7 @@ func (o *Objective) Point(x [][]float64) *Point {
 // kernel point for this objective's data, class weights and held-out fold.
 func (o *Objective) ModelPoint(w [][]float64) *Point {
 	p := NewPoint(w, o.Bias, o.Features)
-	p.Weights, p.Holdout = o.Weights, o.Holdout
+	p.Weights, p.Holdout, p.Loss = o.Weights, o.Holdout, o.Loss
 	return p
 }
 
@@ -401,8 +405,10 @@ func (o *Objective) finishEval(x [][]float64, loss, f []float64, g [][]float64) 
 	}
 }
 
-// hessVecSome computes hv[k] = (lambda I + (2/m) A_I^T A_I) v[k], I the
-// rows active at x[k], for the problems ks (nil: all).
+// hessVecSome computes hv[k] = (lambda I + (2/m) A^T D A) v[k], D the
+// rows' Hessian weights at x[k] (Loss.curv: for the squared hinge, the
+// class weight of the active rows and zero elsewhere), for the problems
+// ks (nil: all).
 func (o *Objective) hessVecSome(ks []int, at []uint64, x, v, hv [][]float64) error {
 	o.stamp(ks, at)
 	if _, err := o.pass(osgm.OpHessVec, ks, x, v, hv); err != nil {
@@ -419,8 +425,8 @@ func (o *Objective) hessVecSome(ks []int, at []uint64, x, v, hv [][]float64) err
 
 // evalDiagSome is evalSome that also computes, in the same pass, d[k]: the
 // diagonal of the generalised Hessian at x[k], lambda + (2/m) sum over the
-// rows active at x[k] of c a_j^2, c the row's weight (its class weight; 0
-// in a held-out fold). Newton's preconditioner is built from it at every
+// rows active at x[k] of d a_j^2, d the row's Hessian weight (see
+// hessVecSome; 0 in a held-out fold). Newton's preconditioner is built from it at every
 // iterate, as LIBLINEAR's is.
 //
 // The pass is stamped: it records which rows are active at x, so that
@@ -445,7 +451,7 @@ func (o *Objective) evalDiagSome(ks []int, at []uint64, x [][]float64, f []float
 
 // evalHessSome is evalSome that also computes, in the same pass, h[k]:
 // the generalised Hessian at x[k], lambda I + (2/m) sum over the rows
-// active at x[k] of c a a^T, as a dense symmetric Dim x Dim matrix, row
+// active at x[k] of d a a^T (see hessVecSome), as a dense symmetric Dim x Dim matrix, row
 // by row. One problem at a time: a pass carries one Hessian.
 func (o *Objective) evalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error {
 	if len(x) != 1 {
@@ -476,12 +482,13 @@ func (o *Objective) evalHessSome(ks []int, x [][]float64, f []float64, g, h [][]
 	return nil
 }
 
-// LipschitzBound is (2/m) sum_i ||a_i||^2 + lambda, the trace of the Hessian
-// at zero: cheap and always at least the true constant.
+// LipschitzBound is (2/m) b sum_i ||a_i||^2 + lambda, b the loss's bound
+// on φ''/2 (1 for the squared hinge): a bound on the Hessian's trace,
+// cheap and always at least the true constant.
 func (o *Objective) LipschitzBound() float64 {
 	s := o.normSq
 	if o.Bias >= 0 {
 		s += float64(float64(o.Rows) * o.Bias * o.Bias)
 	}
-	return 2*s/float64(o.Rows) + o.Lambda
+	return 2*float64(s*o.Loss.CurvBound())/float64(o.Rows) + o.Lambda
 }

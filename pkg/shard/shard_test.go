@@ -175,7 +175,7 @@ func problems(obj *Objective) (order []float64, K int) {
 // with class weights (weights[2k] positive, weights[2k+1] negative; nil
 // for none) and without the rows whose fold is hold (fold nil: none).
 func (d dataset) reference(order []float64, x [][]float64, features int, lambda, bias float64,
-	weights []float64, fold []uint16, hold int) ([]float64, [][]float64) {
+	weights []float64, fold []uint16, hold int, loss Loss) ([]float64, [][]float64) {
 	K := len(x)
 	m := 0.0
 	for i := range d.rows {
@@ -210,11 +210,20 @@ func (d dataset) reference(order []float64, x [][]float64, features int, lambda,
 			for j := range a {
 				z += a[j] * x[k][j]
 			}
-			if dd := 1 - y*z; dd > 0 {
-				f[k] += c * dd * dd / m
-				for j := range a {
-					g[k][j] += -2 * c * y * dd * a[j] / m
+			var l, dl float64 // the loss and its derivative in z, by the textbook
+			switch loss {
+			case SquaredHinge:
+				if dd := 1 - y*z; dd > 0 {
+					l, dl = dd*dd, -2*y*dd
 				}
+			case Logistic:
+				l, dl = math.Log(1+math.Exp(-y*z)), -y/(1+math.Exp(y*z))
+			default:
+				panic(loss)
+			}
+			f[k] += c * l / m
+			for j := range a {
+				g[k][j] += c * dl * a[j] / m
 			}
 		}
 		for j := range x[k] {
@@ -226,77 +235,84 @@ func (d dataset) reference(order []float64, x [][]float64, features int, lambda,
 }
 
 func TestKernelMatchesDenseReference(t *testing.T) {
-	for _, st := range storages {
-		for _, classes := range []int{2, 4} {
-			for _, bias := range []float64{-1, 1.5} {
-				for _, cv := range []bool{false, true} {
-					name := fmt.Sprintf("%s/classes=%d/bias=%v/weighted-cv=%v", st.name(), classes, bias, cv)
-					t.Run(name, func(t *testing.T) {
-						rng := rand.New(rand.NewPCG(1, uint64(classes)))
-						d := randomData(rng, 300, 12, classes, st.data)
-						obj := objectiveOf(t, writeFile(t, d.text), 5, 3, 0.01, bias, st.compact)
-						for _, s := range obj.Backend.(*Local).Shards {
-							if s.Rows() > 0 && (s.Values != st.values || (s.Code8 != nil) != st.coded) {
-								t.Fatalf("shard %d stores %v (8-bit codes: %v), want %v (%v)", s.ID, s.Values, s.Code8 != nil, st.values, st.coded)
-							}
+	for _, loss := range []Loss{SquaredHinge, Logistic} {
+		for _, st := range storages {
+			testKernelMatchesDenseReference(t, loss, st)
+		}
+	}
+}
+
+func testKernelMatchesDenseReference(t *testing.T, loss Loss, st storage) {
+	for _, classes := range []int{2, 4} {
+		for _, bias := range []float64{-1, 1.5} {
+			for _, cv := range []bool{false, true} {
+				name := fmt.Sprintf("%v/%s/classes=%d/bias=%v/weighted-cv=%v", loss, st.name(), classes, bias, cv)
+				t.Run(name, func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(1, uint64(classes)))
+					d := randomData(rng, 300, 12, classes, st.data)
+					obj := objectiveOf(t, writeFile(t, d.text), 5, 3, 0.01, bias, st.compact)
+					obj.Loss = loss
+					for _, s := range obj.Backend.(*Local).Shards {
+						if s.Rows() > 0 && (s.Values != st.values || (s.Code8 != nil) != st.coded) {
+							t.Fatalf("shard %d stores %v (8-bit codes: %v), want %v (%v)", s.ID, s.Values, s.Code8 != nil, st.values, st.coded)
 						}
-						order, K := problems(obj)
-						x := make([][]float64, K)
-						for k := range x {
-							x[k] = make([]float64, obj.Dim())
-							for j := range x[k] {
-								x[k][j] = rng.NormFloat64() * 0.3
-							}
+					}
+					order, K := problems(obj)
+					x := make([][]float64, K)
+					for k := range x {
+						x[k] = make([]float64, obj.Dim())
+						for j := range x[k] {
+							x[k][j] = rng.NormFloat64() * 0.3
 						}
-						// Class weights and a held-out fold: rows of fold 2 of 3
-						// leave the sums and m.
-						var weights []float64
-						var fold []uint16
-						if cv {
-							for k := 0; k < K; k++ {
-								weights = append(weights, 0.5+float64(k), 2.5)
-							}
-							var err error
-							if fold, err = Folds(len(d.rows), 3); err != nil {
-								t.Fatal(err)
-							}
-							if err := obj.Backend.SetFolds(3); err != nil {
-								t.Fatal(err)
-							}
-							obj.Weights, obj.Holdout = weights, 2
-							for _, fo := range fold {
-								if fo == 2 {
-									obj.Rows--
-								}
-							}
+					}
+					// Class weights and a held-out fold: rows of fold 2 of 3
+					// leave the sums and m.
+					var weights []float64
+					var fold []uint16
+					if cv {
+						for k := 0; k < K; k++ {
+							weights = append(weights, 0.5+float64(k), 2.5)
 						}
-						f := make([]float64, K)
-						g := make([][]float64, K)
-						for k := range g {
-							g[k] = make([]float64, obj.Dim())
-						}
-						if err := obj.Eval(x, f, g); err != nil {
+						var err error
+						if fold, err = Folds(len(d.rows), 3); err != nil {
 							t.Fatal(err)
 						}
-						wf, wg := d.reference(order, x, obj.Features, 0.01, bias, weights, fold, 2)
-						for k := range f {
-							if !near(f[k], wf[k], 1e-12) {
-								t.Errorf("f[%d] = %v, want %v", k, f[k], wf[k])
-							}
-							for j := range g[k] {
-								if !near(g[k][j], wg[k][j], 1e-11) {
-									t.Errorf("g[%d][%d] = %v, want %v", k, j, g[k][j], wg[k][j])
-								}
+						if err := obj.Backend.SetFolds(3); err != nil {
+							t.Fatal(err)
+						}
+						obj.Weights, obj.Holdout = weights, 2
+						for _, fo := range fold {
+							if fo == 2 {
+								obj.Rows--
 							}
 						}
-						checkFiniteDifferences(t, obj, x, g)
-						checkSubsets(t, obj, x, f, g)
-						checkHessVec(t, obj, x, rng)
-						checkActivityCache(t, obj, x, rng)
-						checkEvalDiag(t, obj, x)
-						checkEvalHess(t, obj, x)
-					})
-				}
+					}
+					f := make([]float64, K)
+					g := make([][]float64, K)
+					for k := range g {
+						g[k] = make([]float64, obj.Dim())
+					}
+					if err := obj.Eval(x, f, g); err != nil {
+						t.Fatal(err)
+					}
+					wf, wg := d.reference(order, x, obj.Features, 0.01, bias, weights, fold, 2, loss)
+					for k := range f {
+						if !near(f[k], wf[k], 1e-12) {
+							t.Errorf("f[%d] = %v, want %v", k, f[k], wf[k])
+						}
+						for j := range g[k] {
+							if !near(g[k][j], wg[k][j], 1e-11) {
+								t.Errorf("g[%d][%d] = %v, want %v", k, j, g[k][j], wg[k][j])
+							}
+						}
+					}
+					checkFiniteDifferences(t, obj, x, g)
+					checkSubsets(t, obj, x, f, g)
+					checkHessVec(t, obj, x, rng)
+					checkActivityCache(t, obj, x, rng)
+					checkEvalDiag(t, obj, x)
+					checkEvalHess(t, obj, x)
+				})
 			}
 		}
 	}

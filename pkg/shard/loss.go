@@ -1,0 +1,118 @@
+package shard
+
+import (
+	"fmt"
+	"math"
+)
+
+// Loss is the loss φ of one row's margin z = a·w for its label y, the
+// part of the objective the kernels sum (weighted by the row's class
+// weight c). Every kernel calls it on each row, so a new loss is a case
+// here and nothing else in the kernels.
+//
+// It is a value with a switch, not a type parameter of the kernels: Go
+// 1.26 calls a type parameter's methods through its dictionary, which
+// does not inline them, and a hinge kernel took 2.5 times as long that
+// way. The squared hinge is inlined (see hingeGrad); the others are one
+// call a row.
+type Loss uint8
+
+const (
+	// SquaredHinge is max(0, 1 - y z)^2: LIBLINEAR's -s 2.
+	SquaredHinge Loss = iota
+	// Logistic is log(1 + e^(-y z)): LIBLINEAR's -s 0.
+	Logistic
+	numLosses
+)
+
+// String names the loss.
+func (l Loss) String() string {
+	switch l {
+	case SquaredHinge:
+		return "squared-hinge"
+	case Logistic:
+		return "logistic"
+	}
+	return fmt.Sprintf("loss(%d)", uint8(l))
+}
+
+// Valid reports whether l is one of the losses.
+func (l Loss) Valid() bool { return l < numLosses }
+
+// grad is c φ(z), c φ'(z) and whether the row is active: whether its
+// second derivative is nonzero (a row that is not has zero loss and
+// gradient too).
+func (l Loss) grad(y, z, c float64) (loss, dz float64, active bool) {
+	if l == SquaredHinge {
+		return hingeGrad(y, z, c)
+	}
+	return logisticGrad(y, z, c)
+}
+
+// curv is c φ”(z)/2, the kernels' Hessian weight (the objective doubles
+// their sums: the squared hinge's weight is then c itself), and whether
+// the row is active.
+func (l Loss) curv(y, z, c float64) (float64, bool) {
+	if l == SquaredHinge {
+		return hingeCurv(y, z, c)
+	}
+	return logisticCurv(y, z, c), true
+}
+
+// hingeGrad and hingeCurv are the squared hinge's grad and curv. The
+// kernels call them directly and the others' through Loss only when
+// the loss is another: a function that holds the hinge's arithmetic and
+// a call is too large for Go's inliner, and a call a row took a9a's
+// evaluation pass 23% longer.
+func hingeGrad(y, z, c float64) (loss, dz float64, active bool) {
+	d := 1 - float64(y*z)
+	if d <= 0 {
+		return 0, 0, false
+	}
+	return float64(c * d * d), float64(-2 * c * y * d), true
+}
+
+func hingeCurv(y, z, c float64) (float64, bool) {
+	if 1-float64(y*z) <= 0 {
+		return 0, false
+	}
+	return c, true
+}
+
+// Cached reports whether a row's Hessian weight follows from whether it
+// is active alone, so that passes at one point can remember which rows
+// are (see Point.Stamp) instead of their margins.
+func (l Loss) Cached() bool { return l == SquaredHinge }
+
+// CurvBound bounds φ”/2 over every margin: the Hessian's scale against
+// the data's norms (see Objective.LipschitzBound).
+func (l Loss) CurvBound() float64 {
+	if l == Logistic {
+		return 0.125
+	}
+	return 1
+}
+
+// Value is c φ(z) for a row of label y (±1): its term in the objective.
+func (l Loss) Value(y, z, c float64) float64 {
+	v, _, _ := l.grad(y, z, c)
+	return v
+}
+
+// logisticGrad is LIBLINEAR's: log(1 + e^(-yz)) without overflow for
+// either sign of yz, and φ' = -y σ(-yz).
+func logisticGrad(y, z, c float64) (loss, dz float64, active bool) {
+	yz := float64(y * z)
+	if yz >= 0 {
+		loss = math.Log1p(math.Exp(-yz))
+	} else {
+		loss = -yz + math.Log1p(math.Exp(yz))
+	}
+	s := 1 / (1 + math.Exp(yz)) // σ(-yz)
+	return float64(c * loss), float64(-c * y * s), true
+}
+
+func logisticCurv(y, z, c float64) float64 {
+	s := 1 / (1 + math.Exp(-float64(y*z))) // σ(yz)
+	return float64(c * s * (1 - s) / 2)
+}
