@@ -111,7 +111,7 @@ func parse(args []string) (*options, error) {
 // turned into o's fields after parsing.
 func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs = flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	solver = fs.Int("s", 2, "LIBLINEAR's solver type: only 2, the L2-regularised L2-loss SVM in the primal, is trained here")
+	solver = fs.Int("s", 2, "LIBLINEAR's solver type: 0 (L2-regularised logistic regression) or 2 (the L2-regularised L2-loss SVM, primal)")
 	o.cfg.Flags(fs)
 	o.cluster.Flags(fs)
 	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
@@ -153,9 +153,11 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.set = set
-	if err := checkSolver(solver); err != nil {
+	loss, err := checkSolver(solver)
+	if err != nil {
 		return err
 	}
+	o.cfg.Loss = loss
 	if err := o.cfg.CheckFlags(fs); err != nil {
 		return err
 	}
@@ -250,20 +252,22 @@ func (o *options) validateRuns(compare string) error {
 	return nil
 }
 
-// checkSolver accepts LIBLINEAR's -s 2, so that its command lines run
-// unchanged, and refuses the others by name rather than training another
-// model than the one asked for. -s 1 trains the same model, but its -e is
-// a dual tolerance (default 0.1) that means something else here.
-func checkSolver(t int) error {
+// checkSolver accepts LIBLINEAR's primal solvers this trainer has (-s 0
+// and -s 2), so that its command lines run unchanged, and refuses the
+// others by name rather than training another model than the one asked
+// for. -s 1 trains -s 2's model, but its -e is a dual tolerance (default
+// 0.1) that means something else here.
+func checkSolver(t int) (shard.Loss, error) {
+	if l, ok := train.Losses[t]; ok {
+		return l, nil
+	}
 	switch s, known := libsvm.SolverNumbered(t); {
-	case t == 2:
-		return nil
 	case t == 1:
-		return errors.New("-s 1 is LIBLINEAR's dual solver for this same model; this trainer solves it in the primal: give -s 2 (its -e is the primal gradient test, default 0.01, not the dual's 0.1)")
+		return 0, errors.New("-s 1 is LIBLINEAR's dual solver for -s 2's model; this trainer solves it in the primal: give -s 2 (its -e is the primal gradient test, default 0.01, not the dual's 0.1)")
 	case known:
-		return fmt.Errorf("-s %d is %s; this trainer trains only -s 2, the L2-regularised L2-loss SVM (primal)", t, s.About)
+		return 0, fmt.Errorf("-s %d is %s; this trainer trains -s 0 (L2-regularised logistic regression) and -s 2 (the L2-regularised L2-loss SVM, primal)", t, s.About)
 	default:
-		return fmt.Errorf("-s %d: LIBLINEAR has no such solver; this trainer trains -s 2, the L2-regularised L2-loss SVM (primal)", t)
+		return 0, fmt.Errorf("-s %d: LIBLINEAR has no such solver; this trainer trains -s 0 (L2-regularised logistic regression) and -s 2 (the L2-regularised L2-loss SVM, primal)", t)
 	}
 }
 

@@ -79,7 +79,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"data", "-w1"}, "needs a weight"},
 		{[]string{"-s", "2", "-c", "4", "data"}, ""},
 		{[]string{"-s", "1", "data"}, "give -s 2"},
-		{[]string{"-s", "0", "data"}, "logistic regression; this trainer trains only -s 2"},
+		{[]string{"-s", "0", "data"}, ""},
+		{[]string{"-s", "3", "data"}, "L1-loss SVM (dual); this trainer trains -s 0"},
 		{[]string{"-s", "11", "data"}, "support vector regression"},
 		{[]string{"-s", "9", "data"}, "no such solver"},
 	}
@@ -118,24 +119,30 @@ func TestRunEmbedded(t *testing.T) {
 	}
 	os.WriteFile(data, []byte(b.String()), 0o644)
 	models := map[string][]byte{}
-	for _, mode := range []string{"embedded", "local", "embedded-compact", "local-compact"} {
-		o, err := parse([]string{"-q", "-e", "1e-4", "-B", "1", "-workers", "2",
-			"-local=" + strconv.FormatBool(strings.HasPrefix(mode, "local")), "-compact=" + strconv.FormatBool(strings.HasSuffix(mode, "compact")),
-			data, filepath.Join(dir, mode+".model")})
-		if err != nil {
-			t.Fatal(err)
+	for _, solver := range []string{"2", "0"} {
+		for _, mode := range []string{"embedded", "local", "embedded-compact", "local-compact"} {
+			o, err := parse([]string{"-q", "-s", solver, "-e", "1e-4", "-B", "1", "-workers", "2",
+				"-local=" + strconv.FormatBool(strings.HasPrefix(mode, "local")), "-compact=" + strconv.FormatBool(strings.HasSuffix(mode, "compact")),
+				data, filepath.Join(dir, mode+solver+".model")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := run(o); err != nil {
+				t.Fatalf("%s -s %s: %v", mode, solver, err)
+			}
+			models[mode+solver], _ = os.ReadFile(o.model)
 		}
-		if err := run(o); err != nil {
-			t.Fatalf("%s: %v", mode, err)
-		}
-		models[mode], _ = os.ReadFile(o.model)
 	}
 	for mode, m := range models {
-		if !bytes.Equal(m, models["local"]) {
+		local := models["local"+mode[len(mode)-1:]]
+		if !bytes.Equal(m, local) {
 			t.Fatalf("%s and local runs wrote different models", mode)
 		}
 	}
-	m, err := libsvm.ReadModel(bytes.NewReader(models["local"]), "m")
+	if bytes.Equal(models["local0"], models["local2"]) {
+		t.Fatal("-s 0 and -s 2 wrote the same model")
+	}
+	m, err := libsvm.ReadModel(bytes.NewReader(models["local2"]), "m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +267,8 @@ func TestRunRefusesUnwritableOutputs(t *testing.T) {
 		{[]string{"-i", filepath.Join(missing, "init"), data, model}, "-i: open " + missing + "/init: no such file"},
 		{[]string{"-i", bad, data, model}, "-i: " + bad + ": solver_type L2R_LR; a warm start needs a model of this problem"},
 		{[]string{"-i", dual, data, model}, "not-read: no such file"},
+		{[]string{"-s", "0", "-i", bad, data, model}, "not-read: no such file"},
+		{[]string{"-s", "0", "-i", dual, data, model}, "solver_type L2R_L2LOSS_SVC_DUAL; a warm start needs a model of this problem, L2-regularised logistic regression (LIBLINEAR -s 0)"},
 		{[]string{"-i", biased, data, model}, "-i " + biased + ": initial model has bias 1, training uses -1: use the same -B"},
 	} {
 		o, err := parse(append([]string{"-q", "-local"}, tc.args...))
@@ -609,7 +618,7 @@ func TestBiasAlone(t *testing.T) {
 		if err := run(o); err != nil {
 			t.Fatalf("-local=%v: %v", local, err)
 		}
-		m, err := readModel(model)
+		m, err := readModel(model, shard.SquaredHinge)
 		if err != nil {
 			t.Fatal(err)
 		}

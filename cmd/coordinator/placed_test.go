@@ -76,8 +76,12 @@ func TestPlacedClasses(t *testing.T) {
 		{[]string{"-nats", url, "-min-workers", "2", "-place", "rows"}, 0},
 		{[]string{"-local", "-v", "3"}, 0},
 		{[]string{"-nats", url, "-min-workers", "2", "-v", "3"}, 30}, // auto: the data fits
+		// Logistic regression: the loss travels with the placement.
+		{[]string{"-local", "-s", "0"}, 0},
+		{[]string{"-nats", url, "-min-workers", "2", "-place", "classes", "-s", "0"}, 10},
+		{[]string{"-nats", url, "-min-workers", "2", "-place", "rows", "-s", "0"}, 0},
 	}
-	var want []byte
+	want := map[shard.Loss][]byte{} // -local's model
 	var wantCV string
 	for _, r := range runs {
 		model := filepath.Join(dir, "m.model")
@@ -111,10 +115,10 @@ func TestPlacedClasses(t *testing.T) {
 			continue
 		}
 		got, _ := os.ReadFile(model)
-		if want == nil {
-			want = got
+		if want[o.cfg.Loss] == nil {
+			want[o.cfg.Loss] = got
 		}
-		if len(got) == 0 || !bytes.Equal(got, want) {
+		if len(got) == 0 || !bytes.Equal(got, want[o.cfg.Loss]) {
 			t.Fatalf("%v: another model than -local's", r.args)
 		}
 	}

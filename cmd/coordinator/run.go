@@ -276,7 +276,7 @@ func checkInputs(o *options) (*libsvm.Model, error) {
 	var init *libsvm.Model
 	if o.initModel != "" {
 		var err error
-		if init, err = readModel(o.initModel); err != nil {
+		if init, err = readModel(o.initModel, o.cfg.Loss); err != nil {
 			return nil, fmt.Errorf("-i: %w", err)
 		}
 		if err := train.CheckBias(init, o.cfg.Bias); err != nil {
@@ -473,19 +473,25 @@ func maxInt(v []int) int {
 	return m
 }
 
-func readModel(path string) (*libsvm.Model, error) {
+// readModel reads a warm start's model, which must be of the problem of
+// loss l.
+func readModel(path string, l shard.Loss) (*libsvm.Model, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	m, err := libsvm.ReadModel(f, path)
-	if err == nil && !m.L2LossSVM() {
+	if err != nil {
+		return nil, err
+	}
+	if ml, ok := train.LossOf(m); !ok || ml != l {
 		// Any w would do as a start, but a model of another problem is
 		// more likely a wrong file than a wish.
-		return nil, fmt.Errorf("%s: solver_type %s; a warm start needs a model of this problem, the L2-loss SVM (LIBLINEAR -s 1 or -s 2)", path, m.Solver)
+		s := train.SolverOf(l)
+		return nil, fmt.Errorf("%s: solver_type %s; a warm start needs a model of this problem, %s (LIBLINEAR -s %d)", path, m.Solver, s.About, s.Type)
 	}
-	return m, err
+	return m, nil
 }
 
 // writeModel writes atomically: a reader never sees half a model.

@@ -1,11 +1,10 @@
 // Command predict classifies a LIBSVM file with a LIBLINEAR model, like
 // liblinear-predict:
 //
-//	predict [-b 0] [-q] test_file model_file output_file
+//	predict [-b 0|1] [-q] test_file model_file output_file
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -15,7 +14,7 @@ import (
 
 func main() {
 	quiet := flag.Bool("q", false, "quiet: do not print the accuracy")
-	prob := flag.Int("b", 0, "probability estimates, as liblinear-predict: 0 only (1, for logistic regression models, is not implemented)")
+	prob := flag.Int("b", 0, "probability estimates, as liblinear-predict: 1 for logistic regression models (-s 0), else 0")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: predict [options] test_file model_file output_file\n\nOptions:\n")
 		flag.PrintDefaults()
@@ -26,30 +25,17 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := checkProbability(*prob); err != nil {
-		fmt.Fprintln(os.Stderr, "predict:", err)
+	if *prob != 0 && *prob != 1 {
+		fmt.Fprintf(os.Stderr, "predict: -b %d: want 0 or 1\n", *prob)
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), flag.Arg(1), flag.Arg(2), *quiet); err != nil {
+	if err := run(flag.Arg(0), flag.Arg(1), flag.Arg(2), *quiet, *prob == 1); err != nil {
 		fmt.Fprintln(os.Stderr, "predict:", err)
 		os.Exit(1)
 	}
 }
 
-// checkProbability accepts liblinear-predict's -b 0, so its command
-// lines run unchanged. -b 1 means something only for logistic regression
-// models, which this project does not train: not implemented.
-func checkProbability(b int) error {
-	switch b {
-	case 0:
-		return nil
-	case 1:
-		return errors.New("-b 1: probability estimates are not produced here; liblinear-predict gives them for logistic regression models only")
-	}
-	return fmt.Errorf("-b %d: want 0 or 1", b)
-}
-
-func run(testPath, modelPath, outPath string, quiet bool) error {
+func run(testPath, modelPath, outPath string, quiet, prob bool) error {
 	mf, err := os.Open(modelPath)
 	if err != nil {
 		return err
@@ -58,6 +44,13 @@ func run(testPath, modelPath, outPath string, quiet bool) error {
 	mf.Close()
 	if err != nil {
 		return err
+	}
+	predictAll := libsvm.PredictAll
+	if prob {
+		if !model.Probabilistic() {
+			return fmt.Errorf("%s: %w", modelPath, libsvm.ErrNotProbabilistic)
+		}
+		predictAll = libsvm.PredictProbabilities
 	}
 	in, err := libsvm.Open(testPath)
 	if err != nil {
@@ -76,7 +69,7 @@ func run(testPath, modelPath, outPath string, quiet bool) error {
 	if err != nil {
 		return err
 	}
-	acc, err := libsvm.PredictAll(in, testPath, model, out)
+	acc, err := predictAll(in, testPath, model, out)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}

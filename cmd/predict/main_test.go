@@ -18,7 +18,7 @@ func TestPredictWritesLabelsAndAccuracy(t *testing.T) {
 	test := filepath.Join(dir, "t")
 	os.WriteFile(test, []byte("1 1:2\n-1 2:1\n1 2:3\n-1 1:1 2:1\n"), 0o644)
 	out := filepath.Join(dir, "out")
-	if err := run(test, model, out, true); err != nil {
+	if err := run(test, model, out, true, false); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(out)
@@ -40,7 +40,7 @@ func TestPredictErrors(t *testing.T) {
 		{filepath.Join(dir, "nothing"), bad, ""},
 	}
 	for _, c := range cases {
-		err := run(c.test, c.model, filepath.Join(dir, "o"), true)
+		err := run(c.test, c.model, filepath.Join(dir, "o"), true, false)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: got %v, want %q", c.test, c.model, err, c.want)
 		}
@@ -58,7 +58,7 @@ func TestPredictRefusesToOverwriteAnInput(t *testing.T) {
 	os.WriteFile(test, []byte("1 1:2\n-1 2:1\n"), 0o644)
 	for _, out := range []string{test, model} {
 		before, _ := os.ReadFile(out)
-		err := run(test, model, out, true)
+		err := run(test, model, out, true, false)
 		if err == nil || !strings.Contains(err.Error(), "it would be overwritten") {
 			t.Errorf("output %s: got %v", out, err)
 		}
@@ -68,21 +68,11 @@ func TestPredictRefusesToOverwriteAnInput(t *testing.T) {
 	}
 }
 
-func TestProbabilityFlag(t *testing.T) {
-	for _, c := range []struct {
-		b    int
-		want string
-	}{{0, ""}, {1, "not produced here"}, {2, "want 0 or 1"}} {
-		err := checkProbability(c.b)
-		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
-			t.Errorf("-b %d: got %v, want %q", c.b, err, c.want)
-		}
-	}
-}
-
 // Models of every LIBLINEAR classifier, trained by liblinear-train on a
 // two-class and a three-class set, give liblinear-predict's labels to the
 // byte: a user's existing models (LIBLINEAR's default is -s 1) work here.
+// With -b 1, logistic regression's models give its probabilities to the
+// byte, and the others are refused as liblinear-predict refuses them.
 func TestPredictMatchesLIBLINEAR(t *testing.T) {
 	for _, c := range []string{"liblinear-train", "liblinear-predict"} {
 		if _, err := exec.LookPath(c); err != nil {
@@ -110,22 +100,29 @@ func TestPredictMatchesLIBLINEAR(t *testing.T) {
 		data := filepath.Join(dir, name)
 		for _, s := range []string{"0", "1", "2", "3", "4", "5", "6", "7"} {
 			model := filepath.Join(dir, name+s+".model")
-			for _, args := range [][]string{
-				{"liblinear-train", "-q", "-s", s, "-B", "1", data, model},
-				{"liblinear-predict", data, model, model + ".theirs"},
-			} {
-				if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-					t.Fatalf("%v: %v\n%s", args, err, out)
+			train := exec.Command("liblinear-train", "-q", "-s", s, "-B", "1", data, model)
+			if out, err := train.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %v\n%s", train.Args, err, out)
+			}
+			for _, b := range []string{"0", "1"} {
+				predict := exec.Command("liblinear-predict", "-b", b, data, model, model+".theirs")
+				out, theirErr := predict.CombinedOutput()
+				err := run(data, model, model+".ours", true, b == "1")
+				if theirErr != nil {
+					if err == nil || !strings.Contains(string(out), strings.TrimPrefix(err.Error(), model+": ")) {
+						t.Errorf("%s -s %s -b %s: liblinear-predict says %q, we %v", name, s, b, out, err)
+					}
+					continue
 				}
-			}
-			if err := run(data, model, model+".ours", true); err != nil {
-				t.Errorf("%s -s %s: %v", name, s, err)
-				continue
-			}
-			ours, _ := os.ReadFile(model + ".ours")
-			theirs, _ := os.ReadFile(model + ".theirs")
-			if len(ours) == 0 || !bytes.Equal(ours, theirs) {
-				t.Errorf("%s -s %s: predictions differ from liblinear-predict's", name, s)
+				if err != nil {
+					t.Errorf("%s -s %s -b %s: %v", name, s, b, err)
+					continue
+				}
+				ours, _ := os.ReadFile(model + ".ours")
+				theirs, _ := os.ReadFile(model + ".theirs")
+				if len(ours) == 0 || !bytes.Equal(ours, theirs) {
+					t.Errorf("%s -s %s -b %s: predictions differ from liblinear-predict's", name, s, b)
+				}
 			}
 		}
 	}

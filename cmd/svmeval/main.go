@@ -1,6 +1,7 @@
 // Command svmeval prints the objective a model reaches on a data set, in
-// LIBLINEAR's scale (F(w) = ||w||^2/2 + C sum_i max(0, 1 - y_i w·x_i)^2), so
-// models from this trainer and from liblinear-train -s 2 can be compared:
+// LIBLINEAR's scale (F(w) = ||w||^2/2 + C sum_i φ(y_i w·x_i), φ the loss of
+// the model's solver: -s 0, 1 or 2), so models from this trainer and from
+// liblinear-train can be compared:
 //
 //	svmeval [-c C] data_file model_file
 package main
@@ -44,12 +45,9 @@ func run(dataPath, modelPath string, c float64) error {
 	if err != nil {
 		return err
 	}
-	if !m.L2LossSVM() {
-		return fmt.Errorf("%s: solver_type %s; svmeval scores L2-loss SVM models only (LIBLINEAR -s 1 or -s 2): another problem's model has another optimum", modelPath, m.Solver)
-	}
 	obj, err := train.ObjectiveFor(dataPath, m, c, runtime.NumCPU())
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", modelPath, err)
 	}
 	f := make([]float64, len(m.W))
 	g := make([][]float64, len(m.W))

@@ -302,7 +302,11 @@ func (m *Model) Decision(idx []uint32, val []float64, out []float64) []float64 {
 
 // Predict returns the label LIBLINEAR's predict would give.
 func (m *Model) Predict(idx []uint32, val []float64, scratch []float64) int {
-	dec := m.Decision(idx, val, scratch)
+	return m.label(m.Decision(idx, val, scratch))
+}
+
+// label is the class a row of decision values dec is predicted.
+func (m *Model) label(dec []float64) int {
 	if len(m.Labels) == 2 { // LIBLINEAR's rule, even for MCSVM_CS's two vectors
 		if dec[0] > 0 {
 			return m.Labels[0]

@@ -2,7 +2,9 @@ package libsvm
 
 import (
 	"bufio"
+	"errors"
 	"io"
+	"math"
 	"strconv"
 )
 
@@ -25,9 +27,27 @@ func (a Accuracy) String() string {
 // PredictAll predicts every row of r (LIBSVM text) with m, writing one label
 // per line to out when it is not nil.
 func PredictAll(r io.Reader, name string, m *Model, out io.Writer) (Accuracy, error) {
+	return predictAll(r, name, m, out, false)
+}
+
+// ErrNotProbabilistic is liblinear-predict's refusal of -b 1 for a model
+// that gives no probabilities.
+var ErrNotProbabilistic = errors.New("probability output is only supported for logistic regression")
+
+// PredictProbabilities is PredictAll writing, as liblinear-predict -b 1
+// does, a header of the labels, then each row's label and its class
+// probabilities (Probabilities), to 6 significant digits.
+func PredictProbabilities(r io.Reader, name string, m *Model, out io.Writer) (Accuracy, error) {
+	if !m.Probabilistic() {
+		return Accuracy{}, ErrNotProbabilistic
+	}
+	return predictAll(r, name, m, out, true)
+}
+
+func predictAll(r io.Reader, name string, m *Model, out io.Writer, prob bool) (Accuracy, error) {
 	var acc Accuracy
 	rd := NewReader(r, name)
-	var bw *bufio.Writer
+	bw := bufio.NewWriter(io.Discard)
 	if out != nil {
 		bw = bufio.NewWriter(out)
 	}
@@ -35,9 +55,16 @@ func PredictAll(r io.Reader, name string, m *Model, out io.Writer) (Accuracy, er
 	for _, l := range m.Labels {
 		known[l] = true
 	}
-	var row Row
-	var scratch []float64
 	buf := make([]byte, 0, 16)
+	if prob {
+		buf = append(buf, "labels"...)
+		for _, l := range m.Labels {
+			buf = strconv.AppendInt(append(buf, ' '), int64(l), 10)
+		}
+		bw.Write(append(buf, '\n'))
+	}
+	var row Row
+	var dec, probs []float64
 	for {
 		err := rd.Next(&row)
 		if err == io.EOF {
@@ -46,7 +73,8 @@ func PredictAll(r io.Reader, name string, m *Model, out io.Writer) (Accuracy, er
 		if err != nil {
 			return acc, err
 		}
-		pred := m.Predict(row.Index, row.Value, scratch)
+		dec = m.Decision(row.Index, row.Value, dec)
+		pred := m.label(dec)
 		acc.Total++
 		if float64(pred) == row.Label {
 			acc.Correct++
@@ -54,14 +82,48 @@ func PredictAll(r io.Reader, name string, m *Model, out io.Writer) (Accuracy, er
 		if row.Label != float64(int(row.Label)) || !known[int(row.Label)] {
 			acc.Unknown++
 		}
-		if bw != nil {
-			buf = strconv.AppendInt(buf[:0], int64(pred), 10)
-			buf = append(buf, '\n')
-			bw.Write(buf)
+		buf = strconv.AppendInt(buf[:0], int64(pred), 10)
+		if prob {
+			probs = m.Probabilities(dec, probs)
+			for _, p := range probs {
+				buf = strconv.AppendFloat(append(buf, ' '), p, 'g', 6, 64)
+			}
 		}
+		bw.Write(append(buf, '\n'))
 	}
-	if bw != nil {
-		return acc, bw.Flush()
+	return acc, bw.Flush()
+}
+
+// Probabilistic reports whether the model gives class probabilities:
+// LIBLINEAR's logistic regression models.
+func (m *Model) Probabilistic() bool {
+	switch m.Solver {
+	case "L2R_LR", "L2R_LR_DUAL", "L1R_LR":
+		return true
 	}
-	return acc, nil
+	return false
+}
+
+// Probabilities turns a row's decision values into its class
+// probabilities, in the model's label order, as LIBLINEAR's
+// predict_probability does: the logistic function of each value; with
+// two classes the second is one minus the first, else they are
+// normalised to sum to one.
+func (m *Model) Probabilities(dec, out []float64) []float64 {
+	out = append(out[:0], make([]float64, len(m.Labels))...)
+	for k := range dec {
+		out[k] = 1 / (1 + math.Exp(-dec[k]))
+	}
+	if len(m.Labels) == 2 {
+		out[1] = 1 - out[0]
+		return out
+	}
+	sum := 0.0
+	for _, p := range out {
+		sum += p
+	}
+	for k := range out {
+		out[k] /= sum
+	}
+	return out
 }

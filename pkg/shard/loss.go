@@ -99,20 +99,24 @@ func (l Loss) Value(y, z, c float64) float64 {
 	return v
 }
 
-// logisticGrad is LIBLINEAR's: log(1 + e^(-yz)) without overflow for
-// either sign of yz, and φ' = -y σ(-yz).
+// logisticGrad is log(1 + e^(-yz)) without overflow for either sign of
+// yz, as LIBLINEAR writes it, and φ' = -y σ(-yz), from one exponential:
+// the pass's cost is its exponentials and logarithms.
 func logisticGrad(y, z, c float64) (loss, dz float64, active bool) {
 	yz := float64(y * z)
+	e := math.Exp(-math.Abs(yz)) // e^(-|yz|), in (0, 1]
+	s := 1 / (1 + e)             // σ(-yz) for yz < 0
 	if yz >= 0 {
-		loss = math.Log1p(math.Exp(-yz))
+		loss = math.Log1p(e)
+		s = float64(e * s)
 	} else {
-		loss = -yz + math.Log1p(math.Exp(yz))
+		loss = -yz + math.Log1p(e)
 	}
-	s := 1 / (1 + math.Exp(yz)) // σ(-yz)
 	return float64(c * loss), float64(-c * y * s), true
 }
 
 func logisticCurv(y, z, c float64) float64 {
-	s := 1 / (1 + math.Exp(-float64(y*z))) // σ(yz)
-	return float64(c * s * (1 - s) / 2)
+	e := math.Exp(-math.Abs(float64(y * z)))
+	s := 1 / (1 + e) // σ(|yz|); σ(yz)σ(-yz) is symmetric in yz
+	return float64(c * float64(s*float64(e*s)) / 2)
 }

@@ -483,7 +483,7 @@ func (o *Objective) evalHessSome(ks []int, x [][]float64, f []float64, g, h [][]
 }
 
 // LipschitzBound is (2/m) b sum_i ||a_i||^2 + lambda, b the loss's bound
-// on φ''/2 (1 for the squared hinge): a bound on the Hessian's trace,
+// on φ”/2 (1 for the squared hinge): a bound on the Hessian's trace,
 // cheap and always at least the true constant.
 func (o *Objective) LipschitzBound() float64 {
 	s := o.normSq

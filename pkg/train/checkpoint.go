@@ -134,8 +134,12 @@ func DataFingerprint(metas []shard.Meta) string {
 // tolerance and the iteration limit only decide where to stop, so a run
 // may resume with other values of those.
 func FlagsFingerprint(cfg Config) string {
-	return fmt.Sprintf("c=%v lambda=%v bias=%v method=%s params=%+v init=%v weights=%v holdout=%d",
+	fp := fmt.Sprintf("c=%v lambda=%v bias=%v method=%s params=%+v init=%v weights=%v holdout=%d",
 		cfg.C, cfg.Lambda, cfg.Bias, methodName(cfg.Method), cfg.Params, cfg.Init != nil, cfg.Weights, cfg.Holdout)
+	if cfg.Loss != shard.SquaredHinge { // the squared hinge's checkpoints keep their fingerprints
+		fp += " loss=" + cfg.Loss.String()
+	}
+	return fp
 }
 
 func methodName(m string) string {

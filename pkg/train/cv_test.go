@@ -46,17 +46,21 @@ var cvLine = regexp.MustCompile(`Cross Validation Accuracy = ([0-9.]+)%`)
 func TestCrossValidationMatchesLIBLINEAR(t *testing.T) {
 	dir := sharedData(t)
 	needLIBLINEAR(t)
-	for _, name := range []string{"heart_scale", "a9a", "svmguide1", "dna.scale", "glass.scale"} {
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    int
+	}{{"heart_scale", 2}, {"a9a", 2}, {"svmguide1", 2}, {"dna.scale", 2}, {"glass.scale", 2}, {"heart_scale", 0}, {"dna.scale", 0}} {
+		name := tc.name
+		t.Run(fmt.Sprintf("%s/s=%d", name, tc.s), func(t *testing.T) {
 			t.Parallel()
 			plain := plainCopy(t, filepath.Join(dir, name+".bz2"))
-			m := cvLine.FindStringSubmatch(liblinearOut(t, "-s", "2", "-q", "-e", "1e-6", "-v", "5", plain))
+			m := cvLine.FindStringSubmatch(liblinearOut(t, "-s", strconv.Itoa(tc.s), "-q", "-e", "1e-6", "-v", "5", plain))
 			if m == nil {
 				t.Fatal("no accuracy in LIBLINEAR's output")
 			}
 			want, _ := strconv.ParseFloat(m[1], 64)
 			b := localBackend(t, plain)
-			cv, err := CrossValidate(b, Config{C: 1, Eps: 1e-6, Bias: -1, MaxIter: 10000}, 5, nil)
+			cv, err := CrossValidate(b, Config{C: 1, Eps: 1e-6, Bias: -1, MaxIter: 10000, Loss: Losses[tc.s]}, 5, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/bzip2"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
 	"gonum.org/v1/gonum/floats"
 )
 
@@ -112,6 +114,14 @@ func trainFile(t *testing.T, path string, cfg Config) *Result {
 	return res
 }
 
+// crossSet is a shared data set checked against LIBLINEAR.
+type crossSet struct {
+	train, test string
+	eps         float64 // our -e
+	refEps      float64 // LIBLINEAR's -e for the optimum
+	slow        bool
+}
+
 // TestMatchesLIBLINEAR is the contract's cross-check: on every shared data
 // set, -c 1 -e 1e-6 with the default method ends within 1e-6 (relative) of
 // LIBLINEAR's optimum, and liblinear-predict on our model file predicts
@@ -119,12 +129,7 @@ func trainFile(t *testing.T, path string, cfg Config) *Result {
 func TestMatchesLIBLINEAR(t *testing.T) {
 	dir := sharedData(t)
 	needLIBLINEAR(t)
-	sets := []struct {
-		train, test string
-		eps         float64 // our -e
-		refEps      float64 // LIBLINEAR's -e for the optimum
-		slow        bool
-	}{
+	sets := []crossSet{
 		{"heart_scale", "", 1e-6, 1e-10, false},
 		{"breast-cancer_scale", "", 1e-6, 1e-10, false},
 		{"svmguide1", "svmguide1.t", 1e-6, 1e-10, false},
@@ -146,58 +151,91 @@ func TestMatchesLIBLINEAR(t *testing.T) {
 		{"news20.t", "", 1e-6, 1e-8, true},
 	}
 	for _, s := range sets {
-		t.Run(s.train, func(t *testing.T) {
-			if s.slow && testing.Short() {
-				t.Skip("slow: run without -short")
-			}
-			t.Parallel()
-			src := filepath.Join(dir, s.train+".bz2")
-			plain := plainCopy(t, src)
-			ref := filepath.Join(t.TempDir(), "ref.model")
-			run(t, "liblinear-train", "-q", "-s", "2", "-c", "1", "-e", strconv.FormatFloat(s.refEps, 'g', -1, 64), plain, ref)
-			fstar := primal(t, src, readModelFile(t, ref), 1)
+		t.Run(s.train, func(t *testing.T) { crossCheck(t, dir, s, shard.SquaredHinge) })
+	}
+}
 
-			cfg := Config{C: 1, Eps: s.eps, Bias: -1, MaxIter: 10000}
-			if s.train == "news20.t" {
-				cfg.Method = "lbfgs"
-			}
-			res := trainFile(t, src, cfg)
-			for k := range fstar {
-				gap := (res.Primal[k] - fstar[k]) / fstar[k]
-				if gap > 1e-6 {
-					t.Errorf("problem %d: F = %.12g, LIBLINEAR's optimum %.12g: gap %.2e", k, res.Primal[k], fstar[k], gap)
-				}
-				if !res.Opt.Converged[k] {
-					t.Errorf("problem %d did not meet -e %g in %d iterations", k, s.eps, res.Opt.Iters[k])
-				}
-			}
-			t.Logf("%d passes, iterations %v", res.Opt.Evals, res.Opt.Iters)
+// TestLogisticMatchesLIBLINEAR is TestMatchesLIBLINEAR for -s 0, with
+// liblinear-predict -b 1's probabilities too.
+func TestLogisticMatchesLIBLINEAR(t *testing.T) {
+	dir := sharedData(t)
+	needLIBLINEAR(t)
+	sets := []crossSet{
+		{"heart_scale", "", 1e-6, 1e-10, false},
+		{"breast-cancer_scale", "", 1e-6, 1e-10, false},
+		{"svmguide1", "svmguide1.t", 1e-6, 1e-10, false},
+		{"a9a", "a9a.t", 1e-6, 1e-10, false},
+		{"w8a", "", 1e-6, 1e-10, false},
+		{"ijcnn1", "ijcnn1.t", 1e-6, 1e-10, false},
+		{"mushrooms", "", 1e-6, 1e-10, false},
+		{"dna.scale", "dna.scale.t", 1e-6, 1e-10, false},
+		{"glass.scale", "", 1e-6, 1e-10, false},
+		{"letter.scale", "letter.scale.t", 1e-6, 1e-10, true},
+	}
+	for _, s := range sets {
+		t.Run(s.train, func(t *testing.T) { crossCheck(t, dir, s, shard.Logistic) })
+	}
+}
 
-			// Our model file must load in liblinear-predict and give our
-			// predictions, label for label.
-			ours := filepath.Join(t.TempDir(), "ours.model")
-			f, _ := os.Create(ours)
-			if err := res.Model.Write(f); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-			testFile := plain
-			if s.test != "" {
-				testFile = plainCopy(t, filepath.Join(dir, s.test+".bz2"))
-			}
-			theirs := filepath.Join(t.TempDir(), "theirs.out")
-			run(t, "liblinear-predict", testFile, ours, theirs)
-			in, _ := os.Open(testFile)
-			var mine bytes.Buffer
-			if _, err := libsvm.PredictAll(in, testFile, readModelFile(t, ours), &mine); err != nil {
-				t.Fatal(err)
-			}
-			in.Close()
-			want, _ := os.ReadFile(theirs)
-			if !bytes.Equal(mine.Bytes(), want) {
-				t.Errorf("predictions differ from liblinear-predict's (%d vs %d bytes)", mine.Len(), len(want))
-			}
-		})
+// crossCheck trains set s with loss l and checks the optimum and the
+// predictions against LIBLINEAR's.
+func crossCheck(t *testing.T, dir string, s crossSet, l shard.Loss) {
+	if s.slow && testing.Short() {
+		t.Skip("slow: run without -short")
+	}
+	t.Parallel()
+	solver := strconv.Itoa(SolverOf(l).Type)
+	src := filepath.Join(dir, s.train+".bz2")
+	plain := plainCopy(t, src)
+	ref := filepath.Join(t.TempDir(), "ref.model")
+	run(t, "liblinear-train", "-q", "-s", solver, "-c", "1", "-e", strconv.FormatFloat(s.refEps, 'g', -1, 64), plain, ref)
+	fstar := primal(t, src, readModelFile(t, ref), 1)
+
+	cfg := Config{C: 1, Eps: s.eps, Bias: -1, MaxIter: 10000, Loss: l}
+	if s.train == "news20.t" {
+		cfg.Method = "lbfgs"
+	}
+	res := trainFile(t, src, cfg)
+	for k := range fstar {
+		gap := (res.Primal[k] - fstar[k]) / fstar[k]
+		if gap > 1e-6 {
+			t.Errorf("problem %d: F = %.12g, LIBLINEAR's optimum %.12g: gap %.2e", k, res.Primal[k], fstar[k], gap)
+		}
+		if !res.Opt.Converged[k] {
+			t.Errorf("problem %d did not meet -e %g in %d iterations", k, s.eps, res.Opt.Iters[k])
+		}
+	}
+	t.Logf("%d passes, iterations %v", res.Opt.Evals, res.Opt.Iters)
+
+	// Our model file must load in liblinear-predict and give our
+	// predictions, label for label (and probability for probability).
+	ours := filepath.Join(t.TempDir(), "ours.model")
+	f, _ := os.Create(ours)
+	if err := res.Model.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	testFile := plain
+	if s.test != "" {
+		testFile = plainCopy(t, filepath.Join(dir, s.test+".bz2"))
+	}
+	predict := map[string]func(io.Reader, string, *libsvm.Model, io.Writer) (libsvm.Accuracy, error){"0": libsvm.PredictAll}
+	if l == shard.Logistic {
+		predict["1"] = libsvm.PredictProbabilities
+	}
+	for b, predictAll := range predict {
+		theirs := filepath.Join(t.TempDir(), "theirs.out")
+		run(t, "liblinear-predict", "-b", b, testFile, ours, theirs)
+		in, _ := os.Open(testFile)
+		var mine bytes.Buffer
+		if _, err := predictAll(in, testFile, readModelFile(t, ours), &mine); err != nil {
+			t.Fatal(err)
+		}
+		in.Close()
+		want, _ := os.ReadFile(theirs)
+		if !bytes.Equal(mine.Bytes(), want) {
+			t.Errorf("-b %s: predictions differ from liblinear-predict's (%d vs %d bytes)", b, mine.Len(), len(want))
+		}
 	}
 }
 

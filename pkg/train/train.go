@@ -37,8 +37,11 @@ type Config struct {
 	// alone, LIBLINEAR's own too (docs/ALGORITHMS.md). Within 1e-6 of
 	// the optimum a problem is at most 1e-6 above LIBLINEAR's, at
 	// several times the passes.
-	MaxGap  float64
-	Bias    float64 // < 0: no bias feature
+	MaxGap float64
+	Bias   float64 // < 0: no bias feature
+	// Loss is the problem's loss: the squared hinge (LIBLINEAR -s 2)
+	// unless set, or logistic regression's (-s 0).
+	Loss    shard.Loss
 	Method  string
 	MaxIter int
 	Params  osgm.Params
@@ -339,7 +342,7 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 		p.dataFP, p.flagsFP = DataFingerprint(metas), FlagsFingerprint(cfg)
 	}
 	p.obj = shard.NewObjective(b, p.features, p.lambda, cfg.Bias)
-	p.obj.Rows, p.obj.Weights, p.obj.Holdout = p.stop.rows, weights, cfg.Holdout
+	p.obj.Rows, p.obj.Weights, p.obj.Holdout, p.obj.Loss = p.stop.rows, weights, cfg.Holdout, cfg.Loss
 	// The methods see n coordinates of a model's dim: the live ones (see
 	// shard.Objective.LeaveOutDead), or all of them.
 	p.Dim = p.obj.Dim()
@@ -391,7 +394,7 @@ func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
 // methods left them (Weights), the live ones alone and the shelved
 // problems on the shelf.
 func (p *planned) result(res *osgm.Result, cfg Config) (*Result, error) {
-	model := &libsvm.Model{Solver: libsvm.SolverL2LossSVC, Labels: p.labels, NFeature: p.features, Bias: cfg.Bias}
+	model := &libsvm.Model{Solver: SolverOf(cfg.Loss).Name, Labels: p.labels, NFeature: p.features, Bias: cfg.Bias}
 	if cfg.Bias < 0 {
 		model.Bias = -1
 	}
@@ -723,9 +726,13 @@ func warmStart(m *libsvm.Model, labels []int, dim int, bias float64) ([][]float6
 }
 
 // ObjectiveFor loads a data set locally and binds it to a model's classes,
-// features and bias, with lambda = 1/(C m): the objective that model was
-// trained for.
+// features, bias and loss, with lambda = 1/(C m): the objective that
+// model was trained for.
 func ObjectiveFor(path string, m *libsvm.Model, c float64, parallel int) (*shard.Objective, error) {
+	loss, ok := LossOf(m)
+	if !ok {
+		return nil, fmt.Errorf("solver_type %s: not a problem this trainer has (LIBLINEAR -s 0, -s 1 or -s 2)", m.Solver)
+	}
 	info, err := shard.Stat(path)
 	if err != nil {
 		return nil, err
@@ -751,7 +758,9 @@ func ObjectiveFor(path string, m *libsvm.Model, c float64, parallel int) (*shard
 	if bias < 0 {
 		bias = -1
 	}
-	return shard.NewObjective(b, features, 1/(c*float64(sum.Rows)), bias), nil
+	obj := shard.NewObjective(b, features, 1/(c*float64(sum.Rows)), bias)
+	obj.Loss = loss
+	return obj, nil
 }
 
 // The coordinator holds per problem at most methodVectors vectors of the
@@ -803,4 +812,33 @@ func vectors(m, n int) [][]float64 {
 		out[k] = make([]float64, n)
 	}
 	return out
+}
+
+// Losses are the problems this package trains, by LIBLINEAR's -s.
+var Losses = map[int]shard.Loss{0: shard.Logistic, 2: shard.SquaredHinge}
+
+// SolverOf is the LIBLINEAR solver whose problem loss l makes: its model
+// files' solver_type.
+func SolverOf(l shard.Loss) libsvm.Solver {
+	for t, lt := range Losses {
+		if lt == l {
+			s, _ := libsvm.SolverNumbered(t)
+			return s
+		}
+	}
+	panic(fmt.Sprintf("train: no solver for the %v loss", l))
+}
+
+// LossOf is the loss of a model's problem, and whether this package
+// trains it: a warm start needs the same problem's model (LIBLINEAR's
+// -s 1 and -s 2 are one problem).
+func LossOf(m *libsvm.Model) (shard.Loss, bool) {
+	if m.L2LossSVM() {
+		return shard.SquaredHinge, true
+	}
+	if s, ok := libsvm.SolverNamed(m.Solver); ok {
+		l, ok := Losses[s.Type]
+		return l, ok
+	}
+	return 0, false
 }

@@ -57,6 +57,7 @@ const (
 // evaluate its shards: the bias and the label order that defines classes.
 type Point struct {
 	Op      Op
+	Loss    uint8 // the rows' loss, as shard.Loss
 	Bias    float64
 	Labels  []float64 // class order; a row's class is its label's position
 	Weights []float64 // class weights, as shard.Point.Weights (empty: none)
@@ -137,6 +138,7 @@ func appendPointHead(dst []byte, p *Point, more int) []byte {
 	start := len(dst)
 	e := enc{b: slices.Grow(dst, 80+4*len(p.Classes)+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+len(p.Live))+more)}
 	e.u8(uint8(p.Op))
+	e.u8(p.Loss)
 	e.f64(p.Bias)
 	e.f64s(p.Labels)
 	e.f64s(p.Weights)
@@ -173,6 +175,10 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	p := &Point{Op: Op(d.u8())}
 	if d.err == nil && p.Op > OpHessVecAt {
 		return nil, fmt.Errorf("transport: point: unknown op %d", p.Op)
+	}
+	p.Loss = d.u8()
+	if d.err == nil && !shard.Loss(p.Loss).Valid() {
+		return nil, fmt.Errorf("transport: point: unknown loss %d", p.Loss)
 	}
 	p.Bias = d.f64()
 	p.Labels = d.f64s()

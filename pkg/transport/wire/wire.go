@@ -29,7 +29,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 9
+const Version = 10
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40

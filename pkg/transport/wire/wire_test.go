@@ -256,7 +256,7 @@ func TestDecodeChunkRejects(t *testing.T) {
 }
 
 func TestMessagesRoundTrip(t *testing.T) {
-	p := &Point{Op: OpHessVec, Bias: 1.5, Labels: []float64{3, 1, 2}, Weights: []float64{2, 1, 0.5, 1, 1, 1},
+	p := &Point{Op: OpHessVec, Loss: uint8(shard.Logistic), Bias: 1.5, Labels: []float64{3, 1, 2}, Weights: []float64{2, 1, 0.5, 1, 1, 1},
 		Classes: []uint32{2, 0, 1}, Stamp: 0xdeadbeef12345678, Folds: 5, Holdout: 3, Rows: 1000, Starts: []uint64{0, 400, 700},
 		X: [][]float64{{1, -2, math.Pi}, {0, 1e-300, -0.5}, {4, 5, 6}},
 		V: [][]float64{{1, 1, 1}, {2, 2, 2}, {3, 3, 3}}}
@@ -269,7 +269,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 			t.Fatalf("point %d differs", k)
 		}
 	}
-	if got.Bias != p.Bias || !slices.Equal(got.Labels, p.Labels) || got.Op != p.Op || !slices.Equal(got.Weights, p.Weights) || !slices.Equal(got.Classes, p.Classes) || got.Stamp != p.Stamp ||
+	if got.Bias != p.Bias || !slices.Equal(got.Labels, p.Labels) || got.Op != p.Op || got.Loss != p.Loss || !slices.Equal(got.Weights, p.Weights) || !slices.Equal(got.Classes, p.Classes) || got.Stamp != p.Stamp ||
 		got.Folds != p.Folds || got.Holdout != p.Holdout || got.Rows != p.Rows || !slices.Equal(got.Starts, p.Starts) {
 		t.Fatalf("point header differs: %+v", got)
 	}
@@ -342,6 +342,11 @@ func TestDecodeRejectsLies(t *testing.T) {
 	bad[0] = 7
 	if _, err := DecodePoint(bad); err == nil {
 		t.Error("a point with an unknown op decoded")
+	}
+	bad = bytes.Clone(p)
+	bad[1] = 200
+	if _, err := DecodePoint(bad); err == nil {
+		t.Error("a point with an unknown loss decoded")
 	}
 	for _, lie := range []*Point{
 		{Op: OpEval, Labels: []float64{1, -1}, Weights: []float64{1, 2, 3}, X: [][]float64{{1, 2}}},
