@@ -37,13 +37,16 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 				z[k] += float64(p.Bias * p.WBias[k])
 			}
 			side := sel[k].side(s.Class[i]) & 1
-			y, w := signs[side], sel[k].w[side]
-			l, c, ok := p.Loss.grad(y, z[k], w)
+			l, c, ok := hingeGrad(signs[side], z[k], sel[k].w[side]) // see hingeGrad
+			h := sel[k].w[side]
+			if sel[k].loss != SquaredHinge {
+				l, c, h, ok = sel[k].otherGradCurv(i, signs[side], z[k], sel[k].w[side])
+			} else if ok {
+				sel[k].markActive(i, h)
+			}
 			if !ok {
 				continue
 			}
-			sel[k].markActive(i)
-			h, _ := p.Loss.curv(y, z[k], w)
 			out.Loss[k] += l
 			if p.Bias >= 0 {
 				out.BiasGrad[k] += float64(c * p.Bias)
@@ -140,7 +143,13 @@ func evalDiagSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class
 			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
-		l, c, h, ok := r.gradCurv(i, signs[sd], z, r.w[sd])
+		l, c, ok := hingeGrad(signs[sd], z, r.w[sd]) // see hingeGrad
+		h := r.w[sd]
+		if r.loss != SquaredHinge {
+			l, c, h, ok = r.otherGradCurv(i, signs[sd], z, r.w[sd])
+		} else if ok {
+			r.markActive(i, h)
+		}
 		if !ok {
 			continue
 		}
@@ -177,7 +186,14 @@ func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl,
 			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
-		if l, c, h, ok := r.gradCurv(i, signs[sd], z, r.w[sd]); ok {
+		l, c, ok := hingeGrad(signs[sd], z, r.w[sd]) // see hingeGrad
+		h := r.w[sd]
+		if r.loss != SquaredHinge {
+			l, c, h, ok = r.otherGradCurv(i, signs[sd], z, r.w[sd])
+		} else if ok {
+			r.markActive(i, h)
+		}
+		if ok {
 			sums[0] += l
 			for q := a; q < b; q++ {
 				j := int(m.col(q))
@@ -209,7 +225,14 @@ func evalDiagBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cl
 			z += float64(bias * wb)
 		}
 		sd := r.side(class[i]) & 1
-		if l, c, h, ok := r.gradCurv(i, signs[sd], z, r.w[sd]); ok {
+		l, c, ok := hingeGrad(signs[sd], z, r.w[sd]) // see hingeGrad
+		h := r.w[sd]
+		if r.loss != SquaredHinge {
+			l, c, h, ok = r.otherGradCurv(i, signs[sd], z, r.w[sd])
+		} else if ok {
+			r.markActive(i, h)
+		}
+		if ok {
 			sums[0] += l
 			ci, wi := float64(c*inv), float64(h*inv*inv)
 			for q := a; q < b; q++ {

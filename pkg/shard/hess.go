@@ -59,7 +59,10 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
 			z += float64(p.Bias * p.WBias[0])
 		}
 		side := r.side(s.Class[i])
-		cw, ok := p.Loss.curv(signs[side], z, r.w[side])
+		cw, ok := hingeCurv(signs[side], z, r.w[side]) // see hingeGrad
+		if p.Loss != SquaredHinge {
+			cw, ok = p.Loss.curv(signs[side], z, r.w[side])
+		}
 		if !ok {
 			continue
 		}

@@ -57,7 +57,7 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 			n = activeAt(sel, i, act)
 			rowSumsAt(cols, vals, vl, t, act[:n])
 			for _, k := range act[:n] {
-				z[k] = sel[k].w[sel[k].side(s.Class[i])&1]
+				z[k] = sel[k].knownWeight(i, sel[k].w[sel[k].side(s.Class[i])&1])
 			}
 		} else {
 			clear(t)
@@ -145,7 +145,9 @@ func hessVecSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class 
 		}
 		sd := r.side(class[i]) & 1
 		h := r.w[sd]
-		if !r.known {
+		if r.known {
+			h = r.knownWeight(i, h)
+		} else {
 			z := z/scale + zb
 			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
 			if r.loss != SquaredHinge {
@@ -154,7 +156,7 @@ func hessVecSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class 
 			if !ok {
 				continue
 			}
-			r.markActive(i)
+			r.markActive(i, hz)
 			h = hz
 		}
 		c := float64((t/scale + tb) * h)
@@ -193,7 +195,9 @@ func hessVecSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, w
 		}
 		sd := r.side(class[i]) & 1
 		h := r.w[sd]
-		if !r.known {
+		if r.known {
+			h = r.knownWeight(i, h)
+		} else {
 			z := z + zb
 			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
 			if r.loss != SquaredHinge {
@@ -202,7 +206,7 @@ func hessVecSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, w
 			if !ok {
 				continue
 			}
-			r.markActive(i)
+			r.markActive(i, hz)
 			h = hz
 		}
 		c := float64((t + tb) * h)
@@ -360,22 +364,31 @@ func (s *Shard) selections(p *Point, sc *Scratch) []rows {
 // shard's rows are active at p, when p has a stamp: known if it was filled
 // at the same stamp, classes and fold.
 func (s *Shard) activity(p *Point, sel []rows, c *activityCache) {
-	if p.Stamp == 0 || c == nil || !p.Loss.Cached() {
+	if p.Stamp == 0 || c == nil {
 		return
 	}
 	K := len(sel)
 	words := (s.Rows()*K + 63) / 64
-	known := c.stamp == p.Stamp && c.pos == sel[0].pos && c.k == K && c.hold == p.Holdout && len(c.bits) == words
+	var weights int // a weight a row, when the bits do not say it
+	if !p.Loss.Cached() {
+		weights = s.Rows() * K
+	}
+	known := c.stamp == p.Stamp && c.pos == sel[0].pos && c.k == K && c.hold == p.Holdout && len(c.bits) == words && len(c.weights) == weights
 	if !known {
 		if cap(c.bits) < words {
 			c.bits = make([]uint64, words)
 		}
 		c.bits = c.bits[:words]
 		clear(c.bits)
+		c.weights = grow(c.weights, weights)
 		c.stamp, c.pos, c.k, c.hold = p.Stamp, sel[0].pos, K, p.Holdout
 	}
+	var hw []float64
+	if weights > 0 {
+		hw = c.weights
+	}
 	for k := range sel {
-		sel[k].act, sel[k].stride, sel[k].off, sel[k].known = c.bits, K, k, known
+		sel[k].act, sel[k].hw, sel[k].stride, sel[k].off, sel[k].known = c.bits, hw, K, k, known
 	}
 }
 
@@ -399,33 +412,43 @@ func (r *rows) curvAt(i int, y, z, c float64) (float64, bool) {
 		h, ok = r.loss.curv(y, z, c)
 	}
 	if ok {
-		r.markActive(i)
+		r.markActive(i, h)
 	}
 	return h, ok
 }
 
-// gradCurv is Loss.grad and Loss.curv of row i, recording whether it is
-// active in the cache.
-func (r *rows) gradCurv(i int, y, z, c float64) (loss, dz, h float64, ok bool) {
-	if r.loss != SquaredHinge {
-		loss, dz, ok = r.loss.grad(y, z, c)
-		h, _ = r.loss.curv(y, z, c)
-	} else if loss, dz, ok = hingeGrad(y, z, c); ok {
-		h = c
-	}
+// otherGradCurv is Loss.grad and Loss.curv of row i for losses other
+// than the squared hinge (which the kernels inline: see hingeGrad),
+// recording in the cache whether it is active, and its weight.
+func (r *rows) otherGradCurv(i int, y, z, c float64) (loss, dz, h float64, ok bool) {
+	loss, dz, ok = r.loss.grad(y, z, c)
 	if ok {
-		r.markActive(i)
+		h, _ = r.loss.curv(y, z, c)
+		r.markActive(i, h)
 	}
 	return loss, dz, h, ok
 }
 
-// markActive records in the cache (if any) that row i is active. A
-// known cache already holds the bit, the same margin having set it.
-func (r *rows) markActive(i int) {
+// markActive records in the cache (if any) that row i is active, of
+// Hessian weight h. A known cache already holds them, the same margin
+// having set them.
+func (r *rows) markActive(i int, h float64) {
 	if r.act != nil {
 		b := i*r.stride + r.off
 		r.act[b>>6] |= 1 << (uint(b) & 63)
+		if r.hw != nil {
+			r.hw[b] = h
+		}
 	}
+}
+
+// knownWeight is the Hessian weight of row i, active in a known cache,
+// of class weight c.
+func (r *rows) knownWeight(i int, c float64) float64 {
+	if r.hw != nil {
+		return r.hw[i*r.stride+r.off]
+	}
+	return c
 }
 
 func (r *rows) knownInactive(i int) bool {
@@ -489,6 +512,7 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 				a = b
 				continue
 			}
+			h = r.knownWeight(i, h)
 		} else {
 			z := m.dotOnes(wp, a, b) + zb
 			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
@@ -499,7 +523,7 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 				a = b
 				continue
 			}
-			r.markActive(i)
+			r.markActive(i, hz)
 			h = hz
 		}
 		// a·v inline, in dotOnes's order (see evalBinary).
@@ -552,6 +576,7 @@ func hessVecBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cla
 				a = b
 				continue
 			}
+			h = r.knownWeight(i, h)
 		} else {
 			z := float64(m.dot(wp, a, b)*inv) + zb
 			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
@@ -562,7 +587,7 @@ func hessVecBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cla
 				a = b
 				continue
 			}
-			r.markActive(i)
+			r.markActive(i, hz)
 			h = hz
 		}
 		// a·v inline, in m.dot's order (see evalBinary).

@@ -318,9 +318,11 @@ type rows struct {
 
 	// Hessian-vector passes: act holds a bit per row, set when the row
 	// is active at the point, row i's at i*stride+off (the point's K
-	// problems share one cache); known says the bits are those of this
-	// point already (nil act: no caching).
+	// problems share one cache), and hw its Hessian weight when the loss
+	// is not Cached; known says they are those of this point already
+	// (nil act: no caching).
 	act         []uint64
+	hw          []float64
 	stride, off int
 	known       bool
 }

@@ -103,6 +103,9 @@ type activityCache struct {
 	k     int   // problems
 	hold  int
 	bits  []uint64 // row i of problem k at i*K+k
+	// weights are the rows' Hessian weights, as bits, for a loss whose
+	// weight is not the class weight of the active rows (!Loss.Cached).
+	weights []float64
 }
 
 // Rows is the number of rows.
