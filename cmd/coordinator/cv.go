@@ -40,7 +40,7 @@ func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logge
 	}
 	first := o.cfg.C
 	if !o.set["c"] {
-		first = train.StartC(b.Meta(), cfg.Bias)
+		first = train.StartC(b.Meta(), cfg.Bias, cfg.Loss)
 	}
 	// As LIBLINEAR's: -q leaves the first and last lines only.
 	fmt.Fprintf(out, "Doing parameter search with %d-fold cross validation.\n", o.folds)

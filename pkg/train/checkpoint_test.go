@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
 // TestCheckpointRefusesDamage: a checkpoint reads back as written, and any
@@ -107,5 +108,11 @@ func TestResumeRefusesCheckpointsThatDoNotFit(t *testing.T) {
 				t.Fatalf("%d rounds ran before the refusal", resumed)
 			}
 		})
+	}
+	// Another loss is another problem: its state cannot continue this one.
+	other := cfg
+	other.Loss, other.Resume = shard.Logistic, saved
+	if _, err := Train(localBackend(t, path), other); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("a squared-hinge checkpoint resumed as logistic regression: %v", err)
 	}
 }

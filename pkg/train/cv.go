@@ -162,9 +162,10 @@ func SearchC(b shard.Backend, cfg Config, folds int, start, maxC float64, step f
 }
 
 // StartC is LIBLINEAR's first C for the search: the largest power of two
-// at most 1/(2 m max_i ||x_i||^2), the bias feature included, below which
-// every C gives the same predictions.
-func StartC(metas []shard.Meta, bias float64) float64 {
+// at most 1/(2 m max_i ||x_i||^2) (for logistic regression 1/(m max_i
+// ||x_i||^2)), the bias feature included, below which every C gives the
+// same predictions.
+func StartC(metas []shard.Meta, bias float64, loss shard.Loss) float64 {
 	rows, maxSq := 0, 0.0
 	for _, m := range metas {
 		rows += m.Rows
@@ -176,5 +177,9 @@ func StartC(metas []shard.Meta, bias float64) float64 {
 	if rows == 0 || maxSq == 0 {
 		return 1
 	}
-	return math.Pow(2, math.Floor(math.Log2(1/(2*float64(rows)*maxSq))))
+	scale := 2.0
+	if loss == shard.Logistic {
+		scale = 1
+	}
+	return math.Pow(2, math.Floor(math.Log2(1/(scale*float64(rows)*maxSq))))
 }

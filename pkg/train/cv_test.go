@@ -155,9 +155,16 @@ func TestSearchCFollowsLIBLINEAR(t *testing.T) {
 	dir := sharedData(t)
 	needLIBLINEAR(t)
 	plain := plainCopy(t, filepath.Join(dir, "heart_scale.bz2"))
+	for _, solver := range []int{2, 0} {
+		t.Run(fmt.Sprintf("s=%d", solver), func(t *testing.T) { searchCFollowsLIBLINEAR(t, plain, solver) })
+	}
+}
+
+func searchCFollowsLIBLINEAR(t *testing.T, plain string, solver int) {
+	loss := Losses[solver]
 	want := map[float64]float64{}
 	first := math.Inf(1)
-	out := liblinearOut(t, "-s", "2", "-C", "-e", "1e-6", plain)
+	out := liblinearOut(t, "-s", strconv.Itoa(solver), "-C", "-e", "1e-6", plain)
 	for _, m := range searchLine.FindAllStringSubmatch(out, -1) {
 		c, _ := strconv.ParseFloat(m[1], 64)
 		r, _ := strconv.ParseFloat(m[2], 64)
@@ -165,11 +172,11 @@ func TestSearchCFollowsLIBLINEAR(t *testing.T) {
 		first = math.Min(first, c)
 	}
 	b := localBackend(t, plain)
-	start := StartC(b.Meta(), -1)
+	start := StartC(b.Meta(), -1, loss)
 	if math.Log2(start) != first {
 		t.Fatalf("first C 2^%g, LIBLINEAR's 2^%g", math.Log2(start), first)
 	}
-	cfg := Config{Eps: 1e-6, Bias: -1, MaxIter: 10000}
+	cfg := Config{Eps: 1e-6, Bias: -1, MaxIter: 10000, Loss: loss}
 	var steps []*CV
 	best, maxReached, err := SearchC(b, cfg, 5, start, 1024, func(cv *CV) { steps = append(steps, cv) })
 	if err != nil {
@@ -206,7 +213,7 @@ func TestSearchCFollowsLIBLINEAR(t *testing.T) {
 	}
 	// Warm starts: the last C costs far fewer passes than training it cold.
 	last := steps[len(steps)-1]
-	cold, err := CrossValidate(b, Config{C: last.C, Eps: 1e-6, Bias: -1, MaxIter: 10000}, 5, nil)
+	cold, err := CrossValidate(b, Config{C: last.C, Eps: 1e-6, Bias: -1, MaxIter: 10000, Loss: loss}, 5, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
