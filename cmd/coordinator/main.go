@@ -111,7 +111,7 @@ func parse(args []string) (*options, error) {
 // turned into o's fields after parsing.
 func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs = flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	solver = fs.Int("s", 2, "LIBLINEAR's solver type: 0 (L2-regularised logistic regression) or 2 (the L2-regularised L2-loss SVM, primal)")
+	solver = fs.Int("s", 2, "LIBLINEAR's solver type: 0 (L2-regularised logistic regression), 2 (the L2-regularised L2-loss SVM, primal) or 11 (L2-regularised L2-loss support vector regression, primal)")
 	o.cfg.Flags(fs)
 	o.cluster.Flags(fs)
 	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
@@ -158,6 +158,9 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 		return err
 	}
 	o.cfg.Loss = loss
+	if loss.Regression() && !set["e"] {
+		o.cfg.Eps = 0.001 // LIBLINEAR's default for -s 11
+	}
 	if err := o.cfg.CheckFlags(fs); err != nil {
 		return err
 	}
@@ -265,9 +268,9 @@ func checkSolver(t int) (shard.Loss, error) {
 	case t == 1:
 		return 0, errors.New("-s 1 is LIBLINEAR's dual solver for -s 2's model; this trainer solves it in the primal: give -s 2 (its -e is the primal gradient test, default 0.01, not the dual's 0.1)")
 	case known:
-		return 0, fmt.Errorf("-s %d is %s; this trainer trains -s 0 (L2-regularised logistic regression) and -s 2 (the L2-regularised L2-loss SVM, primal)", t, s.About)
+		return 0, fmt.Errorf("-s %d is %s; this trainer trains -s 0 (L2-regularised logistic regression), -s 2 (the L2-regularised L2-loss SVM, primal) and -s 11 (L2-loss support vector regression, primal)", t, s.About)
 	default:
-		return 0, fmt.Errorf("-s %d: LIBLINEAR has no such solver; this trainer trains -s 0 (L2-regularised logistic regression) and -s 2 (the L2-regularised L2-loss SVM, primal)", t)
+		return 0, fmt.Errorf("-s %d: LIBLINEAR has no such solver; this trainer trains -s 0 (L2-regularised logistic regression), -s 2 (the L2-regularised L2-loss SVM, primal) and -s 11 (L2-loss support vector regression, primal)", t)
 	}
 }
 

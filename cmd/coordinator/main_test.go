@@ -81,8 +81,11 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-s", "1", "data"}, "give -s 2"},
 		{[]string{"-s", "0", "data"}, ""},
 		{[]string{"-s", "3", "data"}, "L1-loss SVM (dual); this trainer trains -s 0"},
-		{[]string{"-s", "11", "data"}, "support vector regression"},
+		{[]string{"-s", "11", "data"}, ""},
 		{[]string{"-s", "9", "data"}, "no such solver"},
+		{[]string{"-s", "11", "-p", "0", "data"}, ""},
+		{[]string{"-s", "11", "-p", "-0.1", "data"}, "-p must be a number >= 0"},
+		{[]string{"-s", "12", "data"}, "L2-loss support vector regression (dual); this trainer trains"},
 	}
 	for _, tc := range tests {
 		o, err := parse(tc.args)
@@ -119,7 +122,7 @@ func TestRunEmbedded(t *testing.T) {
 	}
 	os.WriteFile(data, []byte(b.String()), 0o644)
 	models := map[string][]byte{}
-	for _, solver := range []string{"2", "0"} {
+	for _, solver := range []string{"2", "0", "11"} {
 		for _, mode := range []string{"embedded", "local", "embedded-compact", "local-compact"} {
 			o, err := parse([]string{"-q", "-s", solver, "-e", "1e-4", "-B", "1", "-workers", "2",
 				"-local=" + strconv.FormatBool(strings.HasPrefix(mode, "local")), "-compact=" + strconv.FormatBool(strings.HasSuffix(mode, "compact")),
@@ -134,7 +137,7 @@ func TestRunEmbedded(t *testing.T) {
 		}
 	}
 	for mode, m := range models {
-		local := models["local"+mode[len(mode)-1:]]
+		local := models["local"+strings.TrimLeft(mode, "abcdefghijklmnopqrstuvwxyz-")]
 		if !bytes.Equal(m, local) {
 			t.Fatalf("%s and local runs wrote different models", mode)
 		}
@@ -187,6 +190,12 @@ func TestRunReportsBadInput(t *testing.T) {
 		{"test-labels", good, []string{"-t", "TESTFILE"}, "labels the training file does not have"},
 		{"missing", "", []string{"-missing"}, "no such file"},
 		{"directory", "", []string{"-dir"}, "is a directory"},
+		// Regression targets are real numbers, and finite.
+		{"nan-target", "1.5 1:1\nnan 1:2\n", []string{"-s", "11"}, "nan-target:2: label: value is NaN"},
+		{"inf-target", "1.5 1:1\n-inf 1:2\n", []string{"-s", "11"}, "inf-target:2: label: value is infinite"},
+		{"word-target", "1.5 1:1\nabc 1:2\n", []string{"-s", "11"}, `word-target:2: label: "abc" is not a number`},
+		{"weighted-regression", good, []string{"-s", "11", "-w1", "2"}, "class weights (-wi) are for classification"},
+		{"one-class-logistic", "1 1:1\n1 2:1\n", []string{"-s", "0"}, "one-class-logistic: only one class"},
 	}
 	if haveBzip2 {
 		cases = append(cases, struct {

@@ -456,7 +456,7 @@ func trainedFields(res *train.Result, backend shard.Backend, busBefore transport
 	// The tally predicts with every problem's weights at once, on every
 	// worker: only where the problems' state went at once too, not where
 	// the batches kept the state within the data's size.
-	if res.Batch == 0 && res.Full() == nil {
+	if res.Batch == 0 && !res.Model.Regression() && res.Full() == nil {
 		if t, err := backend.Tally(res.Obj.ModelPoint(res.Model.W)); err == nil {
 			rows, correct := t.Total()
 			fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(rows)))

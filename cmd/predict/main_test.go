@@ -31,11 +31,11 @@ func TestPredictWritesLabelsAndAccuracy(t *testing.T) {
 func TestPredictErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.model")
-	os.WriteFile(bad, []byte("solver_type L2R_L2LOSS_SVR\n"), 0o644)
+	os.WriteFile(bad, []byte("solver_type L2R_L2LOSS_SVR\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1\n"), 0o644)
 	test := filepath.Join(dir, "t")
 	os.WriteFile(test, []byte("1 1:1\n"), 0o644)
 	cases := []struct{ test, model, want string }{
-		{test, bad, "is a regression model"},
+		{test, bad, "a regression model has nr_class 2 and no labels"},
 		{test, filepath.Join(dir, "missing"), "no such file"},
 		{filepath.Join(dir, "nothing"), bad, ""},
 	}
@@ -68,9 +68,9 @@ func TestPredictRefusesToOverwriteAnInput(t *testing.T) {
 	}
 }
 
-// Models of every LIBLINEAR classifier, trained by liblinear-train on a
+// Models of every LIBLINEAR solver, trained by liblinear-train on a
 // two-class and a three-class set, give liblinear-predict's labels to the
-// byte: a user's existing models (LIBLINEAR's default is -s 1) work here.
+// byte (a regression's values and errors too): a user's existing models (LIBLINEAR's default is -s 1) work here.
 // With -b 1, logistic regression's models give its probabilities to the
 // byte, and the others are refused as liblinear-predict refuses them.
 func TestPredictMatchesLIBLINEAR(t *testing.T) {
@@ -98,7 +98,7 @@ func TestPredictMatchesLIBLINEAR(t *testing.T) {
 	}
 	for name := range sets {
 		data := filepath.Join(dir, name)
-		for _, s := range []string{"0", "1", "2", "3", "4", "5", "6", "7"} {
+		for _, s := range []string{"0", "1", "2", "3", "4", "5", "6", "7", "11", "12", "13"} {
 			model := filepath.Join(dir, name+s+".model")
 			train := exec.Command("liblinear-train", "-q", "-s", s, "-B", "1", data, model)
 			if out, err := train.CombinedOutput(); err != nil {

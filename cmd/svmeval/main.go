@@ -19,8 +19,9 @@ import (
 
 func main() {
 	c := flag.Float64("c", 1, "cost C the model was trained with")
+	p := flag.Float64("p", 0.1, "epsilon of -s 11's loss the model was trained with")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "Usage: svmeval [-c C] data_file model_file\n\nPrints LIBLINEAR's objective F of each problem of a model on a data set, and its training accuracy.\n\nOptions:\n")
+		fmt.Fprintf(os.Stderr, "Usage: svmeval [-c C] [-p P] data_file model_file\n\nPrints LIBLINEAR's objective F of each problem of a model on a data set, and its training accuracy.\n\nOptions:\n")
 		flag.PrintDefaults()
 		fmt.Fprintf(os.Stderr, "\nExample: svmeval -c 1 a9a a9a.model\n")
 	}
@@ -29,13 +30,13 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), flag.Arg(1), *c); err != nil {
+	if err := run(flag.Arg(0), flag.Arg(1), *c, *p); err != nil {
 		fmt.Fprintln(os.Stderr, "svmeval:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dataPath, modelPath string, c float64) error {
+func run(dataPath, modelPath string, c, p float64) error {
 	mf, err := os.Open(modelPath)
 	if err != nil {
 		return err
@@ -45,7 +46,7 @@ func run(dataPath, modelPath string, c float64) error {
 	if err != nil {
 		return err
 	}
-	obj, err := train.ObjectiveFor(dataPath, m, c, runtime.NumCPU())
+	obj, err := train.ObjectiveFor(dataPath, m, c, p, runtime.NumCPU())
 	if err != nil {
 		return fmt.Errorf("%s: %w", modelPath, err)
 	}
@@ -59,6 +60,9 @@ func run(dataPath, modelPath string, c float64) error {
 	}
 	for k := range f {
 		fmt.Printf("problem %d objective %s\n", k, strconv.FormatFloat(f[k]/obj.Lambda, 'g', 17, 64))
+	}
+	if m.Regression() {
+		return nil
 	}
 	t, err := obj.Backend.Tally(obj.ModelPoint(m.W))
 	if err != nil {

@@ -24,6 +24,7 @@ type params struct {
 	rows, features, nnz, classes int
 	binary                       bool
 	images                       bool // dense rows of pixels 0-255 (see imageRow)
+	regression                   bool // real targets: the hidden model's score plus noise
 	noise, zipf                  float64
 	seed                         uint64
 	bytes                        int64 // stop after this many bytes (0: rows decides)
@@ -37,6 +38,8 @@ func (p params) check() error {
 		return errors.New("-rows must be at least 1")
 	case p.features < 1:
 		return errors.New("-features must be at least 1")
+	case p.regression && (p.images || p.classes != 2):
+		return errors.New("-regression writes text-like rows with real targets: no -images or -classes")
 	case p.images && p.binary:
 		return errors.New("-images and -binary exclude each other: pixels take values 0-255")
 	case !p.images && (p.nnz < 1 || p.nnz > p.features):
@@ -61,7 +64,8 @@ func main() {
 	flag.IntVar(&p.classes, "classes", 2, "classes (labels +1/-1 for 2, 1..K otherwise)")
 	flag.BoolVar(&p.binary, "binary", false, "binary features (all values 1)")
 	flag.BoolVar(&p.images, "images", false, "image-like rows instead of text-like: every feature a pixel with an integer value 0-255 (zeros left out), classes drawn around correlated prototypes; -nnz and -zipf are not used")
-	flag.Float64Var(&p.noise, "noise", 0.05, "fraction of labels flipped at random")
+	flag.Float64Var(&p.noise, "noise", 0.05, "fraction of labels flipped at random (with -regression: the standard deviation of the targets' Gaussian noise)")
+	flag.BoolVar(&p.regression, "regression", false, "real-valued targets, for -s 11: a hidden linear model's score of the row plus noise")
 	flag.Float64Var(&p.zipf, "zipf", 1.1, "power-law exponent of feature frequencies (> 1)")
 	flag.Uint64Var(&p.seed, "seed", 1, "random seed")
 	flag.StringVar(&size, "size", "", "write rows until the file has this size (e.g. 1G, 500M), instead of -rows")
@@ -246,6 +250,13 @@ func makeBlock(p params, id int) block {
 		}
 		idx = rowFeatures(p, rng, zipf, idx)
 		val = rowValues(p, rng, len(idx), val)
+		if p.regression {
+			p.hiddenLabel(idx, val, scores)
+			target := scores[0] + p.noise*rng.NormFloat64()
+			line = appendFeatures(strconv.AppendFloat(line, target, 'g', 8, 64), p, idx, val)
+			ends = append(ends, len(line))
+			continue
+		}
 		label := p.hiddenLabel(idx, val, scores)
 		if rng.Float64() < p.noise {
 			label = rng.IntN(p.classes)
@@ -364,6 +375,11 @@ func (p params) appendRow(line []byte, label int, idx []int, val []float64) []by
 	default:
 		line = append(line, "-1"...)
 	}
+	return appendFeatures(line, p, idx, val)
+}
+
+// appendFeatures appends a row's features after its label, and its end.
+func appendFeatures(line []byte, p params, idx []int, val []float64) []byte {
 	for q, j := range idx {
 		line = append(line, ' ')
 		line = strconv.AppendInt(line, int64(j+1), 10)

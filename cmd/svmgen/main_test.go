@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -157,5 +158,36 @@ func TestImages(t *testing.T) {
 				t.Errorf("classes %d and %d have mean images %.0f apart per pixel: not separable", k+1, c+1, near(mean[k], mean[c])/float64(p.features))
 			}
 		}
+	}
+}
+
+// TestRegressionTargets: with -regression every label is a real target,
+// the hidden model's score plus noise: without noise, the score itself.
+func TestRegressionTargets(t *testing.T) {
+	p := params{rows: 500, features: 200, nnz: 10, classes: 2, zipf: 1.1, seed: 3, regression: true}
+	var b bytes.Buffer
+	if err := generate(&b, io.Discard, p); err != nil {
+		t.Fatal(err)
+	}
+	var row libsvm.Row
+	integers := 0
+	for i, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		if ok, err := libsvm.ParseLine([]byte(l), &row); err != nil || !ok {
+			t.Fatalf("line %d %q: ok %v, err %v", i+1, l, ok, err)
+		}
+		score := 0.0
+		for q, j := range row.Index {
+			score += p.weight(0, int(j)-1) * row.Value[q]
+		}
+		// The values are written to 6 digits, the target to 8.
+		if math.Abs(row.Label-score) > 1e-4*(1+math.Abs(score)) {
+			t.Fatalf("line %d: target %v, the hidden model's score %v", i+1, row.Label, score)
+		}
+		if row.Label == math.Trunc(row.Label) {
+			integers++
+		}
+	}
+	if integers > 5 {
+		t.Fatalf("%d of %d targets are integers: class labels, not targets", integers, p.rows)
 	}
 }

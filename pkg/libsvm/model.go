@@ -61,10 +61,10 @@ func find(match func(Solver) bool) (Solver, bool) {
 	return Solver{}, false
 }
 
-// Model is a linear classifier in LIBLINEAR's format.
+// Model is a linear classifier or regression in LIBLINEAR's format.
 type Model struct {
-	Solver   string // any LIBLINEAR classifier; see L2LossSVM
-	Labels   []int  // class labels; Labels[0] is predicted when w·x > 0 for two classes
+	Solver   string // any LIBLINEAR solver; see L2LossSVM and Regression
+	Labels   []int  // class labels (none for a regression); Labels[0] is predicted when w·x > 0 for two classes
 	NFeature int    // features, not counting the bias
 	Bias     float64
 	// W holds one weight vector per trained problem: one for two classes,
@@ -80,6 +80,13 @@ type Model struct {
 // predict.
 func (m *Model) L2LossSVM() bool {
 	return m.Solver == SolverL2LossSVC || m.Solver == SolverL2LossSVCDual
+}
+
+// Regression reports whether the model predicts values (LIBLINEAR's
+// -s 11 to 13) rather than class labels.
+func (m *Model) Regression() bool {
+	s, ok := SolverNamed(m.Solver)
+	return ok && s.Regression
 }
 
 // Dim is the length of each weight vector.
@@ -120,9 +127,13 @@ func (m *Model) Write(w io.Writer) error { return m.WriteWeights(w, dense(m.W)) 
 // writes a model it does not hold laid out in full.
 func (m *Model) WriteWeights(w io.Writer, ws Weights) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "solver_type %s\nnr_class %d\nlabel", m.Solver, len(m.Labels))
-	for _, l := range m.Labels {
-		fmt.Fprintf(bw, " %d", l)
+	if m.Regression() { // LIBLINEAR's: two "classes" and no labels
+		fmt.Fprintf(bw, "solver_type %s\nnr_class 2", m.Solver)
+	} else {
+		fmt.Fprintf(bw, "solver_type %s\nnr_class %d\nlabel", m.Solver, len(m.Labels))
+		for _, l := range m.Labels {
+			fmt.Fprintf(bw, " %d", l)
+		}
 	}
 	fmt.Fprintf(bw, "\nnr_feature %d\nbias %s\nw\n", m.NFeature, strconv.FormatFloat(m.Bias, 'g', 17, 64))
 	buf := make([]byte, 0, 32)
@@ -189,7 +200,11 @@ func ReadModel(r io.Reader, name string) (*Model, error) {
 	if m.Solver == "" {
 		return nil, fail("missing solver_type")
 	}
-	if nrClass < 0 || len(m.Labels) != nrClass {
+	if m.Regression() {
+		if nrClass != 2 || len(m.Labels) != 0 {
+			return nil, fail("a regression model has nr_class 2 and no labels, not %d and %d", nrClass, len(m.Labels))
+		}
+	} else if nrClass < 0 || len(m.Labels) != nrClass {
 		return nil, fail("nr_class %d but %d labels", nrClass, len(m.Labels))
 	}
 	if nrClass < 2 {
@@ -272,12 +287,8 @@ func (m *Model) setHeader(key string, args []string, nrClass *int) error {
 }
 
 func checkSolver(name string) error {
-	s, ok := SolverNamed(name)
-	switch {
-	case !ok:
+	if _, ok := SolverNamed(name); !ok {
 		return fmt.Errorf("solver_type %q is not one of LIBLINEAR's", name)
-	case s.Regression:
-		return fmt.Errorf("solver_type %s is a regression model: it predicts values, not class labels", name)
 	}
 	return nil
 }

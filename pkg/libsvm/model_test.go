@@ -58,7 +58,8 @@ func TestModelRoundTrip(t *testing.T) {
 
 func TestReadModelErrors(t *testing.T) {
 	tests := []struct{ text, want string }{
-		{"solver_type L2R_L2LOSS_SVR\nnr_class 2\nnr_feature 1\nbias -1\nw\n1 \n", "m:1: solver_type L2R_L2LOSS_SVR is a regression model"},
+		{"solver_type L2R_L2LOSS_SVR\nnr_class 3\nnr_feature 1\nbias -1\nw\n1 \n", "m:5: a regression model has nr_class 2 and no labels, not 3 and 0"},
+		{"solver_type L2R_L2LOSS_SVR\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1 \n", "a regression model has nr_class 2 and no labels, not 2 and 2"},
 		{"solver_type L2R_SVM\nnr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1 \n", `m:1: solver_type "L2R_SVM" is not one of LIBLINEAR's`},
 		{"nr_class 2\nlabel 1 -1\nnr_feature 1\nbias -1\nw\n1 \n", "m:5: missing solver_type"},
 		// Crammer and Singer's model keeps a vector per class even for two.

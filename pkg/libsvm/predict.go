@@ -8,14 +8,44 @@ import (
 	"strconv"
 )
 
-// Accuracy counts correct predictions the way liblinear-predict does.
+// Accuracy counts correct predictions the way liblinear-predict does,
+// or for a regression its sums of predictions p and targets t.
 type Accuracy struct {
 	Correct, Total int
 	Unknown        int // rows whose label is not one of the model's classes
+
+	Regression              bool
+	SqErr, P, T, PP, TT, PT float64 // sums of (p-t)^2, p, t, p^2, t^2, pt
 }
 
-// String formats like liblinear-predict: `Accuracy = 84.9946% (13838/16281)`.
+// add counts a regression's prediction p of target t.
+func (a *Accuracy) add(p, t float64) {
+	a.Total++
+	a.SqErr += float64((p - t) * (p - t))
+	a.P += p
+	a.T += t
+	a.PP += float64(p * p)
+	a.TT += float64(t * t)
+	a.PT += float64(p * t)
+}
+
+// MSE and SCC are a regression's mean squared error and squared
+// correlation coefficient, as liblinear-predict computes them.
+func (a Accuracy) MSE() float64 { return a.SqErr / float64(a.Total) }
+
+func (a Accuracy) SCC() float64 {
+	n := float64(a.Total)
+	num := n*a.PT - a.P*a.T
+	return float64(num*num) / float64((n*a.PP-a.P*a.P)*(n*a.TT-a.T*a.T))
+}
+
+// String formats like liblinear-predict: `Accuracy = 84.9946% (13838/16281)`,
+// or for a regression its two lines.
 func (a Accuracy) String() string {
+	if a.Regression {
+		return "Mean squared error = " + strconv.FormatFloat(a.MSE(), 'g', 6, 64) + " (regression)\n" +
+			"Squared correlation coefficient = " + strconv.FormatFloat(a.SCC(), 'g', 6, 64) + " (regression)"
+	}
 	pct := 0.0
 	if a.Total > 0 {
 		pct = float64(float64(a.Correct) / float64(a.Total) * 100)
@@ -63,6 +93,7 @@ func predictAll(r io.Reader, name string, m *Model, out io.Writer, prob bool) (A
 		}
 		bw.Write(append(buf, '\n'))
 	}
+	acc.Regression = m.Regression()
 	var row Row
 	var dec, probs []float64
 	for {
@@ -74,6 +105,11 @@ func predictAll(r io.Reader, name string, m *Model, out io.Writer, prob bool) (A
 			return acc, err
 		}
 		dec = m.Decision(row.Index, row.Value, dec)
+		if acc.Regression {
+			acc.add(dec[0], row.Label)
+			bw.Write(append(strconv.AppendFloat(buf[:0], dec[0], 'g', 17, 64), '\n'))
+			continue
+		}
 		pred := m.label(dec)
 		acc.Total++
 		if float64(pred) == row.Label {

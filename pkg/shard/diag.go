@@ -12,7 +12,7 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 	K := p.K()
 	s.newPartial(2*K, out)
 	wl := s.gather(p, sc)
-	if K == 1 && (s.binary(K) || s.Values != Ones) {
+	if K == 1 && (s.binary(p) || s.Values != Ones) {
 		s.evalDiagAlone(p, wl, sc, out)
 		return
 	}
@@ -76,7 +76,7 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
 func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64, seq bool) [3]float64 {
 	switch {
 	case s.Values == Ones:
-		return evalDiagOnes(s.RowPtr, idx, s.Class, r, wl, gl, bias, wb)
+		return evalDiagOnes(s.RowPtr, idx, r.class, r, wl, gl, bias, wb)
 	case s.Code8 != nil:
 		return evalDiagValues(s, idx, valuesOf(s, s.Code8), r, wl, gl, bias, wb, seq)
 	case s.Code16 != nil:
@@ -92,9 +92,9 @@ func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb
 
 func evalDiagValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, wl, gl []float64, bias, wb float64, seq bool) [3]float64 {
 	if seq {
-		return evalDiagSeq(s.RowPtr, idx, vs, s.Class, r, wl, gl, bias, wb)
+		return evalDiagSeq(s.RowPtr, idx, vs, r.class, r, wl, gl, bias, wb)
 	}
-	return evalDiagBinary(s.RowPtr, idx, vs, s.Class, r, wl, gl, bias, wb)
+	return evalDiagBinary(s.RowPtr, idx, vs, r.class, r, wl, gl, bias, wb)
 }
 
 // evalDiagAlone is EvalDiag for one problem: a binary one, or a lone
@@ -102,7 +102,7 @@ func evalDiagValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, 
 // reads the storage directly, in the multi-class loop's arithmetic.
 func (s *Shard) evalDiagAlone(p *Point, wl []float64, sc *Scratch, out *Partial) {
 	r := &s.selections(p, sc)[0]
-	seq := !s.binary(1)
+	seq := !s.binary(p)
 	wb := 0.0
 	if p.Bias >= 0 {
 		wb = p.WBias[0]
@@ -146,7 +146,7 @@ func evalDiagSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class
 		l, c, ok := hingeGrad(signs[sd], z, r.w[sd]) // see hingeGrad
 		h := r.w[sd]
 		if r.loss != SquaredHinge {
-			l, c, h, ok = r.otherGradCurv(i, signs[sd], z, r.w[sd])
+			l, c, h, ok = r.otherGradCurv(i, r.y(sd, class[i]), z, r.w[sd])
 		} else if ok {
 			r.markActive(i, h)
 		}
@@ -189,7 +189,7 @@ func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl,
 		l, c, ok := hingeGrad(signs[sd], z, r.w[sd]) // see hingeGrad
 		h := r.w[sd]
 		if r.loss != SquaredHinge {
-			l, c, h, ok = r.otherGradCurv(i, signs[sd], z, r.w[sd])
+			l, c, h, ok = r.otherGradCurv(i, r.y(sd, class[i]), z, r.w[sd])
 		} else if ok {
 			r.markActive(i, h)
 		}
@@ -228,7 +228,7 @@ func evalDiagBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cl
 		l, c, ok := hingeGrad(signs[sd], z, r.w[sd]) // see hingeGrad
 		h := r.w[sd]
 		if r.loss != SquaredHinge {
-			l, c, h, ok = r.otherGradCurv(i, signs[sd], z, r.w[sd])
+			l, c, h, ok = r.otherGradCurv(i, r.y(sd, class[i]), z, r.w[sd])
 		} else if ok {
 			r.markActive(i, h)
 		}

@@ -58,10 +58,10 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
 		if p.Bias >= 0 {
 			z += float64(p.Bias * p.WBias[0])
 		}
-		side := r.side(s.Class[i])
+		side := r.side(r.class[i])
 		cw, ok := hingeCurv(signs[side], z, r.w[side]) // see hingeGrad
 		if p.Loss != SquaredHinge {
-			cw, ok = p.Loss.curv(signs[side], z, r.w[side])
+			cw, ok = p.Loss.curv(r.y(side, r.class[i]), z, r.w[side], r.eps)
 		}
 		if !ok {
 			continue

@@ -26,7 +26,7 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
 		// A lone one-vs-rest problem (seq) takes a loop of its own in the
 		// multi-class loop's arithmetic below, reading the storage
 		// directly: 3-4 times the speed of that loop with K = 1.
-		seq := !s.binary(K)
+		seq := !s.binary(p)
 		var gb float64
 		switch {
 		case s.Idx16 != nil:
@@ -151,7 +151,7 @@ func hessVecSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class 
 			z := z/scale + zb
 			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
 			if r.loss != SquaredHinge {
-				hz, ok = r.loss.curv(signs[sd], z, h)
+				hz, ok = r.loss.curv(r.y(sd, class[i]), z, h, r.eps)
 			}
 			if !ok {
 				continue
@@ -201,7 +201,7 @@ func hessVecSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, w
 			z := z + zb
 			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
 			if r.loss != SquaredHinge {
-				hz, ok = r.loss.curv(signs[sd], z, h)
+				hz, ok = r.loss.curv(r.y(sd, class[i]), z, h, r.eps)
 			}
 			if !ok {
 				continue
@@ -409,7 +409,7 @@ func anyActive(sel []rows, i int) bool {
 func (r *rows) curvAt(i int, y, z, c float64) (float64, bool) {
 	h, ok := hingeCurv(y, z, c)
 	if r.loss != SquaredHinge {
-		h, ok = r.loss.curv(y, z, c)
+		h, ok = r.loss.curv(y, z, c, r.eps)
 	}
 	if ok {
 		r.markActive(i, h)
@@ -421,9 +421,9 @@ func (r *rows) curvAt(i int, y, z, c float64) (float64, bool) {
 // than the squared hinge (which the kernels inline: see hingeGrad),
 // recording in the cache whether it is active, and its weight.
 func (r *rows) otherGradCurv(i int, y, z, c float64) (loss, dz, h float64, ok bool) {
-	loss, dz, ok = r.loss.grad(y, z, c)
+	loss, dz, ok = r.loss.grad(y, z, c, r.eps)
 	if ok {
-		h, _ = r.loss.curv(y, z, c)
+		h, _ = r.loss.curv(y, z, c, r.eps)
 		r.markActive(i, h)
 	}
 	return loss, dz, h, ok
@@ -462,9 +462,9 @@ func (r *rows) knownInactive(i int) bool {
 func hessVecOne[I colID](s *Shard, idx []I, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64, seq bool) float64 {
 	switch {
 	case s.Values == Ones && seq:
-		return hessVecSeqOnes(s.RowPtr, idx, s.Class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecSeqOnes(s.RowPtr, idx, r.class, r, wl, vl, hl, bias, wb, vb)
 	case s.Values == Ones:
-		return hessVecOnes(s.RowPtr, idx, s.Class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecOnes(s.RowPtr, idx, r.class, r, wl, vl, hl, bias, wb, vb)
 	case s.Code8 != nil:
 		return hessVecValues(s, idx, valuesOf(s, s.Code8), r, wl, vl, hl, bias, wb, vb, seq)
 	case s.Code16 != nil:
@@ -480,9 +480,9 @@ func hessVecOne[I colID](s *Shard, idx []I, r *rows, wl, vl, hl []float64, bias 
 
 func hessVecValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64, seq bool) float64 {
 	if seq {
-		return hessVecSeq(s.RowPtr, idx, vs, s.Class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecSeq(s.RowPtr, idx, vs, r.class, r, wl, vl, hl, bias, wb, vb)
 	}
-	return hessVecBinary(s.RowPtr, idx, vs, s.Class, r, wl, vl, hl, bias, wb, vb)
+	return hessVecBinary(s.RowPtr, idx, vs, r.class, r, wl, vl, hl, bias, wb, vb)
 }
 
 // biasTerms returns the bias contributions to a row's margin and to a·v.
@@ -517,7 +517,7 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 			z := m.dotOnes(wp, a, b) + zb
 			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
 			if r.loss != SquaredHinge {
-				hz, ok = r.loss.curv(signs[sd], z, h)
+				hz, ok = r.loss.curv(r.y(sd, class[i]), z, h, r.eps)
 			}
 			if !ok {
 				a = b
@@ -581,7 +581,7 @@ func hessVecBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], cla
 			z := float64(m.dot(wp, a, b)*inv) + zb
 			hz, ok := hingeCurv(signs[sd], z, h) // see hingeGrad
 			if r.loss != SquaredHinge {
-				hz, ok = r.loss.curv(signs[sd], z, h)
+				hz, ok = r.loss.curv(r.y(sd, class[i]), z, h, r.eps)
 			}
 			if !ok {
 				a = b

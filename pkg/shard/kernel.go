@@ -34,8 +34,10 @@ type Point struct {
 	// points without the features no row holds. Shards must have seen
 	// the map (CheckLive).
 	Live *LiveMap
-	// Loss is the rows' loss (the zero value: the squared hinge).
-	Loss Loss
+	// Loss is the rows' loss (the zero value: the squared hinge), and
+	// Epsilon the regression loss's insensitive width (LIBLINEAR's -p).
+	Loss    Loss
+	Epsilon float64
 }
 
 // class is the class problem k separates from the rest.
@@ -49,14 +51,16 @@ func (p *Point) class(k int) int32 {
 // K is the number of problems.
 func (p *Point) K() int { return len(p.W) }
 
-// binary reports whether a pass over K problems takes the binary
-// kernels: two classes only. A one-vs-rest problem takes the multi-class
+// binary reports whether a pass at p takes the binary kernels: one
+// problem of two classes, or a regression. A one-vs-rest problem takes the multi-class
 // arithmetic even alone (the last still learning, or a batch of one),
 // whose sums are in another order: its bits then do not depend on which
 // problems share its passes, whatever the method. Its value and
 // Hessian-vector passes have loops of their own in that arithmetic
 // (evalSeq, hessVecSeq).
-func (s *Shard) binary(K int) bool { return K == 1 && s.classes <= 2 }
+func (s *Shard) binary(p *Point) bool {
+	return p.K() == 1 && (s.classes <= 2 || p.Loss.Regression())
+}
 
 // Partial is one shard's contribution to the data term, in the shard's
 // local columns. The coordinator adds partials in shard order.
@@ -150,7 +154,7 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
 	if K == 1 {
 		// A lone one-vs-rest problem (seq) takes a loop of its own in the
 		// multi-class loop's arithmetic: see HessVec.
-		seq := !s.binary(K)
+		seq := !s.binary(p)
 		wb := 0.0
 		if p.Bias >= 0 {
 			wb = p.WBias[0]
@@ -191,9 +195,9 @@ func valuesOf[V value](s *Shard, val []V) values[V] { return values[V]{val, s.Ta
 func evalOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64, seq bool) (loss, gb float64) {
 	switch {
 	case s.Values == Ones && seq:
-		return evalSeqOnes(s.RowPtr, idx, s.Class, r, wl, gl, bias, wb)
+		return evalSeqOnes(s.RowPtr, idx, r.class, r, wl, gl, bias, wb)
 	case s.Values == Ones:
-		return evalOnes(s.RowPtr, idx, s.Class, r, wl, gl, bias, wb)
+		return evalOnes(s.RowPtr, idx, r.class, r, wl, gl, bias, wb)
 	case s.Code8 != nil:
 		return evalValues(s, idx, valuesOf(s, s.Code8), r, wl, gl, bias, wb, seq)
 	case s.Code16 != nil:
@@ -209,9 +213,9 @@ func evalOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb flo
 
 func evalValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, wl, gl []float64, bias, wb float64, seq bool) (loss, gb float64) {
 	if seq {
-		return evalSeq(s.RowPtr, idx, vs, s.Class, r, wl, gl, bias, wb)
+		return evalSeq(s.RowPtr, idx, vs, r.class, r, wl, gl, bias, wb)
 	}
-	return evalBinary(s.RowPtr, idx, vs, s.Class, r, wl, gl, bias, wb)
+	return evalBinary(s.RowPtr, idx, vs, r.class, r, wl, gl, bias, wb)
 }
 
 // evalSeq and evalSeqOnes are evalMulti and evalMultiOnes for a lone
@@ -239,7 +243,7 @@ func evalSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []i
 		sd := r.side(class[i]) & 1
 		l, c, ok := hingeGrad(signs[sd], z, r.w[sd])
 		if r.loss != SquaredHinge {
-			l, c, ok = r.loss.grad(signs[sd], z, r.w[sd])
+			l, c, ok = r.loss.grad(r.y(sd, class[i]), z, r.w[sd], r.eps)
 		}
 		if ok {
 			loss += l
@@ -274,7 +278,7 @@ func evalSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 		sd := r.side(class[i]) & 1
 		l, c, ok := hingeGrad(signs[sd], z, r.w[sd])
 		if r.loss != SquaredHinge {
-			l, c, ok = r.loss.grad(signs[sd], z, r.w[sd])
+			l, c, ok = r.loss.grad(r.y(sd, class[i]), z, r.w[sd], r.eps)
 		}
 		if ok {
 			loss += l
@@ -315,6 +319,11 @@ type rows struct {
 	pos  int32 // the class that is positive
 	w    [2]float64
 	loss Loss
+	// class is each row's class, or with ys (regression) its target's
+	// index in ys; eps is the regression loss's epsilon.
+	class []int32
+	ys    []float64
+	eps   float64
 
 	// Hessian-vector passes: act holds a bit per row, set when the row
 	// is active at the point, row i's at i*stride+off (the point's K
@@ -329,7 +338,10 @@ type rows struct {
 
 // rowsFor is problem k's row selection at p.
 func (s *Shard) rowsFor(p *Point, k int) rows {
-	r := rows{w: [2]float64{1, 1}, pos: p.class(k), loss: p.Loss}
+	r := rows{w: [2]float64{1, 1}, pos: p.class(k), loss: p.Loss, class: s.Class}
+	if p.Loss.Regression() {
+		r.class, r.ys, r.pos, r.eps = s.LabelOf, s.Labels, -1, p.Epsilon
+	}
 	if len(p.Weights) > 0 {
 		r.w = [2]float64{p.Weights[2*k], p.Weights[2*k+1]}
 	}
@@ -340,6 +352,16 @@ func (s *Shard) rowsFor(p *Point, k int) rows {
 }
 
 func (r *rows) skip(i int) bool { return r.fold != nil && r.fold[i] == r.hold }
+
+// y is the label of a row of class (or target index) c on side sd: its
+// target in a regression, else ±1. The squared hinge's paths read signs
+// directly.
+func (r *rows) y(sd int, c int32) float64 {
+	if r.ys != nil {
+		return r.ys[c]
+	}
+	return signs[sd]
+}
 
 // side is 0 for a row of the positive class, 1 for the others: the index
 // of its label in signs and of its weight in w.
@@ -383,7 +405,7 @@ func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl 
 		sd := r.side(class[i]) & 1
 		l, c, ok := hingeGrad(signs[sd], z, r.w[sd])
 		if r.loss != SquaredHinge {
-			l, c, ok = r.loss.grad(signs[sd], z, r.w[sd])
+			l, c, ok = r.loss.grad(r.y(sd, class[i]), z, r.w[sd], r.eps)
 		}
 		if ok {
 			loss += l
@@ -443,7 +465,7 @@ func evalBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class 
 		sd := r.side(class[i]) & 1
 		l, c, ok := hingeGrad(signs[sd], z, r.w[sd])
 		if r.loss != SquaredHinge {
-			l, c, ok = r.loss.grad(signs[sd], z, r.w[sd])
+			l, c, ok = r.loss.grad(r.y(sd, class[i]), z, r.w[sd], r.eps)
 		}
 		if ok {
 			loss += l
@@ -486,7 +508,7 @@ func margins(p *Point, class int32, z, coef, loss []float64, act []int32) (n int
 		}
 		l, c, ok := hingeGrad(y, z[k], w)
 		if p.Loss != SquaredHinge {
-			l, c, ok = p.Loss.grad(y, z[k], w)
+			l, c, ok = p.Loss.grad(y, z[k], w, p.Epsilon)
 		}
 		if ok {
 			loss[k] += l

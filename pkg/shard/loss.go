@@ -22,6 +22,9 @@ const (
 	SquaredHinge Loss = iota
 	// Logistic is log(1 + e^(-y z)): LIBLINEAR's -s 0.
 	Logistic
+	// SquaredEpsilon is max(0, |y - z| - eps)^2, y a real target:
+	// LIBLINEAR's -s 11, support vector regression.
+	SquaredEpsilon
 	numLosses
 )
 
@@ -32,6 +35,8 @@ func (l Loss) String() string {
 		return "squared-hinge"
 	case Logistic:
 		return "logistic"
+	case SquaredEpsilon:
+		return "squared-epsilon-insensitive"
 	}
 	return fmt.Sprintf("loss(%d)", uint8(l))
 }
@@ -39,12 +44,19 @@ func (l Loss) String() string {
 // Valid reports whether l is one of the losses.
 func (l Loss) Valid() bool { return l < numLosses }
 
+// Regression reports whether the loss's labels are real targets rather
+// than classes.
+func (l Loss) Regression() bool { return l == SquaredEpsilon }
+
 // grad is c φ(z), c φ'(z) and whether the row is active: whether its
 // second derivative is nonzero (a row that is not has zero loss and
-// gradient too).
-func (l Loss) grad(y, z, c float64) (loss, dz float64, active bool) {
-	if l == SquaredHinge {
+// gradient too). eps is SquaredEpsilon's width.
+func (l Loss) grad(y, z, c, eps float64) (loss, dz float64, active bool) {
+	switch l {
+	case SquaredHinge:
 		return hingeGrad(y, z, c)
+	case SquaredEpsilon:
+		return epsilonGrad(y, z, c, eps)
 	}
 	return logisticGrad(y, z, c)
 }
@@ -52,9 +64,13 @@ func (l Loss) grad(y, z, c float64) (loss, dz float64, active bool) {
 // curv is c φ”(z)/2, the kernels' Hessian weight (the objective doubles
 // their sums: the squared hinge's weight is then c itself), and whether
 // the row is active.
-func (l Loss) curv(y, z, c float64) (float64, bool) {
-	if l == SquaredHinge {
+func (l Loss) curv(y, z, c, eps float64) (float64, bool) {
+	switch l {
+	case SquaredHinge:
 		return hingeCurv(y, z, c)
+	case SquaredEpsilon:
+		_, _, ok := epsilonGrad(y, z, c, eps)
+		return c, ok
 	}
 	return logisticCurv(y, z, c), true
 }
@@ -82,7 +98,7 @@ func hingeCurv(y, z, c float64) (float64, bool) {
 // Cached reports whether a row's Hessian weight follows from whether it
 // is active alone, so that passes at one point can remember which rows
 // are (see Point.Stamp) instead of their margins.
-func (l Loss) Cached() bool { return l == SquaredHinge }
+func (l Loss) Cached() bool { return l != Logistic }
 
 // CurvBound bounds φ”/2 over every margin: the Hessian's scale against
 // the data's norms (see Objective.LipschitzBound).
@@ -93,10 +109,26 @@ func (l Loss) CurvBound() float64 {
 	return 1
 }
 
-// Value is c φ(z) for a row of label y (±1): its term in the objective.
-func (l Loss) Value(y, z, c float64) float64 {
-	v, _, _ := l.grad(y, z, c)
+// Value is c φ(z) for a row of label y (±1, or a regression's target):
+// its term in the objective.
+func (l Loss) Value(y, z, c, eps float64) float64 {
+	v, _, _ := l.grad(y, z, c, eps)
 	return v
+}
+
+// epsilonGrad is LIBLINEAR's l2r_l2_svr_fun: d = z - y, the loss
+// (|d| - eps)^2 outside the tube and its derivative 2 (d ∓ eps).
+func epsilonGrad(y, z, c, eps float64) (loss, dz float64, active bool) {
+	d := z - y
+	switch {
+	case d > eps:
+		d -= eps
+	case d < -eps:
+		d += eps
+	default:
+		return 0, 0, false
+	}
+	return float64(c * d * d), float64(2 * c * d), true
 }
 
 // logisticGrad is log(1 + e^(-yz)) without overflow for either sign of

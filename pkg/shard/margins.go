@@ -74,6 +74,9 @@ func (a *Tally) Total() (rows, correct int) {
 func (s *Shard) Tally(p *Point) Tally {
 	K, classes := p.K(), s.classes
 	t := Tally{Rows: make([]int, classes), Correct: make([]int, classes)}
+	if len(s.Class) != s.Rows() {
+		return t // no classes set: a regression's rows count nowhere
+	}
 	var sc Scratch
 	wl := s.gather(p, &sc)
 	z := make([]float64, K)

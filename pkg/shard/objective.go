@@ -63,6 +63,7 @@ type Objective struct {
 	Weights []float64
 	Holdout int
 	Loss    Loss
+	Epsilon float64 // Loss SquaredEpsilon's width (LIBLINEAR's -p)
 
 	cols [][]uint32
 	// live, when set, is the coordinates the objective works over (see
@@ -114,7 +115,7 @@ func (o *Objective) Fork() osgm.Objective {
 		return nil
 	}
 	return &Objective{Backend: b, Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Bias: o.Bias,
-		Weights: o.Weights, Holdout: o.Holdout, Loss: o.Loss, cols: o.cols, live: o.live, normSq: o.normSq, red: newReducer(b, o.cols)}
+		Weights: o.Weights, Holdout: o.Holdout, Loss: o.Loss, Epsilon: o.Epsilon, cols: o.cols, live: o.live, normSq: o.normSq, red: newReducer(b, o.cols)}
 }
 
 // Placer is a Backend that can minimise a whole problem where its data
@@ -140,6 +141,7 @@ type Constants struct {
 	Weights        []float64
 	Holdout        int
 	Loss           Loss
+	Epsilon        float64
 	// Live says the objective left out its dead coordinates
 	// (LeaveOutDead), which the shards determine.
 	Live bool
@@ -148,13 +150,13 @@ type Constants struct {
 // Constants are the objective's.
 func (o *Objective) Constants() Constants {
 	return Constants{Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Bias: o.Bias, Weights: o.Weights, Holdout: o.Holdout,
-		Loss: o.Loss, Live: o.live != nil}
+		Loss: o.Loss, Epsilon: o.Epsilon, Live: o.live != nil}
 }
 
 // Build is the objective of constants c over b.
 func (c Constants) Build(b Backend) *Objective {
 	o := NewObjective(b, c.Features, c.Lambda, c.Bias)
-	o.Rows, o.Weights, o.Holdout, o.Loss = c.Rows, c.Weights, c.Holdout, c.Loss
+	o.Rows, o.Weights, o.Holdout, o.Loss, o.Epsilon = c.Rows, c.Weights, c.Holdout, c.Loss, c.Epsilon
 	if c.Live {
 		o.LeaveOutDead()
 	}
@@ -245,7 +247,7 @@ func (o *Objective) features() int {
 // Point views x, vectors of Dim coordinates, as a kernel point.
 func (o *Objective) Point(x [][]float64) *Point {
 	p := NewPoint(x, o.Bias, o.features())
-	p.Weights, p.Holdout, p.Live, p.Loss = o.Weights, o.Holdout, o.live, o.Loss
+	p.Weights, p.Holdout, p.Live, p.Loss, p.Epsilon = o.Weights, o.Holdout, o.live, o.Loss, o.Epsilon
 	return p
 }
 
@@ -253,7 +255,7 @@ func (o *Objective) Point(x [][]float64) *Point {
 // kernel point for this objective's data, class weights and held-out fold.
 func (o *Objective) ModelPoint(w [][]float64) *Point {
 	p := NewPoint(w, o.Bias, o.Features)
-	p.Weights, p.Holdout, p.Loss = o.Weights, o.Holdout, o.Loss
+	p.Weights, p.Holdout, p.Loss, p.Epsilon = o.Weights, o.Holdout, o.Loss, o.Epsilon
 	return p
 }
 

@@ -195,6 +195,9 @@ func (d dataset) reference(order []float64, x [][]float64, features int, lambda,
 			if d.labels[i] == order[k] {
 				y = 1
 			}
+			if loss.Regression() {
+				y = d.labels[i]
+			}
 			if weights != nil {
 				c = weights[2*k]
 				if y < 0 {
@@ -218,6 +221,10 @@ func (d dataset) reference(order []float64, x [][]float64, features int, lambda,
 				}
 			case Logistic:
 				l, dl = math.Log(1+math.Exp(-y*z)), -y/(1+math.Exp(y*z))
+			case SquaredEpsilon:
+				if dd := math.Abs(z-y) - testEpsilon; dd > 0 {
+					l, dl = dd*dd, 2*dd*math.Copysign(1, z-y)
+				}
 			default:
 				panic(loss)
 			}
@@ -234,8 +241,11 @@ func (d dataset) reference(order []float64, x [][]float64, features int, lambda,
 	return f, g
 }
 
+// testEpsilon is SquaredEpsilon's width in the kernel tests.
+const testEpsilon = 0.1
+
 func TestKernelMatchesDenseReference(t *testing.T) {
-	for _, loss := range []Loss{SquaredHinge, Logistic} {
+	for _, loss := range []Loss{SquaredHinge, Logistic, SquaredEpsilon} {
 		for _, st := range storages {
 			testKernelMatchesDenseReference(t, loss, st)
 		}
@@ -251,13 +261,16 @@ func testKernelMatchesDenseReference(t *testing.T, loss Loss, st storage) {
 					rng := rand.New(rand.NewPCG(1, uint64(classes)))
 					d := randomData(rng, 300, 12, classes, st.data)
 					obj := objectiveOf(t, writeFile(t, d.text), 5, 3, 0.01, bias, st.compact)
-					obj.Loss = loss
+					obj.Loss, obj.Epsilon = loss, testEpsilon
 					for _, s := range obj.Backend.(*Local).Shards {
 						if s.Rows() > 0 && (s.Values != st.values || (s.Code8 != nil) != st.coded) {
 							t.Fatalf("shard %d stores %v (8-bit codes: %v), want %v (%v)", s.ID, s.Values, s.Code8 != nil, st.values, st.coded)
 						}
 					}
 					order, K := problems(obj)
+					if loss.Regression() {
+						K = 1 // the labels are targets
+					}
 					x := make([][]float64, K)
 					for k := range x {
 						x[k] = make([]float64, obj.Dim())
@@ -271,7 +284,9 @@ func testKernelMatchesDenseReference(t *testing.T, loss Loss, st storage) {
 					var fold []uint16
 					if cv {
 						for k := 0; k < K; k++ {
-							weights = append(weights, 0.5+float64(k), 2.5)
+							if !loss.Regression() {
+								weights = append(weights, 0.5+float64(k), 2.5)
+							}
 						}
 						var err error
 						if fold, err = Folds(len(d.rows), 3); err != nil {

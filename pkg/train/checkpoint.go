@@ -139,6 +139,9 @@ func FlagsFingerprint(cfg Config) string {
 	if cfg.Loss != shard.SquaredHinge { // the squared hinge's checkpoints keep their fingerprints
 		fp += " loss=" + cfg.Loss.String()
 	}
+	if cfg.Loss.Regression() {
+		fp += fmt.Sprintf(" p=%v", cfg.Epsilon)
+	}
 	return fp
 }
 

@@ -13,7 +13,7 @@ import (
 // options that define the problem, and those that choose and tune the
 // method. A command lists them in its help by group.
 var (
-	ProblemFlags = []string{"c", "e", "B", "lambda"}
+	ProblemFlags = []string{"c", "e", "p", "B", "lambda"}
 	MethodFlags  = []string{"method", "max-iter", "gap", "eta", "eta-scale", "eta-beta", "no-diag"}
 )
 
@@ -23,7 +23,8 @@ var (
 func (cfg *Config) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&cfg.C, "c", 1, "cost C, as in LIBLINEAR (lambda = 1/(C m))")
 	fs.Float64Var(&cfg.Lambda, "lambda", 0, "regularisation lambda, instead of -c")
-	fs.Float64Var(&cfg.Eps, "e", 0.01, "stopping tolerance: LIBLINEAR's relative gradient test")
+	fs.Float64Var(&cfg.Eps, "e", 0.01, "stopping tolerance: LIBLINEAR's relative gradient test (default 0.001 for -s 11)")
+	fs.Float64Var(&cfg.Epsilon, "p", 0.1, "epsilon of -s 11's loss, as LIBLINEAR's -p")
 	fs.Float64Var(&cfg.Bias, "B", -1, "bias: if >= 0, every row gets a feature of this value (-1: none)")
 	fs.StringVar(&cfg.Method, "method", osgm.DefaultMethod, "optimiser: "+strings.Join(osgm.Methods(), ", ")+" (auto: newton-full for two classes and at most 1,024 features, else newton)")
 	fs.IntVar(&cfg.MaxIter, "max-iter", 10000, "maximum iterations")
@@ -48,6 +49,8 @@ func (cfg *Config) CheckFlags(fs *flag.FlagSet) error {
 		return errors.New("-c must be positive")
 	case !(cfg.Eps > 0):
 		return errors.New("-e must be positive")
+	case !(cfg.Epsilon >= 0) || math.IsInf(cfg.Epsilon, 0):
+		return errors.New("-p must be a number >= 0")
 	case cfg.MaxIter < 1:
 		return errors.New("-max-iter must be at least 1")
 	case !(cfg.MaxGap >= 0) || math.IsInf(cfg.MaxGap, 0):

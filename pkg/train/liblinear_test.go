@@ -88,7 +88,7 @@ func readModelFile(t *testing.T, path string) *libsvm.Model {
 
 // primal evaluates LIBLINEAR's objective F of a model on a data file.
 func primal(t *testing.T, data string, m *libsvm.Model, c float64) []float64 {
-	obj, err := ObjectiveFor(data, m, c, runtime.NumCPU())
+	obj, err := ObjectiveFor(data, m, c, 0.1, runtime.NumCPU())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +177,16 @@ func TestLogisticMatchesLIBLINEAR(t *testing.T) {
 	}
 }
 
+// TestRegressionMatchesLIBLINEAR is TestMatchesLIBLINEAR for -s 11 on
+// the shared regression sets, at LIBLINEAR's -p 0.1.
+func TestRegressionMatchesLIBLINEAR(t *testing.T) {
+	dir := sharedData(t)
+	needLIBLINEAR(t)
+	for _, s := range []crossSet{{"housing_scale", "", 1e-6, 1e-10, false}, {"bodyfat_scale", "", 1e-6, 1e-10, false}} {
+		t.Run(s.train, func(t *testing.T) { crossCheck(t, dir, s, shard.SquaredEpsilon) })
+	}
+}
+
 // crossCheck trains set s with loss l and checks the optimum and the
 // predictions against LIBLINEAR's.
 func crossCheck(t *testing.T, dir string, s crossSet, l shard.Loss) {
@@ -191,7 +201,7 @@ func crossCheck(t *testing.T, dir string, s crossSet, l shard.Loss) {
 	run(t, "liblinear-train", "-q", "-s", solver, "-c", "1", "-e", strconv.FormatFloat(s.refEps, 'g', -1, 64), plain, ref)
 	fstar := primal(t, src, readModelFile(t, ref), 1)
 
-	cfg := Config{C: 1, Eps: s.eps, Bias: -1, MaxIter: 10000, Loss: l}
+	cfg := Config{C: 1, Eps: s.eps, Bias: -1, MaxIter: 10000, Loss: l, Epsilon: 0.1}
 	if s.train == "news20.t" {
 		cfg.Method = "lbfgs"
 	}

@@ -40,8 +40,10 @@ type Config struct {
 	MaxGap float64
 	Bias   float64 // < 0: no bias feature
 	// Loss is the problem's loss: the squared hinge (LIBLINEAR -s 2)
-	// unless set, or logistic regression's (-s 0).
+	// unless set, logistic regression's (-s 0) or support vector
+	// regression's (-s 11, of width Epsilon: LIBLINEAR's -p).
 	Loss    shard.Loss
+	Epsilon float64
 	Method  string
 	MaxIter int
 	Params  osgm.Params
@@ -302,17 +304,9 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 	p := &planned{}
 	metas := b.Meta()
 	p.sum = Summarize(metas)
-	order, labels, err := Classes(p.sum)
+	K, order, err := p.problems(b, cfg)
 	if err != nil {
 		return nil, err
-	}
-	p.labels = labels
-	if err := b.SetClasses(order); err != nil {
-		return nil, err
-	}
-	K := len(order)
-	if K == 2 {
-		K = 1
 	}
 	p.Problems = K
 	p.Gap = cfg.MaxGap
@@ -320,9 +314,9 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 		return nil, err
 	}
 	p.stop.eps, p.stop.g0norm, p.stop.tol = cfg.Eps, make([]float64, K), make([]float64, K)
-	weights, unknown := problemWeights(cfg.Weights, labels)
+	weights, unknown := problemWeights(cfg.Weights, p.labels)
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("class weights given for labels %v, which the data does not have (labels %v)", unknown, labels)
+		return nil, fmt.Errorf("class weights given for p.labels %v, which the data does not have (p.labels %v)", unknown, p.labels)
 	}
 	if p.lambda, err = regularisation(cfg, p.stop.rows); err != nil {
 		return nil, err
@@ -342,7 +336,7 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 		p.dataFP, p.flagsFP = DataFingerprint(metas), FlagsFingerprint(cfg)
 	}
 	p.obj = shard.NewObjective(b, p.features, p.lambda, cfg.Bias)
-	p.obj.Rows, p.obj.Weights, p.obj.Holdout, p.obj.Loss = p.stop.rows, weights, cfg.Holdout, cfg.Loss
+	p.obj.Rows, p.obj.Weights, p.obj.Holdout, p.obj.Loss, p.obj.Epsilon = p.stop.rows, weights, cfg.Holdout, cfg.Loss, cfg.Epsilon
 	// The methods see n coordinates of a model's dim: the live ones (see
 	// shard.Objective.LeaveOutDead), or all of them.
 	p.Dim = p.obj.Dim()
@@ -357,6 +351,35 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 	p.Method = osgm.Choose(cfg.Method, K, p.shape)
 	p.Resumed = cfg.Resume != nil
 	return p, nil
+}
+
+// problems settles the run's problems: one per class against the rest
+// (one for two classes), the classes set on b in their order, or one
+// regression, whose rows keep their targets (order nil).
+func (p *planned) problems(b shard.Backend, cfg Config) (K int, order []float64, err error) {
+	if cfg.Loss.Regression() {
+		if p.sum.Rows == 0 {
+			return 0, nil, libsvm.ErrNoData
+		}
+		if len(cfg.Weights) > 0 {
+			return 0, nil, errors.New("class weights (-wi) are for classification; a regression has no classes")
+		}
+		if cfg.Holdout > 0 {
+			return 0, nil, errors.New("cross-validation of a regression is not supported yet")
+		}
+		return 1, nil, nil
+	}
+	order, p.labels, err = Classes(p.sum)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := b.SetClasses(order); err != nil {
+		return 0, nil, err
+	}
+	if K = len(order); K == 2 {
+		K = 1
+	}
+	return K, order, nil
 }
 
 // settings are the problems and Minimize's settings of the plan.
@@ -441,6 +464,10 @@ type stopping struct {
 }
 
 func (s *stopping) set(k int) {
+	if s.counts == nil { // a regression: LIBLINEAR's -s 11 test
+		s.tol[k] = float64(s.eps * s.g0norm[k])
+		return
+	}
 	pos := s.counts[k]
 	s.tol[k] = float64(s.eps * math.Max(float64(min(pos, s.rows-pos)), 1) / float64(s.rows) * s.g0norm[k])
 }
@@ -448,7 +475,10 @@ func (s *stopping) set(k int) {
 // trainingRows counts the rows per class that training sees: all of
 // them, or all but the held-out fold's.
 func trainingRows(b shard.Backend, sum shard.Summary, order []float64, holdout int) (*stopping, error) {
-	s := &stopping{counts: make([]int, len(order)), rows: sum.Rows}
+	s := &stopping{rows: sum.Rows}
+	if order != nil {
+		s.counts = make([]int, len(order))
+	}
 	for c, l := range order {
 		s.counts[c] = countOf(sum, l)
 	}
@@ -726,9 +756,9 @@ func warmStart(m *libsvm.Model, labels []int, dim int, bias float64) ([][]float6
 }
 
 // ObjectiveFor loads a data set locally and binds it to a model's classes,
-// features, bias and loss, with lambda = 1/(C m): the objective that
-// model was trained for.
-func ObjectiveFor(path string, m *libsvm.Model, c float64, parallel int) (*shard.Objective, error) {
+// features, bias and loss, with lambda = 1/(C m) and, for a regression,
+// the loss's epsilon: the objective that model was trained for.
+func ObjectiveFor(path string, m *libsvm.Model, c, epsilon float64, parallel int) (*shard.Objective, error) {
 	loss, ok := LossOf(m)
 	if !ok {
 		return nil, fmt.Errorf("solver_type %s: not a problem this trainer has (LIBLINEAR -s 0, -s 1 or -s 2)", m.Solver)
@@ -759,7 +789,7 @@ func ObjectiveFor(path string, m *libsvm.Model, c float64, parallel int) (*shard
 		bias = -1
 	}
 	obj := shard.NewObjective(b, features, 1/(c*float64(sum.Rows)), bias)
-	obj.Loss = loss
+	obj.Loss, obj.Epsilon = loss, epsilon
 	return obj, nil
 }
 
@@ -815,7 +845,7 @@ func vectors(m, n int) [][]float64 {
 }
 
 // Losses are the problems this package trains, by LIBLINEAR's -s.
-var Losses = map[int]shard.Loss{0: shard.Logistic, 2: shard.SquaredHinge}
+var Losses = map[int]shard.Loss{0: shard.Logistic, 2: shard.SquaredHinge, 11: shard.SquaredEpsilon}
 
 // SolverOf is the LIBLINEAR solver whose problem loss l makes: its model
 // files' solver_type.

@@ -57,7 +57,8 @@ const (
 // evaluate its shards: the bias and the label order that defines classes.
 type Point struct {
 	Op      Op
-	Loss    uint8 // the rows' loss, as shard.Loss
+	Loss    uint8   // the rows' loss, as shard.Loss
+	Epsilon float64 // its width, as shard.Point.Epsilon
 	Bias    float64
 	Labels  []float64 // class order; a row's class is its label's position
 	Weights []float64 // class weights, as shard.Point.Weights (empty: none)
@@ -139,6 +140,7 @@ func appendPointHead(dst []byte, p *Point, more int) []byte {
 	e := enc{b: slices.Grow(dst, 80+4*len(p.Classes)+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+len(p.Live))+more)}
 	e.u8(uint8(p.Op))
 	e.u8(p.Loss)
+	e.f64(p.Epsilon)
 	e.f64(p.Bias)
 	e.f64s(p.Labels)
 	e.f64s(p.Weights)
@@ -180,6 +182,7 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	if d.err == nil && !shard.Loss(p.Loss).Valid() {
 		return nil, fmt.Errorf("transport: point: unknown loss %d", p.Loss)
 	}
+	p.Epsilon = d.f64()
 	p.Bias = d.f64()
 	p.Labels = d.f64s()
 	p.Weights = d.f64s()
@@ -225,10 +228,14 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 // checkHeader checks what a point of K problems over dim coordinates
 // says of its problems, so that no kernel reads past what it was given.
 func (p *Point) checkHeader(K, dim int) error {
-	if len(p.Labels) == 0 {
+	if len(p.Labels) == 0 && !shard.Loss(p.Loss).Regression() {
 		// Shards number their rows' classes by the labels: without them
 		// a kernel would read classes that were never set.
 		return errors.New("transport: point: no class labels")
+	}
+	if shard.Loss(p.Loss).Regression() && (len(p.Labels) != 0 || K != 1 || !(p.Epsilon >= 0)) {
+		// A regression's rows carry their targets: one problem.
+		return fmt.Errorf("transport: point: a regression of %d problems, %d labels, epsilon %v", K, len(p.Labels), p.Epsilon)
 	}
 	if len(p.Classes) != 0 && len(p.Classes) != K {
 		return fmt.Errorf("transport: point: %d classes for %d problems", len(p.Classes), K)
