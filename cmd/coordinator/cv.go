@@ -35,8 +35,17 @@ func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logge
 		rows, correct := cv.Tally.Total()
 		log.Info("cross-validated", zap.Int("folds", cv.Folds), zap.Float64("c", cfg.C), zap.Int("correct", correct),
 			zap.Int("rows", rows), zap.Int("passes", cv.Passes), zap.Duration("took", time.Since(start)))
+		if cfg.Loss.Regression() {
+			fmt.Fprintf(out, "Cross Validation Mean squared error = %.6g\nCross Validation Squared correlation coefficient = %.6g\n",
+				cv.Tally.MSE(), cv.Tally.SCC())
+			return nil
+		}
 		fmt.Fprintf(out, "Cross Validation Accuracy = %.6g%%\n", 100*cv.Accuracy())
 		return nil
+	}
+	if cfg.Loss.Regression() {
+		// LIBLINEAR 2.30 searches C and p together for -s 11.
+		return errors.New("-C for -s 11 (a search over C and p) is not supported yet; -v n cross-validates one C and p")
 	}
 	first := o.cfg.C
 	if !o.set["c"] {

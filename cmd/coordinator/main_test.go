@@ -336,7 +336,7 @@ func TestCrossValidationEverywhere(t *testing.T) {
 		b.WriteString(lab + " 1:" + ftoa(x) + " 3:" + ftoa(float64(i%5)/5) + "\n")
 	}
 	os.WriteFile(data, []byte(b.String()), 0o644)
-	for _, weights := range [][]string{nil, {"-w-1", "3"}} {
+	for _, weights := range [][]string{nil, {"-w-1", "3"}, {"-s", "11"}} {
 		outs := map[string]string{}
 		for _, mode := range []string{"embedded", "local"} {
 			args := append([]string{"-q", "-v", "4", "-e", "1e-6", "-shards", "5", "-workers", "2", "-local=" + strconv.FormatBool(mode == "local")}, weights...)
@@ -350,7 +350,7 @@ func TestCrossValidationEverywhere(t *testing.T) {
 				}
 			})
 		}
-		if !strings.HasPrefix(outs["local"], "Cross Validation Accuracy = ") || outs["local"] != outs["embedded"] {
+		if !strings.HasPrefix(outs["local"], "Cross Validation ") || outs["local"] != outs["embedded"] {
 			t.Fatalf("weights %v: in-process %q, embedded NATS %q", weights, outs["local"], outs["embedded"])
 		}
 		t.Logf("weights %v: %s", weights, strings.TrimSpace(outs["local"]))

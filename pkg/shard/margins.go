@@ -47,6 +47,23 @@ func marginsBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], wl,
 // that fold's rows: the held-out accuracy of cross-validation.
 type Tally struct {
 	Rows, Correct []int
+	// Sums, for a regression (whose Rows has one entry, and Correct
+	// none counted), are its predictions p's against its targets t:
+	// the sums of (p-t)^2, p, t, p^2, t^2 and pt, in TallySums' order.
+	Sums []float64
+}
+
+// TallySums is the number of a regression tally's sums.
+const TallySums = 6
+
+// MSE and SCC are a regression tally's mean squared error and squared
+// correlation coefficient, as LIBLINEAR computes them.
+func (a *Tally) MSE() float64 { return a.Sums[0] / float64(a.Rows[0]) }
+
+func (a *Tally) SCC() float64 {
+	n, s := float64(a.Rows[0]), a.Sums
+	num := n*s[5] - s[1]*s[2]
+	return float64(num*num) / float64((n*s[3]-s[1]*s[1])*(n*s[4]-s[2]*s[2]))
 }
 
 // Add adds t's counts to a tally of the same classes.
@@ -57,6 +74,14 @@ func (a *Tally) Add(t Tally) {
 	for c := range t.Rows {
 		a.Rows[c] += t.Rows[c]
 		a.Correct[c] += t.Correct[c]
+	}
+	if t.Sums != nil {
+		if a.Sums == nil {
+			a.Sums = make([]float64, len(t.Sums))
+		}
+		for i, v := range t.Sums {
+			a.Sums[i] += v
+		}
 	}
 }
 
@@ -72,11 +97,11 @@ func (a *Tally) Total() (rows, correct int) {
 // Tally counts the shard's rows and correct predictions at p, by class
 // (SetClasses fixes the classes).
 func (s *Shard) Tally(p *Point) Tally {
+	if p.Loss.Regression() {
+		return s.regressionTally(p)
+	}
 	K, classes := p.K(), s.classes
 	t := Tally{Rows: make([]int, classes), Correct: make([]int, classes)}
-	if len(s.Class) != s.Rows() {
-		return t // no classes set: a regression's rows count nowhere
-	}
 	var sc Scratch
 	wl := s.gather(p, &sc)
 	z := make([]float64, K)
@@ -121,6 +146,31 @@ func (s *Shard) Tally(p *Point) Tally {
 		t.Rows[c]++
 		if pred == c {
 			t.Correct[c]++
+		}
+	}
+	return t
+}
+
+// regressionTally is Tally for a regression: its rows (the held-out
+// fold's with p.Holdout), and the sums of their predictions against
+// their targets.
+func (s *Shard) regressionTally(p *Point) Tally {
+	t := Tally{Rows: []int{0}, Correct: []int{0}, Sums: make([]float64, TallySums)}
+	var sc Scratch
+	z := make([]float64, s.Rows())
+	s.rowMargins(s.gather(p, &sc), z)
+	sel := s.rowsFor(p, 0)
+	for i, pred := range z {
+		if p.Holdout > 0 && !sel.skip(i) {
+			continue
+		}
+		if p.Bias >= 0 {
+			pred += float64(p.Bias * p.WBias[0])
+		}
+		y := s.Labels[s.LabelOf[i]]
+		t.Rows[0]++
+		for k, v := range [TallySums]float64{(pred - y) * (pred - y), pred, y, pred * pred, y * y, pred * y} {
+			t.Sums[k] += v
 		}
 	}
 	return t

@@ -79,6 +79,32 @@ func TestCrossValidationMatchesLIBLINEAR(t *testing.T) {
 	}
 }
 
+var cvMSE = regexp.MustCompile(`Cross Validation Mean squared error = ([0-9.e+-]+)`)
+
+// TestRegressionCrossValidationMatchesLIBLINEAR: -s 11 -v 5 at -e 1e-6
+// gives LIBLINEAR's mean squared error (the same folds, both optima).
+func TestRegressionCrossValidationMatchesLIBLINEAR(t *testing.T) {
+	dir := sharedData(t)
+	needLIBLINEAR(t)
+	for _, name := range []string{"housing_scale", "bodyfat_scale"} {
+		t.Run(name, func(t *testing.T) {
+			plain := plainCopy(t, filepath.Join(dir, name+".bz2"))
+			m := cvMSE.FindStringSubmatch(liblinearOut(t, "-s", "11", "-q", "-e", "1e-6", "-v", "5", plain))
+			if m == nil {
+				t.Fatal("no mean squared error in LIBLINEAR's output")
+			}
+			want, _ := strconv.ParseFloat(m[1], 64)
+			cv, err := CrossValidate(localBackend(t, plain), Config{C: 1, Eps: 1e-6, Bias: -1, MaxIter: 10000, Loss: shard.SquaredEpsilon, Epsilon: 0.1}, 5, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cv.Tally.MSE(); math.Abs(got-want) > 1e-4*want {
+				t.Fatalf("cross-validation MSE %.6g, LIBLINEAR's %.6g", got, want)
+			}
+		})
+	}
+}
+
 // TestClassWeightsMatchLIBLINEAR: with -wi weights, our optimum is
 // LIBLINEAR's (the weighted objective within 1e-6) for two classes and
 // for one-vs-rest, where only the class's own side is weighted.

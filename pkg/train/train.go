@@ -310,7 +310,7 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 	}
 	p.Problems = K
 	p.Gap = cfg.MaxGap
-	if p.stop, err = trainingRows(b, p.sum, order, cfg.Holdout); err != nil {
+	if p.stop, err = trainingRows(b, p.sum, order, cfg.Holdout, cfg.Loss); err != nil {
 		return nil, err
 	}
 	p.stop.eps, p.stop.g0norm, p.stop.tol = cfg.Eps, make([]float64, K), make([]float64, K)
@@ -363,9 +363,6 @@ func (p *planned) problems(b shard.Backend, cfg Config) (K int, order []float64,
 		}
 		if len(cfg.Weights) > 0 {
 			return 0, nil, errors.New("class weights (-wi) are for classification; a regression has no classes")
-		}
-		if cfg.Holdout > 0 {
-			return 0, nil, errors.New("cross-validation of a regression is not supported yet")
 		}
 		return 1, nil, nil
 	}
@@ -474,7 +471,7 @@ func (s *stopping) set(k int) {
 
 // trainingRows counts the rows per class that training sees: all of
 // them, or all but the held-out fold's.
-func trainingRows(b shard.Backend, sum shard.Summary, order []float64, holdout int) (*stopping, error) {
+func trainingRows(b shard.Backend, sum shard.Summary, order []float64, holdout int, loss shard.Loss) (*stopping, error) {
 	s := &stopping{rows: sum.Rows}
 	if order != nil {
 		s.counts = make([]int, len(order))
@@ -489,7 +486,7 @@ func trainingRows(b shard.Backend, sum shard.Summary, order []float64, holdout i
 	// vector, not K, which a batched run could not hold at once (of one
 	// weight at least: a point carries one).
 	zero := [][]float64{make([]float64, max(sum.MaxIndex, 1))}
-	t, err := b.Tally(&shard.Point{W: zero, Bias: -1, Holdout: holdout})
+	t, err := b.Tally(&shard.Point{W: zero, Bias: -1, Holdout: holdout, Loss: loss})
 	if err != nil {
 		return nil, err
 	}

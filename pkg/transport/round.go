@@ -174,6 +174,9 @@ func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
 	if err != nil {
 		return shard.Tally{}, err
 	}
+	if p.Loss.Regression() {
+		return c.regressionTally(pt)
+	}
 	t := shard.Tally{Rows: make([]int, len(c.order)), Correct: make([]int, len(c.order))}
 	err = c.round1(pt, func(part *shard.Partial) error {
 		if len(part.Loss) != len(c.order) {
@@ -182,6 +185,23 @@ func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
 		for k := range part.Loss {
 			t.Rows[k] += int(part.Loss[k])
 			t.Correct[k] += int(part.BiasGrad[k])
+		}
+		return nil
+	})
+	return t, err
+}
+
+// regressionTally is Tally for a regression: each shard's partial
+// carries its rows and then its sums in Loss.
+func (c *Cluster) regressionTally(pt *wire.Point) (shard.Tally, error) {
+	t := shard.Tally{Rows: []int{0}, Correct: []int{0}, Sums: make([]float64, shard.TallySums)}
+	err := c.round1(pt, func(part *shard.Partial) error {
+		if len(part.Loss) != 1+shard.TallySums {
+			return fmt.Errorf("shard %d: a regression's tally of %d numbers, want %d", part.Shard, len(part.Loss), 1+shard.TallySums)
+		}
+		t.Rows[0] += int(part.Loss[0])
+		for k, v := range part.Loss[1:] {
+			t.Sums[k] += v
 		}
 		return nil
 	})

@@ -591,6 +591,13 @@ func (w *workerCore) shardPoint(shards []*shard.Shard) (pt *shard.Point, at int,
 func (w *workerCore) tally(shards []*shard.Shard, pt *shard.Point, start time.Time) {
 	for _, s := range shards {
 		t := s.Tally(pt)
+		if t.Sums != nil { // a regression's: its rows, then its sums (and a partial's zero bias gradients)
+			loss := append([]float64{float64(t.Rows[0])}, t.Sums...)
+			part := &shard.Partial{Shard: s.ID, Loss: loss, BiasGrad: make([]float64, len(loss))}
+			part.Seconds = w.now().Sub(start).Seconds()
+			w.answer(part)
+			continue
+		}
 		part := &shard.Partial{Shard: s.ID, Loss: make([]float64, len(t.Rows)), BiasGrad: make([]float64, len(t.Rows))}
 		for k := range t.Rows {
 			part.Loss[k], part.BiasGrad[k] = float64(t.Rows[k]), float64(t.Correct[k])
