@@ -161,6 +161,10 @@ type builder struct {
 	idx     []uint32 // global, zero-based; local after remap
 	val     []float64
 	labels  []float64
+	// where is each label's position in labels: a regression's labels
+	// are as many as its rows, and a search among them a row was
+	// quadratic.
+	where map[float64]int32
 	labelOf []int32
 	counts  []int
 	lastLab float64
@@ -191,6 +195,7 @@ func (b *builder) reset(id int) {
 	b.rowPtr = append(b.rowPtr[:0], 0)
 	b.idx, b.val, b.labelOf = b.idx[:0], b.val[:0], b.labelOf[:0]
 	b.labels, b.counts = b.labels[:0], b.counts[:0]
+	clear(b.where)
 	b.normSq, b.maxNormSq, b.ones, b.f32 = 0, 0, true, true
 }
 
@@ -198,17 +203,15 @@ func (b *builder) add(label float64, index []uint32, value []float64, decimals i
 	b.decimals = max(b.decimals, decimals)
 	pos := b.lastPos
 	if pos < 0 || label != b.lastLab {
-		pos = -1
-		for i, l := range b.labels {
-			if l == label {
-				pos = int32(i)
-				break
-			}
+		if b.where == nil {
+			b.where = map[float64]int32{}
 		}
-		if pos < 0 {
+		var ok bool
+		if pos, ok = b.where[label]; !ok { // a map's float keys are equal as == says: -0 is 0
 			pos = int32(len(b.labels))
 			b.labels = append(b.labels, label)
 			b.counts = append(b.counts, 0)
+			b.where[label] = pos
 		}
 		b.lastLab, b.lastPos = label, pos
 	}
@@ -617,6 +620,7 @@ type Summary struct {
 	NormSq     float64
 	Labels     []float64 // in order of first appearance in the file
 	LabelCount []int
+	where      map[float64]int // each label's position in Labels
 }
 
 // Merge adds one shard's summary; call in shard order so labels come out in
@@ -628,12 +632,19 @@ func (sum *Summary) Merge(rows, nnz int, maxIndex uint32, normSq float64, labels
 		sum.MaxIndex = maxIndex
 	}
 	sum.NormSq += normSq
+	if sum.where == nil || len(sum.where) != len(sum.Labels) { // new, or a copy's that another copy grew
+		sum.where = make(map[float64]int, len(sum.Labels))
+		for k, l := range sum.Labels {
+			sum.where[l] = k
+		}
+	}
 	for i, l := range labels {
-		k := slices.Index(sum.Labels, l)
-		if k < 0 {
+		k, ok := sum.where[l]
+		if !ok {
 			k = len(sum.Labels)
 			sum.Labels = append(sum.Labels, l)
 			sum.LabelCount = append(sum.LabelCount, 0)
+			sum.where[l] = k
 		}
 		sum.LabelCount[k] += counts[i]
 	}
