@@ -156,15 +156,15 @@ func (s *Shard) Bytes() int {
 // themselves. That matters for small files, where growing and dropping
 // these slices cost more than parsing (GC and first-touch page faults).
 type builder struct {
-	id      int
-	rowPtr  []uint32
-	idx     []uint32 // global, zero-based; local after remap
-	val     []float64
-	labels  []float64
+	id     int
+	rowPtr []uint32
+	idx    []uint32 // global, zero-based; local after remap
+	val    []float64
+	labels []float64
 	// where is each label's position in labels: a regression's labels
 	// are as many as its rows, and a search among them a row was
 	// quadratic.
-	where map[float64]int32
+	where   map[float64]int32
 	labelOf []int32
 	counts  []int
 	lastLab float64
