@@ -34,9 +34,9 @@ func (a *Accuracy) add(p, t float64) {
 func (a Accuracy) MSE() float64 { return a.SqErr / float64(a.Total) }
 
 func (a Accuracy) SCC() float64 {
-	n := float64(a.Total)
-	num := n*a.PT - a.P*a.T
-	return float64(num*num) / float64((n*a.PP-a.P*a.P)*(n*a.TT-a.T*a.T))
+	n := float64(a.Total) // products rounded apart: no fused multiply-adds (any CPU, the same bits)
+	num := float64(n*a.PT) - float64(a.P*a.T)
+	return float64(num*num) / float64((float64(n*a.PP)-float64(a.P*a.P))*(float64(n*a.TT)-float64(a.T*a.T)))
 }
 
 // String formats like liblinear-predict: `Accuracy = 84.9946% (13838/16281)`,

@@ -61,9 +61,9 @@ const TallySums = 6
 func (a *Tally) MSE() float64 { return a.Sums[0] / float64(a.Rows[0]) }
 
 func (a *Tally) SCC() float64 {
-	n, s := float64(a.Rows[0]), a.Sums
-	num := n*s[5] - s[1]*s[2]
-	return float64(num*num) / float64((n*s[3]-s[1]*s[1])*(n*s[4]-s[2]*s[2]))
+	n, s := float64(a.Rows[0]), a.Sums // products rounded apart, as everywhere
+	num := float64(n*s[5]) - float64(s[1]*s[2])
+	return float64(num*num) / float64((float64(n*s[3])-float64(s[1]*s[1]))*(float64(n*s[4])-float64(s[2]*s[2])))
 }
 
 // Add adds t's counts to a tally of the same classes.
