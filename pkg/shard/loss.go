@@ -109,13 +109,6 @@ func (l Loss) CurvBound() float64 {
 	return 1
 }
 
-// Value is c φ(z) for a row of label y (±1, or a regression's target):
-// its term in the objective.
-func (l Loss) Value(y, z, c, eps float64) float64 {
-	v, _, _ := l.grad(y, z, c, eps)
-	return v
-}
-
 // epsilonGrad is LIBLINEAR's l2r_l2_svr_fun: d = z - y, the loss
 // (|d| - eps)^2 outside the tube and its derivative 2 (d ∓ eps).
 func epsilonGrad(y, z, c, eps float64) (loss, dz float64, active bool) {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,6 +123,22 @@ type crossSet struct {
 	slow        bool
 }
 
+// quickSets are the shared classification sets every loss is checked on.
+var quickSets = []crossSet{
+	{"heart_scale", "", 1e-6, 1e-10, false},
+	{"breast-cancer_scale", "", 1e-6, 1e-10, false},
+	{"svmguide1", "svmguide1.t", 1e-6, 1e-10, false},
+	{"a9a", "a9a.t", 1e-6, 1e-10, false},
+	{"w8a", "", 1e-6, 1e-10, false},
+	{"ijcnn1", "ijcnn1.t", 1e-6, 1e-10, false},
+	// F* is small on mushrooms: F - F* <= ||grad F||^2 / 2, and -e 1e-6
+	// bounds that only by about 2e-6 of F*; methods that stop right at
+	// the test (HDM does, at a 2.5e-6 gap) need -e 1e-7 for a 1e-6 gap.
+	{"mushrooms", "", 1e-6, 1e-10, false},
+	{"dna.scale", "dna.scale.t", 1e-6, 1e-10, false},
+	{"glass.scale", "", 1e-6, 1e-10, false},
+}
+
 // TestMatchesLIBLINEAR is the contract's cross-check: on every shared data
 // set, -c 1 -e 1e-6 with the default method ends within 1e-6 (relative) of
 // LIBLINEAR's optimum, and liblinear-predict on our model file predicts
@@ -129,19 +146,7 @@ type crossSet struct {
 func TestMatchesLIBLINEAR(t *testing.T) {
 	dir := sharedData(t)
 	needLIBLINEAR(t)
-	sets := []crossSet{
-		{"heart_scale", "", 1e-6, 1e-10, false},
-		{"breast-cancer_scale", "", 1e-6, 1e-10, false},
-		{"svmguide1", "svmguide1.t", 1e-6, 1e-10, false},
-		{"a9a", "a9a.t", 1e-6, 1e-10, false},
-		{"w8a", "", 1e-6, 1e-10, false},
-		{"ijcnn1", "ijcnn1.t", 1e-6, 1e-10, false},
-		// F* is small here: F - F* <= ||grad F||^2 / 2, and -e 1e-6 bounds
-		// that only by about 2e-6 of F*; methods that stop right at the
-		// test (HDM does, at a 2.5e-6 gap) need -e 1e-7 for a 1e-6 gap.
-		{"mushrooms", "", 1e-6, 1e-10, false},
-		{"dna.scale", "dna.scale.t", 1e-6, 1e-10, false},
-		{"glass.scale", "", 1e-6, 1e-10, false},
+	sets := append(slices.Clone(quickSets), []crossSet{
 		{"letter.scale", "letter.scale.t", 1e-6, 1e-10, true},
 		{"pendigits", "pendigits.t", 1e-6, 1e-10, true},
 		// LIBLINEAR stops at its 1000 Newton iterations here above the
@@ -149,7 +154,7 @@ func TestMatchesLIBLINEAR(t *testing.T) {
 		// than it. With L-BFGS: Newton crawls here as TRON does, and
 		// stops at the same cap.
 		{"news20.t", "", 1e-6, 1e-8, true},
-	}
+	}...)
 	for _, s := range sets {
 		t.Run(s.train, func(t *testing.T) { crossCheck(t, dir, s, shard.SquaredHinge) })
 	}
@@ -160,18 +165,7 @@ func TestMatchesLIBLINEAR(t *testing.T) {
 func TestLogisticMatchesLIBLINEAR(t *testing.T) {
 	dir := sharedData(t)
 	needLIBLINEAR(t)
-	sets := []crossSet{
-		{"heart_scale", "", 1e-6, 1e-10, false},
-		{"breast-cancer_scale", "", 1e-6, 1e-10, false},
-		{"svmguide1", "svmguide1.t", 1e-6, 1e-10, false},
-		{"a9a", "a9a.t", 1e-6, 1e-10, false},
-		{"w8a", "", 1e-6, 1e-10, false},
-		{"ijcnn1", "ijcnn1.t", 1e-6, 1e-10, false},
-		{"mushrooms", "", 1e-6, 1e-10, false},
-		{"dna.scale", "dna.scale.t", 1e-6, 1e-10, false},
-		{"glass.scale", "", 1e-6, 1e-10, false},
-	}
-	for _, s := range sets {
+	for _, s := range quickSets {
 		t.Run(s.train, func(t *testing.T) { crossCheck(t, dir, s, shard.Logistic) })
 	}
 }
