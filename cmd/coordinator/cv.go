@@ -14,9 +14,6 @@ import (
 	"github.com/osgm-svm/osgm/pkg/train"
 )
 
-// maxSearchC is where LIBLINEAR's -C stops doubling.
-const maxSearchC = 1024
-
 // crossValidate runs -v (one C) or -C (a search over C) on the loaded
 // shards and prints LIBLINEAR's lines, so scripts that read its output
 // read ours.
@@ -43,17 +40,16 @@ func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logge
 		fmt.Fprintf(out, "Cross Validation Accuracy = %.6g%%\n", 100*cv.Accuracy())
 		return nil
 	}
+	// As LIBLINEAR's: -q leaves the first and last lines only.
+	fmt.Fprintf(out, "Doing parameter search with %d-fold cross validation.\n", o.folds)
 	if cfg.Loss.Regression() {
-		// LIBLINEAR 2.30 searches C and p together for -s 11.
-		return errors.New("-C for -s 11 (a search over C and p) is not supported yet; -v n cross-validates one C and p")
+		return searchCP(o, b, cfg, log, out, start)
 	}
 	first := o.cfg.C
 	if !o.set["c"] {
-		first = train.StartC(b.Meta(), cfg.Bias, cfg.Loss)
+		first = train.StartC(b.Meta(), cfg.Bias, cfg.Loss, 0)
 	}
-	// As LIBLINEAR's: -q leaves the first and last lines only.
-	fmt.Fprintf(out, "Doing parameter search with %d-fold cross validation.\n", o.folds)
-	best, maxReached, err := train.SearchC(b, cfg, o.folds, first, maxSearchC, func(cv *train.CV) {
+	best, maxReached, err := train.SearchC(b, cfg, o.folds, min(first, train.MaxSearchC), train.MaxSearchC, func(cv *train.CV) {
 		log.Info("cross-validated", zap.Float64("c", cv.C), zap.Float64("accuracy", cv.Accuracy()),
 			zap.Int("passes", cv.Passes), zap.Bool("unchanged", cv.Unchanged))
 		if !o.quiet {
@@ -68,6 +64,35 @@ func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logge
 	}
 	fmt.Fprintf(out, "Best C = %.6g  CV accuracy = %.6g%%\n", best.C, 100*best.Accuracy())
 	log.Info("search done", zap.Float64("best_c", best.C), zap.Duration("took", time.Since(start)))
+	return nil
+}
+
+// searchCP is -C for -s 11: LIBLINEAR 2.30 searches p and C together.
+// A -c or -p given is where the search starts.
+func searchCP(o *options, b shard.Backend, cfg train.Config, log *zap.Logger, out io.Writer, start time.Time) error {
+	startC, startP := 0.0, 0.0
+	if o.set["c"] {
+		startC = o.cfg.C
+	}
+	if o.set["p"] {
+		startP = o.cfg.Epsilon
+	}
+	best, err := train.SearchCP(b, cfg, o.folds, startC, startP, func(cv *train.CV) {
+		log.Info("cross-validated", zap.Float64("c", cv.C), zap.Float64("p", cv.P), zap.Float64("mse", cv.Tally.MSE()),
+			zap.Int("passes", cv.Passes), zap.Bool("unchanged", cv.Unchanged))
+		if !o.quiet {
+			fmt.Fprintf(out, "log2c=%7.2f\tp=%7.2f\tMean squared error=%.6g\n", math.Log2(cv.C), cv.P, cv.Tally.MSE())
+		}
+	}, func(float64) {
+		if !o.quiet {
+			fmt.Fprintln(out, "warning: maximum C reached.")
+		}
+	})
+	if err != nil {
+		return cvError(o, err)
+	}
+	fmt.Fprintf(out, "Best C = %.6g Best p = %.6g  CV MSE = %.6g\n", best.C, best.P, best.Tally.MSE())
+	log.Info("search done", zap.Float64("best_c", best.C), zap.Float64("best_p", best.P), zap.Duration("took", time.Since(start)))
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -356,25 +357,55 @@ func TestCrossValidationEverywhere(t *testing.T) {
 		t.Logf("weights %v: %s", weights, strings.TrimSpace(outs["local"]))
 	}
 	// LIBLINEAR's -C prints a line per C unless -q, and its first and
-	// last lines always.
-	for _, quiet := range []bool{false, true} {
-		o, err := parse([]string{"-q=" + strconv.FormatBool(quiet), "-C", "-v", "3", "-workers", "2", data, filepath.Join(dir, "m")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := captureStdout(t, func() {
-			if err := run(o); err != nil {
+	// last lines always; for -s 11 its lines name p too.
+	for _, solver := range [][]string{nil, {"-s", "11", "-p", "0.1"}} {
+		for _, quiet := range []bool{false, true} {
+			args := append([]string{"-q=" + strconv.FormatBool(quiet), "-C", "-v", "3", "-workers", "2"}, solver...)
+			o, err := parse(append(args, data, filepath.Join(dir, "m")))
+			if err != nil {
 				t.Fatal(err)
 			}
-		})
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if !strings.HasPrefix(lines[0], "Doing parameter search with 3-fold cross validation.") || !strings.HasPrefix(lines[len(lines)-1], "Best C = ") ||
-			strings.Contains(out, "log2c=") == quiet || (quiet && len(lines) != 2) {
-			t.Fatalf("-C output with -q=%v:\n%s", quiet, out)
+			out := captureStdout(t, func() {
+				if err := run(o); err != nil {
+					t.Fatal(err)
+				}
+			})
+			checkSearchOutput(t, out, quiet, solver != nil)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "m")); err == nil {
 		t.Fatal("-v/-C wrote a model, as LIBLINEAR does not")
+	}
+}
+
+var (
+	searchStep  = regexp.MustCompile(`^log2c=[ 0-9.-]{7}\trate=[0-9.]+$`)
+	searchStepP = regexp.MustCompile(`^log2c=[ 0-9.-]{7}\tp=[ 0-9.]{7}\tMean squared error=[0-9.e+-]+$`)
+	searchBest  = regexp.MustCompile(`^Best C = [0-9.e+-]+  CV accuracy = [0-9.]+%$`)
+	searchBestP = regexp.MustCompile(`^Best C = [0-9.e+-]+ Best p = [0-9.e+-]+  CV MSE = [0-9.e+-]+$`)
+)
+
+// checkSearchOutput checks -C's lines against LIBLINEAR's formats.
+func checkSearchOutput(t *testing.T, out string, quiet, regression bool) {
+	t.Helper()
+	step, best := searchStep, searchBest
+	if regression {
+		step, best = searchStepP, searchBestP
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if lines[0] != "Doing parameter search with 3-fold cross validation." || !best.MatchString(lines[len(lines)-1]) || (quiet && len(lines) != 2) {
+		t.Fatalf("-C output with -q=%v:\n%s", quiet, out)
+	}
+	steps := 0
+	for _, l := range lines[1 : len(lines)-1] {
+		if step.MatchString(l) {
+			steps++
+		} else if l != "warning: maximum C reached." {
+			t.Fatalf("-C output with -q=%v: line %q", quiet, l)
+		}
+	}
+	if (steps == 0) != quiet {
+		t.Fatalf("-C output with -q=%v: %d steps:\n%s", quiet, steps, out)
 	}
 }
 

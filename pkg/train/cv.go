@@ -11,6 +11,7 @@ import (
 // CV is the outcome of n-fold cross-validation at one C.
 type CV struct {
 	C      float64
+	P      float64 // a regression's insensitive width (-p); 0 otherwise
 	Folds  int
 	Tally  shard.Tally     // held-out predictions, summed over the folds
 	Models []*libsvm.Model // fold f+1's model, trained without fold f+1
@@ -28,6 +29,15 @@ func (c *CV) Accuracy() float64 {
 		return 0
 	}
 	return float64(correct) / float64(rows)
+}
+
+// better reports whether c scores above d: a higher accuracy, or for a
+// regression a lower mean squared error, as LIBLINEAR's search compares.
+func (c *CV) better(d *CV) bool {
+	if c.Tally.Sums != nil {
+		return c.Tally.MSE() < d.Tally.MSE()
+	}
+	return c.Accuracy() > d.Accuracy()
 }
 
 // CrossValidate trains once per fold on the other folds' rows and
@@ -50,7 +60,7 @@ func crossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model,
 	}
 	rows := Summarize(b.Meta()).Rows
 	folds = min(folds, rows) // leave-one-out, as shard.Folds numbers it
-	out := &CV{C: cfg.C, Folds: folds, Models: make([]*libsvm.Model, folds), Unchanged: warm != nil}
+	out := &CV{C: cfg.C, P: cfg.Epsilon, Folds: folds, Models: make([]*libsvm.Model, folds), Unchanged: warm != nil}
 	// The models held, the warm starts' and this run's, are memory each
 	// fold's training cannot have: it batches its problems to what is
 	// left.
@@ -120,8 +130,8 @@ func weightDistance(a, b *libsvm.Model) float64 {
 // start, ... up to maxC, each fold warm-started from its model at the
 // previous C, and stop early once three C values in a row left every
 // fold's model unchanged. step, when set, sees each C's result (whose
-// models the next C drops as it replaces them); best is the most
-// accurate C's, without its models. maxReached reports a search that
+// models the next C drops as it replaces them); best is the best
+// scoring C's (see better), without its models. maxReached reports a search that
 // ran past maxC without stopping early, where LIBLINEAR warns.
 func SearchC(b shard.Backend, cfg Config, folds int, start, maxC float64, step func(*CV)) (best *CV, maxReached bool, err error) {
 	var warm []*libsvm.Model
@@ -136,7 +146,7 @@ func SearchC(b shard.Backend, cfg Config, folds int, start, maxC float64, step f
 		if step != nil {
 			step(cv)
 		}
-		if best == nil || cv.Accuracy() > best.Accuracy() {
+		if best == nil || cv.better(best) {
 			// Its models are only the next C's warm start: held as the
 			// best, they would take a fold's worth of memory per fold.
 			kept := *cv
@@ -161,11 +171,76 @@ func SearchC(b shard.Backend, cfg Config, folds int, start, maxC float64, step f
 	return best, c > maxC && maxC > start, nil
 }
 
+// MaxSearchC and MaxSearchCRegression are where LIBLINEAR's -C stops
+// doubling C: for classification, and for -s 11.
+const (
+	MaxSearchC           = 1024
+	MaxSearchCRegression = 1 << 20
+)
+
+// SearchCP is LIBLINEAR's -C for a regression: for each p of PGrid,
+// largest first, SearchC from startC (when positive) or from p's StartC,
+// each p's folds starting cold. step sees every C's result and maxed
+// each p whose search passed the largest C; best is the lowest mean
+// squared error's, the first of equals.
+func SearchCP(b shard.Backend, cfg Config, folds int, startC, startP float64, step func(*CV), maxed func(p float64)) (*CV, error) {
+	metas := b.Meta()
+	var best *CV
+	for _, p := range PGrid(metas, startP) {
+		cfg.Epsilon = p
+		start := startC
+		if start <= 0 {
+			start = StartC(metas, cfg.Bias, cfg.Loss, p)
+		}
+		start = min(start, MaxSearchCRegression)
+		cv, maxReached, err := SearchC(b, cfg, folds, start, MaxSearchCRegression, step)
+		if err != nil {
+			return nil, err
+		}
+		if maxReached && maxed != nil {
+			maxed(p)
+		}
+		if best == nil || cv.better(best) {
+			best = cv
+		}
+	}
+	if best == nil {
+		return nil, errors.New("no p to try")
+	}
+	return best, nil
+}
+
+// pSteps is how many values of p LIBLINEAR's search tries.
+const pSteps = 20
+
+// PGrid is the p values LIBLINEAR's -C tries for a regression, largest
+// first: i max|y|/20 for i = 19 down to 0, or from the largest at most
+// startP when that is positive (the user's -p).
+func PGrid(metas []shard.Meta, startP float64) []float64 {
+	maxP := 0.0
+	for _, m := range metas {
+		for _, y := range m.Labels {
+			maxP = max(maxP, math.Abs(y))
+		}
+	}
+	i := pSteps - 1
+	if startP > 0 {
+		i = min(int(startP/(maxP/pSteps)), i)
+	}
+	var ps []float64
+	for ; i >= 0; i-- {
+		ps = append(ps, float64(i)*maxP/pSteps)
+	}
+	return ps
+}
+
 // StartC is LIBLINEAR's first C for the search: the largest power of two
 // at most 1/(2 m max_i ||x_i||^2) (for logistic regression 1/(m max_i
 // ||x_i||^2)), the bias feature included, below which every C gives the
-// same predictions.
-func StartC(metas []shard.Meta, bias float64, loss shard.Loss) float64 {
+// same predictions. For a regression at width p it is 0.01 L / (8 S^2
+// max_i ||x_i||^2), with S the sum of |y_i| and L that of max(|y_i|-p,
+// 0)^2, the largest C at which w stays near zero.
+func StartC(metas []shard.Meta, bias float64, loss shard.Loss, p float64) float64 {
 	rows, maxSq := 0, 0.0
 	for _, m := range metas {
 		rows += m.Rows
@@ -177,9 +252,33 @@ func StartC(metas []shard.Meta, bias float64, loss shard.Loss) float64 {
 	if rows == 0 || maxSq == 0 {
 		return 1
 	}
-	scale := 2.0
-	if loss == shard.Logistic {
-		scale = 1
+	var minC float64
+	switch loss {
+	case shard.Logistic:
+		minC = 1 / (float64(rows) * maxSq)
+	case shard.SquaredEpsilon:
+		minC = regressionStartC(metas, maxSq, p)
+	default:
+		minC = 1 / (2 * float64(rows) * maxSq)
 	}
-	return math.Pow(2, math.Floor(math.Log2(1/(scale*float64(rows)*maxSq))))
+	// log/log as LIBLINEAR's, not Log2: a power of two must floor alike.
+	return math.Pow(2, math.Floor(math.Log(minC)/math.Log(2)))
+}
+
+// regressionStartC is StartC's bound for -s 11 before its rounding down.
+func regressionStartC(metas []shard.Meta, maxSq, p float64) float64 {
+	const delta = 0.1
+	sumY, loss := 0.0, 0.0
+	for _, m := range metas {
+		for k, y := range m.Labels {
+			n := float64(m.LabelCount[k])
+			sumY += n * math.Abs(y)
+			d := max(math.Abs(y)-p, 0)
+			loss += n * float64(d*d)
+		}
+	}
+	if loss == 0 {
+		return math.Inf(1)
+	}
+	return float64(delta*delta*loss) / float64(float64(8*sumY*sumY)*maxSq)
 }

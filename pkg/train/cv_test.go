@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -105,6 +106,78 @@ func TestRegressionCrossValidationMatchesLIBLINEAR(t *testing.T) {
 	}
 }
 
+var (
+	searchCPLine = regexp.MustCompile(`log2c=\s*(-?[0-9.]+)\s+p=\s*([0-9.]+)\s+Mean squared error=(\S+)`)
+	bestCPLine   = regexp.MustCompile(`Best C = (\S+) Best p = (\S+)  CV MSE = (\S+)`)
+)
+
+// TestSearchCPFollowsLIBLINEAR: -C for -s 11 tries LIBLINEAR's p values
+// and, at each, starts at its C; every (C, p) both try has its mean
+// squared error, and both pick the same C and p. At -e 1e-6 only the last
+// Cs of a p, where w no longer moves, may end the search a few Cs apart.
+// A -p given starts the grid, as LIBLINEAR's does: two p values here.
+func TestSearchCPFollowsLIBLINEAR(t *testing.T) {
+	dir := sharedData(t)
+	needLIBLINEAR(t)
+	for _, name := range []string{"housing_scale", "bodyfat_scale"} {
+		t.Run(name, func(t *testing.T) {
+			plain := plainCopy(t, filepath.Join(dir, name+".bz2"))
+			b := localBackend(t, plain)
+			grid := PGrid(b.Meta(), 0)
+			startP := 1.5 * grid[len(grid)-2] // i = 1: p = max|y|/20, then 0
+			out := liblinearOut(t, "-s", "11", "-C", "-e", "1e-6", "-p", strconv.FormatFloat(startP, 'g', -1, 64), plain)
+			var steps []*CV
+			cfg := Config{Eps: 1e-6, Bias: -1, MaxIter: 10000, Loss: shard.SquaredEpsilon}
+			best, err := SearchCP(b, cfg, 5, 0, startP, func(cv *CV) { steps = append(steps, cv) }, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compareSearchCP(t, out, steps, best)
+		})
+	}
+}
+
+func compareSearchCP(t *testing.T, out string, steps []*CV, best *CV) {
+	t.Helper()
+	want, first := map[string]string{}, map[string]string{}
+	for _, m := range searchCPLine.FindAllStringSubmatch(out, -1) {
+		want[m[1]+" "+m[2]] = m[3]
+		if _, ok := first[m[2]]; !ok {
+			first[m[2]] = m[1]
+		}
+	}
+	ours := map[string]string{}
+	for _, cv := range steps {
+		c, p := fmt.Sprintf("%.2f", math.Log2(cv.C)), fmt.Sprintf("%.2f", cv.P)
+		if _, ok := ours[p]; !ok {
+			ours[p] = c
+		}
+		w, ok := want[c+" "+p]
+		if !ok {
+			continue
+		}
+		if mse, _ := strconv.ParseFloat(w, 64); math.Abs(cv.Tally.MSE()-mse) > 1e-4*mse {
+			t.Errorf("log2c %s, p %s: MSE %.6g, LIBLINEAR's %s", c, p, cv.Tally.MSE(), w)
+		}
+	}
+	if len(first) != 2 || !maps.Equal(first, ours) {
+		t.Fatalf("p values with their first log2c: ours %v, LIBLINEAR's %v", ours, first)
+	}
+	if len(steps) < 3*len(want)/4 {
+		t.Errorf("%d (C, p) tried, LIBLINEAR %d", len(steps), len(want))
+	}
+	m := bestCPLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no best C and p in LIBLINEAR's output:\n%s", out)
+	}
+	c, _ := strconv.ParseFloat(m[1], 64)
+	p, _ := strconv.ParseFloat(m[2], 64)
+	mse, _ := strconv.ParseFloat(m[3], 64)
+	if best.C != c || math.Abs(best.P-p) > 1e-5*max(p, 1) || math.Abs(best.Tally.MSE()-mse) > 1e-4*mse {
+		t.Errorf("best C %g, p %g, MSE %.6g; LIBLINEAR's %s", best.C, best.P, best.Tally.MSE(), m[0])
+	}
+}
+
 // TestClassWeightsMatchLIBLINEAR: with -wi weights, our optimum is
 // LIBLINEAR's (the weighted objective within 1e-6) for two classes and
 // for one-vs-rest, where only the class's own side is weighted.
@@ -198,7 +271,7 @@ func searchCFollowsLIBLINEAR(t *testing.T, plain string, solver int) {
 		first = math.Min(first, c)
 	}
 	b := localBackend(t, plain)
-	start := StartC(b.Meta(), -1, loss)
+	start := StartC(b.Meta(), -1, loss, 0)
 	if math.Log2(start) != first {
 		t.Fatalf("first C 2^%g, LIBLINEAR's 2^%g", math.Log2(start), first)
 	}
