@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/s3"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport"
@@ -71,7 +72,7 @@ type inProcess struct {
 	local *shard.Local
 }
 
-func (b *inProcess) Fork(live *shard.LiveMap) (shard.Backend, error) { return b.local.Fork(live) }
+func (b *inProcess) Fork(live *cols.LiveMap) (shard.Backend, error) { return b.local.Fork(live) }
 
 // SetClasses and SetFolds number the forks' views of the shards now:
 // the workers number their own from the first point that says how.

@@ -5,10 +5,12 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/osgm-svm/osgm/pkg/cols"
 )
 
 // TestColumnSetsAgreeWithMerging checks the bitmap union (used below
-// maxColSet) against plain merging on random increasing lists, including
+// cols.MaxSet) against plain merging on random increasing lists, including
 // empty lists, shared and word-boundary columns.
 func TestColumnSetsAgreeWithMerging(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
@@ -32,7 +34,7 @@ func TestColumnSetsAgreeWithMerging(t *testing.T) {
 }
 
 // TestRemapAgreesWithSorting checks the builder's two ways of numbering
-// local columns: a colSet below maxColSet, sorting above.
+// local columns: a cols.Set below cols.MaxSet, sorting above.
 func TestRemapAgreesWithSorting(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	b := newBuilder(0, false, defaultLimits())
@@ -43,16 +45,16 @@ func TestRemapAgreesWithSorting(t *testing.T) {
 			b.idx = append(b.idx, uint32(rng.IntN(int(width))))
 		}
 		global := slices.Clone(b.idx)
-		cols := b.remap(width) // colSet
+		ids := b.remap(width) // ids.Set
 		viaSet := slices.Clone(b.idx)
 		b.idx = slices.Clone(global)
-		wantCols := b.remap(maxColSet + 1) // sorting
-		if !slices.Equal(cols, wantCols) || !slices.Equal(viaSet, b.idx) {
-			t.Fatalf("trial %d: set gave %v %v, sorting %v %v", trial, cols, viaSet, wantCols, b.idx)
+		wantIDs := b.remap(cols.MaxSet + 1) // sorting
+		if !slices.Equal(ids, wantIDs) || !slices.Equal(viaSet, b.idx) {
+			t.Fatalf("trial %d: set gave %v %v, sorting %v %v", trial, ids, viaSet, wantIDs, b.idx)
 		}
 		for q, l := range viaSet {
-			if cols[l] != global[q] {
-				t.Fatalf("trial %d: entry %d maps to column %d, was %d", trial, q, cols[l], global[q])
+			if ids[l] != global[q] {
+				t.Fatalf("trial %d: entry %d maps to column %d, was %d", trial, q, ids[l], global[q])
 			}
 		}
 	}

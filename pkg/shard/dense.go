@@ -3,6 +3,8 @@ package shard
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/osgm-svm/osgm/pkg/cols"
 )
 
 // DenseSum is a worker's other way of adding up the nodes of the tree it
@@ -27,10 +29,10 @@ type DenseSum struct {
 	Release func(*Partial)
 
 	n     int
-	cols  map[int]Columns // the summed shards' columns, global or ranked (see ranked)
-	width int             // every column is below width
-	tops  []denseTop      // the highest nodes held whole, in shard order
-	buf   []uint32        // a shard's columns, decoded
+	cols  map[int]cols.List // the summed shards' columns, global or ranked (see ranked)
+	width int               // every column is below width
+	tops  []denseTop        // the highest nodes held whole, in shard order
+	buf   []uint32          // a shard's columns, decoded
 
 	// One pass's state.
 	K, hess int // problems and Hessian length, from the pass's first partial
@@ -53,20 +55,20 @@ type denseTop struct {
 // NewDenseSum prepares the sums of the nodes whose shards are all in cols
 // (shard id -> the shard's increasing global columns), for a tree over n
 // shards. It returns nil when no group is held whole.
-func NewDenseSum(n int, cols map[int]Columns) *DenseSum {
+func NewDenseSum(n int, lists map[int]cols.List) *DenseSum {
 	whole := map[int]bool{}
 	for g := range NumGroups(n) {
 		first, end := GroupShards(g, n)
 		whole[g] = true
 		for s := first; s < end; s++ {
-			if _, ok := cols[s]; !ok {
+			if _, ok := lists[s]; !ok {
 				whole[g] = false
 				break
 			}
 		}
 	}
-	d := &DenseSum{n: n, cols: cols}
-	for s, c := range cols {
+	d := &DenseSum{n: n, cols: lists}
+	for s, c := range lists {
 		if c.Len() > 0 && whole[GroupOf(s)] {
 			d.width = max(d.width, int(c.Last())+1)
 		}
@@ -108,11 +110,11 @@ func (d *DenseSum) ranked(whole map[int]bool) {
 			words[j>>6] |= 1 << (j & 63)
 		}
 	}
-	held, err := NewLiveMap(words, d.width)
+	held, err := cols.NewLiveMap(words, d.width)
 	if err != nil || 4*held.Len() > 3*d.width {
 		return
 	}
-	cols := make(map[int]Columns, len(d.cols))
+	ranked := make(map[int]cols.List, len(d.cols))
 	for s, c := range d.cols {
 		if !whole[GroupOf(s)] {
 			continue
@@ -121,9 +123,9 @@ func (d *DenseSum) ranked(whole map[int]bool) {
 		for l, j := range ids {
 			ids[l], _ = held.Rank(j)
 		}
-		cols[s] = NewColumns(ids)
+		ranked[s] = cols.NewList(ids)
 	}
-	d.cols, d.width = cols, held.Len()
+	d.cols, d.width = ranked, held.Len()
 }
 
 // wholeNodes lists the highest nodes all of whose groups are whole, in
@@ -235,7 +237,7 @@ func (d *DenseSum) add(p *Partial) error {
 	}
 	grad := sum.Grad
 	if K == 1 {
-		d.cols[p.Shard].scatterAdd(grad, p.Grad)
+		d.cols[p.Shard].ScatterAdd(grad, p.Grad)
 	} else {
 		cols := d.cols[p.Shard].Append(d.buf[:0])
 		d.buf = cols

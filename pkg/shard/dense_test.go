@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
@@ -345,10 +346,10 @@ func BenchmarkNodeSums(b *testing.B) {
 }
 
 // columnsOf encodes column lists as shards hold them.
-func columnsOf(lists map[int][]uint32) map[int]Columns {
-	out := make(map[int]Columns, len(lists))
+func columnsOf(lists map[int][]uint32) map[int]cols.List {
+	out := make(map[int]cols.List, len(lists))
 	for s, c := range lists {
-		out[s] = NewColumns(c)
+		out[s] = cols.NewList(c)
 	}
 	return out
 }

@@ -1,6 +1,10 @@
 package shard
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/osgm-svm/osgm/pkg/cols"
+)
 
 // Point is where the data term is evaluated: one weight vector per problem
 // (K = 1 for two classes, one per class otherwise) over the global features,
@@ -30,10 +34,10 @@ type Point struct {
 	// points. Single-problem points only.
 	Stamp uint64
 	// Live, when set, says that W carries the live coordinates only, in
-	// order, the bias weight last as ever (see LiveMap): workers get
+	// order, the bias weight last as ever (see cols.LiveMap): workers get
 	// points without the features no row holds. Shards must have seen
 	// the map (CheckLive).
-	Live *LiveMap
+	Live *cols.LiveMap
 	// Loss is the rows' loss (the zero value: the squared hinge), and
 	// Epsilon the regression loss's insensitive width (LIBLINEAR's -p).
 	Loss    Loss
@@ -115,7 +119,7 @@ func (s *Shard) gather(p *Point, sc *Scratch) []float64 {
 	wl := sc.wl
 	cm := s.colsFor(p)
 	if K == 1 {
-		cm.gather(wl, p.W[0])
+		cm.Gather(wl, p.W[0])
 		return wl
 	}
 	sc.cols = cm.Append(sc.cols[:0])

@@ -3,6 +3,8 @@ package shard
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/osgm-svm/osgm/pkg/cols"
 )
 
 // A feature that no row holds enters the objective through the
@@ -38,62 +40,10 @@ func LiveBits(metas []Meta, features, dim int) []uint64 {
 	return b
 }
 
-// LiveMap says which coordinates a point's vectors carry when they leave
-// out dead ones (see Point.Live): coordinate j is carried when bit j of
-// Bits is set, and carried coordinates keep their order.
-type LiveMap struct {
-	Bits   []uint64
-	Full   int      // the length of the vectors with every coordinate
-	before []uint32 // carried coordinates in the words before each word
-}
-
-// NewLiveMap checks bits against the full length and indexes them.
-func NewLiveMap(b []uint64, full int) (*LiveMap, error) {
-	if full <= 0 || len(b) != (full+63)/64 {
-		return nil, fmt.Errorf("shard: %d words of live coordinates for %d coordinates", len(b), full)
-	}
-	if r := full % 64; r != 0 && b[len(b)-1]>>r != 0 {
-		return nil, fmt.Errorf("shard: live coordinates past the %d there are", full)
-	}
-	m := &LiveMap{Bits: b, Full: full, before: make([]uint32, len(b)+1)}
-	for i, w := range b {
-		m.before[i+1] = m.before[i] + uint32(bits.OnesCount64(w))
-	}
-	return m, nil
-}
-
-// Len is the number of carried coordinates.
-func (m *LiveMap) Len() int { return int(m.before[len(m.Bits)]) }
-
-// Indices lists the carried coordinates in order.
-func (m *LiveMap) Indices() []int { return SetBits(m.Bits) }
-
-// SetBits lists the positions of b's set bits in order.
-func SetBits(b []uint64) []int {
-	var out []int
-	for i, w := range b {
-		for ; w != 0; w &= w - 1 {
-			out = append(out, 64*i+bits.TrailingZeros64(w))
-		}
-	}
-	return out
-}
-
-// Rank is the position of coordinate j among the carried ones, and
-// whether it is carried.
-func (m *LiveMap) Rank(j uint32) (uint32, bool) {
-	if int(j) >= m.Full {
-		return 0, false
-	}
-	w := m.Bits[j/64]
-	bit := uint64(1) << (j % 64)
-	return m.before[j/64] + uint32(bits.OnesCount64(w&(bit-1))), w&bit != 0
-}
-
 // CheckLive makes every shard ready for points that carry m's
 // coordinates: each builds its column map into them, once per map. A
 // shard with a column m does not carry cannot be evaluated at such points.
-func CheckLive(shards []*Shard, m *LiveMap) error {
+func CheckLive(shards []*Shard, m *cols.LiveMap) error {
 	if m == nil {
 		return nil
 	}
@@ -113,7 +63,7 @@ func CheckLive(shards []*Shard, m *LiveMap) error {
 func (s *Shard) View() *Shard {
 	v := *s
 	v.Class, v.classes, v.Fold, v.tracked = nil, 0, nil, false
-	v.liveCols, v.liveOf = Columns{}, nil
+	v.liveCols, v.liveOf = cols.List{}, nil
 	return &v
 }
 
@@ -122,10 +72,10 @@ func (s *Shard) View() *Shard {
 // live coordinates) does not hold for the next.
 func (s *Shard) Reuse() {
 	s.Fold = nil
-	s.liveCols, s.liveOf = Columns{}, nil
+	s.liveCols, s.liveOf = cols.List{}, nil
 }
 
-func (s *Shard) useLive(m *LiveMap) error {
+func (s *Shard) useLive(m *cols.LiveMap) error {
 	if s.liveOf == m {
 		return nil
 	}
@@ -137,12 +87,12 @@ func (s *Shard) useLive(m *LiveMap) error {
 		}
 		ids[l] = r
 	}
-	s.liveCols, s.liveOf = NewColumns(ids), m
+	s.liveCols, s.liveOf = cols.NewList(ids), m
 	return nil
 }
 
 // colsFor is the column map into p's vectors.
-func (s *Shard) colsFor(p *Point) Columns {
+func (s *Shard) colsFor(p *Point) cols.List {
 	if p.Live == nil {
 		return s.Cols
 	}

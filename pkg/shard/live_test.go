@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
@@ -47,7 +48,7 @@ func TestLivePointsGiveTheSameBits(t *testing.T) {
 				if bitsOf == nil {
 					t.Fatal("LiveBits left nothing out of data with two thirds dead")
 				}
-				m, err := NewLiveMap(bitsOf, dim)
+				m, err := cols.NewLiveMap(bitsOf, dim)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -120,28 +121,9 @@ func TestLivePointsGiveTheSameBits(t *testing.T) {
 	}
 }
 
-// TestLiveMapRefusesWhatItCannotHold: a map must cover the full length
-// exactly, and a shard with a column the map does not carry is refused.
-func TestLiveMapRefusesWhatItCannotHold(t *testing.T) {
-	for _, c := range []struct {
-		bits []uint64
-		full int
-		ok   bool
-	}{
-		{[]uint64{0b1011}, 4, true},
-		{[]uint64{0b1011}, 70, false}, // one word for 70 coordinates
-		{[]uint64{0b11011}, 4, false}, // bit 4 past the end
-		{[]uint64{1, 1 << 5}, 70, true},
-		{nil, 0, false},
-	} {
-		m, err := NewLiveMap(c.bits, c.full)
-		if (err == nil) != c.ok {
-			t.Errorf("NewLiveMap(%b, %d): %v", c.bits, c.full, err)
-		}
-		if err == nil && m.Len() != len(m.Indices()) {
-			t.Errorf("NewLiveMap(%b, %d): Len %d, Indices %v", c.bits, c.full, m.Len(), m.Indices())
-		}
-	}
+// TestCheckLiveRefusesMissingColumns: a shard with a column the map does
+// not carry is refused.
+func TestCheckLiveRefusesMissingColumns(t *testing.T) {
 	path := writeFile(t, "1 1:1 3:2\n2 2:1\n")
 	info, err := Stat(path)
 	if err != nil {
@@ -151,7 +133,7 @@ func TestLiveMapRefusesWhatItCannotHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := NewLiveMap([]uint64{0b101}, 3) // features 1 and 3, not 2
+	m, _ := cols.NewLiveMap([]uint64{0b101}, 3) // features 1 and 3, not 2
 	if err := CheckLive(shards, m); err == nil || !strings.Contains(err.Error(), "feature 2") {
 		t.Fatalf("a shard with feature 2 at a point without it: %v", err)
 	}

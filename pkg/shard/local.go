@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
@@ -150,7 +151,7 @@ func (l *Local) evalShard(op osgm.Op, i int, p, v *Point, sc *Scratch) *Partial 
 // with its own scratch memory and activity caches, and only read the
 // shards. live is the coordinates the fork's points carry, readied here,
 // before any fork runs, as Eval would at its first pass.
-func (l *Local) Fork(live *LiveMap) (Backend, error) {
+func (l *Local) Fork(live *cols.LiveMap) (Backend, error) {
 	if err := CheckLive(l.Shards, live); err != nil {
 		return nil, err
 	}

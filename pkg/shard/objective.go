@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
@@ -68,7 +69,7 @@ type Objective struct {
 	cols [][]uint32
 	// live, when set, is the coordinates the objective works over (see
 	// LeaveOutDead); cols are then positions among them.
-	live *LiveMap
+	live *cols.LiveMap
 	sum  Sum
 	// The last stamped point, as its problems and their methods' names
 	// for it (osgm.Request.At), and its stamp (see Point.Stamp).
@@ -96,7 +97,7 @@ func NewObjective(b Backend, features int, lambda, bias float64) *Objective {
 // Forker is a Backend that can make a copy of itself over the same data
 // for another goroutine (Local: the shards are in this process).
 type Forker interface {
-	Fork(live *LiveMap) (Backend, error)
+	Fork(live *cols.LiveMap) (Backend, error)
 }
 
 // Fork is the objective over a fork of its backend, for minimising some
@@ -203,7 +204,7 @@ func (o *Objective) LeaveOutDead() []int {
 	if b == nil {
 		return nil
 	}
-	live, err := NewLiveMap(b, full)
+	live, err := cols.NewLiveMap(b, full)
 	if err != nil {
 		return nil // LiveBits sizes b for full: not reached
 	}

@@ -2,6 +2,8 @@ package shard
 
 import (
 	"fmt"
+
+	"github.com/osgm-svm/osgm/pkg/cols"
 )
 
 // Sum is the data term of all shards: loss and gradient sums per problem
@@ -42,7 +44,7 @@ type Group struct {
 // NewGroup builds group g from its shards' column maps, in shard order.
 func NewGroup(g int, shardCols [][]uint32) *Group {
 	gr := &Group{ID: g, First: g * GroupSize}
-	if width := colWidth(shardCols); width > maxColSet {
+	if width := colWidth(shardCols); width > cols.MaxSet {
 		gr.Cols, gr.Pos = mergeColumns(shardCols)
 	} else {
 		gr.Cols, gr.Pos = setColumns(shardCols, width)
@@ -54,10 +56,10 @@ func NewGroup(g int, shardCols [][]uint32) *Group {
 // NewGroup finds it, without the positions.
 func unionOf(lists [][]uint32) []uint32 {
 	width := colWidth(lists)
-	if width > maxColSet {
+	if width > cols.MaxSet {
 		return unionAll(lists)
 	}
-	var set colSet
+	var set cols.Set
 	return fill(&set, lists, width)
 }
 
@@ -73,14 +75,14 @@ func colWidth(lists [][]uint32) uint32 {
 }
 
 // setColumns finds the union of increasing column lists below width, and
-// each list's positions in it, through a colSet.
+// each list's positions in it, through a cols.Set.
 func setColumns(lists [][]uint32, width uint32) (all []uint32, pos [][]uint32) {
-	var set colSet
+	var set cols.Set
 	all = fill(&set, lists, width)
 	for _, c := range lists {
 		p := make([]uint32, len(c))
 		for l, j := range c {
-			p[l] = set.pos(j)
+			p[l] = set.Pos(j)
 		}
 		pos = append(pos, p)
 	}
@@ -89,14 +91,14 @@ func setColumns(lists [][]uint32, width uint32) (all []uint32, pos [][]uint32) {
 
 // fill puts every column of lists, all below width, in set, and returns
 // its members.
-func fill(set *colSet, lists [][]uint32, width uint32) []uint32 {
-	set.reset(width)
+func fill(set *cols.Set, lists [][]uint32, width uint32) []uint32 {
+	set.Reset(width)
 	for _, c := range lists {
 		for _, j := range c {
-			set.add(j)
+			set.Add(j)
 		}
 	}
-	return set.members(nil)
+	return set.Members(nil)
 }
 
 // mergeColumns is setColumns by merging, for any width.

@@ -13,8 +13,8 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
-
 	"github.com/osgm-svm/osgm/pkg/memory"
 )
 
@@ -66,7 +66,7 @@ type Shard struct {
 	Table  []float64
 	Scale  float64 // 10^E for decimals, else 1
 	Values Values
-	Cols   Columns // local -> global feature index (0-based), increasing
+	Cols   cols.List // local -> global feature index (0-based), increasing
 
 	// Labels are the distinct raw labels in order of first appearance;
 	// LabelOf holds each row's position in Labels.
@@ -90,8 +90,8 @@ type Shard struct {
 
 	// liveCols is the column map into the vectors of points that carry
 	// liveOf's coordinates only (see CheckLive).
-	liveCols Columns
-	liveOf   *LiveMap
+	liveCols cols.List
+	liveOf   *cols.LiveMap
 }
 
 // activityCache remembers which of a shard's rows were active at the
@@ -172,8 +172,8 @@ type builder struct {
 	// decimals is the most digits after the point of any value so far
 	// (libsvm.NotDecimal when some value is not a short decimal).
 	decimals int
-	cols     colSet   // scratch for remap
-	colList  []uint32 // the shard's columns, before NewColumns
+	cols     cols.Set // scratch for remap
+	colList  []uint32 // the shard's columns, before cols.NewList
 	compact  bool     // Options.Compact
 	lim      limits
 	coder    coder // scratch for the codes
@@ -247,31 +247,31 @@ func double[T any](s []T, n int) []T {
 }
 
 // remap lists the columns in use in increasing order and rewrites b.idx to
-// local ids: through a colSet when the index range allows (linear time),
+// local ids: through a cols.Set when the index range allows (linear time),
 // by sorting otherwise. The list is the builder's scratch, until the next
 // shard.
-func (b *builder) remap(maxIndex uint32) (cols []uint32) {
-	if maxIndex > maxColSet {
-		cols = append(b.colList[:0], b.idx...)
-		slices.Sort(cols)
-		cols = slices.Compact(cols)
-		b.colList = cols
+func (b *builder) remap(maxIndex uint32) (ids []uint32) {
+	if maxIndex > cols.MaxSet {
+		ids = append(b.colList[:0], b.idx...)
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		b.colList = ids
 		for q, g := range b.idx {
-			b.idx[q] = uint32(sort.Search(len(cols), func(i int) bool { return cols[i] >= g }))
+			b.idx[q] = uint32(sort.Search(len(ids), func(i int) bool { return ids[i] >= g }))
 		}
-		return cols
+		return ids
 	}
 	set := &b.cols
-	set.reset(maxIndex)
+	set.Reset(maxIndex)
 	for _, g := range b.idx {
-		set.add(g)
+		set.Add(g)
 	}
-	cols = set.members(b.colList[:0])
-	b.colList = cols
+	ids = set.Members(b.colList[:0])
+	b.colList = ids
 	for q, g := range b.idx {
-		b.idx[q] = set.pos(g)
+		b.idx[q] = set.Pos(g)
 	}
-	return cols
+	return ids
 }
 
 // build compacts the collected rows into a Shard whose slices are exact-size
@@ -282,17 +282,17 @@ func (b *builder) build() *Shard {
 	if len(b.idx) > 0 {
 		s.MaxIndex = slices.Max(b.idx) + 1
 	}
-	cols := b.remap(s.MaxIndex)
-	s.Cols = NewColumns(cols)
+	ids := b.remap(s.MaxIndex)
+	s.Cols = cols.NewList(ids)
 	switch {
 	case len(b.idx) == 0:
 		s.Idx = []uint32{}
-	case len(cols) <= b.lim.narrowColumns:
+	case len(ids) <= b.lim.narrowColumns:
 		s.Idx16 = make([]uint16, len(b.idx))
 		for q, j := range b.idx {
 			s.Idx16[q] = uint16(j)
 		}
-	case b.compact && len(cols) <= b.lim.mediumColumns:
+	case b.compact && len(ids) <= b.lim.mediumColumns:
 		s.Idx24 = ids24(b.idx)
 	default:
 		s.Idx = slices.Clone(b.idx)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -72,7 +73,7 @@ func TestDeadFeaturesLeftOut(t *testing.T) {
 		t.Run(fmt.Sprintf("%d classes %s", c.classes, c.method), func(t *testing.T) {
 			path := sparseFeatureFile(t, c.classes)
 			b := localBackend(t, path)
-			live := shard.SetBits(shard.LiveBits(b.Meta(), 400, 400))
+			live := cols.SetBits(shard.LiveBits(b.Meta(), 400, 400))
 			if len(live) == 0 || len(live) > 101 {
 				t.Fatalf("%d live coordinates, want 1..100 of 400", len(live))
 			}

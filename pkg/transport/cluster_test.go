@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/osgm-svm/osgm/internal/testport"
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
@@ -265,7 +266,7 @@ func TestWorkersSendNodeSums(t *testing.T) {
 	path := testData(t)
 	// The test data's 60 features are in nearly every shard: a worker
 	// sums its nodes in dense vectors unless told otherwise.
-	cols := map[int]shard.Columns{}
+	cols := map[int]cols.List{}
 	for _, s := range loadShards(t, path, 64)[:32] {
 		cols[s.ID] = s.Cols
 	}

@@ -5,7 +5,7 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
@@ -105,10 +105,10 @@ func (c *clusterCore) newLayout(pt *wire.Point, full, dim int) *pointLayout {
 	l := &pointLayout{}
 	// A point that leaves out dead features carries coordinate j at its
 	// rank among the live ones.
-	var live *shard.LiveMap
+	var live *cols.LiveMap
 	if len(pt.Live) > 0 {
 		var err error
-		if live, err = shard.NewLiveMap(pt.Live, full); err != nil {
+		if live, err = cols.NewLiveMap(pt.Live, full); err != nil {
 			return nil
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -293,7 +294,7 @@ type Placed struct {
 }
 
 // Fork is a fork that places problems.
-func (b *Placed) Fork(live *shard.LiveMap) (shard.Backend, error) {
+func (b *Placed) Fork(live *cols.LiveMap) (shard.Backend, error) {
 	return &placedFork{Placed: b, order: b.order, folds: int(b.folds)}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -38,8 +39,8 @@ type workerCore struct {
 	foldN    uint32   // the folds foldIDs numbers (0: none yet)
 	foldIDs  []uint16 // every row's fold, for the current point's folds
 	point    *wire.Point
-	live     *shard.LiveMap // the coordinates point carries (nil: all)
-	askedFor uint64         // the last round this worker asked for the whole point
+	live     *cols.LiveMap // the coordinates point carries (nil: all)
+	askedFor uint64        // the last round this worker asked for the whole point
 	round    uint64
 	answered map[int][]byte            // this round's encoded partials, for resends
 	sums     map[shard.NodeID][][]byte // this round's node sums as sent, for resends
@@ -293,7 +294,7 @@ func (w *workerCore) rebuildLocal() {
 	// that is a few messages per worker, whatever the number of shards.
 	// Wide data whose shards touch most columns is summed in dense
 	// vectors; the rest in the groups' and nodes' own columns.
-	cols := make(map[int]shard.Columns, len(ids))
+	cols := make(map[int]cols.List, len(ids))
 	for _, id := range ids {
 		cols[id] = w.shards[id].Cols
 	}
@@ -448,7 +449,7 @@ func (w *workerCore) setPoint(p *wire.Point) error {
 	if !sameLayout(w.live, p) {
 		// Shards build their column maps into a map once, so the map
 		// stays while points bring the same bitmap.
-		m, err := shard.NewLiveMap(slices.Clone(p.Live), int(p.Full))
+		m, err := cols.NewLiveMap(slices.Clone(p.Live), int(p.Full))
 		if err != nil {
 			return err
 		}
@@ -459,7 +460,7 @@ func (w *workerCore) setPoint(p *wire.Point) error {
 }
 
 // sameLayout reports whether p carries the coordinates m does (nil: all).
-func sameLayout(m *shard.LiveMap, p *wire.Point) bool {
+func sameLayout(m *cols.LiveMap, p *wire.Point) bool {
 	if len(p.Live) == 0 {
 		return m == nil
 	}

@@ -71,7 +71,7 @@ type Point struct {
 	Rows           uint64
 	Starts         []uint64
 	// Full, when not 0, is the vectors' length with every coordinate, and
-	// X and V carry only those set in the bitmap Live (see shard.LiveMap):
+	// X and V carry only those set in the bitmap Live (see cols.LiveMap):
 	// features no row holds are not sent.
 	Full uint32
 	Live []uint64
@@ -279,7 +279,7 @@ func (d *dec) vectors(K, dim int, old [][]float64) [][]float64 {
 }
 
 // checkLive checks that a point's bitmap covers its full length, and no
-// more, and carries dim coordinates: what shard.NewLiveMap needs.
+// more, and carries dim coordinates: what cols.NewLiveMap needs.
 func checkLive(full uint32, live []uint64, dim int) error {
 	if full == 0 && len(live) == 0 {
 		return nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
@@ -413,7 +414,7 @@ func FuzzDecodeMessages(f *testing.F) {
 					}
 				}
 				if len(p.Live) > 0 {
-					if m, err := shard.NewLiveMap(p.Live, int(p.Full)); err != nil || m.Len() != p.Dim() {
+					if m, err := cols.NewLiveMap(p.Live, int(p.Full)); err != nil || m.Len() != p.Dim() {
 						t.Fatalf("live coordinates %b of %d accepted for vectors of %d: %v", p.Live, p.Full, p.Dim(), err)
 					}
 				}

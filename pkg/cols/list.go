@@ -1,34 +1,34 @@
-package shard
+package cols
 
 import "slices"
 
-// Columns is a shard's column map: its distinct global feature indices,
+// List is a shard's column map: its distinct global feature indices,
 // increasing, kept as their low 16 bits and the runs that share the high
 // bits. Wide data's column maps (millions of columns across a worker's
 // shards) take half the memory of 32-bit indices, and walking one is still a branch-free scan whose loads of the point
 // are independent of each other. (Variable-length gaps took a quarter of
 // the memory, but their branch made the point's gather, a walk bound by
 // memory latency, markedly slower.)
-type Columns struct {
+type List struct {
 	lo   []uint16
-	runs []colRun
+	runs []run
 }
 
-// colRun is a run of columns that share their high 16 bits: 8 bytes, so
+// run is a run of columns that share their high 16 bits: 8 bytes, so
 // that ids spread over billions of features (a run each at worst) cost no
 // more than 4 bytes a column did, and mostly less.
-type colRun struct {
+type run struct {
 	hi  uint32 // the high bits, in place
 	end int32  // one past the run's last position (shards are far smaller)
 }
 
-// NewColumns builds the map of ids, which must increase strictly.
-func NewColumns(ids []uint32) Columns {
-	c := Columns{lo: make([]uint16, len(ids))}
+// NewList builds the map of ids, which must increase strictly.
+func NewList(ids []uint32) List {
+	c := List{lo: make([]uint16, len(ids))}
 	for l, g := range ids {
 		c.lo[l] = uint16(g)
 		if hi := g &^ 0xffff; len(c.runs) == 0 || c.runs[len(c.runs)-1].hi != hi {
-			c.runs = append(c.runs, colRun{hi: hi})
+			c.runs = append(c.runs, run{hi: hi})
 		}
 		c.runs[len(c.runs)-1].end = int32(l + 1)
 	}
@@ -37,10 +37,10 @@ func NewColumns(ids []uint32) Columns {
 }
 
 // Len is the number of columns.
-func (c Columns) Len() int { return len(c.lo) }
+func (c List) Len() int { return len(c.lo) }
 
 // Last is the highest column; zero when there are none.
-func (c Columns) Last() uint32 {
+func (c List) Last() uint32 {
 	if len(c.lo) == 0 {
 		return 0
 	}
@@ -48,10 +48,10 @@ func (c Columns) Last() uint32 {
 }
 
 // Bytes is the memory the map holds.
-func (c Columns) Bytes() int { return 2*cap(c.lo) + 8*cap(c.runs) }
+func (c List) Bytes() int { return 2*cap(c.lo) + 8*cap(c.runs) }
 
 // Append appends the columns to dst, in order.
-func (c Columns) Append(dst []uint32) []uint32 {
+func (c List) Append(dst []uint32) []uint32 {
 	start := 0
 	for _, r := range c.runs {
 		for _, x := range c.lo[start:int(r.end)] {
@@ -62,13 +62,13 @@ func (c Columns) Append(dst []uint32) []uint32 {
 	return dst
 }
 
-// gather sets dst[l] = w[column l]. It and scatterAdd are the hot walks,
+// Gather sets dst[l] = w[column l]. It and ScatterAdd are the hot walks,
 // kept apart from their callers so that their loops hold everything in
 // registers (inlined into Shard.gather, the loop's index went through
 // the stack: passes 30% slower).
 //
 //go:noinline
-func (c Columns) gather(dst, w []float64) {
+func (c List) Gather(dst, w []float64) {
 	start := 0
 	for _, r := range c.runs {
 		lo := c.lo[start:int(r.end)]
@@ -81,10 +81,10 @@ func (c Columns) gather(dst, w []float64) {
 	}
 }
 
-// scatterAdd adds src[l] into dst[column l].
+// ScatterAdd adds src[l] into dst[column l].
 //
 //go:noinline
-func (c Columns) scatterAdd(dst, src []float64) {
+func (c List) ScatterAdd(dst, src []float64) {
 	start := 0
 	for _, r := range c.runs {
 		lo := c.lo[start:int(r.end)]
@@ -98,4 +98,4 @@ func (c Columns) scatterAdd(dst, src []float64) {
 }
 
 // Slice is the columns in a fresh slice.
-func (c Columns) Slice() []uint32 { return c.Append(make([]uint32, 0, len(c.lo))) }
+func (c List) Slice() []uint32 { return c.Append(make([]uint32, 0, len(c.lo))) }
