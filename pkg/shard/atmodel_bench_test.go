@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
 // BenchmarkPassesAtModel times each kind of pass Newton makes, on
@@ -35,7 +36,7 @@ func BenchmarkPassesAtModel(b *testing.B) {
 	for i := range scs {
 		scs[i].cache = &activityCache{}
 	}
-	var part Partial
+	var part reduce.Partial
 	v := *p
 	v.W = [][]float64{randomVector(len(p.W[0]))}
 	passes := []struct {

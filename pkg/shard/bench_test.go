@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
 // benchFiles are plain LIBSVM files to benchmark on: OSGM_BENCH_FILES
@@ -22,7 +24,7 @@ func benchFiles(b *testing.B) []string {
 // second, at w = 0 (every row active, like fused_kernel.c's first phase)
 // and on a single goroutine, so it compares with the C reference.
 func BenchmarkEval(b *testing.B) {
-	benchKernel(b, binaryPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.Eval(p, sc, part) })
+	benchKernel(b, binaryPoint, func(s *Shard, p *Point, sc *Scratch, part *reduce.Partial) { s.Eval(p, sc, part) })
 }
 
 // BenchmarkHessVec measures one Hessian-vector pass as Newton's CG steps
@@ -30,7 +32,7 @@ func BenchmarkEval(b *testing.B) {
 func BenchmarkHessVec(b *testing.B) { benchKernel(b, binaryPoint, hessVecAtP) }
 
 // hessVecAtP is a Hessian-vector pass with v = p, at p's stamp.
-func hessVecAtP(s *Shard, p *Point, sc *Scratch, part *Partial) {
+func hessVecAtP(s *Shard, p *Point, sc *Scratch, part *reduce.Partial) {
 	v := *p
 	s.HessVec(p, &v, sc, part)
 }
@@ -39,14 +41,14 @@ func hessVecAtP(s *Shard, p *Point, sc *Scratch, part *Partial) {
 // the whole Hessian over the active rows (every row, at w = 0). Mnnz/s
 // counts the matrix's nonzeros, as the other kernels do.
 func BenchmarkEvalHess(b *testing.B) {
-	benchKernel(b, binaryPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.EvalHess(p, sc, part) })
+	benchKernel(b, binaryPoint, func(s *Shard, p *Point, sc *Scratch, part *reduce.Partial) { s.EvalHess(p, sc, part) })
 }
 
 // BenchmarkEvalMulti is BenchmarkEval with every class against the rest
 // in one pass (one-vs-rest, as multi-class files train), at a random
 // point where some rows are active; Mnnz/s counts each nonzero once.
 func BenchmarkEvalMulti(b *testing.B) {
-	benchKernel(b, oneVsRestPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.Eval(p, sc, part) })
+	benchKernel(b, oneVsRestPoint, func(s *Shard, p *Point, sc *Scratch, part *reduce.Partial) { s.Eval(p, sc, part) })
 }
 
 // BenchmarkHessVecMulti is BenchmarkHessVec for every class against the
@@ -57,7 +59,7 @@ func BenchmarkHessVecMulti(b *testing.B) { benchKernel(b, oneVsRestPoint, hessVe
 // BenchmarkEvalDiagMulti is the pass Newton makes at its trial points on
 // multi-class files: value, gradient and the Hessian's diagonal.
 func BenchmarkEvalDiagMulti(b *testing.B) {
-	benchKernel(b, oneVsRestPoint, func(s *Shard, p *Point, sc *Scratch, part *Partial) { s.EvalDiag(p, sc, part) })
+	benchKernel(b, oneVsRestPoint, func(s *Shard, p *Point, sc *Scratch, part *reduce.Partial) { s.EvalDiag(p, sc, part) })
 }
 
 // binaryPoint is one binary problem at w = 0, the first row's label
@@ -80,7 +82,7 @@ func oneVsRestPoint(_ []*Shard, classes int, width uint32) *Point {
 	return p
 }
 
-func benchKernel(b *testing.B, point func(shards []*Shard, classes int, width uint32) *Point, pass func(*Shard, *Point, *Scratch, *Partial)) {
+func benchKernel(b *testing.B, point func(shards []*Shard, classes int, width uint32) *Point, pass func(*Shard, *Point, *Scratch, *reduce.Partial)) {
 	files := benchFiles(b)
 	if files == nil {
 		files = []string{generated(b)}
@@ -101,7 +103,7 @@ func benchKernel(b *testing.B, point func(shards []*Shard, classes int, width ui
 			}
 			p := point(shards, len(order), sum.MaxIndex)
 			var sc Scratch
-			var part Partial
+			var part reduce.Partial
 			// fused_kernel.c reports its fastest pass; best-Mnnz/s is
 			// ours measured the same way, so the two compare like for
 			// like on a machine whose speed drifts within a run.

@@ -1,6 +1,10 @@
 package shard
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/osgm-svm/osgm/pkg/reduce"
+)
 
 // EvalDiag is Eval that also sums, in the same pass, the data part of the
 // generalised Hessian's diagonal at p: over the rows active at p, c a_j^2,
@@ -8,7 +12,7 @@ import "unsafe"
 // preconditioner at the iterate as LIBLINEAR does, without a pass of its
 // own. The partial carries 2K problems: problem k's loss and gradient at
 // k (as Eval's), its diagonal at K+k (with a zero loss).
-func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *Partial) {
+func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *reduce.Partial) {
 	K := p.K()
 	s.newPartial(2*K, out)
 	wl := s.gather(p, sc)
@@ -100,7 +104,7 @@ func evalDiagValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, 
 // evalDiagAlone is EvalDiag for one problem: a binary one, or a lone
 // one-vs-rest problem (classes side by side, or one at a time), which
 // reads the storage directly, in the multi-class loop's arithmetic.
-func (s *Shard) evalDiagAlone(p *Point, wl []float64, sc *Scratch, out *Partial) {
+func (s *Shard) evalDiagAlone(p *Point, wl []float64, sc *Scratch, out *reduce.Partial) {
 	r := &s.selections(p, sc)[0]
 	seq := !s.binary(p)
 	wb := 0.0

@@ -3,6 +3,8 @@ package shard
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
 // The full generalised Hessian, for Newton on data with few features
@@ -28,7 +30,7 @@ func HessAt(dim, a, b int) int { return a*dim - a*(a-1)/2 + b - a }
 // A row of r nonzeros costs r(r+1)/2 multiply-adds here against r for
 // the gradient; the method asks for it only where that, and the solve,
 // cost less than the CG steps it saves.
-func (s *Shard) EvalHess(p *Point, sc *Scratch, out *Partial) {
+func (s *Shard) EvalHess(p *Point, sc *Scratch, out *reduce.Partial) {
 	dim, full := len(p.W[0]), len(p.W[0])
 	if p.Live != nil {
 		full = p.Live.Full
@@ -125,19 +127,4 @@ func (s *Shard) pairs() int {
 		n += r * (r + 1) / 2
 	}
 	return n
-}
-
-// addHess adds src into dst, or copies it when dst is empty (a sum's
-// first term), and returns dst.
-func addHess(dst, src []float64) []float64 {
-	if len(src) == 0 {
-		return dst[:0]
-	}
-	if len(dst) == 0 {
-		return append(dst[:0], src...)
-	}
-	for i, v := range src {
-		dst[i] += v
-	}
-	return dst
 }

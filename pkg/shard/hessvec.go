@@ -1,12 +1,16 @@
 package shard
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/osgm-svm/osgm/pkg/reduce"
+)
 
 // HessVec computes, for each problem k, the data part of the generalised
 // Hessian at p applied to v, halved: sum over rows active at p of
 // c φ”/2 a (a·v_k), c the row's weight (see Loss.curv). The result is in
 // out.Grad (local columns) and out.BiasGrad; out.Loss is left at zero.
-func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *Partial) {
+func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *reduce.Partial) {
 	K := p.K()
 	s.newPartial(K, out)
 	sel := s.selections(p, sc)

@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
 // Point is where the data term is evaluated: one weight vector per problem
@@ -66,24 +67,6 @@ func (s *Shard) binary(p *Point) bool {
 	return p.K() == 1 && (s.classes <= 2 || p.Loss.Regression())
 }
 
-// Partial is one shard's contribution to the data term, in the shard's
-// local columns. The coordinator adds partials in shard order.
-type Partial struct {
-	Shard    int       // the shard, or the node's index when Group is set
-	Group    bool      // a node's sum (see Reducer), over the node's columns
-	Level    int       // with Group: the node's level (0: a group)
-	Loss     []float64 // per problem: sum of c φ(a·w) (see Loss)
-	Grad     []float64 // local column l, problem k at l*K+k: sum of c φ'(a·w) a
-	BiasGrad []float64 // per problem, the bias feature's gradient sum
-	// Hess, for osgm.OpEvalHess only, is the data part of the Hessian over the
-	// point's whole dimension, packed (see HessLen); nil otherwise.
-	Hess []float64
-	// Seconds is how long the worker that sent it had been computing the
-	// round when it did: the coordinator splits round time into compute
-	// and communication with it. Zero in-process.
-	Seconds float64
-}
-
 // Scratch is per-goroutine working memory for evaluations.
 type Scratch struct {
 	wl   []float64
@@ -137,11 +120,9 @@ func (s *Shard) gather(p *Point, sc *Scratch) []float64 {
 	return wl
 }
 
-func (s *Shard) newPartial(K int, out *Partial) {
+func (s *Shard) newPartial(K int, out *reduce.Partial) {
 	out.Shard = s.ID
-	out.Loss = grow(out.Loss, K)
-	out.BiasGrad = grow(out.BiasGrad, K)
-	out.Grad = grow(out.Grad, s.Cols.Len()*K)
+	out.Resize(K, s.Cols.Len())
 	out.Hess = out.Hess[:0]
 	clear(out.Loss)
 	clear(out.BiasGrad)
@@ -151,7 +132,7 @@ func (s *Shard) newPartial(K int, out *Partial) {
 // Eval computes the shard's loss and gradient sums at p in one pass over
 // the rows: each row's margins, loss terms and gradient contributions come
 // from a single read of the row.
-func (s *Shard) Eval(p *Point, sc *Scratch, out *Partial) {
+func (s *Shard) Eval(p *Point, sc *Scratch, out *reduce.Partial) {
 	K := p.K()
 	s.newPartial(K, out)
 	wl := s.gather(p, sc)
@@ -297,7 +278,7 @@ func evalSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 	return loss, gb
 }
 
-func evalMany[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scratch, out *Partial) {
+func evalMany[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scratch, out *reduce.Partial) {
 	switch {
 	case s.Values == Ones:
 		evalMultiOnes(s, idx, p, wl, sc, out)
@@ -541,7 +522,7 @@ func (sc *Scratch) sparse(act []int32, K int) []int32 {
 	return nil
 }
 
-func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl []float64, sc *Scratch, out *Partial) {
+func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl []float64, sc *Scratch, out *reduce.Partial) {
 	K := p.K()
 	scale := vs.scale
 	z, coef, gl := sc.z, sc.coef, out.Grad
@@ -619,7 +600,7 @@ func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl [
 	}
 }
 
-func evalMultiOnes[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scratch, out *Partial) {
+func evalMultiOnes[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scratch, out *reduce.Partial) {
 	K := p.K()
 	z, coef, gl := sc.z, sc.coef, out.Grad
 	r := s.rowsFor(p, 0)

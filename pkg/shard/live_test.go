@@ -11,6 +11,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
 // spreadData writes rows whose features are multiples of 3 up to 90 (two
@@ -88,7 +89,7 @@ func TestLivePointsGiveTheSameBits(t *testing.T) {
 				var sc Scratch
 				for _, s := range local.Shards {
 					for _, op := range []osgm.Op{osgm.OpEval, osgm.OpEvalDiag, osgm.OpHessVec} {
-						var want, got Partial
+						var want, got reduce.Partial
 						switch op {
 						case osgm.OpEval:
 							s.Eval(px, &sc, &want)

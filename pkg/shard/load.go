@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
-	"github.com/osgm-svm/osgm/pkg/s3"
-
 	"github.com/osgm-svm/osgm/pkg/memory"
+	"github.com/osgm-svm/osgm/pkg/reduce"
+	"github.com/osgm-svm/osgm/pkg/s3"
 )
 
 // Range is a piece of the decompressed input: the lines whose first byte is
@@ -44,8 +44,8 @@ func Layout(size int64, n int) []Range {
 	if n <= 0 {
 		per := min(max((size+targetShards-1)/targetShards, minShardBytes), maxShardBytes)
 		count = (size + per - 1) / per
-		if count > GroupSize {
-			count = (count + GroupSize - 1) / GroupSize * GroupSize
+		if count > reduce.GroupSize {
+			count = (count + reduce.GroupSize - 1) / reduce.GroupSize * reduce.GroupSize
 		}
 	}
 	count = max(1, min(count, size)) // no empty range but an empty file's

@@ -8,6 +8,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
 // Local is a Backend over shards held in this process, evaluated by a
@@ -25,7 +26,7 @@ type Local struct {
 	// partial lost was megabytes to allocate and zero again (news20.t).
 	// It never holds more partials than were out at once.
 	freeMu sync.Mutex
-	free   []*Partial
+	free   []*reduce.Partial
 	folds  int // the fold count the shards are numbered for (0: none)
 	// The shards' descriptions, made once: each decodes a column map.
 	meta     []Meta
@@ -55,19 +56,19 @@ func (l *Local) SetClasses(order []float64) error {
 }
 
 // Release hands a partial back for reuse once it has been added.
-func (l *Local) Release(p *Partial) {
+func (l *Local) Release(p *reduce.Partial) {
 	l.freeMu.Lock()
 	l.free = append(l.free, p)
 	l.freeMu.Unlock()
 }
 
 // reuse is a released partial, or a new one.
-func (l *Local) reuse() *Partial {
+func (l *Local) reuse() *reduce.Partial {
 	l.freeMu.Lock()
 	defer l.freeMu.Unlock()
 	n := len(l.free)
 	if n == 0 {
-		return new(Partial)
+		return new(reduce.Partial)
 	}
 	p := l.free[n-1]
 	l.free[n-1] = nil
@@ -75,7 +76,7 @@ func (l *Local) reuse() *Partial {
 	return p
 }
 
-func (l *Local) Eval(op osgm.Op, p, v *Point, add func(*Partial) error) error {
+func (l *Local) Eval(op osgm.Op, p, v *Point, add func(*reduce.Partial) error) error {
 	if err := CheckFolds(l.Shards, p); err != nil {
 		return err
 	}
@@ -128,7 +129,7 @@ func (l *Local) Eval(op osgm.Op, p, v *Point, add func(*Partial) error) error {
 }
 
 // evalShard is shard i's partial of op at p (and v).
-func (l *Local) evalShard(op osgm.Op, i int, p, v *Point, sc *Scratch) *Partial {
+func (l *Local) evalShard(op osgm.Op, i int, p, v *Point, sc *Scratch) *reduce.Partial {
 	part, s := l.reuse(), l.Shards[i]
 	sc.cache = &l.acts[i]
 	switch op {

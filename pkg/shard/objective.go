@@ -7,6 +7,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
 // Meta describes one loaded shard to the coordinator.
@@ -39,7 +40,7 @@ type Backend interface {
 	// SetFolds splits the rows into n cross-validation folds, numbered
 	// 1..n as Folds does; points then name a fold to hold out.
 	SetFolds(n int) error
-	Eval(op osgm.Op, p, v *Point, add func(*Partial) error) error
+	Eval(op osgm.Op, p, v *Point, add func(*reduce.Partial) error) error
 	// Tally counts rows and correct predictions by class (only the
 	// held-out fold's rows when p.Holdout is set).
 	Tally(p *Point) (Tally, error)
@@ -70,13 +71,13 @@ type Objective struct {
 	// live, when set, is the coordinates the objective works over (see
 	// LeaveOutDead); cols are then positions among them.
 	live *cols.LiveMap
-	sum  Sum
+	sum  reduce.Sum
 	// The last stamped point, as its problems and their methods' names
 	// for it (osgm.Request.At), and its stamp (see Point.Stamp).
 	lastKs    []int
 	lastAt    []uint64
 	lastStamp uint64
-	red       *Reducer
+	red       *reduce.Reducer
 	normSq    float64
 }
 
@@ -175,22 +176,12 @@ func (o *Objective) Place(k int, x0 []float64, p osgm.Problem, s osgm.Settings) 
 
 // newReducer is a reduction of b's shards' partials, handing each back to
 // b for reuse once added when b takes them.
-func newReducer(b Backend, cols [][]uint32) *Reducer {
-	red := NewReducer(cols)
-	if r, ok := b.(interface{ Release(*Partial) }); ok {
+func newReducer(b Backend, cols [][]uint32) *reduce.Reducer {
+	red := reduce.NewReducer(cols)
+	if r, ok := b.(interface{ Release(*reduce.Partial) }); ok {
 		red.Release = r.Release
 	}
 	return red
-}
-
-// Groups builds the reduction tree of shards with the given column maps.
-func Groups(cols [][]uint32) []*Group {
-	out := make([]*Group, NumGroups(len(cols)))
-	for g := range out {
-		first, end := GroupShards(g, len(cols))
-		out[g] = NewGroup(g, cols[first:end])
-	}
-	return out
 }
 
 // LeaveOutDead makes the objective work over the coordinates of features
@@ -216,7 +207,7 @@ func (o *Objective) LeaveOutDead() []int {
 		o.cols[i] = ranked
 	}
 	release := o.red.Release
-	o.red = NewReducer(o.cols)
+	o.red = reduce.NewReducer(o.cols)
 	o.red.Release = release
 	o.live = live
 	return live.Indices()
@@ -332,9 +323,9 @@ func (o *Objective) pass(op osgm.Op, ks []int, x, v [][]float64, out [][]float64
 	if op == osgm.OpHessVec || op == osgm.OpEvalDiag {
 		pt.Stamp = o.lastStamp
 	}
-	if err := o.Backend.Eval(op, pt, vp, func(p *Partial) error {
+	if err := o.Backend.Eval(op, pt, vp, func(p *reduce.Partial) error {
 		if p.Group {
-			_, err := red.AddNode(NodeID{p.Level, p.Shard}, p)
+			_, err := red.AddNode(reduce.NodeID{Level: p.Level, Index: p.Shard}, p)
 			return err
 		}
 		_, err := red.Add(p)

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/osgm-svm/osgm/pkg/memory"
-
 	"github.com/osgm-svm/osgm/internal/gcwait"
+	"github.com/osgm-svm/osgm/pkg/memory"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
 // dataset is a random LIBSVM file held as dense rows for reference checks.
@@ -899,30 +899,30 @@ func TestReductionTreeIsFixed(t *testing.T) {
 	shards := obj.Backend.(*Local).Shards
 	K := 3
 	p := obj.Point(normalVectors(rng, K, obj.Dim()))
-	parts := make([]*Partial, len(shards))
+	parts := make([]*reduce.Partial, len(shards))
 	cols := make([][]uint32, len(shards))
 	for i, s := range shards {
 		var sc Scratch
-		parts[i] = new(Partial)
+		parts[i] = new(reduce.Partial)
 		s.Eval(p, &sc, parts[i])
 		cols[i] = s.Cols.Slice()
 	}
-	groups := Groups(cols)
-	reduce := func(order []int, preSummed map[int]bool) *Sum {
-		sum := &Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K)}
+	groups := reduce.Groups(cols)
+	reduce := func(order []int, preSummed map[int]bool) *reduce.Sum {
+		sum := &reduce.Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K)}
 		for k := range sum.Grad {
 			sum.Grad[k] = make([]float64, obj.Features)
 		}
-		r := NewReducer(cols)
+		r := reduce.NewReducer(cols)
 		r.Reset(sum)
 		// A "worker" holding the groups in preSummed sends the sums of
 		// the highest nodes it holds whole, as a worker does.
-		held := map[int]*Group{}
+		held := map[int]*reduce.Group{}
 		for g := range preSummed {
 			held[g] = groups[g]
 		}
-		var sent []NodeID
-		comb := NewCombiner(len(shards), BuildNodes(len(shards), held), func(id NodeID, p *Partial) error {
+		var sent []reduce.NodeID
+		comb := reduce.NewCombiner(len(shards), reduce.BuildNodes(len(shards), held), func(id reduce.NodeID, p *reduce.Partial) error {
 			sent = append(sent, id)
 			q := *p
 			q.Grad = slices.Clone(p.Grad)
@@ -930,19 +930,19 @@ func TestReductionTreeIsFixed(t *testing.T) {
 			return err
 		})
 		for g := range preSummed {
-			gs := NewGroupSum(groups[g], len(shards), K, 0, nil, nil)
-			first, end := GroupShards(g, len(shards))
+			gs := reduce.NewGroupSum(groups[g], len(shards), K, 0, nil, nil)
+			first, end := reduce.GroupShards(g, len(shards))
 			for s := end - 1; s >= first; s-- { // out of order on purpose
 				gs.Add(parts[s])
 			}
 			if !gs.Complete() {
 				t.Fatal("group sum incomplete")
 			}
-			if _, err := comb.Add(NodeID{0, g}, gs.Sum()); err != nil {
+			if _, err := comb.Add(reduce.NodeID{Level: 0, Index: g}, gs.Sum()); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if len(preSummed) == len(groups) && (len(sent) != 1 || sent[0] != Root(len(shards))) {
+		if len(preSummed) == len(groups) && (len(sent) != 1 || sent[0] != reduce.Root(len(shards))) {
 			t.Fatalf("a worker holding every group sent %v, not the root", sent)
 		}
 		for _, s := range order {
@@ -985,77 +985,6 @@ func TestReductionTreeIsFixed(t *testing.T) {
 	}
 }
 
-// TestReducerBuildsWhatSumsNeed: sums from the root's children, as two
-// workers holding half the groups each send them, build their own columns
-// only (the root's sum goes out as its children, Combiner.EmitChildren),
-// and give the bits that shard partials give (which build every group).
-func TestReducerBuildsWhatSumsNeed(t *testing.T) {
-	rng := rand.New(rand.NewPCG(13, 14))
-	d := randomData(rng, 2000, 40, 2, "f64")
-	obj := objectiveFor(t, writeFile(t, d.text), 32, 2, 1e-3, -1) // 4 groups, height 2
-	shards := obj.Backend.(*Local).Shards
-	x := make([]float64, obj.Dim())
-	for j := range x {
-		x[j] = rng.NormFloat64()
-	}
-	p := obj.Point([][]float64{x})
-	n := len(shards)
-	cols := make([][]uint32, n)
-	parts := make([]*Partial, n)
-	for i, s := range shards {
-		cols[i], parts[i] = s.Cols.Slice(), new(Partial)
-		s.Eval(p, new(Scratch), parts[i])
-	}
-	newSum := func() *Sum {
-		return &Sum{Loss: make([]float64, 1), BiasGrad: make([]float64, 1), Grad: [][]float64{make([]float64, obj.Features)}}
-	}
-	want := newSum()
-	r := NewReducer(cols)
-	r.Reset(want)
-	for _, q := range parts {
-		r.Add(q)
-	}
-	if !r.Done() || len(r.tree.groups) != NumGroups(n) {
-		t.Fatalf("shard partials: done %v, %d groups built", r.Done(), len(r.tree.groups))
-	}
-
-	got := newSum()
-	r = NewReducer(cols)
-	r.Reset(got)
-	groups := Groups(cols)
-	for _, half := range [][]int{{0, 1}, {2, 3}} {
-		held := map[int]*Group{}
-		for _, g := range half {
-			held[g] = groups[g]
-		}
-		comb := NewCombiner(n, BuildNodes(n, held), func(id NodeID, q *Partial) error {
-			_, err := r.AddNode(id, q)
-			return err
-		})
-		for _, g := range half {
-			gs := NewGroupSum(groups[g], n, 1, 0, nil, nil)
-			first, end := GroupShards(g, n)
-			for s := first; s < end; s++ {
-				gs.Add(parts[s])
-			}
-			if _, err := comb.Add(NodeID{0, g}, gs.Sum()); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if !r.Done() || len(r.tree.groups) != 0 || len(r.tree.nodes) != 0 || len(r.tree.cols) != 2 {
-		t.Fatalf("node sums: done %v; built %d groups, nodes %v, columns of %d nodes", r.Done(), len(r.tree.groups), r.tree.nodes, len(r.tree.cols))
-	}
-	for j := range want.Grad[0] {
-		if math.Float64bits(got.Grad[0][j]) != math.Float64bits(want.Grad[0][j]) {
-			t.Fatalf("grad[%d] is %v from node sums, %v from shard partials", j, got.Grad[0][j], want.Grad[0][j])
-		}
-	}
-	if math.Float64bits(got.Loss[0]) != math.Float64bits(want.Loss[0]) {
-		t.Fatalf("loss %v from node sums, %v from shard partials", got.Loss[0], want.Loss[0])
-	}
-}
-
 // TestRootChildrenMatchRootSum: the root's sum taken as its two children
 // (Combiner.EmitChildren) has the bits of the root's own sum added into
 // the vectors, as the reduction took it before: gradients, losses and,
@@ -1088,24 +1017,24 @@ func TestRootChildrenMatchRootSum(t *testing.T) {
 			p := obj.Point(normalVectors(rng, K, obj.Dim()))
 			n := len(shards)
 			cols := make([][]uint32, n)
-			parts := make([]*Partial, n)
+			parts := make([]*reduce.Partial, n)
 			for i, s := range shards {
-				cols[i], parts[i] = s.Cols.Slice(), new(Partial)
+				cols[i], parts[i] = s.Cols.Slice(), new(reduce.Partial)
 				if K == 1 {
 					s.EvalHess(p, new(Scratch), parts[i])
 				} else {
 					s.Eval(p, new(Scratch), parts[i])
 				}
 			}
-			newSum := func() *Sum {
-				sum := &Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K), Hess: make([]float64, len(parts[0].Hess))}
+			newSum := func() *reduce.Sum {
+				sum := &reduce.Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K), Hess: make([]float64, len(parts[0].Hess))}
 				for k := range sum.Grad {
 					sum.Grad[k] = make([]float64, obj.Features)
 				}
 				return sum
 			}
 			got := newSum()
-			r := NewReducer(cols)
+			r := reduce.NewReducer(cols)
 			r.Reset(got)
 			for _, q := range parts {
 				if _, err := r.Add(q); err != nil {
@@ -1118,26 +1047,26 @@ func TestRootChildrenMatchRootSum(t *testing.T) {
 
 			// The root's own sum, over its columns, added into zeros.
 			want := newSum()
-			groups := map[int]*Group{}
-			for g, gr := range Groups(cols) {
+			groups := map[int]*reduce.Group{}
+			for g, gr := range reduce.Groups(cols) {
 				groups[g] = gr
 			}
-			var root *Partial
-			comb := NewCombiner(n, BuildNodes(n, groups), func(id NodeID, q *Partial) error {
+			var root *reduce.Partial
+			comb := reduce.NewCombiner(n, reduce.BuildNodes(n, groups), func(id reduce.NodeID, q *reduce.Partial) error {
 				root = q
 				return nil
 			})
 			for g := range groups {
-				gs := NewGroupSum(groups[g], n, K, len(parts[0].Hess), nil, nil)
-				first, end := GroupShards(g, n)
+				gs := reduce.NewGroupSum(groups[g], n, K, len(parts[0].Hess), nil, nil)
+				first, end := reduce.GroupShards(g, n)
 				for s := first; s < end; s++ {
 					gs.Add(parts[s])
 				}
-				if _, err := comb.Add(NodeID{0, g}, gs.Sum()); err != nil {
+				if _, err := comb.Add(reduce.NodeID{Level: 0, Index: g}, gs.Sum()); err != nil {
 					t.Fatal(err)
 				}
 			}
-			rootCols, _ := comb.Tree.Cols(Root(n))
+			rootCols, _ := comb.Tree.Cols(reduce.Root(n))
 			for k := range K {
 				want.Loss[k] += root.Loss[k]
 				want.BiasGrad[k] += root.BiasGrad[k]
@@ -1190,7 +1119,7 @@ func TestInlineLoopsMatchCalls(t *testing.T) {
 					pt.WBias = []float64{rng.NormFloat64()}
 				}
 				var sc Scratch
-				var ev, hv Partial
+				var ev, hv reduce.Partial
 				for _, s := range obj.Backend.(*Local).Shards {
 					s.Eval(p, &sc, &ev)
 					s.HessVec(p, v, &sc, &hv)
@@ -1518,7 +1447,7 @@ func TestLayoutTiles(t *testing.T) {
 		if c.n > 0 && int64(len(r)) != max(want, 1) {
 			t.Errorf("size %d, %d asked: %d ranges", c.size, c.n, len(r))
 		}
-		if c.n == 0 && len(r) > GroupSize && len(r)%GroupSize != 0 {
+		if c.n == 0 && len(r) > reduce.GroupSize && len(r)%reduce.GroupSize != 0 {
 			t.Errorf("size %d: %d ranges, not whole groups", c.size, len(r))
 		}
 		end := int64(0)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
@@ -306,7 +307,7 @@ type widest struct {
 	k int
 }
 
-func (w *widest) Eval(op osgm.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
+func (w *widest) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) error) error {
 	w.k = max(w.k, p.K())
 	return w.Backend.Eval(op, p, v, add)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -297,7 +298,7 @@ func wideData(b *testing.B, rows, features, nnz int) string {
 func BenchmarkSparsePartial(b *testing.B) {
 	const cols, K = 28_000, 20
 	rng := rand.New(rand.NewPCG(1, 2))
-	p := &shard.Partial{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([]float64, cols*K)}
+	p := &reduce.Partial{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([]float64, cols*K)}
 	for j := range p.Grad {
 		if rng.IntN(4) == 0 {
 			p.Grad[j] = rng.NormFloat64()

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -368,7 +369,7 @@ func (c *Cluster) receiveUp(m *nats.Msg) {
 		return
 	}
 	if h.Kind == wire.KindGroup {
-		if _, err := shard.NodeFromWire(h.Shard, n); err != nil {
+		if _, err := reduce.NodeFromWire(h.Shard, n); err != nil {
 			c.bad.add(errors.New("shard id out of range"), h.Kind)
 			return
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/osgm-svm/osgm/internal/testport"
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -270,7 +271,7 @@ func TestWorkersSendNodeSums(t *testing.T) {
 	for _, s := range loadShards(t, path, 64)[:32] {
 		cols[s.ID] = s.Cols
 	}
-	if d := shard.NewDenseSum(64, cols); d == nil || !d.Pays() {
+	if d := reduce.NewDenseSum(64, cols); d == nil || !d.Pays() {
 		t.Fatal("dense sums do not pay on the test data: this test would not cover them")
 	}
 	for _, method := range []string{"lbfgs", "newton", "newton-full"} {
@@ -347,7 +348,7 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 		wire.Chunks(kind, jobID, round, id, payload, 1<<20, func(b []byte) error { out = append([]byte(nil), b...); return nil })
 		return out
 	}
-	partial := wire.EncodePartial(&shard.Partial{Loss: []float64{1, 2, 3}, BiasGrad: []float64{0, 0, 0}, Grad: make([]float64, 3)})
+	partial := wire.EncodePartial(&reduce.Partial{Loss: []float64{1, 2, 3}, BiasGrad: []float64{0, 0, 0}, Grad: make([]float64, 3)})
 	flipped := valid(wire.KindPartial, job, 1, 0, partial)
 	flipped[len(flipped)-1] ^= 0xff
 	version := valid(wire.KindPartial, job, 1, 0, partial)
@@ -485,7 +486,7 @@ func roundWithoutWorkers(t *testing.T, cfg func(*ClusterConfig)) (*Cluster, <-ch
 func evalAsync(c *Cluster, features uint32) <-chan error {
 	p := &shard.Point{W: [][]float64{make([]float64, features)}, Bias: -1}
 	done := make(chan error, 1)
-	go func() { done <- c.Eval(osgm.OpEval, p, nil, func(*shard.Partial) error { return nil }) }()
+	go func() { done <- c.Eval(osgm.OpEval, p, nil, func(*reduce.Partial) error { return nil }) }()
 	return done
 }
 
@@ -951,7 +952,7 @@ func serverRestart(t *testing.T, path string, tc restartCase, points PointMode) 
 	c.SetClasses([]float64{1, 2, 3})
 	eval := func() (map[string]float64, error) {
 		got := map[string]float64{}
-		err := c.Eval(osgm.OpEval, p, nil, func(part *shard.Partial) error {
+		err := c.Eval(osgm.OpEval, p, nil, func(part *reduce.Partial) error {
 			got[fmt.Sprint(part.Group, part.Level, part.Shard)] = part.Loss[0]
 			return nil
 		})

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -312,7 +313,7 @@ func (ct *clusterTranscript) startRound(args map[string]string) error {
 		pt.V = [][]float64{{1, 1, 1, 1}}
 		ct.core.withoutX(pt)
 	}
-	r, err := ct.core.startRound(pt, func(p *shard.Partial) error {
+	r, err := ct.core.startRound(pt, func(p *reduce.Partial) error {
 		what := fmt.Sprintf("shard %d", p.Shard)
 		if p.Group {
 			what = fmt.Sprintf("node %d.%d", p.Level, p.Shard)
@@ -331,7 +332,7 @@ func (ct *clusterTranscript) result(args map[string]string) error {
 		return err
 	}
 	send := func(kind wire.Kind, id int) error {
-		part := &shard.Partial{Shard: id, Loss: []float64{1}, Grad: []float64{0.5, 0.5, 0.5}, BiasGrad: []float64{0.25}}
+		part := &reduce.Partial{Shard: id, Loss: []float64{1}, Grad: []float64{0.5, 0.5, 0.5}, BiasGrad: []float64{0.25}}
 		return ct.up(upMsg{kind: kind, round: round, shard: id, payload: wire.AppendPartialAs(nil, part, true)})
 	}
 	if s, ok := args["node"]; ok {
@@ -341,7 +342,7 @@ func (ct *clusterTranscript) result(args map[string]string) error {
 		if err := errors.Join(err1, err2); err != nil {
 			return err
 		}
-		return send(wire.KindGroup, int(shard.NodeID{Level: l, Index: i}.Wire()))
+		return send(wire.KindGroup, int(reduce.NodeID{Level: l, Index: i}.Wire()))
 	}
 	ids, err := parseSpans(args["shard"])
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -237,12 +238,12 @@ func (c *clusterCore) balance(moves bool) {
 	if !slices.ContainsFunc(c.owner, func(o string) bool { return o != "" }) {
 		// Contiguous blocks, of whole groups when there are enough of
 		// them: a worker holding a block of groups sends a few node sums
-		// up (see shard.Combiner), not a partial per shard of a split
+		// up (see reduce.Combiner), not a partial per shard of a split
 		// group.
-		n, G, W := len(c.owner), shard.NumGroups(len(c.owner)), len(live)
+		n, G, W := len(c.owner), reduce.NumGroups(len(c.owner)), len(live)
 		for s := range c.owner {
 			if G >= 2*W {
-				c.owner[s] = live[shard.GroupOf(s)*W/G]
+				c.owner[s] = live[reduce.GroupOf(s)*W/G]
 			} else {
 				c.owner[s] = live[s*W/n]
 			}
@@ -270,7 +271,7 @@ func (c *clusterCore) balance(moves bool) {
 	// Moves go in whole groups when there are enough groups (a split
 	// group costs a partial per shard on the bus), in shards otherwise,
 	// and only while a move narrows the gap.
-	byGroup := shard.NumGroups(len(c.owner)) >= 2*len(live)
+	byGroup := reduce.NumGroups(len(c.owner)) >= 2*len(live)
 	for moves {
 		hi, lo := c.mostLoaded(live), c.leastLoaded(live)
 		var batch []int // hi's last shard, or the shards of its last group it has
@@ -278,7 +279,7 @@ func (c *clusterCore) balance(moves bool) {
 			if c.target(s) != hi {
 				continue
 			}
-			if len(batch) > 0 && (!byGroup || shard.GroupOf(s) != shard.GroupOf(batch[0])) {
+			if len(batch) > 0 && (!byGroup || reduce.GroupOf(s) != reduce.GroupOf(batch[0])) {
 				break
 			}
 			batch = append(batch, s)

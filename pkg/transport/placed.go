@@ -11,6 +11,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -304,7 +305,7 @@ type placedFork struct {
 	folds int
 }
 
-func (f *placedFork) Eval(op osgm.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
+func (f *placedFork) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.Cluster.Eval(op, p, v, add)

@@ -10,14 +10,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
-
-	"github.com/osgm-svm/osgm/pkg/osgm"
 )
 
 // onUp handles one result; add receives partials of the current round.
-func (c *clusterCore) onUp(m upMsg, add func(*shard.Partial) error) error {
+func (c *clusterCore) onUp(m upMsg, add func(*reduce.Partial) error) error {
 	// The payload goes back to the Assembler now, unless a partial's
 	// vectors view it: then when the next round starts.
 	viewed := false
@@ -60,9 +60,9 @@ func (c *clusterCore) onUp(m upMsg, add func(*shard.Partial) error) error {
 			return nil
 		}
 		id := m.shard
-		var node shard.NodeID
+		var node reduce.NodeID
 		if m.kind == wire.KindGroup {
-			node, _ = shard.NodeFromWire(uint32(m.shard), len(c.owner)) // checked on arrival
+			node, _ = reduce.NodeFromWire(uint32(m.shard), len(c.owner)) // checked on arrival
 			id = node.Index
 		}
 		var into *decodedPartial
@@ -90,7 +90,7 @@ func (c *clusterCore) onUp(m upMsg, add func(*shard.Partial) error) error {
 // decodedPartial is a result decoded in a round, with the memory its
 // gradient was laid out in when it came sparse.
 type decodedPartial struct {
-	shard.Partial
+	reduce.Partial
 	grad []float64
 }
 
@@ -143,7 +143,7 @@ func (c *clusterCore) point(op wire.Op, p *shard.Point) (*wire.Point, error) {
 }
 
 // Eval runs one round: broadcast the point, gather every shard's partial.
-func (c *Cluster) Eval(op osgm.Op, p, v *shard.Point, add func(*shard.Partial) error) error {
+func (c *Cluster) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) error) error {
 	pt, err := c.point(wireOpOf(op), p)
 	if err != nil {
 		return err
@@ -178,7 +178,7 @@ func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
 		return c.regressionTally(pt)
 	}
 	t := shard.Tally{Rows: make([]int, len(c.order)), Correct: make([]int, len(c.order))}
-	err = c.round1(pt, func(part *shard.Partial) error {
+	err = c.round1(pt, func(part *reduce.Partial) error {
 		if len(part.Loss) != len(c.order) {
 			return fmt.Errorf("shard %d: tally of %d classes, want %d", part.Shard, len(part.Loss), len(c.order))
 		}
@@ -195,7 +195,7 @@ func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
 // carries its rows and then its sums in Loss.
 func (c *Cluster) regressionTally(pt *wire.Point) (shard.Tally, error) {
 	t := shard.Tally{Rows: []int{0}, Correct: []int{0}, Sums: make([]float64, shard.TallySums)}
-	err := c.round1(pt, func(part *shard.Partial) error {
+	err := c.round1(pt, func(part *reduce.Partial) error {
 		if len(part.Loss) != 1+shard.TallySums {
 			return fmt.Errorf("shard %d: a regression's tally of %d numbers, want %d", part.Shard, len(part.Loss), 1+shard.TallySums)
 		}
@@ -211,7 +211,7 @@ func (c *Cluster) regressionTally(pt *wire.Point) (shard.Tally, error) {
 // round1 runs a round: it sends the point (a broadcast or own points)
 // and steps the round's state on results, heartbeats, lost workers and
 // ticks until every shard's result is in, or the round fails.
-func (c *Cluster) round1(pt *wire.Point, add func(*shard.Partial) error) error {
+func (c *Cluster) round1(pt *wire.Point, add func(*reduce.Partial) error) error {
 	// This broadcast reaches whoever is connected now: reconnections
 	// before it need no other.
 	select {
@@ -259,7 +259,7 @@ func (c *Cluster) round1(pt *wire.Point, add func(*shard.Partial) error) error {
 // startRound begins the next round: shards of lost workers move, the
 // memory of the last round's results is free again, and the point goes
 // out.
-func (c *clusterCore) startRound(pt *wire.Point, add func(*shard.Partial) error) (*roundState, error) {
+func (c *clusterCore) startRound(pt *wire.Point, add func(*reduce.Partial) error) (*roundState, error) {
 	c.checkWorkers(true)
 	c.round++
 	c.reuse, c.decoded = append(c.reuse, c.decoded...), c.decoded[:0]
@@ -315,7 +315,7 @@ func (r *roundState) onGone(id string) {
 type roundState struct {
 	c       *clusterCore
 	pt      *wire.Point
-	add     func(*shard.Partial) error
+	add     func(*reduce.Partial) error
 	payload [][]byte     // the whole point, for broadcasts
 	layout  *pointLayout // own points went out (nil: a broadcast, or whole since)
 	got     []bool       // shards whose results are in
@@ -329,11 +329,11 @@ type roundState struct {
 
 // accept takes a shard's partial or a node's sum, unless a resend or a
 // moved shard brought it already.
-func (r *roundState) accept(part *shard.Partial) error {
+func (r *roundState) accept(part *reduce.Partial) error {
 	r.compute = max(r.compute, part.Seconds)
 	first, end := part.Shard, part.Shard+1
 	if part.Group {
-		first, end = shard.NodeID{Level: part.Level, Index: part.Shard}.Shards(len(r.got))
+		first, end = reduce.NodeID{Level: part.Level, Index: part.Shard}.Shards(len(r.got))
 	}
 	fresh := false
 	for s := first; s < end; s++ {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -42,15 +43,15 @@ type workerCore struct {
 	live     *cols.LiveMap // the coordinates point carries (nil: all)
 	askedFor uint64        // the last round this worker asked for the whole point
 	round    uint64
-	answered map[int][]byte            // this round's encoded partials, for resends
-	sums     map[shard.NodeID][][]byte // this round's node sums as sent, for resends
-	laidOut  [][]byte                  // memory of this round's sums sent sparse
-	spare    [][]byte                  // and of the last rounds', free again
-	total    int                       // shards in the job
-	groups   map[int]*shard.Group
-	comb     *shard.Combiner // sums the tree's nodes this worker holds whole
-	dense    *shard.DenseSum // or, on wide data, this does
-	started  time.Time       // when this round's evaluation began
+	answered map[int][]byte             // this round's encoded partials, for resends
+	sums     map[reduce.NodeID][][]byte // this round's node sums as sent, for resends
+	laidOut  [][]byte                   // memory of this round's sums sent sparse
+	spare    [][]byte                   // and of the last rounds', free again
+	total    int                        // shards in the job
+	groups   map[int]*reduce.Group
+	comb     *reduce.Combiner // sums the tree's nodes this worker holds whole
+	dense    *reduce.DenseSum // or, on wide data, this does
+	started  time.Time        // when this round's evaluation began
 	local    *shard.Local
 
 	// forgetPoints, set by tests, forgets the last point that many times
@@ -285,7 +286,7 @@ func (w *workerCore) rebuildLocal() {
 		list[i] = w.shards[id]
 	}
 	w.local = shard.NewLocal(list, w.cfg.Parallel)
-	w.groups, w.comb, w.dense = map[int]*shard.Group{}, nil, nil
+	w.groups, w.comb, w.dense = map[int]*reduce.Group{}, nil, nil
 	if w.total == 0 {
 		return
 	}
@@ -298,17 +299,17 @@ func (w *workerCore) rebuildLocal() {
 	for _, id := range ids {
 		cols[id] = w.shards[id].Cols
 	}
-	if d := shard.NewDenseSum(w.total, cols); d != nil && d.Pays() && !w.cfg.sparseSums {
+	if d := reduce.NewDenseSum(w.total, cols); d != nil && d.Pays() && !w.cfg.sparseSums {
 		d.Emit, d.Release = w.sendNode, w.local.Release
 		w.dense = d
 		return
 	}
 	for _, id := range ids {
-		g := shard.GroupOf(id)
+		g := reduce.GroupOf(id)
 		if w.groups[g] != nil {
 			continue
 		}
-		first, end := shard.GroupShards(g, w.total)
+		first, end := reduce.GroupShards(g, w.total)
 		var gc [][]uint32
 		for s := first; s < end; s++ {
 			c, ok := cols[s]
@@ -319,13 +320,13 @@ func (w *workerCore) rebuildLocal() {
 			gc = append(gc, c.Slice())
 		}
 		if gc != nil {
-			w.groups[g] = shard.NewGroup(g, gc)
+			w.groups[g] = reduce.NewGroup(g, gc)
 		}
 	}
-	w.comb = shard.NewCombiner(w.total, shard.BuildNodes(w.total, w.groups), w.sendNode)
+	w.comb = reduce.NewCombiner(w.total, reduce.BuildNodes(w.total, w.groups), w.sendNode)
 }
 
-func (w *workerCore) sendNode(id shard.NodeID, sum *shard.Partial) error {
+func (w *workerCore) sendNode(id reduce.NodeID, sum *reduce.Partial) error {
 	sum.Seconds = w.now().Sub(w.started).Seconds()
 	// The sum's memory is not written again before the next round, so
 	// the message is sent, and kept for resends, as views of it; or, when
@@ -369,7 +370,7 @@ func (w *workerCore) onPoint(m roundMsg) {
 				return
 			}
 		}
-		for _, id := range slices.SortedFunc(maps.Keys(w.sums), func(a, b shard.NodeID) int { return cmp.Compare(a.Wire(), b.Wire()) }) {
+		for _, id := range slices.SortedFunc(maps.Keys(w.sums), func(a, b reduce.NodeID) int { return cmp.Compare(a.Wire(), b.Wire()) }) {
 			w.publishUp(wire.KindGroup, w.round, id.Wire(), w.sums[id]...)
 		}
 		var todo []*shard.Shard
@@ -400,7 +401,7 @@ func (w *workerCore) onPoint(m roundMsg) {
 		w.point, w.live = nil, nil
 		return
 	}
-	w.round, w.answered, w.sums = m.round, map[int][]byte{}, map[shard.NodeID][][]byte{}
+	w.round, w.answered, w.sums = m.round, map[int][]byte{}, map[reduce.NodeID][][]byte{}
 	w.spare, w.laidOut = append(w.spare, w.laidOut...), w.laidOut[:0]
 	if !slices.Equal(p.Labels, w.order) {
 		w.order = p.Labels
@@ -495,7 +496,7 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 		vp = shard.NewPoint(p.V, p.Bias, at)
 		vp.Live = w.live
 	}
-	sums := map[int]*shard.GroupSum{}
+	sums := map[int]*reduce.GroupSum{}
 	hess := 0
 	if p.Op == wire.OpEvalHess {
 		hess = shard.HessLen(len(p.X[0]))
@@ -510,12 +511,12 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 	if m := w.cfg.Metrics; m != nil {
 		defer func(start time.Time) { m.Eval.Observe(w.now().Sub(start).Seconds()) }(w.now())
 	}
-	local.Eval(evalOf(p.Op), pt, vp, func(part *shard.Partial) error {
+	local.Eval(evalOf(p.Op), pt, vp, func(part *reduce.Partial) error {
 		if grouped && w.dense != nil && w.dense.Holds(part.Shard) {
 			_, err := w.dense.Add(part)
 			return err
 		}
-		g := shard.GroupOf(part.Shard)
+		g := reduce.GroupOf(part.Shard)
 		gr := w.groups[g]
 		if !grouped || gr == nil {
 			part.Seconds = w.now().Sub(start).Seconds()
@@ -525,14 +526,14 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 		}
 		gs := sums[g]
 		if gs == nil {
-			gs = shard.NewGroupSum(gr, w.total, len(part.Loss), hess, local.Release, nil)
+			gs = reduce.NewGroupSum(gr, w.total, len(part.Loss), hess, local.Release, nil)
 			sums[g] = gs
 		}
 		if _, err := gs.Add(part); err != nil {
 			return err
 		}
 		if gs.Complete() {
-			_, err := w.comb.Add(shard.NodeID{Level: 0, Index: g}, gs.Sum())
+			_, err := w.comb.Add(reduce.NodeID{Level: 0, Index: g}, gs.Sum())
 			return err
 		}
 		return nil
@@ -594,12 +595,12 @@ func (w *workerCore) tally(shards []*shard.Shard, pt *shard.Point, start time.Ti
 		t := s.Tally(pt)
 		if t.Sums != nil { // a regression's: its rows, then its sums (and a partial's zero bias gradients)
 			loss := append([]float64{float64(t.Rows[0])}, t.Sums...)
-			part := &shard.Partial{Shard: s.ID, Loss: loss, BiasGrad: make([]float64, len(loss))}
+			part := &reduce.Partial{Shard: s.ID, Loss: loss, BiasGrad: make([]float64, len(loss))}
 			part.Seconds = w.now().Sub(start).Seconds()
 			w.answer(part)
 			continue
 		}
-		part := &shard.Partial{Shard: s.ID, Loss: make([]float64, len(t.Rows)), BiasGrad: make([]float64, len(t.Rows))}
+		part := &reduce.Partial{Shard: s.ID, Loss: make([]float64, len(t.Rows)), BiasGrad: make([]float64, len(t.Rows))}
 		for k := range t.Rows {
 			part.Loss[k], part.BiasGrad[k] = float64(t.Rows[k]), float64(t.Correct[k])
 		}
@@ -608,7 +609,7 @@ func (w *workerCore) tally(shards []*shard.Shard, pt *shard.Point, start time.Ti
 	}
 }
 
-func (w *workerCore) answer(part *shard.Partial) {
+func (w *workerCore) answer(part *reduce.Partial) {
 	b := wire.AppendPartialAs(nil, part, w.cfg.wholeGradients)
 	w.answered[part.Shard] = b
 	w.publishUp(wire.KindPartial, w.round, uint32(part.Shard), b)

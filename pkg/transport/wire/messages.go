@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
@@ -311,7 +312,7 @@ func checkLive(full uint32, live []uint64, dim int) error {
 // optimum three quarters of a node sum's entries are, while sums are the
 // bulk of what goes up. -0 goes as a value, so decoding gives back the
 // sums to the bit.
-func EncodePartial(p *shard.Partial) []byte { return AppendPartial(nil, p) }
+func EncodePartial(p *reduce.Partial) []byte { return AppendPartial(nil, p) }
 
 // A gradient goes sparse when at least 1/sparseShare of it is +0.
 const sparseShare = 4
@@ -332,17 +333,17 @@ func sparseLayout(g []float64, whole bool) (words, values int) {
 }
 
 // AppendPartial is EncodePartial appending to dst.
-func AppendPartial(dst []byte, p *shard.Partial) []byte { return AppendPartialAs(dst, p, false) }
+func AppendPartial(dst []byte, p *reduce.Partial) []byte { return AppendPartialAs(dst, p, false) }
 
 // AppendPartialAs is AppendPartial that sends the gradient whole when
 // whole is set, whatever its +0 entries.
-func AppendPartialAs(dst []byte, p *shard.Partial, whole bool) []byte {
+func AppendPartialAs(dst []byte, p *reduce.Partial, whole bool) []byte {
 	words, values := sparseLayout(p.Grad, whole)
 	return appendPartial(dst, p, words, values)
 }
 
 // appendPartial is AppendPartial with the gradient's layout known.
-func appendPartial(dst []byte, p *shard.Partial, words, values int) []byte {
+func appendPartial(dst []byte, p *reduce.Partial, words, values int) []byte {
 	// One value more of room: the sparse loop below writes each entry
 	// where the next value goes, and moves on only past those not +0.
 	e := enc{b: slices.Grow(dst, 24+8*(2*len(p.Loss)+words+values+len(p.Hess)+2))}
@@ -376,7 +377,7 @@ func appendPartial(dst []byte, p *shard.Partial, words, values int) []byte {
 	return e.b
 }
 
-func (e *enc) partialHead(p *shard.Partial, words int) {
+func (e *enc) partialHead(p *reduce.Partial, words int) {
 	for _, v := range [][]float64{p.Loss, p.BiasGrad, p.Grad, p.Hess} {
 		e.u32(uint32(len(v)))
 	}
@@ -389,7 +390,7 @@ func (e *enc) partialHead(p *shard.Partial, words int) {
 // sends a node sum of a million columns and keeps it for resends without
 // a second copy. The pieces are valid while p's memory is. A sparse
 // gradient is laid out in buf's memory instead, as one piece.
-func PartialPieces(p *shard.Partial, buf []byte, whole bool) [][]byte {
+func PartialPieces(p *reduce.Partial, buf []byte, whole bool) [][]byte {
 	if words, values := sparseLayout(p.Grad, whole); !littleEndian || words > 0 {
 		return [][]byte{appendPartial(buf[:0], p, words, values)}
 	}
@@ -404,7 +405,7 @@ func PartialPieces(p *shard.Partial, buf []byte, whole bool) [][]byte {
 }
 
 // DecodePartial reads a partial for shard id.
-func DecodePartial(id int, b []byte) (*shard.Partial, error) {
+func DecodePartial(id int, b []byte) (*reduce.Partial, error) {
 	return DecodePartialInto(id, b, nil, nil)
 }
 
@@ -414,9 +415,9 @@ func DecodePartial(id int, b []byte) (*shard.Partial, error) {
 // untouched while p is used; elsewhere they are fresh copies (never p's
 // old vectors, which may view a payload since put to other use). A sparse
 // gradient is laid out whole in *grad's memory (grad may be nil).
-func DecodePartialInto(id int, b []byte, p *shard.Partial, grad *[]float64) (*shard.Partial, error) {
+func DecodePartialInto(id int, b []byte, p *reduce.Partial, grad *[]float64) (*reduce.Partial, error) {
 	if p == nil {
-		p = new(shard.Partial)
+		p = new(reduce.Partial)
 	}
 	d := decParts([][]byte{b})
 	var n [4]uint64
@@ -448,7 +449,7 @@ func DecodePartialInto(id int, b []byte, p *shard.Partial, grad *[]float64) (*sh
 		}
 		return v
 	}
-	*p = shard.Partial{Shard: id, Loss: vec(n[0]), BiasGrad: vec(n[1])}
+	*p = reduce.Partial{Shard: id, Loss: vec(n[0]), BiasGrad: vec(n[1])}
 	// The bitmap is read in place too, as the float64s whose bits its
 	// words are: no allocation a message.
 	var bitmap []float64

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
@@ -127,9 +128,9 @@ func TestDecodingInPlace(t *testing.T) {
 		old = got
 	}
 
-	var into shard.Partial
+	var into reduce.Partial
 	for _, n := range []int{4, 2, 6} {
-		want := &shard.Partial{Shard: 3, Loss: []float64{float64(n)}, BiasGrad: []float64{-1}, Grad: make([]float64, n), Hess: []float64{2, 3, 5}, Seconds: 0.25}
+		want := &reduce.Partial{Shard: 3, Loss: []float64{float64(n)}, BiasGrad: []float64{-1}, Grad: make([]float64, n), Hess: []float64{2, 3, 5}, Seconds: 0.25}
 		for j := range want.Grad {
 			want.Grad[j] = float64(n * j)
 		}
@@ -206,7 +207,7 @@ func TestPointFromChunks(t *testing.T) {
 // TestPiecesAreThePayload: a node sum sent from views of its memory must
 // be, chunk for chunk, the message its encoding gives.
 func TestPiecesAreThePayload(t *testing.T) {
-	for _, p := range []*shard.Partial{
+	for _, p := range []*reduce.Partial{
 		{Loss: []float64{1}, BiasGrad: []float64{2}, Grad: []float64{3, 4, 5}, Seconds: 0.5},
 		{Loss: []float64{1, 2}, BiasGrad: []float64{3, 4}, Grad: []float64{5, 6, 7, 8, 9, 10, 11}, Hess: []float64{12, 13, 14}},
 		{Loss: []float64{1}, BiasGrad: []float64{0}},
@@ -298,7 +299,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 		t.Fatalf("Hessian point: %v %+v", err, got)
 	}
 
-	for _, part := range []*shard.Partial{
+	for _, part := range []*reduce.Partial{
 		{Shard: 4, Loss: []float64{1, 2}, BiasGrad: []float64{0.5, -0.5}, Grad: []float64{1, 2, 3, 4}},
 		{Shard: 4, Loss: []float64{1}, BiasGrad: []float64{0.5}, Grad: []float64{1, 2}, Hess: []float64{1, -2, 3, 4, 5, 6}},
 	} {
@@ -394,11 +395,11 @@ func FuzzDecodeChunk(f *testing.F) {
 
 func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(0), EncodePoint(&Point{Op: OpEval, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
-	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}}))
-	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}, Hess: []float64{1, 2, 3}}))
+	f.Add(uint8(1), EncodePartial(&reduce.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}}))
+	f.Add(uint8(1), EncodePartial(&reduce.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2}, Hess: []float64{1, 2, 3}}))
 	sparse := make([]float64, 70)
 	sparse[3], sparse[66] = 1, -2
-	f.Add(uint8(1), EncodePartial(&shard.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: sparse}))
+	f.Add(uint8(1), EncodePartial(&reduce.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: sparse}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: OpHessVecAt, Labels: []float64{1, -1}, Stamp: 3, V: [][]float64{{1, 2}}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{1, 1}, X: [][]float64{{1, 2}}}))
@@ -496,7 +497,7 @@ func TestSparseGradients(t *testing.T) {
 		{"all +0", make([]float64, 200), true}, // a bitmap alone
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := &shard.Partial{Loss: []float64{1, 2}, BiasGrad: []float64{3, 4}, Grad: c.grad, Hess: []float64{5}, Seconds: 0.5}
+			p := &reduce.Partial{Loss: []float64{1, 2}, BiasGrad: []float64{3, 4}, Grad: c.grad, Hess: []float64{5}, Seconds: 0.5}
 			enc := EncodePartial(p)
 			whole := 8 * (len(p.Grad) + 6)
 			if sparse := len(enc) < whole; sparse != c.sparse {
@@ -528,7 +529,7 @@ func TestSparseGradients(t *testing.T) {
 		})
 	}
 	// Lies about the bitmap are refused.
-	p := &shard.Partial{Loss: []float64{1}, BiasGrad: []float64{2}, Grad: mk(100, 4)}
+	p := &reduce.Partial{Loss: []float64{1}, BiasGrad: []float64{2}, Grad: mk(100, 4)}
 	enc := EncodePartial(p)
 	// The head is six uint32s (the fifth the bitmap's words), then Loss
 	// and BiasGrad; the bitmap's second word covers entries 64-127.

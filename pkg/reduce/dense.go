@@ -1,4 +1,4 @@
-package shard
+package reduce
 
 import (
 	"fmt"
@@ -328,7 +328,7 @@ func (d *DenseSum) push(id NodeID) {
 	} else {
 		p = new(Partial)
 	}
-	p.Loss, p.BiasGrad, p.Grad = grow(p.Loss, d.K), grow(p.BiasGrad, d.K), grow(p.Grad, d.width*d.K)
+	p.Resize(d.K, d.width)
 	clear(p.Loss)
 	clear(p.BiasGrad)
 	clear(p.Grad)

@@ -1,4 +1,4 @@
-package shard
+package reduce
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ type Sum struct {
 	Loss     []float64
 	Grad     [][]float64 // Grad[k][j]
 	BiasGrad []float64
-	Hess     []float64 // osgm.OpEvalHess: the packed Hessian's data part (see HessLen)
+	Hess     []float64 // osgm.OpEvalHess: the packed Hessian's data part (see shard.HessLen)
 }
 
 // GroupSize is how many consecutive shards are summed together before
@@ -162,7 +162,7 @@ func NewGroupSum(gr *Group, n, K, hess int, release func(*Partial), buf *Partial
 		buf = new(Partial)
 	}
 	buf.Shard, buf.Group = gr.ID, true
-	buf.Loss, buf.BiasGrad, buf.Grad = grow(buf.Loss, K), grow(buf.BiasGrad, K), grow(buf.Grad, len(gr.Cols)*K)
+	buf.Resize(K, len(gr.Cols))
 	clear(buf.Loss)
 	clear(buf.BiasGrad)
 	clear(buf.Grad)

@@ -1,4 +1,4 @@
-package shard
+package reduce
 
 import (
 	"fmt"
@@ -316,7 +316,7 @@ func (nd *Node) add(left, right, buf *Partial) *Partial {
 		buf = new(Partial)
 	}
 	buf.Shard, buf.Group = nd.ID.Index, true
-	buf.Loss, buf.BiasGrad, buf.Grad = grow(buf.Loss, K), grow(buf.BiasGrad, K), grow(buf.Grad, len(nd.Cols)*K)
+	buf.Resize(K, len(nd.Cols))
 	buf.Seconds = max(left.Seconds, right.Seconds)
 	for k := range K {
 		buf.Loss[k] = left.Loss[k] + right.Loss[k]
