@@ -244,20 +244,19 @@ type Reducer struct {
 	// Release, when set, gets every shard partial back once it is added.
 	Release func(*Partial)
 
-	tree  *lazyTree
-	n     int
-	sum   *Sum
-	comb  *Combiner
-	open  map[int]*GroupSum
-	spare []*Partial // group sum buffers, reused pass after pass
-	done  bool
+	tree   *lazyTree
+	n      int
+	sum    *Sum
+	comb   *Combiner
+	groups *GroupSums
+	done   bool
 }
 
 // NewReducer prepares reductions of shards with the given column maps;
 // the tree's maps are built as sums need them (see lazyTree).
 func NewReducer(cols [][]uint32) *Reducer {
 	n := len(cols)
-	r := &Reducer{tree: newLazyTree(cols), n: n, open: map[int]*GroupSum{}, spare: make([]*Partial, NumGroups(n))}
+	r := &Reducer{tree: newLazyTree(cols), n: n}
 	r.comb = NewCombiner(n, r.tree, func(id NodeID, p *Partial) error {
 		root, _ := r.tree.Cols(id)
 		r.apply(root, p)
@@ -272,6 +271,12 @@ func NewReducer(cols [][]uint32) *Reducer {
 		r.done = true
 		return nil
 	}
+	release := func(p *Partial) {
+		if r.Release != nil {
+			r.Release(p)
+		}
+	}
+	r.groups = NewGroupSums(n, r.tree.group, r.comb, release, true)
 	return r
 }
 
@@ -285,7 +290,7 @@ func (r *Reducer) Reset(sum *Sum) {
 	clear(sum.Hess)
 	r.sum, r.done = sum, false
 	r.comb.Reset()
-	clear(r.open)
+	r.groups.Reset()
 }
 
 // Add hands over a shard's partial; it reports false for a duplicate.
@@ -293,25 +298,8 @@ func (r *Reducer) Add(p *Partial) (bool, error) {
 	if p.Shard < 0 || p.Shard >= r.n {
 		return false, fmt.Errorf("shard %d out of range (%d shards)", p.Shard, r.n)
 	}
-	g := GroupOf(p.Shard)
-	if r.comb.Covered(NodeID{0, g}) {
-		return false, nil
-	}
-	gs := r.open[g]
-	if gs == nil {
-		gs = NewGroupSum(r.tree.group(g), r.n, len(r.sum.Loss), len(r.sum.Hess), r.Release, r.spare[g])
-		r.spare[g] = gs.Sum()
-		r.open[g] = gs
-	}
-	took, err := gs.Add(p)
-	if err != nil || !took {
-		return took, err
-	}
-	if gs.Complete() {
-		delete(r.open, g)
-		return r.comb.Add(NodeID{0, g}, gs.Sum())
-	}
-	return true, nil
+	_, took, err := r.groups.Add(p, len(r.sum.Loss), len(r.sum.Hess))
+	return took, err
 }
 
 // AddNode hands over a whole node's sum (a group's at level 0); it reports
@@ -328,10 +316,7 @@ func (r *Reducer) AddNode(id NodeID, p *Partial) (bool, error) {
 	}
 	took, err := r.comb.Add(id, p)
 	if took {
-		first, end := id.Groups(NumGroups(r.n))
-		for g := first; g < end; g++ {
-			delete(r.open, g) // shard partials under it are no longer needed
-		}
+		r.groups.Drop(id.Groups(NumGroups(r.n))) // shard partials under it are no longer needed
 	}
 	return took, err
 }
@@ -346,8 +331,8 @@ func (r *Reducer) Missing() []int {
 		if r.comb.Covered(NodeID{0, g}) {
 			continue
 		}
-		if gs := r.open[g]; gs != nil {
-			out = append(out, gs.Missing()...)
+		if missing, open := r.groups.Missing(g); open {
+			out = append(out, missing...)
 			continue
 		}
 		first, end := GroupShards(g, r.n)

@@ -1,9 +1,13 @@
 package reduce
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/osgm-svm/osgm/pkg/cols"
 )
 
 // TestReducerBuildsWhatSumsNeed: sums from the root's children, as two
@@ -83,4 +87,44 @@ func randomPartials(rng *rand.Rand, n, width, K int) (cols [][]uint32, parts []*
 		parts[s] = p
 	}
 	return cols, parts
+}
+
+// TestHeldGroups: a worker sums the groups whose every shard it holds,
+// the last, short group included, and no other.
+func TestHeldGroups(t *testing.T) {
+	const n = 2*GroupSize + 3 // two full groups and one of 3 shards
+	for _, c := range []struct {
+		name string
+		held []int
+		want []int
+	}{
+		{"none", nil, nil},
+		{"all", rangeOf(0, n), []int{0, 1, 2}},
+		{"a group but one shard", rangeOf(1, GroupSize), nil},
+		{"the second and the short last", rangeOf(GroupSize, n), []int{1, 2}},
+		{"straddling", rangeOf(GroupSize/2, GroupSize+GroupSize/2), nil},
+	} {
+		held := map[int]cols.List{}
+		for _, s := range c.held {
+			held[s] = cols.NewList([]uint32{uint32(s), uint32(s + 40)})
+		}
+		got := HeldGroups(n, held)
+		if len(got) != len(c.want) {
+			t.Fatalf("%s: groups %v, want %v", c.name, slices.Sorted(maps.Keys(got)), c.want)
+		}
+		for _, g := range c.want {
+			first, end := GroupShards(g, n)
+			if gr := got[g]; gr == nil || gr.ID != g || len(gr.Pos) != end-first {
+				t.Fatalf("%s: group %d is %+v", c.name, g, gr)
+			}
+		}
+	}
+}
+
+func rangeOf(first, end int) []int {
+	var out []int
+	for s := first; s < end; s++ {
+		out = append(out, s)
+	}
+	return out
 }

@@ -48,10 +48,10 @@ type workerCore struct {
 	laidOut  [][]byte                   // memory of this round's sums sent sparse
 	spare    [][]byte                   // and of the last rounds', free again
 	total    int                        // shards in the job
-	groups   map[int]*reduce.Group
-	comb     *reduce.Combiner // sums the tree's nodes this worker holds whole
-	dense    *reduce.DenseSum // or, on wide data, this does
-	started  time.Time        // when this round's evaluation began
+	comb     *reduce.Combiner           // sums the tree's nodes this worker holds whole
+	grouped  *reduce.GroupSums          // and their groups' shards, into comb
+	dense    *reduce.DenseSum           // or, on wide data, this does
+	started  time.Time                  // when this round's evaluation began
 	local    *shard.Local
 
 	// forgetPoints, set by tests, forgets the last point that many times
@@ -286,7 +286,7 @@ func (w *workerCore) rebuildLocal() {
 		list[i] = w.shards[id]
 	}
 	w.local = shard.NewLocal(list, w.cfg.Parallel)
-	w.groups, w.comb, w.dense = map[int]*reduce.Group{}, nil, nil
+	w.comb, w.grouped, w.dense = nil, nil, nil
 	if w.total == 0 {
 		return
 	}
@@ -295,35 +295,20 @@ func (w *workerCore) rebuildLocal() {
 	// that is a few messages per worker, whatever the number of shards.
 	// Wide data whose shards touch most columns is summed in dense
 	// vectors; the rest in the groups' and nodes' own columns.
-	cols := make(map[int]cols.List, len(ids))
+	lists := make(map[int]cols.List, len(ids))
 	for _, id := range ids {
-		cols[id] = w.shards[id].Cols
+		lists[id] = w.shards[id].Cols
 	}
-	if d := reduce.NewDenseSum(w.total, cols); d != nil && d.Pays() && !w.cfg.sparseSums {
+	if d := reduce.NewDenseSum(w.total, lists); d != nil && d.Pays() && !w.cfg.sparseSums {
 		d.Emit, d.Release = w.sendNode, w.local.Release
 		w.dense = d
 		return
 	}
-	for _, id := range ids {
-		g := reduce.GroupOf(id)
-		if w.groups[g] != nil {
-			continue
-		}
-		first, end := reduce.GroupShards(g, w.total)
-		var gc [][]uint32
-		for s := first; s < end; s++ {
-			c, ok := cols[s]
-			if !ok {
-				gc = nil
-				break
-			}
-			gc = append(gc, c.Slice())
-		}
-		if gc != nil {
-			w.groups[g] = reduce.NewGroup(g, gc)
-		}
-	}
-	w.comb = reduce.NewCombiner(w.total, reduce.BuildNodes(w.total, w.groups), w.sendNode)
+	groups := reduce.HeldGroups(w.total, lists)
+	w.comb = reduce.NewCombiner(w.total, reduce.BuildNodes(w.total, groups), w.sendNode)
+	// Group sums go out as views of their memory, kept for resends until
+	// the next round: each round's are new.
+	w.grouped = reduce.NewGroupSums(w.total, func(g int) *reduce.Group { return groups[g] }, w.comb, w.local.Release, false)
 }
 
 func (w *workerCore) sendNode(id reduce.NodeID, sum *reduce.Partial) error {
@@ -496,7 +481,6 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 		vp = shard.NewPoint(p.V, p.Bias, at)
 		vp.Live = w.live
 	}
-	sums := map[int]*reduce.GroupSum{}
 	hess := 0
 	if p.Op == wire.OpEvalHess {
 		hess = shard.HessLen(len(p.X[0]))
@@ -504,6 +488,7 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 	w.started = start
 	if grouped && w.comb != nil {
 		w.comb.Reset()
+		w.grouped.Reset()
 	}
 	if grouped && w.dense != nil {
 		w.dense.Reset()
@@ -516,26 +501,14 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 			_, err := w.dense.Add(part)
 			return err
 		}
-		g := reduce.GroupOf(part.Shard)
-		gr := w.groups[g]
-		if !grouped || gr == nil {
-			part.Seconds = w.now().Sub(start).Seconds()
-			w.answer(part)
-			local.Release(part)
-			return nil
+		if grouped && w.grouped != nil {
+			if held, _, err := w.grouped.Add(part, len(part.Loss), hess); held || err != nil {
+				return err
+			}
 		}
-		gs := sums[g]
-		if gs == nil {
-			gs = reduce.NewGroupSum(gr, w.total, len(part.Loss), hess, local.Release, nil)
-			sums[g] = gs
-		}
-		if _, err := gs.Add(part); err != nil {
-			return err
-		}
-		if gs.Complete() {
-			_, err := w.comb.Add(reduce.NodeID{Level: 0, Index: g}, gs.Sum())
-			return err
-		}
+		part.Seconds = w.now().Sub(start).Seconds()
+		w.answer(part)
+		local.Release(part)
 		return nil
 	})
 }
