@@ -20,7 +20,7 @@ import (
 func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logger, out io.Writer) error {
 	start := time.Now()
 	cfg.Started = nil // a line for each fold and C would drown the log
-	if rows := train.Summarize(b.Meta()).Rows; o.folds > rows {
+	if rows := train.Rows(b.Meta()); o.folds > rows {
 		// LIBLINEAR's warning, in words: its -v and -C do the same.
 		log.Warn("more folds than rows: leave-one-out cross-validation", zap.Int("folds", o.folds), zap.Int("rows", rows))
 	}

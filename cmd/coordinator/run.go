@@ -71,7 +71,7 @@ func run(o *options) error {
 	}
 	defer closeBackend()
 	loaded := time.Since(start)
-	logLoaded(log, o.train, backend, len(ranges), loaded)
+	logLoaded(log, o.train, backend, o.cfg.Loss, len(ranges), loaded)
 	obs, closeWatch, err := watch(o, log, backend)
 	defer closeWatch() // what it opened before failing too
 	if err != nil {
@@ -134,11 +134,14 @@ func finish(o *options, log *zap.Logger, res *train.Result, fields []zap.Field) 
 }
 
 // logLoaded says what the shards hold, once they are loaded.
-func logLoaded(log *zap.Logger, file string, b shard.Backend, shards int, took time.Duration) {
-	sum := train.Summarize(b.Meta())
-	log.Info("loaded", zap.String("file", file), zap.Int("rows", sum.Rows), zap.Int("nnz", sum.NNZ),
-		zap.Uint32("features", sum.MaxIndex), zap.Int("classes", len(sum.Labels)), zap.Int("shards", shards),
-		zap.Duration("took", took))
+func logLoaded(log *zap.Logger, file string, b shard.Backend, loss shard.Loss, shards int, took time.Duration) {
+	sum := train.Summarize(b.Meta(), loss)
+	fields := []zap.Field{zap.String("file", file), zap.Int("rows", sum.Rows), zap.Int("nnz", sum.NNZ),
+		zap.Uint32("features", sum.MaxIndex), zap.Int("shards", shards), zap.Duration("took", took)}
+	if !loss.Regression() {
+		fields = append(fields, zap.Int("classes", len(sum.Labels)))
+	}
+	log.Info("loaded", fields...)
 }
 
 // busStats is what a cluster backend has sent and received (zero in

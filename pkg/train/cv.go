@@ -58,7 +58,7 @@ func crossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model,
 	if err := b.SetFolds(folds); err != nil {
 		return nil, err
 	}
-	rows := Summarize(b.Meta()).Rows
+	rows := Rows(b.Meta())
 	folds = min(folds, rows) // leave-one-out, as shard.Folds numbers it
 	out := &CV{C: cfg.C, P: cfg.Epsilon, Folds: folds, Models: make([]*libsvm.Model, folds), Unchanged: warm != nil}
 	// The models held, the warm starts' and this run's, are memory each

@@ -66,8 +66,8 @@ func TestCrossValidationMatchesLIBLINEAR(t *testing.T) {
 				t.Fatal(err)
 			}
 			rows, _ := cv.Tally.Total()
-			if rows != Summarize(b.Meta()).Rows {
-				t.Fatalf("folds held out %d rows of %d", rows, Summarize(b.Meta()).Rows)
+			if rows != Rows(b.Meta()) {
+				t.Fatalf("folds held out %d rows of %d", rows, Rows(b.Meta()))
 			}
 			got := 100 * cv.Accuracy()
 			// Two rows, or 0.02% of them, may land on the other side.
@@ -287,7 +287,7 @@ func searchCFollowsLIBLINEAR(t *testing.T, plain string, solver int) {
 	if best.Models != nil {
 		t.Error("the best C's result holds its folds' models: a search would hold two sets")
 	}
-	rows := Summarize(b.Meta()).Rows
+	rows := Rows(b.Meta())
 	tol := 100 * 2.0 / float64(rows)
 	compared := 0
 	for _, cv := range steps {

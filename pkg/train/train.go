@@ -152,13 +152,29 @@ type Plan struct {
 	Resumed          bool
 }
 
-// Summarize merges the shards' descriptions in shard order.
-func Summarize(metas []shard.Meta) shard.Summary {
+// Summarize merges the shards' descriptions in shard order. A
+// regression's targets are left out: they are no classes, and a file
+// holds about as many as it has rows, which would cost the merge a map
+// as large.
+func Summarize(metas []shard.Meta, loss shard.Loss) shard.Summary {
 	var s shard.Summary
 	for _, m := range metas {
-		s.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, m.Labels, m.LabelCount)
+		labels, counts := m.Labels, m.LabelCount
+		if loss.Regression() {
+			labels, counts = nil, nil
+		}
+		s.Merge(m.Rows, m.NNZ, m.MaxIndex, m.NormSq, labels, counts)
 	}
 	return s
+}
+
+// Rows is the number of rows the shards hold.
+func Rows(metas []shard.Meta) int {
+	n := 0
+	for _, m := range metas {
+		n += m.Rows
+	}
+	return n
 }
 
 // Classes checks the labels and returns them in model order with their
@@ -303,7 +319,7 @@ type planned struct {
 func plan(b shard.Backend, cfg Config) (*planned, error) {
 	p := &planned{}
 	metas := b.Meta()
-	p.sum = Summarize(metas)
+	p.sum = Summarize(metas, cfg.Loss)
 	K, order, err := p.problems(b, cfg)
 	if err != nil {
 		return nil, err
@@ -758,7 +774,7 @@ func warmStart(m *libsvm.Model, labels []int, dim int, bias float64) ([][]float6
 func ObjectiveFor(path string, m *libsvm.Model, c, epsilon float64, parallel int) (*shard.Objective, error) {
 	loss, ok := LossOf(m)
 	if !ok {
-		return nil, fmt.Errorf("solver_type %s: not a problem this trainer has (LIBLINEAR -s 0, -s 1 or -s 2)", m.Solver)
+		return nil, fmt.Errorf("solver_type %s: not a problem this trainer has (LIBLINEAR -s 0, 1, 2 or 11)", m.Solver)
 	}
 	info, err := shard.Stat(path)
 	if err != nil {
@@ -769,7 +785,7 @@ func ObjectiveFor(path string, m *libsvm.Model, c, epsilon float64, parallel int
 		return nil, err
 	}
 	b := shard.NewLocal(shards, parallel)
-	sum := Summarize(b.Meta())
+	sum := Summarize(b.Meta(), loss)
 	order := make([]float64, len(m.Labels))
 	for i, l := range m.Labels {
 		order[i] = float64(l)

@@ -230,7 +230,7 @@ func BenchmarkRound(b *testing.B) {
 	}
 	n := len(shard.Layout(info.Size, 0))
 	shards := loadShards(b, path, n)
-	sum := train.Summarize(shard.NewLocal(shards, 1).Meta())
+	sum := train.Summarize(shard.NewLocal(shards, 1).Meta(), shard.SquaredHinge)
 	labels, _, err := train.Classes(sum)
 	if err != nil {
 		b.Fatal(err)
