@@ -192,15 +192,3 @@ func BenchmarkRootSums(b *testing.B) {
 		})
 	}
 }
-
-func sameBits(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
-			return false
-		}
-	}
-	return true
-}
