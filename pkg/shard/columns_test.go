@@ -3,13 +3,15 @@ package shard
 import (
 	"slices"
 	"testing"
+
+	"github.com/osgm-svm/osgm/internal/svmdata"
 )
 
 // A shard's column map after loading is the same whichever way the
 // rows came: the sorted distinct indices of its nonzeros.
 func TestShardColumnsAreItsIndices(t *testing.T) {
 	text := "1 3:1 9:1 70000:2\n-1 3:1 200000:1\n1 1:0.5\n"
-	path := writeFile(t, text)
+	path := svmdata.WriteFile(t, text)
 	for _, compact := range []bool{false, true} {
 		shards, err := Load(path, Layout(int64(len(text)), 1), Options{Compact: compact})
 		if err != nil {

@@ -1,13 +1,12 @@
 package shard
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
+	"github.com/osgm-svm/osgm/internal/svmdata"
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
@@ -20,12 +19,12 @@ import (
 func TestDenseSumMatchesCombiner(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, data := range []struct{ name, text string }{
-		{"dense", randomData(rng, 3000, 30, 3, "f64").text},
+		{"dense", svmdata.Random(rng, 3000, 30, 3, "f64").Text},
 		// Rows in bands of columns, so that a block of shards holds a
 		// part of them: its vectors run over those alone.
-		{"banded", bandedText(rng, 3000, 120, 12)},
+		{"banded", svmdata.Banded(rng, 3000, 120, 12)},
 	} {
-		obj := objectiveFor(t, writeFile(t, data.text), 45, 2, 1e-3, -1) // 6 groups, a tree of height 3
+		obj := objectiveFor(t, svmdata.WriteFile(t, data.text), 45, 2, 1e-3, -1) // 6 groups, a tree of height 3
 		shards := obj.Backend.(*Local).Shards
 		n := len(shards)
 		ids := make([][]uint32, n)
@@ -44,7 +43,7 @@ func TestDenseSumMatchesCombiner(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(data.name+"/"+c.name, func(t *testing.T) {
-				p := obj.Point(normalVectors(rng, c.K, obj.Dim()))
+				p := obj.Point(svmdata.NormalVectors(rng, c.K, obj.Dim()))
 				parts := make([]*reduce.Partial, n)
 				for i, s := range shards {
 					var sc Scratch
@@ -128,23 +127,6 @@ func TestDenseSumMatchesCombiner(t *testing.T) {
 		}
 
 	}
-}
-
-// bandedText writes rows over n features whose nonzeros lie in a band of
-// width columns that moves with the row.
-func bandedText(rng *rand.Rand, rows, n, width int) string {
-	var b strings.Builder
-	for i := range rows {
-		fmt.Fprintf(&b, "%d", 1+rng.IntN(3))
-		base := i * (n - width) / rows
-		for j := base + 1; j <= base+width; j++ {
-			if rng.Float64() < 0.4 {
-				fmt.Fprintf(&b, " %d:%g", j, rng.NormFloat64())
-			}
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
 }
 
 // combinerSums is what a worker holding the shards in held sends through

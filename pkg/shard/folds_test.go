@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/osgm-svm/osgm/internal/svmdata"
 )
 
 // TestFoldsMatchLIBLINEAR checks the fold numbering against the
@@ -65,14 +67,14 @@ func TestFoldsRefusesBadCounts(t *testing.T) {
 func TestTallyCountsTheHeldOutFold(t *testing.T) {
 	for _, classes := range []int{2, 3} {
 		rng := rand.New(rand.NewPCG(7, uint64(classes)))
-		d := randomData(rng, 200, 8, classes, "f64")
-		obj := objectiveFor(t, writeFile(t, d.text), 4, 2, 0.01, 1)
+		d := svmdata.Random(rng, 200, 8, classes, "f64")
+		obj := objectiveFor(t, svmdata.WriteFile(t, d.Text), 4, 2, 0.01, 1)
 		order, K := problems(obj)
-		x := normalVectors(rng, K, obj.Dim())
+		x := svmdata.NormalVectors(rng, K, obj.Dim())
 		if err := obj.Backend.SetFolds(4); err != nil {
 			t.Fatal(err)
 		}
-		fold, _ := Folds(len(d.rows), 4)
+		fold, _ := Folds(len(d.Rows), 4)
 		for hold := 0; hold <= 4; hold++ {
 			p := obj.Point(x)
 			p.Holdout = hold
@@ -81,7 +83,7 @@ func TestTallyCountsTheHeldOutFold(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := Tally{Rows: make([]int, len(order)), Correct: make([]int, len(order))}
-			for i, row := range d.rows {
+			for i, row := range d.Rows {
 				if hold > 0 && int(fold[i]) != hold {
 					continue
 				}
@@ -102,7 +104,7 @@ func TestTallyCountsTheHeldOutFold(t *testing.T) {
 					}
 				}
 				c := 0
-				for c < len(order) && order[c] != d.labels[i] {
+				for c < len(order) && order[c] != d.Labels[i] {
 					c++
 				}
 				want.Rows[c]++
@@ -123,8 +125,8 @@ func TestTallyCountsTheHeldOutFold(t *testing.T) {
 }
 
 func TestHoldoutWithoutFoldsIsRefused(t *testing.T) {
-	d := randomData(rand.New(rand.NewPCG(1, 1)), 20, 3, 2, "ones")
-	obj := objectiveFor(t, writeFile(t, d.text), 2, 1, 0.01, -1)
+	d := svmdata.Random(rand.New(rand.NewPCG(1, 1)), 20, 3, 2, "ones")
+	obj := objectiveFor(t, svmdata.WriteFile(t, d.Text), 2, 1, 0.01, -1)
 	obj.Holdout = 1
 	x := [][]float64{make([]float64, obj.Dim())}
 	if err := obj.Eval(x, []float64{0}, [][]float64{make([]float64, obj.Dim())}); err == nil {

@@ -9,26 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/osgm-svm/osgm/internal/svmdata"
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 )
-
-// spreadData writes rows whose features are multiples of 3 up to 90 (two
-// thirds of the coordinates dead), labels 1..classes.
-func spreadData(rng *rand.Rand, rows, classes int) string {
-	var b strings.Builder
-	for i := range rows {
-		fmt.Fprintf(&b, "%d", i%classes+1)
-		for j := 3; j <= 90; j += 3 {
-			if rng.IntN(4) == 0 {
-				fmt.Fprintf(&b, " %d:%.3f", j, rng.Float64()*2-1)
-			}
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
-}
 
 // TestLivePointsGiveTheSameBits: a point that carries the live
 // coordinates only gives every shard the partial sums, to the bit, that
@@ -38,7 +23,7 @@ func TestLivePointsGiveTheSameBits(t *testing.T) {
 		for _, bias := range []float64{-1, 1} {
 			t.Run(fmt.Sprintf("%d classes, bias %v", classes, bias), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(5, uint64(classes)))
-				obj := objectiveOf(t, writeFile(t, spreadData(rng, 200, classes)), 3, 1, 0.01, bias, false)
+				obj := objectiveOf(t, svmdata.WriteFile(t, svmdata.Spread(rng, 200, classes)), 3, 1, 0.01, bias, false)
 				order, K := problems(obj)
 				local := obj.Backend.(*Local)
 				if err := local.SetClasses(order); err != nil {
@@ -125,7 +110,7 @@ func TestLivePointsGiveTheSameBits(t *testing.T) {
 // TestCheckLiveRefusesMissingColumns: a shard with a column the map does
 // not carry is refused.
 func TestCheckLiveRefusesMissingColumns(t *testing.T) {
-	path := writeFile(t, "1 1:1 3:2\n2 2:1\n")
+	path := svmdata.WriteFile(t, "1 1:1 3:2\n2 2:1\n")
 	info, err := Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +130,7 @@ func TestCheckLiveRefusesMissingColumns(t *testing.T) {
 // of the same pass over all coordinates with the dead ones at 0.
 func TestObjectiveOverLiveCoordinates(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	path := writeFile(t, spreadData(rng, 300, 3))
+	path := svmdata.WriteFile(t, svmdata.Spread(rng, 300, 3))
 	full := objectiveOf(t, path, 3, 2, 0.01, 1, false)
 	order, K := problems(full)
 	if err := full.Backend.SetClasses(order); err != nil {
@@ -238,11 +223,11 @@ func TestOneProblemPassesAreTheBatchPasses(t *testing.T) {
 	}{{"decimals", false, false}, {"compact", true, false}, {"ones", false, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(5, 6))
-			text := spreadData(rng, 300, 3)
+			text := svmdata.Spread(rng, 300, 3)
 			if c.ones {
 				text = regexp.MustCompile(`:[-0-9.]+`).ReplaceAllString(text, ":1")
 			}
-			obj := objectiveOf(t, writeFile(t, text), 3, 2, 0.01, 1, c.compact)
+			obj := objectiveOf(t, svmdata.WriteFile(t, text), 3, 2, 0.01, 1, c.compact)
 			if got := obj.Backend.(*Local).Shards[0].Values; c.ones != (got == Ones) {
 				t.Fatalf("values stored as %v", got)
 			}

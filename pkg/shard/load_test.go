@@ -11,6 +11,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/osgm-svm/osgm/internal/svmdata"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 )
 
@@ -33,13 +34,13 @@ func FuzzLoad(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, text []byte, n uint8) {
-		path := writeFile(t, string(text))
+		path := svmdata.WriteFile(t, string(text))
 		if n&8 != 0 {
 			var z bytes.Buffer
 			w := gzip.NewWriter(&z)
 			w.Write(text)
 			w.Close()
-			path = writeFile(t, z.String())
+			path = svmdata.WriteFile(t, z.String())
 		}
 		ranges := Layout(int64(len(text)), int(n%8)+1)
 		shards, err := Load(path, ranges, Options{Parallel: 2})
@@ -127,7 +128,7 @@ func TestLoadCountsWhatItReads(t *testing.T) {
 	for i := range 5000 {
 		fmt.Fprintf(&text, "%d 1:%d 7:0.5 %d:1\n", 2*(i%2)-1, i, 10+i%90)
 	}
-	plain := writeFile(t, text.String())
+	plain := svmdata.WriteFile(t, text.String())
 	var z bytes.Buffer
 	zw := gzip.NewWriter(&z)
 	zw.Write([]byte(text.String()))
@@ -135,7 +136,7 @@ func TestLoadCountsWhatItReads(t *testing.T) {
 	for _, c := range []struct {
 		name, path string
 		shards     int
-	}{{"plain", plain, 7}, {"gzip", writeFile(t, z.String()), 7}, {"plain, one shard", plain, 1}} {
+	}{{"plain", plain, 7}, {"gzip", svmdata.WriteFile(t, z.String()), 7}, {"plain, one shard", plain, 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			var read atomic.Int64
 			if _, err := Load(c.path, Layout(int64(text.Len()), c.shards), Options{Parallel: 2, Read: &read}); err != nil {
@@ -160,7 +161,7 @@ func TestRangesEndInLongLines(t *testing.T) {
 		}
 		text.WriteByte('\n')
 	}
-	path := writeFile(t, text.String())
+	path := svmdata.WriteFile(t, text.String())
 	size := int64(text.Len())
 	one, err := Load(path, Layout(size, 1), Options{})
 	if err != nil {
@@ -209,7 +210,7 @@ func TestHeldTextLoadsAsTheFile(t *testing.T) {
 		w := gzip.NewWriter(&z)
 		w.Write([]byte(s))
 		w.Close()
-		return writeFile(t, z.String())
+		return svmdata.WriteFile(t, z.String())
 	}
 	path := gz(text.String())
 	info, held, err := StatKeep(path, 1<<30)

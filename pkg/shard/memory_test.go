@@ -11,6 +11,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/osgm-svm/osgm/internal/svmdata"
 	"github.com/osgm-svm/osgm/pkg/memory"
 )
 
@@ -145,17 +146,17 @@ func TestFitsShareTheProcess(t *testing.T) {
 // Options.Compact would have, on plain and compressed files; with room
 // it builds them plain; and the results keep their bits.
 func TestLoadCompactsWhatWouldNotFit(t *testing.T) {
-	d := randomData(rand.New(rand.NewPCG(9, 10)), 600, 30, 2, "dec-few")
-	plainPath := writeFile(t, d.text)
+	d := svmdata.Random(rand.New(rand.NewPCG(9, 10)), 600, 30, 2, "dec-few")
+	plainPath := svmdata.WriteFile(t, d.Text)
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	zw.Write([]byte(d.text))
+	zw.Write([]byte(d.Text))
 	zw.Close()
 	gzPath := filepath.Join(t.TempDir(), "data.gz")
 	if err := os.WriteFile(gzPath, gz.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ranges := Layout(int64(len(d.text)), 6)
+	ranges := Layout(int64(len(d.Text)), 6)
 	load := func(path string, opt Options) []*Shard {
 		t.Helper()
 		shards, err := Load(path, ranges, opt)

@@ -10,75 +10,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/osgm-svm/osgm/internal/gcwait"
+	"github.com/osgm-svm/osgm/internal/svmdata"
 	"github.com/osgm-svm/osgm/pkg/memory"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 )
-
-// dataset is a random LIBSVM file held as dense rows for reference checks.
-type dataset struct {
-	text   string
-	labels []float64
-	rows   [][]float64 // dense, zero-based features
-	n      int
-}
-
-// values: "ones", "f32" (exactly float32), "dec" (short decimals) or
-// "f64"; with "-few" appended, the numbers come from a palette of six, so
-// shards store them as codes.
-func randomData(rng *rand.Rand, m, n, classes int, values string) dataset {
-	var b strings.Builder
-	d := dataset{n: n}
-	for i := 0; i < m; i++ {
-		lab := float64(rng.IntN(classes))
-		if classes == 2 {
-			lab = 2*lab - 1
-		}
-		d.labels = append(d.labels, lab)
-		row := make([]float64, n)
-		b.WriteString(strconv.FormatFloat(lab, 'g', -1, 64))
-		kind, few := strings.CutSuffix(values, "-few")
-		for j := 0; j < n; j++ {
-			if rng.Float64() > 0.3 {
-				continue
-			}
-			var v float64
-			pick := rng.NormFloat64()
-			if few {
-				pick = palette[rng.IntN(len(palette))]
-			}
-			switch kind {
-			case "ones":
-				v = 1
-			case "f32":
-				v = float64(float32(pick))
-			case "dec": // short decimals, as LIBSVM files have them
-				v = math.Round(pick*1e6) / 1e6
-			default:
-				v = pick
-			}
-			row[j] = v
-			if kind == "dec" {
-				fmt.Fprintf(&b, " %d:%s", j+1, strconv.FormatFloat(v, 'f', -1, 64))
-			} else {
-				fmt.Fprintf(&b, " %d:%s", j+1, strconv.FormatFloat(v, 'g', -1, 64))
-			}
-		}
-		if i%7 == 3 {
-			b.WriteString(" # comment")
-		}
-		b.WriteString("\n")
-		d.rows = append(d.rows, row)
-	}
-	d.text = b.String()
-	return d
-}
-
-var palette = []float64{0.6931471805599453, -1.4142135623730951, 0.1, 2.718281828459045, -0.3333333333333333, 0}
 
 // storages are the data kinds of randomData, with and without Compact,
 // that reach every value storage, and the storage each gives: coded
@@ -105,14 +44,6 @@ func (st storage) name() string {
 		return st.data + "+compact"
 	}
 	return st.data
-}
-
-func writeFile(t testing.TB, text string) string {
-	path := filepath.Join(t.TempDir(), "data")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // objectiveFor loads path into nShards shards and binds the objective.
@@ -145,18 +76,6 @@ func objectiveWith(t testing.TB, path string, nShards int, lambda, bias float64,
 	return NewObjective(b, int(sum.MaxIndex), lambda, bias)
 }
 
-// normalVectors is K vectors of n standard normal values: a point.
-func normalVectors(rng *rand.Rand, K, n int) [][]float64 {
-	x := make([][]float64, K)
-	for k := range x {
-		x[k] = make([]float64, n)
-		for j := range x[k] {
-			x[k][j] = rng.NormFloat64()
-		}
-	}
-	return x
-}
-
 // problems is the data's label order and the number of problems it
 // makes (one for two classes, one per class otherwise).
 func problems(obj *Objective) (order []float64, K int) {
@@ -171,14 +90,14 @@ func problems(obj *Objective) (order []float64, K int) {
 	return order, K
 }
 
-// reference computes f and the gradient the straightforward dense way,
+// reference computes d's f and gradient the straightforward dense way,
 // with class weights (weights[2k] positive, weights[2k+1] negative; nil
 // for none) and without the rows whose fold is hold (fold nil: none).
-func (d dataset) reference(order []float64, x [][]float64, features int, lambda, bias float64,
+func reference(d svmdata.Dataset, order []float64, x [][]float64, features int, lambda, bias float64,
 	weights []float64, fold []uint16, hold int, loss Loss) ([]float64, [][]float64) {
 	K := len(x)
 	m := 0.0
-	for i := range d.rows {
+	for i := range d.Rows {
 		if fold == nil || int(fold[i]) != hold {
 			m++
 		}
@@ -187,16 +106,16 @@ func (d dataset) reference(order []float64, x [][]float64, features int, lambda,
 	g := make([][]float64, K)
 	for k := range x {
 		g[k] = make([]float64, len(x[k]))
-		for i, row := range d.rows {
+		for i, row := range d.Rows {
 			if fold != nil && int(fold[i]) == hold {
 				continue
 			}
 			y, c := -1.0, 1.0
-			if d.labels[i] == order[k] {
+			if d.Labels[i] == order[k] {
 				y = 1
 			}
 			if loss.Regression() {
-				y = d.labels[i]
+				y = d.Labels[i]
 			}
 			if weights != nil {
 				c = weights[2*k]
@@ -265,8 +184,8 @@ func testKernelMatchesDenseReference(t *testing.T, loss Loss, st storage) {
 				name := fmt.Sprintf("%v/%s/classes=%d/bias=%v/weighted-cv=%v", loss, st.name(), classes, bias, cv)
 				t.Run(name, func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(1, uint64(classes)))
-					d := randomData(rng, 300, 12, classes, st.data)
-					obj := objectiveOf(t, writeFile(t, d.text), 5, 3, 0.01, bias, st.compact)
+					d := svmdata.Random(rng, 300, 12, classes, st.data)
+					obj := objectiveOf(t, svmdata.WriteFile(t, d.Text), 5, 3, 0.01, bias, st.compact)
 					obj.Loss, obj.Epsilon = loss, testEpsilon
 					for _, s := range obj.Backend.(*Local).Shards {
 						if s.Rows() > 0 && (s.Values != st.values || (s.Code8 != nil) != st.coded) {
@@ -295,7 +214,7 @@ func testKernelMatchesDenseReference(t *testing.T, loss Loss, st storage) {
 							}
 						}
 						var err error
-						if fold, err = Folds(len(d.rows), 3); err != nil {
+						if fold, err = Folds(len(d.Rows), 3); err != nil {
 							t.Fatal(err)
 						}
 						if err := obj.Backend.SetFolds(3); err != nil {
@@ -316,7 +235,7 @@ func testKernelMatchesDenseReference(t *testing.T, loss Loss, st storage) {
 					if err := obj.Eval(x, f, g); err != nil {
 						t.Fatal(err)
 					}
-					wf, wg := d.reference(order, x, obj.Features, 0.01, bias, weights, fold, 2, loss)
+					wf, wg := reference(d, order, x, obj.Features, 0.01, bias, weights, fold, 2, loss)
 					for k := range f {
 						if !near(f[k], wf[k], 1e-12) {
 							t.Errorf("f[%d] = %v, want %v", k, f[k], wf[k])
@@ -361,8 +280,8 @@ func TestStoragesGiveTheSameBits(t *testing.T) {
 		}
 		for _, classes := range []int{2, 3} {
 			rng := rand.New(rand.NewPCG(3, uint64(classes)))
-			d := randomData(rng, 400, 20, classes, st.data)
-			path := writeFile(t, d.text)
+			d := svmdata.Random(rng, 400, 20, classes, st.data)
+			path := svmdata.WriteFile(t, d.Text)
 			K := classes
 			if K == 2 {
 				K = 1
@@ -735,12 +654,12 @@ func checkEvalDiag(t *testing.T, obj *Objective, x [][]float64) {
 // is fixed, so the bits must not change.
 func TestSameBitsWhateverTheSplit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	d := randomData(rng, 2000, 40, 3, "f64")
-	plain := writeFile(t, d.text)
+	d := svmdata.Random(rng, 2000, 40, 3, "f64")
+	plain := svmdata.WriteFile(t, d.Text)
 	gz := filepath.Join(t.TempDir(), "data.gz")
 	f, _ := os.Create(gz)
 	zw := gzip.NewWriter(f)
-	zw.Write([]byte(d.text))
+	zw.Write([]byte(d.Text))
 	zw.Close()
 	f.Close()
 
@@ -784,7 +703,7 @@ func TestSameBitsWhateverTheSplit(t *testing.T) {
 // and checks each line lands in exactly one shard, in order.
 func TestRangesCoverEveryLineOnce(t *testing.T) {
 	text := "1 1:1\n-1 2:1\n\n1 3:1 4:2 # long comment here\n-1\n1 5:1\n-1 6:1" // no final newline
-	path := writeFile(t, text)
+	path := svmdata.WriteFile(t, text)
 	for n := 1; n <= len(text)+3; n++ {
 		shards, err := Load(path, Layout(int64(len(text)), n), Options{Parallel: 2})
 		if err != nil {
@@ -817,7 +736,7 @@ func TestReusedLoaderMatchesFresh(t *testing.T) {
 		"5 20000000:1\n-1 1:1 16777300:2\n" + // past the dense remap table
 		"\n# nothing\n" + // no rows
 		"1 3:0.5\n"
-	path := writeFile(t, text)
+	path := svmdata.WriteFile(t, text)
 	var ranges []Range
 	for i, start := 0, 0; start < len(text); i++ {
 		end := start
@@ -850,7 +769,7 @@ func TestReusedLoaderMatchesFresh(t *testing.T) {
 
 func TestLoadErrorNamesLine(t *testing.T) {
 	text := strings.Repeat("1 1:1 2:0.5\n", 5000) + "-1 3:oops\n" + strings.Repeat("1 1:1\n", 100)
-	path := writeFile(t, text)
+	path := svmdata.WriteFile(t, text)
 	_, err := Load(path, Layout(int64(len(text)), 8), Options{Parallel: 2})
 	want := path + `:5001: index 3: "oops" is not a number`
 	if err == nil || err.Error() != want {
@@ -874,7 +793,7 @@ func TestLabelOrder(t *testing.T) {
 }
 
 func TestLoadCheckedNoticesAChangedFile(t *testing.T) {
-	path := writeFile(t, "1 1:1\n-1 2:1\n")
+	path := svmdata.WriteFile(t, "1 1:1\n-1 2:1\n")
 	id, err := Identify(path)
 	if err != nil {
 		t.Fatal(err)
@@ -894,11 +813,11 @@ func TestLoadCheckedNoticesAChangedFile(t *testing.T) {
 // same to the bit every time.
 func TestReductionTreeIsFixed(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	d := randomData(rng, 3000, 30, 3, "f64")
-	obj := objectiveFor(t, writeFile(t, d.text), 45, 2, 1e-3, -1) // 6 groups, a tree of height 3
+	d := svmdata.Random(rng, 3000, 30, 3, "f64")
+	obj := objectiveFor(t, svmdata.WriteFile(t, d.Text), 45, 2, 1e-3, -1) // 6 groups, a tree of height 3
 	shards := obj.Backend.(*Local).Shards
 	K := 3
-	p := obj.Point(normalVectors(rng, K, obj.Dim()))
+	p := obj.Point(svmdata.NormalVectors(rng, K, obj.Dim()))
 	parts := make([]*reduce.Partial, len(shards))
 	cols := make([][]uint32, len(shards))
 	for i, s := range shards {
@@ -1011,10 +930,10 @@ func TestRootChildrenMatchRootSum(t *testing.T) {
 				}
 				text.WriteString("\n")
 			}
-			obj := objectiveFor(t, writeFile(t, text.String()), c.shards, 2, 1e-3, 1)
+			obj := objectiveFor(t, svmdata.WriteFile(t, text.String()), c.shards, 2, 1e-3, 1)
 			shards := obj.Backend.(*Local).Shards
 			_, K := problems(obj)
-			p := obj.Point(normalVectors(rng, K, obj.Dim()))
+			p := obj.Point(svmdata.NormalVectors(rng, K, obj.Dim()))
 			n := len(shards)
 			cols := make([][]uint32, n)
 			parts := make([]*reduce.Partial, n)
@@ -1108,8 +1027,8 @@ func TestInlineLoopsMatchCalls(t *testing.T) {
 		for _, bias := range []float64{-1, 1.5} {
 			t.Run(fmt.Sprintf("%s/bias=%v", st.name(), bias), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(7, 1))
-				d := randomData(rng, 200, 40, 2, st.data)
-				obj := objectiveOf(t, writeFile(t, d.text), 3, 2, 0.01, bias, st.compact)
+				d := svmdata.Random(rng, 200, 40, 2, st.data)
+				obj := objectiveOf(t, svmdata.WriteFile(t, d.Text), 3, 2, 0.01, bias, st.compact)
 				p, v := &Point{Bias: bias, Weights: []float64{0.7, 1.9}}, &Point{Bias: bias}
 				for _, pt := range []*Point{p, v} {
 					pt.W = [][]float64{make([]float64, obj.Dim())}
@@ -1242,11 +1161,11 @@ func TestDiagAtZero(t *testing.T) {
 		values := st.name()
 		for _, bias := range []float64{-1, 1.5} {
 			rng := rand.New(rand.NewPCG(3, 4))
-			d := randomData(rng, 200, 30, 2, st.data)
-			obj := objectiveOf(t, writeFile(t, d.text), 5, 2, lambda, bias, st.compact)
+			d := svmdata.Random(rng, 200, 30, 2, st.data)
+			obj := objectiveOf(t, svmdata.WriteFile(t, d.Text), 5, 2, lambda, bias, st.compact)
 			n := obj.Dim()
 			want := make([]float64, n)
-			for _, r := range d.rows {
+			for _, r := range d.Rows {
 				for j, v := range r {
 					want[j] += v * v
 				}
@@ -1258,7 +1177,7 @@ func TestDiagAtZero(t *testing.T) {
 			if err := obj.evalDiagSome(nil, nil, zero, make([]float64, 1), g, diag); err != nil {
 				t.Fatal(err)
 			}
-			m := float64(len(d.rows))
+			m := float64(len(d.Rows))
 			for j := range want {
 				if w := lambda + 2*want[j]/m; !near(diag[0][j], w, 1e-13) {
 					t.Errorf("%s, bias %v: diag[%d] = %v, want %v", values, bias, j, diag[0][j], w)
@@ -1273,8 +1192,8 @@ func TestDiagAtZero(t *testing.T) {
 // path compacts after reading, Load's while building).
 func TestCompactAfterLoad(t *testing.T) {
 	for _, st := range storages {
-		d := randomData(rand.New(rand.NewPCG(5, 6)), 300, 12, 3, st.data)
-		path, ranges := writeFile(t, d.text), Layout(int64(len(d.text)), 4)
+		d := svmdata.Random(rand.New(rand.NewPCG(5, 6)), 300, 12, 3, st.data)
+		path, ranges := svmdata.WriteFile(t, d.Text), Layout(int64(len(d.Text)), 4)
 		after, err := Load(path, ranges, Options{Parallel: 2})
 		if err != nil {
 			t.Fatal(err)
@@ -1297,10 +1216,10 @@ func TestCompactAfterLoad(t *testing.T) {
 // (Shards of earlier tests may be collected meanwhile: the count only
 // falls by them.)
 func TestHeldFollowsShards(t *testing.T) {
-	d := randomData(rand.New(rand.NewPCG(8, 9)), 2000, 50, 2, "f64-few")
-	path := writeFile(t, d.text)
+	d := svmdata.Random(rand.New(rand.NewPCG(8, 9)), 2000, 50, 2, "f64-few")
+	path := svmdata.WriteFile(t, d.Text)
 	before := heldNow()
-	shards, err := Load(path, Layout(int64(len(d.text)), 4), Options{Parallel: 2})
+	shards, err := Load(path, Layout(int64(len(d.Text)), 4), Options{Parallel: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1398,7 +1317,7 @@ func TestWideShardIDs(t *testing.T) {
 		}
 		b.WriteString("\n")
 	}
-	path := writeFile(t, b.String())
+	path := svmdata.WriteFile(t, b.String())
 	wide := objectiveOf(t, path, 1, 1, 0.01, 1, true)
 	x, v := [][]float64{make([]float64, wide.Dim())}, [][]float64{make([]float64, wide.Dim())}
 	for j := range x[0] {
@@ -1471,8 +1390,8 @@ func TestSparseRowsKeepTheBits(t *testing.T) {
 		for _, scale := range []float64{0.1, 3} {
 			t.Run(fmt.Sprintf("%s/scale=%v", st.name(), scale), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(7, 8))
-				d := randomData(rng, 400, 30, 9, st.data)
-				obj := objectiveOf(t, writeFile(t, d.text), 4, 2, 0.01, 1, st.compact)
+				d := svmdata.Random(rng, 400, 30, 9, st.data)
+				obj := objectiveOf(t, svmdata.WriteFile(t, d.Text), 4, 2, 0.01, 1, st.compact)
 				_, K := problems(obj)
 				x := make([][]float64, K)
 				for k := range x {
@@ -1517,14 +1436,14 @@ func TestSparseRowsKeepTheBits(t *testing.T) {
 // size, gives the bits of a fresh one.
 func TestPartialsOutliveCollections(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	path := writeFile(t, randomData(rng, 400, 60, 4, "f64").text)
+	path := svmdata.WriteFile(t, svmdata.Random(rng, 400, 60, 4, "f64").Text)
 	reused := objectiveFor(t, path, 7, 2, 0.01, 1)
 	_, K := problems(reused)
 	n := reused.Dim()
 	f := make([]float64, K)
-	g := normalVectors(rng, K, n) // overwritten
+	g := svmdata.NormalVectors(rng, K, n) // overwritten
 	for range 3 {
-		if err := reused.Eval(normalVectors(rng, K, n), f, g); err != nil {
+		if err := reused.Eval(svmdata.NormalVectors(rng, K, n), f, g); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1534,12 +1453,12 @@ func TestPartialsOutliveCollections(t *testing.T) {
 	if len(local.free) == 0 {
 		t.Fatal("no released partial survived two collections")
 	}
-	x := normalVectors(rng, K, n)
+	x := svmdata.NormalVectors(rng, K, n)
 	if err := reused.Eval(x, f, g); err != nil {
 		t.Fatal(err)
 	}
 	fresh := objectiveFor(t, path, 7, 2, 0.01, 1)
-	f2, g2 := make([]float64, K), normalVectors(rng, K, n)
+	f2, g2 := make([]float64, K), svmdata.NormalVectors(rng, K, n)
 	if err := fresh.Eval(x, f2, g2); err != nil {
 		t.Fatal(err)
 	}
