@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/s3"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport"
@@ -22,7 +23,7 @@ import (
 // openBackend puts the shards where they will be evaluated: in this
 // process (-local), on in-process workers behind an embedded NATS server
 // (the default), or on external workers (-nats).
-func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *shard.Shared, log *zap.Logger) (shard.Backend, *nats.Conn, func(), error) {
+func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *shard.Shared, log *zap.Logger) (objective.Backend, *nats.Conn, func(), error) {
 	id, err := shard.Identify(o.train)
 	if err != nil {
 		return nil, nil, nil, err
@@ -40,10 +41,10 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *
 		cs.close()
 		return nil, nil, nil, err
 	}
-	var b shard.Backend = c
+	var b objective.Backend = c
 	if o.natsURL == "" {
 		if shards := shared.Loaded(o.train, id, len(ranges)); shards != nil {
-			b = &inProcess{Cluster: c, local: shard.NewLocal(shards, o.workers)}
+			b = &inProcess{Cluster: c, local: objective.NewLocal(shards, o.workers)}
 		}
 	} else if o.cluster.Place != transport.PlaceRows {
 		p, err := placeOn(ctx, c, o, log)
@@ -66,13 +67,13 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *
 
 // inProcess is the embedded cluster, whose workers' shards are in this
 // process: problems that train side by side do so on forks over those
-// shards (shard.Forker), without a round on the bus, to the same bits.
+// shards (objective.Forker), without a round on the bus, to the same bits.
 type inProcess struct {
 	*transport.Cluster
-	local *shard.Local
+	local *objective.Local
 }
 
-func (b *inProcess) Fork(live *cols.LiveMap) (shard.Backend, error) { return b.local.Fork(live) }
+func (b *inProcess) Fork(live *cols.LiveMap) (objective.Backend, error) { return b.local.Fork(live) }
 
 // SetClasses and SetFolds number the forks' views of the shards now:
 // the workers number their own from the first point that says how.
@@ -129,7 +130,7 @@ func (cs closers) close() {
 // loadLocal loads the shards into this process. The load does not watch
 // ctx; a signal ends the wait for it (the process exits after), so
 // Ctrl-C does not wait out the load of a large file.
-func loadLocal(ctx context.Context, o *options, ranges []shard.Range, id shard.FileID, shared *shard.Shared) (*shard.Local, error) {
+func loadLocal(ctx context.Context, o *options, ranges []shard.Range, id shard.FileID, shared *shard.Shared) (*objective.Local, error) {
 	type loaded struct {
 		shards []*shard.Shard
 		err    error
@@ -146,7 +147,7 @@ func loadLocal(ctx context.Context, o *options, ranges []shard.Range, id shard.F
 		if l.err != nil {
 			return nil, l.err
 		}
-		return shard.NewLocal(l.shards, o.workers), nil
+		return objective.NewLocal(l.shards, o.workers), nil
 	}
 }
 

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/report"
-	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 )
 
@@ -59,7 +59,7 @@ func (c *curve) gaps(fstar float64) report.Series {
 // objective further with L-BFGS from the best model, and draws f - f*
 // against iterations and seconds with a table, as the paper's SVM figure.
 // It returns the best model it saw.
-func compare(b shard.Backend, cfg train.Config, methods []string, plotPath string, out io.Writer) (*train.Result, error) {
+func compare(b objective.Backend, cfg train.Config, methods []string, plotPath string, out io.Writer) (*train.Result, error) {
 	type row struct {
 		name          string
 		iters, passes int

@@ -9,15 +9,15 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
-	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 )
 
 // crossValidate runs -v (one C) or -C (a search over C) on the loaded
 // shards and prints LIBLINEAR's lines, so scripts that read its output
 // read ours.
-func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logger, out io.Writer) error {
+func crossValidate(o *options, b objective.Backend, cfg train.Config, log *zap.Logger, out io.Writer) error {
 	start := time.Now()
 	cfg.Started = nil // a line for each fold and C would drown the log
 	if rows := train.Rows(b.Meta()); o.folds > rows {
@@ -69,7 +69,7 @@ func crossValidate(o *options, b shard.Backend, cfg train.Config, log *zap.Logge
 
 // searchCP is -C for -s 11: LIBLINEAR 2.30 searches p and C together.
 // A -c or -p given is where the search starts.
-func searchCP(o *options, b shard.Backend, cfg train.Config, log *zap.Logger, out io.Writer, start time.Time) error {
+func searchCP(o *options, b objective.Backend, cfg train.Config, log *zap.Logger, out io.Writer, start time.Time) error {
 	startC, startP := 0.0, 0.0
 	if o.set["c"] {
 		startC = o.cfg.C

@@ -21,14 +21,16 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -783,7 +785,7 @@ func TestEveryFlagInOneGroup(t *testing.T) {
 
 // talliesCounted is a backend that counts its tallies.
 type talliesCounted struct {
-	shard.Backend
+	objective.Backend
 	n int
 }
 
@@ -807,7 +809,7 @@ func TestTrainAccuracyOnlyAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := &talliesCounted{Backend: shard.NewLocal(shards, 1)}
+	backend := &talliesCounted{Backend: objective.NewLocal(shards, 1)}
 	res, err := train.Train(backend, train.Config{C: 1, Eps: 0.01, Bias: 1, Method: "lbfgs", MaxIter: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -848,7 +850,7 @@ func TestShelvedModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := train.Train(shard.NewLocal(shards, 1), train.Config{C: 1, Eps: 0.01, Bias: -1, Method: "auto", MaxIter: 1000})
+	res, err := train.Train(objective.NewLocal(shards, 1), train.Config{C: 1, Eps: 0.01, Bias: -1, Method: "auto", MaxIter: 1000})
 	if err != nil || res.Batch == 0 {
 		t.Fatalf("the set trains all classes at once (batch %d, %v): it shelves nothing", res.Batch, err)
 	}

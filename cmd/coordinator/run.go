@@ -22,6 +22,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/memory"
 	"github.com/osgm-svm/osgm/pkg/metrics"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/s3"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -134,7 +135,7 @@ func finish(o *options, log *zap.Logger, res *train.Result, fields []zap.Field) 
 }
 
 // logLoaded says what the shards hold, once they are loaded.
-func logLoaded(log *zap.Logger, file string, b shard.Backend, loss shard.Loss, shards int, took time.Duration) {
+func logLoaded(log *zap.Logger, file string, b objective.Backend, loss shard.Loss, shards int, took time.Duration) {
 	sum := train.Summarize(b.Meta(), loss)
 	fields := []zap.Field{zap.String("file", file), zap.Int("rows", sum.Rows), zap.Int("nnz", sum.NNZ),
 		zap.Uint32("features", sum.MaxIndex), zap.Int("shards", shards), zap.Duration("took", took)}
@@ -146,7 +147,7 @@ func logLoaded(log *zap.Logger, file string, b shard.Backend, loss shard.Loss, s
 
 // busStats is what a cluster backend has sent and received (zero in
 // process).
-func busStats(b shard.Backend) transport.Stats {
+func busStats(b objective.Backend) transport.Stats {
 	if c, ok := b.(interface{ Stats() transport.Stats }); ok {
 		return c.Stats()
 	}
@@ -324,7 +325,7 @@ func (ob *watcher) started(p train.Plan) {
 
 // watch opens what the run reports to; end ends what it opened, in
 // reverse.
-func watch(o *options, log *zap.Logger, backend shard.Backend) (ob *watcher, end func(), err error) {
+func watch(o *options, log *zap.Logger, backend objective.Backend) (ob *watcher, end func(), err error) {
 	var closers []func()
 	end = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -363,7 +364,7 @@ func watch(o *options, log *zap.Logger, backend shard.Backend) (ob *watcher, end
 
 // checkpointing is where -checkpoint saves and, with -resume, the
 // checkpoint to continue from (nil: none); nil without -checkpoint.
-func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend shard.Backend, ranges []shard.Range) (ck *checkpoints, resume *train.Checkpoint, err error) {
+func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend objective.Backend, ranges []shard.Range) (ck *checkpoints, resume *train.Checkpoint, err error) {
 	if o.checkpoint == "" {
 		return nil, nil, nil
 	}
@@ -431,7 +432,7 @@ func trainingFailed(o *options, err error, saved bool) error {
 
 // trainedFields are the "trained" log line's: the outcome, and where the
 // time went.
-func trainedFields(res *train.Result, backend shard.Backend, busBefore transport.Stats, loaded, firstGradient, trainTime time.Duration) []zap.Field {
+func trainedFields(res *train.Result, backend objective.Backend, busBefore transport.Stats, loaded, firstGradient, trainTime time.Duration) []zap.Field {
 	conv := 0
 	for _, c := range res.Opt.Converged {
 		if c {

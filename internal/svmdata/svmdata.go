@@ -129,3 +129,30 @@ func Banded(rng *rand.Rand, rows, n, width int) string {
 	}
 	return b.String()
 }
+
+// Storage is a data kind of Random, loaded with or without compaction,
+// and the shards' value storage it gives: coded (8-bit codes) or not.
+type Storage struct {
+	Data    string
+	Compact bool
+	Values  string // the shard.Values it gives, by name
+	Coded   bool
+}
+
+// Storages reach every value storage. Compaction leaves values with many
+// distinct numbers alone.
+var Storages = []Storage{
+	{"ones", false, "ones", false},
+	{"f32", false, "float32", false}, {"dec", false, "decimal", false}, {"f64", false, "float64", false},
+	{"f32", true, "float32", false}, {"dec", true, "decimal", false}, {"f64", true, "float64", false},
+	{"f32-few", false, "float32", false}, {"dec-few", false, "decimal", false},
+	{"f32-few", true, "float32", true}, {"dec-few", true, "decimal", true}, {"f64-few", true, "float64", true},
+}
+
+// Name says which storage st is, for test names.
+func (st Storage) Name() string {
+	if st.Compact {
+		return st.Data + "+compact"
+	}
+	return st.Data
+}

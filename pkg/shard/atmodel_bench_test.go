@@ -34,7 +34,7 @@ func BenchmarkPassesAtModel(b *testing.B) {
 	p := modelPoint(b, shards, model)
 	scs := make([]Scratch, len(shards))
 	for i := range scs {
-		scs[i].cache = &activityCache{}
+		scs[i].cache = &Activity{}
 	}
 	var part reduce.Partial
 	v := *p

@@ -1,13 +1,10 @@
 package shard
 
 import (
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/osgm-svm/osgm/internal/svmdata"
 )
 
 // TestFoldsMatchLIBLINEAR checks the fold numbering against the
@@ -59,80 +56,5 @@ func TestFoldsRefusesBadCounts(t *testing.T) {
 	}
 	if len(seen) != 3 {
 		t.Fatalf("3 rows in %d folds, want 3", len(seen))
-	}
-}
-
-// TestTallyCountsTheHeldOutFold compares Tally with a dense prediction of
-// every row: all rows without a holdout, one fold's with it.
-func TestTallyCountsTheHeldOutFold(t *testing.T) {
-	for _, classes := range []int{2, 3} {
-		rng := rand.New(rand.NewPCG(7, uint64(classes)))
-		d := svmdata.Random(rng, 200, 8, classes, "f64")
-		obj := objectiveFor(t, svmdata.WriteFile(t, d.Text), 4, 2, 0.01, 1)
-		order, K := problems(obj)
-		x := svmdata.NormalVectors(rng, K, obj.Dim())
-		if err := obj.Backend.SetFolds(4); err != nil {
-			t.Fatal(err)
-		}
-		fold, _ := Folds(len(d.Rows), 4)
-		for hold := 0; hold <= 4; hold++ {
-			p := obj.Point(x)
-			p.Holdout = hold
-			got, err := obj.Backend.Tally(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := Tally{Rows: make([]int, len(order)), Correct: make([]int, len(order))}
-			for i, row := range d.Rows {
-				if hold > 0 && int(fold[i]) != hold {
-					continue
-				}
-				z := make([]float64, K)
-				for k := range z {
-					for j := 0; j < obj.Features; j++ {
-						z[k] += row[j] * x[k][j]
-					}
-					z[k] += 1 * x[k][obj.Features]
-				}
-				pred := 0
-				if K == 1 && z[0] <= 0 {
-					pred = 1
-				}
-				for k := 1; K > 1 && k < K; k++ {
-					if z[k] > z[pred] {
-						pred = k
-					}
-				}
-				c := 0
-				for c < len(order) && order[c] != d.Labels[i] {
-					c++
-				}
-				want.Rows[c]++
-				if pred == c {
-					want.Correct[c]++
-				}
-			}
-			for c := range order {
-				if got.Rows[c] != want.Rows[c] || got.Correct[c] != want.Correct[c] {
-					t.Fatalf("classes %d, holdout %d: tally %+v, want %+v", classes, hold, got, want)
-				}
-			}
-			if rows, _ := got.Total(); hold > 0 && (rows < 40 || rows > 60) {
-				t.Fatalf("fold %d has %d of 200 rows", hold, rows)
-			}
-		}
-	}
-}
-
-func TestHoldoutWithoutFoldsIsRefused(t *testing.T) {
-	d := svmdata.Random(rand.New(rand.NewPCG(1, 1)), 20, 3, 2, "ones")
-	obj := objectiveFor(t, svmdata.WriteFile(t, d.Text), 2, 1, 0.01, -1)
-	obj.Holdout = 1
-	x := [][]float64{make([]float64, obj.Dim())}
-	if err := obj.Eval(x, []float64{0}, [][]float64{make([]float64, obj.Dim())}); err == nil {
-		t.Fatal("evaluation with a held-out fold but no folds succeeded")
-	}
-	if _, err := obj.Backend.Tally(obj.Point(x)); err == nil {
-		t.Fatal("tally with a held-out fold but no folds succeeded")
 	}
 }

@@ -34,7 +34,7 @@ import (
 //     column and shard position (8 bytes a column more).
 //
 // The layout sums each row in another order, so its results are not
-// those of the other storages to the bit; building it for real means
+// those of the other svmdata.Storages to the bit; building it for real means
 // every kernel's row loop in two parts, and either one of the
 // permutations above or reductions and column maps that take a shard's
 // columns as two increasing runs.

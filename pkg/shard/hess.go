@@ -11,9 +11,9 @@ import (
 // (osgm's newton-full): one pass gives it, where a CG solve spends tens of
 // Hessian-vector passes, each a round trip to every worker.
 
-// maxHessDim bounds the passes' Hessians (8 MB packed); osgm's newton-full
+// MaxHessDim bounds the passes' Hessians (8 MB packed); osgm's newton-full
 // stops at fewer coordinates.
-const maxHessDim = 1448
+const MaxHessDim = 1448
 
 // HessLen is the length of a packed Hessian over dim coordinates: the
 // upper triangle, row by row.

@@ -367,7 +367,7 @@ func (s *Shard) selections(p *Point, sc *Scratch) []rows {
 // activity hands each problem's selection c, the cache of which of the
 // shard's rows are active at p, when p has a stamp: known if it was filled
 // at the same stamp, classes and fold.
-func (s *Shard) activity(p *Point, sel []rows, c *activityCache) {
+func (s *Shard) activity(p *Point, sel []rows, c *Activity) {
 	if p.Stamp == 0 || c == nil {
 		return
 	}

@@ -1,9 +1,11 @@
 package shard
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
@@ -78,7 +80,7 @@ type Scratch struct {
 	// cache is the activity of the shard being evaluated (nil: none),
 	// set by its evaluator: the cache belongs to whoever steps through
 	// the points, not to the shard, which forks evaluate side by side.
-	cache *activityCache
+	cache *Activity
 	sq    []float64
 	// A row's global columns and values, for EvalHess.
 	hcols []int32
@@ -118,6 +120,24 @@ func (s *Shard) gather(p *Point, sc *Scratch) []float64 {
 		}
 	}
 	return wl
+}
+
+// Pass evaluates op at p (and v, for Hessian-vector products) into out,
+// with sc's memory and act, the activity this caller keeps for s.
+func (s *Shard) Pass(op osgm.Op, p, v *Point, sc *Scratch, act *Activity, out *reduce.Partial) {
+	sc.cache = act
+	switch op {
+	case osgm.OpEval:
+		s.Eval(p, sc, out)
+	case osgm.OpHessVec:
+		s.HessVec(p, v, sc, out)
+	case osgm.OpEvalDiag:
+		s.EvalDiag(p, sc, out)
+	case osgm.OpEvalHess:
+		s.EvalHess(p, sc, out)
+	default:
+		panic(fmt.Sprintf("shard: unknown op %d", op))
+	}
 }
 
 func (s *Shard) newPartial(K int, out *reduce.Partial) {

@@ -94,10 +94,11 @@ type Shard struct {
 	liveOf   *cols.LiveMap
 }
 
-// activityCache remembers which of a shard's rows were active at the
-// last stamped Hessian-vector point (see Point.Stamp). Each Local keeps
-// one per shard.
-type activityCache struct {
+// Activity remembers which of a shard's rows were active at the last
+// stamped Hessian-vector point (see Point.Stamp). Whoever steps a shard
+// through the points keeps one for it (see Pass), apart from the shard,
+// which several evaluators may read side by side.
+type Activity struct {
 	stamp uint64
 	pos   int32 // the first problem's class
 	k     int   // problems

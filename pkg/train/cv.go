@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
@@ -44,14 +45,14 @@ func (c *CV) better(d *CV) bool {
 // predicts the fold's, as liblinear-train -v does, with the same folds
 // (shard.Folds). warm, when not nil, holds a starting model per fold.
 // The shards stay where they are: every fold is a mask on the same rows.
-func CrossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model) (*CV, error) {
+func CrossValidate(b objective.Backend, cfg Config, folds int, warm []*libsvm.Model) (*CV, error) {
 	return crossValidate(b, cfg, folds, warm, false)
 }
 
 // crossValidate is CrossValidate; with release set it drops each warm
 // start (warm[f-1] = nil) once its fold is trained, so that a search
 // holds one fold's model more than a set, not two sets.
-func crossValidate(b shard.Backend, cfg Config, folds int, warm []*libsvm.Model, release bool) (*CV, error) {
+func crossValidate(b objective.Backend, cfg Config, folds int, warm []*libsvm.Model, release bool) (*CV, error) {
 	if cfg.Resume != nil || cfg.Save != nil {
 		return nil, errors.New("cross-validation does not checkpoint")
 	}
@@ -133,7 +134,7 @@ func weightDistance(a, b *libsvm.Model) float64 {
 // models the next C drops as it replaces them); best is the best
 // scoring C's (see better), without its models. maxReached reports a search that
 // ran past maxC without stopping early, where LIBLINEAR warns.
-func SearchC(b shard.Backend, cfg Config, folds int, start, maxC float64, step func(*CV)) (best *CV, maxReached bool, err error) {
+func SearchC(b objective.Backend, cfg Config, folds int, start, maxC float64, step func(*CV)) (best *CV, maxReached bool, err error) {
 	var warm []*libsvm.Model
 	unchanged := 0
 	c := start
@@ -183,7 +184,7 @@ const (
 // each p's folds starting cold. step sees every C's result and maxed
 // each p whose search passed the largest C; best is the lowest mean
 // squared error's, the first of equals.
-func SearchCP(b shard.Backend, cfg Config, folds int, startC, startP float64, step func(*CV), maxed func(p float64)) (*CV, error) {
+func SearchCP(b objective.Backend, cfg Config, folds int, startC, startP float64, step func(*CV), maxed func(p float64)) (*CV, error) {
 	metas := b.Meta()
 	var best *CV
 	for _, p := range PGrid(metas, startP) {

@@ -15,10 +15,11 @@ import (
 	"testing"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
-func localBackend(t *testing.T, path string) *shard.Local {
+func localBackend(t *testing.T, path string) *objective.Local {
 	info, err := shard.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +28,7 @@ func localBackend(t *testing.T, path string) *shard.Local {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return shard.NewLocal(shards, 2)
+	return objective.NewLocal(shards, 2)
 }
 
 func liblinearOut(t *testing.T, args ...string) string {

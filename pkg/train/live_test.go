@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -74,7 +75,7 @@ func TestDeadFeaturesLeftOut(t *testing.T) {
 		t.Run(fmt.Sprintf("%d classes %s", c.classes, c.method), func(t *testing.T) {
 			path := sparseFeatureFile(t, c.classes)
 			b := localBackend(t, path)
-			live := cols.SetBits(shard.LiveBits(b.Meta(), 400, 400))
+			live := cols.SetBits(objective.LiveBits(b.Meta(), 400, 400))
 			if len(live) == 0 || len(live) > 101 {
 				t.Fatalf("%d live coordinates, want 1..100 of 400", len(live))
 			}
@@ -303,7 +304,7 @@ func newShelf(t *testing.T) *FileShelf {
 
 // widest is a backend that notes the most problems a pass took.
 type widest struct {
-	shard.Backend
+	objective.Backend
 	k int
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/osgm-svm/osgm/internal/vec"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -93,7 +94,7 @@ type Config struct {
 	Interrupt       func() bool
 
 	// keepDead makes every problem keep all its coordinates, dead ones
-	// included (see shard.Objective.LeaveOutDead): tests compare the two.
+	// included (see objective.Objective.LeaveOutDead): tests compare the two.
 	keepDead bool
 }
 
@@ -119,7 +120,7 @@ type Result struct {
 	// Primal is LIBLINEAR's objective F = f/lambda of each problem, the
 	// number its -s 2 solver minimises.
 	Primal []float64
-	Obj    *shard.Objective
+	Obj    *objective.Objective
 	// PassTime is the time spent in passes over the data; the rest of the
 	// training time is the method's own arithmetic on the coordinator.
 	// SideTime is the part of it in passes side by side on forks, in this
@@ -236,7 +237,7 @@ func problemWeights(ws []ClassWeight, labels []int) (out []float64, unknown []in
 // Train minimises every problem of the backend's data as cfg says: it
 // settles the plan (classes, lambda, tolerances, batches, method) before
 // any pass, then makes the pass at 0 and runs the methods.
-func Train(b shard.Backend, cfg Config) (*Result, error) {
+func Train(b objective.Backend, cfg Config) (*Result, error) {
 	start := time.Now()
 	p, err := plan(b, cfg)
 	if err != nil {
@@ -309,14 +310,14 @@ type planned struct {
 	stop            *stopping
 	lambda          float64
 	features        int
-	obj             *shard.Objective
+	obj             *objective.Objective
 	live            []int // the coordinates the methods see (nil: all)
 	shape           osgm.Shape
 	dataFP, flagsFP string // for checkpoints
 }
 
 // plan reads the shards' descriptions and decides what the run will do.
-func plan(b shard.Backend, cfg Config) (*planned, error) {
+func plan(b objective.Backend, cfg Config) (*planned, error) {
 	p := &planned{}
 	metas := b.Meta()
 	p.sum = Summarize(metas, cfg.Loss)
@@ -351,10 +352,10 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 	if cfg.Save != nil || cfg.Resume != nil {
 		p.dataFP, p.flagsFP = DataFingerprint(metas), FlagsFingerprint(cfg)
 	}
-	p.obj = shard.NewObjective(b, p.features, p.lambda, cfg.Bias)
+	p.obj = objective.New(b, p.features, p.lambda, cfg.Bias)
 	p.obj.Rows, p.obj.Weights, p.obj.Holdout, p.obj.Loss, p.obj.Epsilon = p.stop.rows, weights, cfg.Holdout, cfg.Loss, cfg.Epsilon
 	// The methods see n coordinates of a model's dim: the live ones (see
-	// shard.Objective.LeaveOutDead), or all of them.
+	// objective.Objective.LeaveOutDead), or all of them.
 	p.Dim = p.obj.Dim()
 	if !cfg.keepDead {
 		p.live = p.obj.LeaveOutDead()
@@ -372,7 +373,7 @@ func plan(b shard.Backend, cfg Config) (*planned, error) {
 // problems settles the run's problems: one per class against the rest
 // (one for two classes), the classes set on b in their order, or one
 // regression, whose rows keep their targets (order nil).
-func (p *planned) problems(b shard.Backend, cfg Config) (K int, order []float64, err error) {
+func (p *planned) problems(b objective.Backend, cfg Config) (K int, order []float64, err error) {
 	if cfg.Loss.Regression() {
 		if p.sum.Rows == 0 {
 			return 0, nil, libsvm.ErrNoData
@@ -487,7 +488,7 @@ func (s *stopping) set(k int) {
 
 // trainingRows counts the rows per class that training sees: all of
 // them, or all but the held-out fold's.
-func trainingRows(b shard.Backend, sum shard.Summary, order []float64, holdout int, loss shard.Loss) (*stopping, error) {
+func trainingRows(b objective.Backend, sum shard.Summary, order []float64, holdout int, loss shard.Loss) (*stopping, error) {
 	s := &stopping{rows: sum.Rows}
 	if order != nil {
 		s.counts = make([]int, len(order))
@@ -673,7 +674,7 @@ func (z *zeroPass) run(obj osgm.Objective, ks []int) (st osgm.Start, err error) 
 // workers and on the bus), as opposed to the method's own arithmetic.
 // Its forks add theirs to the same clock.
 type timedObjective struct {
-	obj   *shard.Objective
+	obj   *objective.Objective
 	clock *passClock
 	fork  bool
 }
@@ -690,7 +691,7 @@ func (c *passClock) sideWall() time.Duration {
 	return time.Duration(c.side.Load() / max(c.forks.Load(), 1))
 }
 
-func newTimed(obj *shard.Objective) *timedObjective {
+func newTimed(obj *objective.Objective) *timedObjective {
 	return &timedObjective{obj: obj, clock: &passClock{}}
 }
 
@@ -717,7 +718,7 @@ func (t *timedObjective) Place(k int, x0 []float64, p osgm.Problem, s osgm.Setti
 }
 
 func (t *timedObjective) Fork() osgm.Objective {
-	f, ok := t.obj.Fork().(*shard.Objective)
+	f, ok := t.obj.Fork().(*objective.Objective)
 	if !ok {
 		return nil
 	}
@@ -771,7 +772,7 @@ func warmStart(m *libsvm.Model, labels []int, dim int, bias float64) ([][]float6
 // ObjectiveFor loads a data set locally and binds it to a model's classes,
 // features, bias and loss, with lambda = 1/(C m) and, for a regression,
 // the loss's epsilon: the objective that model was trained for.
-func ObjectiveFor(path string, m *libsvm.Model, c, epsilon float64, parallel int) (*shard.Objective, error) {
+func ObjectiveFor(path string, m *libsvm.Model, c, epsilon float64, parallel int) (*objective.Objective, error) {
 	loss, ok := LossOf(m)
 	if !ok {
 		return nil, fmt.Errorf("solver_type %s: not a problem this trainer has (LIBLINEAR -s 0, 1, 2 or 11)", m.Solver)
@@ -784,7 +785,7 @@ func ObjectiveFor(path string, m *libsvm.Model, c, epsilon float64, parallel int
 	if err != nil {
 		return nil, err
 	}
-	b := shard.NewLocal(shards, parallel)
+	b := objective.NewLocal(shards, parallel)
 	sum := Summarize(b.Meta(), loss)
 	order := make([]float64, len(m.Labels))
 	for i, l := range m.Labels {
@@ -801,7 +802,7 @@ func ObjectiveFor(path string, m *libsvm.Model, c, epsilon float64, parallel int
 	if bias < 0 {
 		bias = -1
 	}
-	obj := shard.NewObjective(b, features, 1/(c*float64(sum.Rows)), bias)
+	obj := objective.New(b, features, 1/(c*float64(sum.Rows)), bias)
 	obj.Loss, obj.Epsilon = loss, epsilon
 	return obj, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
@@ -230,7 +231,7 @@ func BenchmarkRound(b *testing.B) {
 	}
 	n := len(shard.Layout(info.Size, 0))
 	shards := loadShards(b, path, n)
-	sum := train.Summarize(shard.NewLocal(shards, 1).Meta(), shard.SquaredHinge)
+	sum := train.Summarize(objective.NewLocal(shards, 1).Meta(), shard.SquaredHinge)
 	labels, _, err := train.Classes(sum)
 	if err != nil {
 		b.Fatal(err)
@@ -241,11 +242,11 @@ func BenchmarkRound(b *testing.B) {
 	for j := range x[0] {
 		x[0][j] = 1e-3 * rng.NormFloat64()
 	}
-	round := func(b *testing.B, be shard.Backend) {
+	round := func(b *testing.B, be objective.Backend) {
 		if err := be.SetClasses(labels); err != nil {
 			b.Fatal(err)
 		}
-		o := shard.NewObjective(be, features, 1e-4, 1)
+		o := objective.New(be, features, 1e-4, 1)
 		f, g := make([]float64, 1), [][]float64{make([]float64, features+1)}
 		b.ResetTimer()
 		for range b.N {
@@ -254,7 +255,7 @@ func BenchmarkRound(b *testing.B) {
 			}
 		}
 	}
-	b.Run("local", func(b *testing.B) { round(b, shard.NewLocal(shards, runtime.NumCPU())) })
+	b.Run("local", func(b *testing.B) { round(b, objective.NewLocal(shards, runtime.NumCPU())) })
 	b.Run("nats", func(b *testing.B) {
 		c, _, _ := startCluster(b, path, 2, n, clusterOptions{inProcess: true, parallel: runtime.NumCPU()})
 		round(b, c)

@@ -75,7 +75,7 @@ const maxResends = 20
 // takes milliseconds to seconds, and docker stop kills after 10 s.
 const stopGrace = 2 * time.Second
 
-// Cluster is a shard.Backend whose shards live on workers reached over
+// Cluster is an objective.Backend whose shards live on workers reached over
 // NATS. It assigns shards, notices workers that die or join, and moves
 // shards so that every round completes; results are added in shard order,
 // so none of this changes a bit of the outcome.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/osgm-svm/osgm/internal/testport"
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -162,7 +163,7 @@ func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, se
 func TestCrossValidationSurvivesAWorkerLoss(t *testing.T) {
 	path := testData(t)
 	cfg := train.Config{C: 1, Eps: 1e-4, Bias: 1, MaxIter: 300, Weights: []train.ClassWeight{{Label: 2, Weight: 3}}}
-	want, err := train.CrossValidate(shard.NewLocal(loadShards(t, path, 16), 2), cfg, 3, nil)
+	want, err := train.CrossValidate(objective.NewLocal(loadShards(t, path, 16), 2), cfg, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func loadShards(t testing.TB, path string, n int) []*shard.Shard {
 // localModel trains in process, without a bus, over n shards.
 func localModel(t *testing.T, path string, n int, cfg train.Config) []float64 {
 	t.Helper()
-	res, err := train.Train(shard.NewLocal(loadShards(t, path, n), 2), cfg)
+	res, err := train.Train(objective.NewLocal(loadShards(t, path, n), 2), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func sameTally(t *testing.T, c *Cluster, path string, shards int, res *train.Res
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := shard.NewLocal(loadShards(t, path, shards), 1)
+	local := objective.NewLocal(loadShards(t, path, shards), 1)
 	local.SetClasses(shard.LabelOrder(train.Summarize(local.Meta(), shard.SquaredHinge).Labels))
 	if want, _ := local.Tally(res.Obj.ModelPoint(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
 		!slices.Equal(tally.Correct, want.Correct) || want.Correct[0] == 0 {

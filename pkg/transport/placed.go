@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -174,8 +175,8 @@ func (pl *Placer) publish(id string, kind wire.Kind, p *placement, b []byte) err
 }
 
 // Place minimises problem k of the objective of constants c on a worker
-// (shard.Placer), calling s's callbacks here with what the worker sends.
-func (pl *Placer) Place(c shard.Constants, order []float64, folds, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
+// (objective.Placer), calling s's callbacks here with what the worker sends.
+func (pl *Placer) Place(c objective.Constants, order []float64, folds, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
 	set := s
 	set.Trace, set.Checkpoint, set.Interrupt, set.Now = nil, nil, nil, nil
 	req := pl.request(c, order, folds)
@@ -188,9 +189,9 @@ func (pl *Placer) Place(c shard.Constants, order []float64, folds, k int, x0 []f
 }
 
 // PlacePass makes pass b of the objective of constants c on a worker
-// (shard.PassPlacer): the pass that starts a placed problem, OpEval or
+// (objective.PassPlacer): the pass that starts a placed problem, OpEval or
 // OpEvalDiag (ok false for another).
-func (pl *Placer) PlacePass(c shard.Constants, order []float64, folds int, b *osgm.Pass) (bool, error) {
+func (pl *Placer) PlacePass(c objective.Constants, order []float64, folds int, b *osgm.Pass) (bool, error) {
 	if b.Op != osgm.OpEval && b.Op != osgm.OpEvalDiag || len(b.X) == 0 {
 		return false, nil
 	}
@@ -229,7 +230,7 @@ func (pl *Placer) PlacePass(c shard.Constants, order []float64, folds int, b *os
 
 // request is a Solve over the job's data and an objective of
 // constants c, classes order and folds.
-func (pl *Placer) request(c shard.Constants, order []float64, folds int) *wire.Solve {
+func (pl *Placer) request(c objective.Constants, order []float64, folds int) *wire.Solve {
 	return &wire.Solve{Source: pl.c.cfg.Source, Ranges: pl.c.cfg.Ranges, Order: order, Folds: folds, Constants: c}
 }
 
@@ -281,7 +282,7 @@ func ended(m *wire.Solved, k int) (*osgm.Result, bool, error) {
 }
 
 // Placed is a Cluster whose one-vs-rest problems go whole to workers
-// that hold every shard (shard.Forker): each fork places its problems,
+// that hold every shard (objective.Forker): each fork places its problems,
 // and the pass that starts each, through the Placer. Any other pass a
 // fork makes is a round on the cluster, one fork at a time.
 type Placed struct {
@@ -295,7 +296,7 @@ type Placed struct {
 }
 
 // Fork is a fork that places problems.
-func (b *Placed) Fork(live *cols.LiveMap) (shard.Backend, error) {
+func (b *Placed) Fork(live *cols.LiveMap) (objective.Backend, error) {
 	return &placedFork{Placed: b, order: b.order, folds: int(b.folds)}, nil
 }
 
@@ -311,13 +312,13 @@ func (f *placedFork) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partia
 	return f.Cluster.Eval(op, p, v, add)
 }
 
-func (f *placedFork) Place(c shard.Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
+func (f *placedFork) Place(c objective.Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
 	return f.Placer.Place(c, f.order, f.folds, k, x0, p, s)
 }
 
 // PlacePass makes the pass that starts a problem on a worker, not as a
 // round that every worker stops for.
-func (f *placedFork) PlacePass(c shard.Constants, b *osgm.Pass) (bool, error) {
+func (f *placedFork) PlacePass(c objective.Constants, b *osgm.Pass) (bool, error) {
 	return f.Placer.PlacePass(c, f.order, f.folds, b)
 }
 

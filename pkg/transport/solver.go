@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -39,7 +40,7 @@ type heldJob struct {
 	ranges []shard.Range
 	shards []*shard.Shard
 	key    objectiveKey
-	obj    *shard.Objective
+	obj    *objective.Objective
 	idle   []osgm.Objective // forks of obj between placements
 }
 
@@ -47,7 +48,7 @@ type heldJob struct {
 type objectiveKey struct {
 	order     []float64
 	folds     int
-	constants shard.Constants
+	constants objective.Constants
 }
 
 type placed struct {
@@ -195,7 +196,7 @@ func vectorsOf(n, dim int) [][]float64 {
 // small class): a fork's stamps never repeat, so a problem never takes
 // an earlier one's activity cache for its own.
 // It also returns the objective forked, which release is given back.
-func (s *solver) objective(p placed) (fork osgm.Objective, base *shard.Objective, err error) {
+func (s *solver) objective(p placed) (fork osgm.Objective, base *objective.Objective, err error) {
 	s.data.Lock()
 	defer s.data.Unlock()
 	m := p.m
@@ -238,12 +239,12 @@ func (s *solver) objective(p placed) (fork osgm.Objective, base *shard.Objective
 // build is m's objective over views of the shards: forks of an earlier
 // objective may still run on theirs, whose classes, folds and live
 // columns this one's must not overwrite.
-func build(shards []*shard.Shard, m *wire.Solve) (*shard.Objective, error) {
+func build(shards []*shard.Shard, m *wire.Solve) (*objective.Objective, error) {
 	views := make([]*shard.Shard, len(shards))
 	for i, sh := range shards {
 		views[i] = sh.View()
 	}
-	local := shard.NewLocal(views, 1)
+	local := objective.NewLocal(views, 1)
 	if err := local.SetClasses(m.Order); err != nil {
 		return nil, err
 	}
@@ -257,7 +258,7 @@ func build(shards []*shard.Shard, m *wire.Solve) (*shard.Objective, error) {
 
 // release keeps a placement's fork for the next, if the objective it
 // forked is still the one held.
-func (s *solver) release(base *shard.Objective, fork osgm.Objective) {
+func (s *solver) release(base *objective.Objective, fork osgm.Objective) {
 	s.data.Lock()
 	defer s.data.Unlock()
 	if h := s.held; h != nil && h.obj == base {

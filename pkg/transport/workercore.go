@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -52,7 +53,7 @@ type workerCore struct {
 	grouped  *reduce.GroupSums          // and their groups' shards, into comb
 	dense    *reduce.DenseSum           // or, on wide data, this does
 	started  time.Time                  // when this round's evaluation began
-	local    *shard.Local
+	local    *objective.Local
 
 	// forgetPoints, set by tests, forgets the last point that many times
 	// when a point without x comes, as a worker that missed a round does.
@@ -285,7 +286,7 @@ func (w *workerCore) rebuildLocal() {
 	for i, id := range ids {
 		list[i] = w.shards[id]
 	}
-	w.local = shard.NewLocal(list, w.cfg.Parallel)
+	w.local = objective.NewLocal(list, w.cfg.Parallel)
 	w.comb, w.grouped, w.dense = nil, nil, nil
 	if w.total == 0 {
 		return
@@ -469,7 +470,7 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 	// only a resend or a late load evaluates a subset.
 	local := w.local
 	if len(shards) != len(w.local.Shards) {
-		local = shard.NewLocal(shards, w.cfg.Parallel)
+		local = objective.NewLocal(shards, w.cfg.Parallel)
 	}
 	start := w.now()
 	if p.Op == wire.OpCorrect {

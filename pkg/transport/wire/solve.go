@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -24,7 +25,7 @@ type Solve struct {
 	Ranges    []shard.Range
 	Order     []float64 // the classes, as SetClasses takes them
 	Folds     int
-	Constants shard.Constants
+	Constants objective.Constants
 	K         int
 	X0        []float64
 	Problem   osgm.Problem

@@ -1,4 +1,4 @@
-package shard
+package objective
 
 import (
 	"fmt"
@@ -8,42 +8,24 @@ import (
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
+	"github.com/osgm-svm/osgm/pkg/shard"
 )
-
-// Meta describes one loaded shard to the coordinator.
-type Meta struct {
-	ID         int
-	Rows, NNZ  int
-	Pairs      int // the rows' r(r+1)/2 for r nonzeros: a Hessian pass's products
-	MaxIndex   uint32
-	NormSq     float64
-	MaxNormSq  float64
-	Labels     []float64
-	LabelCount []int
-	Cols       []uint32
-}
-
-// MetaOf summarises a shard.
-func MetaOf(s *Shard) Meta {
-	return Meta{ID: s.ID, Rows: s.Rows(), NNZ: s.NNZ(), Pairs: s.pairs(), MaxIndex: s.MaxIndex, NormSq: s.NormSq, MaxNormSq: s.MaxNormSq,
-		Labels: s.Labels, LabelCount: s.LabelCount, Cols: s.Cols.Slice()}
-}
 
 // Backend runs passes over every shard, wherever the shards live: in this
 // process (Local) or on workers across the network. It hands each shard's
 // partial to add, one call at a time, in any order; add owns the partial.
 type Backend interface {
 	// Meta lists the shards in shard order.
-	Meta() []Meta
+	Meta() []shard.Meta
 	// SetClasses fixes the class of every row from the global label order.
 	SetClasses(order []float64) error
 	// SetFolds splits the rows into n cross-validation folds, numbered
 	// 1..n as Folds does; points then name a fold to hold out.
 	SetFolds(n int) error
-	Eval(op osgm.Op, p, v *Point, add func(*reduce.Partial) error) error
+	Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) error) error
 	// Tally counts rows and correct predictions by class (only the
 	// held-out fold's rows when p.Holdout is set).
-	Tally(p *Point) (Tally, error)
+	Tally(p *shard.Point) (shard.Tally, error)
 }
 
 // Objective is the L2-regularised objective of K problems over a
@@ -64,8 +46,8 @@ type Objective struct {
 	// scale rows' losses; a held-out fold's rows are left out.
 	Weights []float64
 	Holdout int
-	Loss    Loss
-	Epsilon float64 // Loss SquaredEpsilon's width (LIBLINEAR's -p)
+	Loss    shard.Loss
+	Epsilon float64 // shard.Loss SquaredEpsilon's width (LIBLINEAR's -p)
 
 	cols [][]uint32
 	// live, when set, is the coordinates the objective works over (see
@@ -81,8 +63,8 @@ type Objective struct {
 	normSq    float64
 }
 
-// NewObjective binds a backend to the problem's constants.
-func NewObjective(b Backend, features int, lambda, bias float64) *Objective {
+// New binds a backend to the problem's constants.
+func New(b Backend, features int, lambda, bias float64) *Objective {
 	o := &Objective{Backend: b, Features: features, Lambda: lambda, Bias: bias}
 	for _, m := range b.Meta() {
 		o.Rows += m.Rows
@@ -142,7 +124,7 @@ type Constants struct {
 	Lambda, Bias   float64
 	Weights        []float64
 	Holdout        int
-	Loss           Loss
+	Loss           shard.Loss
 	Epsilon        float64
 	// Live says the objective left out its dead coordinates
 	// (LeaveOutDead), which the shards determine.
@@ -157,7 +139,7 @@ func (o *Objective) Constants() Constants {
 
 // Build is the objective of constants c over b.
 func (c Constants) Build(b Backend) *Objective {
-	o := NewObjective(b, c.Features, c.Lambda, c.Bias)
+	o := New(b, c.Features, c.Lambda, c.Bias)
 	o.Rows, o.Weights, o.Holdout, o.Loss, o.Epsilon = c.Rows, c.Weights, c.Holdout, c.Loss, c.Epsilon
 	if c.Live {
 		o.LeaveOutDead()
@@ -233,39 +215,29 @@ func (o *Objective) Dim() int {
 // features is how many of a vector's coordinates are features': the bias
 // weight, if any, sits there.
 func (o *Objective) features() int {
-	return o.Dim() - btoi(o.Bias >= 0)
+	if o.Bias >= 0 {
+		return o.Dim() - 1
+	}
+	return o.Dim()
 }
 
 // Point views x, vectors of Dim coordinates, as a kernel point.
-func (o *Objective) Point(x [][]float64) *Point {
-	p := NewPoint(x, o.Bias, o.features())
+func (o *Objective) Point(x [][]float64) *shard.Point {
+	p := shard.NewPoint(x, o.Bias, o.features())
 	p.Weights, p.Holdout, p.Live, p.Loss, p.Epsilon = o.Weights, o.Holdout, o.live, o.Loss, o.Epsilon
 	return p
 }
 
 // ModelPoint views a model's weights, vectors of every feature, as a
 // kernel point for this objective's data, class weights and held-out fold.
-func (o *Objective) ModelPoint(w [][]float64) *Point {
-	p := NewPoint(w, o.Bias, o.Features)
+func (o *Objective) ModelPoint(w [][]float64) *shard.Point {
+	p := shard.NewPoint(w, o.Bias, o.Features)
 	p.Weights, p.Holdout, p.Loss, p.Epsilon = o.Weights, o.Holdout, o.Loss, o.Epsilon
 	return p
 }
 
-// NewPoint views vectors laid out as features then (when bias >= 0) the
-// bias weight at index features, as the kernels take them.
-func NewPoint(x [][]float64, bias float64, features int) *Point {
-	p := &Point{W: x, Bias: bias}
-	if bias >= 0 {
-		p.WBias = make([]float64, len(x))
-		for k := range x {
-			p.WBias[k] = x[k][features]
-		}
-	}
-	return p
-}
-
 // pointFor is the kernel point of problems ks (nil: all) at x.
-func (o *Objective) pointFor(ks []int, x [][]float64) *Point {
+func (o *Objective) pointFor(ks []int, x [][]float64) *shard.Point {
 	p := o.Point(x)
 	if ks == nil {
 		return p
@@ -303,19 +275,19 @@ func (o *Objective) stamp(ks []int, at []uint64) {
 // data sums, unscaled): a vector per problem, two for osgm.OpEvalDiag.
 func (o *Objective) pass(op osgm.Op, ks []int, x, v [][]float64, out [][]float64) ([]float64, error) {
 	K := len(out)
-	o.sum.Loss = grow(o.sum.Loss, K)
-	o.sum.BiasGrad = grow(o.sum.BiasGrad, K)
+	o.sum.Loss = growTo(o.sum.Loss, K)
+	o.sum.BiasGrad = growTo(o.sum.BiasGrad, K)
 	o.sum.Grad = o.sum.Grad[:0]
 	o.sum.Hess = o.sum.Hess[:0]
 	if op == osgm.OpEvalHess {
-		o.sum.Hess = grow(o.sum.Hess, HessLen(o.Dim()))
+		o.sum.Hess = growTo(o.sum.Hess, shard.HessLen(o.Dim()))
 	}
 	for k := range out {
 		o.sum.Grad = append(o.sum.Grad, out[k][:o.features()])
 	}
 	red := o.red
 	red.Reset(&o.sum)
-	var vp *Point
+	var vp *shard.Point
 	if v != nil {
 		vp = o.pointFor(ks, v)
 	}
@@ -449,14 +421,14 @@ func (o *Objective) evalDiagSome(ks []int, at []uint64, x [][]float64, f []float
 // by row. One problem at a time: a pass carries one Hessian.
 func (o *Objective) evalHessSome(ks []int, x [][]float64, f []float64, g, h [][]float64) error {
 	if len(x) != 1 {
-		return fmt.Errorf("shard: a Hessian pass carries one problem, not %d", len(x))
+		return fmt.Errorf("objective: a Hessian pass carries one problem, not %d", len(x))
 	}
 	n, m := o.Dim(), float64(o.Rows)
-	if n > maxHessDim {
-		return fmt.Errorf("shard: a Hessian over %d coordinates is too large (at most %d)", n, maxHessDim)
+	if n > shard.MaxHessDim {
+		return fmt.Errorf("objective: a Hessian over %d coordinates is too large (at most %d)", n, shard.MaxHessDim)
 	}
 	if len(h[0]) != n*n {
-		return fmt.Errorf("shard: Hessian buffer of %d entries for dimension %d", len(h[0]), n)
+		return fmt.Errorf("objective: Hessian buffer of %d entries for dimension %d", len(h[0]), n)
 	}
 	loss, err := o.pass(osgm.OpEvalHess, ks, x, nil, g)
 	if err != nil {
@@ -464,7 +436,7 @@ func (o *Objective) evalHessSome(ks []int, x [][]float64, f []float64, g, h [][]
 	}
 	o.finishEval(x, loss, f, g)
 	for a := range n {
-		row := o.sum.Hess[HessAt(n, a, a)-a:]
+		row := o.sum.Hess[shard.HessAt(n, a, a)-a:]
 		for b := a; b < n; b++ {
 			v := 2 * row[b] / m
 			if a == b {
@@ -486,3 +458,6 @@ func (o *Objective) LipschitzBound() float64 {
 	}
 	return 2*float64(s*o.Loss.CurvBound())/float64(o.Rows) + o.Lambda
 }
+
+// growTo is b with length n, its memory reused when it has room.
+func growTo(b []float64, n int) []float64 { return slices.Grow(b[:0], n)[:n] }

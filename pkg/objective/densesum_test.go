@@ -1,4 +1,4 @@
-package shard
+package objective
 
 import (
 	"math"
@@ -10,6 +10,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
+	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
 // TestDenseSumMatchesCombiner: a worker summing the nodes it holds whole
@@ -46,7 +47,7 @@ func TestDenseSumMatchesCombiner(t *testing.T) {
 				p := obj.Point(svmdata.NormalVectors(rng, c.K, obj.Dim()))
 				parts := make([]*reduce.Partial, n)
 				for i, s := range shards {
-					var sc Scratch
+					var sc shard.Scratch
 					parts[i] = new(reduce.Partial)
 					if c.op == osgm.OpEvalHess {
 						s.EvalHess(p, &sc, parts[i])

@@ -1,7 +1,6 @@
-package shard
+package objective
 
 import (
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -9,18 +8,18 @@ import (
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
+	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
 // Local is a Backend over shards held in this process, evaluated by a
 // fixed number of goroutines.
 type Local struct {
-	Shards   []*Shard
+	Shards   []*shard.Shard
 	Parallel int
 
-	scratch   []Scratch
-	denseRows bool // each Scratch's (the test that sparse rows keep the bits)
+	scratch []shard.Scratch
 	// acts is each shard's rows' activity at the last stamped point.
-	acts []activityCache
+	acts []shard.Activity
 	// Partials handed back for reuse. A list, not a sync.Pool: a pool is
 	// emptied by every collection, and on wide multi-class data each
 	// partial lost was megabytes to allocate and zero again (news20.t).
@@ -29,20 +28,20 @@ type Local struct {
 	free   []*reduce.Partial
 	folds  int // the fold count the shards are numbered for (0: none)
 	// The shards' descriptions, made once: each decodes a column map.
-	meta     []Meta
+	meta     []shard.Meta
 	metaOnce sync.Once
 }
 
 // NewLocal evaluates shards with parallel goroutines.
-func NewLocal(shards []*Shard, parallel int) *Local {
+func NewLocal(shards []*shard.Shard, parallel int) *Local {
 	return &Local{Shards: shards, Parallel: max(parallel, 1)}
 }
 
-func (l *Local) Meta() []Meta {
+func (l *Local) Meta() []shard.Meta {
 	l.metaOnce.Do(func() {
-		l.meta = make([]Meta, len(l.Shards))
+		l.meta = make([]shard.Meta, len(l.Shards))
 		for i, s := range l.Shards {
-			l.meta[i] = MetaOf(s)
+			l.meta[i] = shard.MetaOf(s)
 		}
 	})
 	return slices.Clone(l.meta)
@@ -76,21 +75,18 @@ func (l *Local) reuse() *reduce.Partial {
 	return p
 }
 
-func (l *Local) Eval(op osgm.Op, p, v *Point, add func(*reduce.Partial) error) error {
-	if err := CheckFolds(l.Shards, p); err != nil {
+func (l *Local) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) error) error {
+	if err := shard.CheckFolds(l.Shards, p); err != nil {
 		return err
 	}
-	if err := CheckLive(l.Shards, p.Live); err != nil {
+	if err := shard.CheckLive(l.Shards, p.Live); err != nil {
 		return err
 	}
 	if len(l.scratch) < l.Parallel {
-		l.scratch = make([]Scratch, l.Parallel)
-		for i := range l.scratch {
-			l.scratch[i].denseRows = l.denseRows
-		}
+		l.scratch = make([]shard.Scratch, l.Parallel)
 	}
 	if len(l.acts) != len(l.Shards) {
-		l.acts = make([]activityCache, len(l.Shards))
+		l.acts = make([]shard.Activity, len(l.Shards))
 	}
 	if l.Parallel == 1 { // a fork's, or one core's: no goroutine a pass
 		for i := range l.Shards {
@@ -108,7 +104,7 @@ func (l *Local) Eval(op osgm.Op, p, v *Point, add func(*reduce.Partial) error) e
 	)
 	for w := 0; w < l.Parallel; w++ {
 		wg.Add(1)
-		go func(sc *Scratch) {
+		go func(sc *shard.Scratch) {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1) - 1)
@@ -129,21 +125,9 @@ func (l *Local) Eval(op osgm.Op, p, v *Point, add func(*reduce.Partial) error) e
 }
 
 // evalShard is shard i's partial of op at p (and v).
-func (l *Local) evalShard(op osgm.Op, i int, p, v *Point, sc *Scratch) *reduce.Partial {
-	part, s := l.reuse(), l.Shards[i]
-	sc.cache = &l.acts[i]
-	switch op {
-	case osgm.OpEval:
-		s.Eval(p, sc, part)
-	case osgm.OpHessVec:
-		s.HessVec(p, v, sc, part)
-	case osgm.OpEvalDiag:
-		s.EvalDiag(p, sc, part)
-	case osgm.OpEvalHess:
-		s.EvalHess(p, sc, part)
-	default:
-		panic(fmt.Sprintf("shard: unknown op %d", op))
-	}
+func (l *Local) evalShard(op osgm.Op, i int, p, v *shard.Point, sc *shard.Scratch) *reduce.Partial {
+	part := l.reuse()
+	l.Shards[i].Pass(op, p, v, sc, &l.acts[i], part)
 	return part
 }
 
@@ -153,10 +137,10 @@ func (l *Local) evalShard(op osgm.Op, i int, p, v *Point, sc *Scratch) *reduce.P
 // shards. live is the coordinates the fork's points carry, readied here,
 // before any fork runs, as Eval would at its first pass.
 func (l *Local) Fork(live *cols.LiveMap) (Backend, error) {
-	if err := CheckLive(l.Shards, live); err != nil {
+	if err := shard.CheckLive(l.Shards, live); err != nil {
 		return nil, err
 	}
-	return &Local{Shards: l.Shards, Parallel: 1, denseRows: l.denseRows, folds: l.folds}, nil
+	return &Local{Shards: l.Shards, Parallel: 1, folds: l.folds}, nil
 }
 
 // SetFolds numbers every row's fold over the shards in order, as if the
@@ -169,7 +153,7 @@ func (l *Local) SetFolds(n int) error {
 	for _, s := range l.Shards {
 		m += s.Rows()
 	}
-	fold, err := Folds(m, n)
+	fold, err := shard.Folds(m, n)
 	if err != nil {
 		return err
 	}
@@ -183,14 +167,14 @@ func (l *Local) SetFolds(n int) error {
 	return nil
 }
 
-func (l *Local) Tally(p *Point) (Tally, error) {
-	if err := CheckFolds(l.Shards, p); err != nil {
-		return Tally{}, err
+func (l *Local) Tally(p *shard.Point) (shard.Tally, error) {
+	if err := shard.CheckFolds(l.Shards, p); err != nil {
+		return shard.Tally{}, err
 	}
-	if err := CheckLive(l.Shards, p.Live); err != nil {
-		return Tally{}, err
+	if err := shard.CheckLive(l.Shards, p.Live); err != nil {
+		return shard.Tally{}, err
 	}
-	tallies := make([]Tally, len(l.Shards))
+	tallies := make([]shard.Tally, len(l.Shards))
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for w := 0; w < l.Parallel; w++ {
@@ -207,23 +191,9 @@ func (l *Local) Tally(p *Point) (Tally, error) {
 		}()
 	}
 	wg.Wait()
-	var t Tally
+	var t shard.Tally
 	for _, s := range tallies {
 		t.Add(s)
 	}
 	return t, nil
-}
-
-// CheckFolds refuses a point that holds out a fold when some shard has no
-// folds: evaluating it would silently count every row.
-func CheckFolds(shards []*Shard, p *Point) error {
-	if p.Holdout <= 0 {
-		return nil
-	}
-	for _, s := range shards {
-		if s.Fold == nil {
-			return fmt.Errorf("shard %d: fold %d held out but the shard has no folds", s.ID, p.Holdout)
-		}
-	}
-	return nil
 }
