@@ -77,28 +77,28 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *reduce.Partial) {
 // gl holds column j's gradient at 2j and its diagonal at 2j+1. seq (a
 // lone one-vs-rest problem) takes the multi-class loop's arithmetic, as
 // evalOne's does; EvalDiag leaves such a problem over ones to that loop.
-func evalDiagOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64, seq bool) [3]float64 {
+func evalDiagOne[I colID](s *Shard, idx []I, r *rows, x vecs, seq bool) [3]float64 {
 	switch {
 	case s.Values == Ones:
-		return evalDiagOnes(s.RowPtr, idx, r.class, r, wl, gl, bias, wb)
+		return evalDiagOnes(s.RowPtr, idx, r.class, r, x)
 	case s.Code8 != nil:
-		return evalDiagValues(s, idx, valuesOf(s, s.Code8), r, wl, gl, bias, wb, seq)
+		return evalDiagValues(s, idx, valuesOf(s, s.Code8), r, x, seq)
 	case s.Code16 != nil:
-		return evalDiagValues(s, idx, valuesOf(s, s.Code16), r, wl, gl, bias, wb, seq)
+		return evalDiagValues(s, idx, valuesOf(s, s.Code16), r, x, seq)
 	case s.Val32 != nil:
-		return evalDiagValues(s, idx, valuesOf(s, s.Val32), r, wl, gl, bias, wb, seq)
+		return evalDiagValues(s, idx, valuesOf(s, s.Val32), r, x, seq)
 	case s.Mant != nil:
-		return evalDiagValues(s, idx, valuesOf(s, s.Mant), r, wl, gl, bias, wb, seq)
+		return evalDiagValues(s, idx, valuesOf(s, s.Mant), r, x, seq)
 	default:
-		return evalDiagValues(s, idx, valuesOf(s, s.Val64), r, wl, gl, bias, wb, seq)
+		return evalDiagValues(s, idx, valuesOf(s, s.Val64), r, x, seq)
 	}
 }
 
-func evalDiagValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, wl, gl []float64, bias, wb float64, seq bool) [3]float64 {
+func evalDiagValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, x vecs, seq bool) [3]float64 {
 	if seq {
-		return evalDiagSeq(s.RowPtr, idx, vs, r.class, r, wl, gl, bias, wb)
+		return evalDiagSeq(s.RowPtr, idx, vs, r.class, r, x)
 	}
-	return evalDiagBinary(s.RowPtr, idx, vs, r.class, r, wl, gl, bias, wb)
+	return evalDiagBinary(s.RowPtr, idx, vs, r.class, r, x)
 }
 
 // evalDiagAlone is EvalDiag for one problem: a binary one, or a lone
@@ -107,18 +107,15 @@ func evalDiagValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, 
 func (s *Shard) evalDiagAlone(p *Point, wl []float64, sc *Scratch, out *reduce.Partial) {
 	r := &s.selections(p, sc)[0]
 	seq := !s.binary(p)
-	wb := 0.0
-	if p.Bias >= 0 {
-		wb = p.WBias[0]
-	}
+	x := vecsAt(p, wl, out.Grad)
 	var sums [3]float64
 	switch {
 	case s.Idx16 != nil:
-		sums = evalDiagOne(s, s.Idx16, r, wl, out.Grad, p.Bias, wb, seq)
+		sums = evalDiagOne(s, s.Idx16, r, x, seq)
 	case s.Idx24 != nil:
-		sums = evalDiagOne(s, s.Idx24, r, wl, out.Grad, p.Bias, wb, seq)
+		sums = evalDiagOne(s, s.Idx24, r, x, seq)
 	default:
-		sums = evalDiagOne(s, s.Idx, r, wl, out.Grad, p.Bias, wb, seq)
+		sums = evalDiagOne(s, s.Idx, r, x, seq)
 	}
 	out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
 }
@@ -128,7 +125,8 @@ func (s *Shard) evalDiagAlone(p *Point, wl []float64, sc *Scratch, out *reduce.P
 // scale, and the gradient and diagonal coefficients as that loop makes
 // them. Through rowInto and rowSums a lone one-vs-rest problem's pass
 // decoded every row first.
-func evalDiagSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, gl []float64, bias, wb float64) (sums [3]float64) {
+func evalDiagSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, x vecs) (sums [3]float64) {
+	wl, gl, bias, wb := x.w, x.g, x.bias, x.wb
 	scale := vs.scale
 	class = class[:len(rowPtr)-1]
 	m := newRowView(rowPtr, idx, vs)
@@ -176,7 +174,8 @@ func evalDiagSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class
 // evalDiagOnes and evalDiagBinary are evalOnes and evalBinary with the
 // diagonal: the same margins and gradient arithmetic, the gradient and
 // diagonal interleaved.
-func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl []float64, bias, wb float64) (sums [3]float64) {
+func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, x vecs) (sums [3]float64) {
+	wl, gl, bias, wb := x.w, x.g, x.bias, x.wb
 	class = class[:len(rowPtr)-1]
 	m := newColView(rowPtr, idx)
 	wp := unsafe.Pointer(unsafe.SliceData(wl))
@@ -214,7 +213,8 @@ func evalDiagOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl,
 	return sums
 }
 
-func evalDiagBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, gl []float64, bias, wb float64) (sums [3]float64) {
+func evalDiagBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, x vecs) (sums [3]float64) {
+	wl, gl, bias, wb := x.w, x.g, x.bias, x.wb
 	inv := 1 / vs.scale
 	class = class[:len(rowPtr)-1]
 	m := newRowView(rowPtr, idx, vs)

@@ -192,7 +192,7 @@ func (ht *headTail) eval(class []int32, r *rows, wl, gl []float64, inv float64) 
 // decimal values, its gradient in gl.
 func evalBinaryLoss(s *Shard, wl, gl []float64, r *rows) float64 {
 	clear(gl)
-	loss, _ := evalBinary(s.RowPtr, s.Idx, valuesOf(s, s.Mant), s.Class, r, wl, gl, -1, 0)
+	loss, _ := evalBinary(s.RowPtr, s.Idx, valuesOf(s, s.Mant), s.Class, r, vecs{w: wl, g: gl, bias: -1})
 	return loss
 }
 

@@ -31,14 +31,19 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *reduce.Partial) {
 		// multi-class loop's arithmetic below, reading the storage
 		// directly: 3-4 times the speed of that loop with K = 1.
 		seq := !s.binary(p)
+		x := vecsAt(p, wl, out.Grad)
+		x.v = vl
+		if p.Bias >= 0 {
+			x.vb = v.WBias[0]
+		}
 		var gb float64
 		switch {
 		case s.Idx16 != nil:
-			gb = hessVecOne(s, s.Idx16, &sel[0], wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, seq)
+			gb = hessVecOne(s, s.Idx16, &sel[0], x, seq)
 		case s.Idx24 != nil:
-			gb = hessVecOne(s, s.Idx24, &sel[0], wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, seq)
+			gb = hessVecOne(s, s.Idx24, &sel[0], x, seq)
 		default:
-			gb = hessVecOne(s, s.Idx, &sel[0], wl, vl, out.Grad, p.Bias, p.WBias, v.WBias, seq)
+			gb = hessVecOne(s, s.Idx, &sel[0], x, seq)
 		}
 		out.BiasGrad[0] = gb
 		return
@@ -124,8 +129,9 @@ func (s *Shard) activeFrom(p *Point, sel []rows, i int, z []float64, act []int32
 // problem), where hessVecBinary's are four-way. They are two for the reason hessVecOnes and
 // hessVecBinary are: a shard of ones has no values to read, and a
 // generic reader would cost an indirect call a nonzero.
-func hessVecSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
-	zb, tb := biasTerms(bias, wb, vb)
+func hessVecSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, x vecs) (hb float64) {
+	wl, vl, hl, bias := x.w, x.v, x.g, x.bias
+	zb, tb := x.biasTerms()
 	scale := vs.scale
 	class = class[:len(rowPtr)-1]
 	m := newRowView(rowPtr, idx, vs)
@@ -175,8 +181,9 @@ func hessVecSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class 
 	return hb
 }
 
-func hessVecSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
-	zb, tb := biasTerms(bias, wb, vb)
+func hessVecSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, x vecs) (hb float64) {
+	wl, vl, hl, bias := x.w, x.v, x.g, x.bias
+	zb, tb := x.biasTerms()
 	class = class[:len(rowPtr)-1]
 	m := newColView(rowPtr, idx)
 	wp, vp, hp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
@@ -463,42 +470,43 @@ func (r *rows) knownInactive(i int) bool {
 // hessVecOne picks the single-problem kernel for the shard's storage:
 // the sequential one with seq (a lone one-vs-rest problem), else the
 // binary one.
-func hessVecOne[I colID](s *Shard, idx []I, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64, seq bool) float64 {
+func hessVecOne[I colID](s *Shard, idx []I, r *rows, x vecs, seq bool) float64 {
 	switch {
 	case s.Values == Ones && seq:
-		return hessVecSeqOnes(s.RowPtr, idx, r.class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecSeqOnes(s.RowPtr, idx, r.class, r, x)
 	case s.Values == Ones:
-		return hessVecOnes(s.RowPtr, idx, r.class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecOnes(s.RowPtr, idx, r.class, r, x)
 	case s.Code8 != nil:
-		return hessVecValues(s, idx, valuesOf(s, s.Code8), r, wl, vl, hl, bias, wb, vb, seq)
+		return hessVecValues(s, idx, valuesOf(s, s.Code8), r, x, seq)
 	case s.Code16 != nil:
-		return hessVecValues(s, idx, valuesOf(s, s.Code16), r, wl, vl, hl, bias, wb, vb, seq)
+		return hessVecValues(s, idx, valuesOf(s, s.Code16), r, x, seq)
 	case s.Val32 != nil:
-		return hessVecValues(s, idx, valuesOf(s, s.Val32), r, wl, vl, hl, bias, wb, vb, seq)
+		return hessVecValues(s, idx, valuesOf(s, s.Val32), r, x, seq)
 	case s.Mant != nil:
-		return hessVecValues(s, idx, valuesOf(s, s.Mant), r, wl, vl, hl, bias, wb, vb, seq)
+		return hessVecValues(s, idx, valuesOf(s, s.Mant), r, x, seq)
 	default:
-		return hessVecValues(s, idx, valuesOf(s, s.Val64), r, wl, vl, hl, bias, wb, vb, seq)
+		return hessVecValues(s, idx, valuesOf(s, s.Val64), r, x, seq)
 	}
 }
 
-func hessVecValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64, seq bool) float64 {
+func hessVecValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, x vecs, seq bool) float64 {
 	if seq {
-		return hessVecSeq(s.RowPtr, idx, vs, r.class, r, wl, vl, hl, bias, wb, vb)
+		return hessVecSeq(s.RowPtr, idx, vs, r.class, r, x)
 	}
-	return hessVecBinary(s.RowPtr, idx, vs, r.class, r, wl, vl, hl, bias, wb, vb)
+	return hessVecBinary(s.RowPtr, idx, vs, r.class, r, x)
 }
 
 // biasTerms returns the bias contributions to a row's margin and to a·v.
-func biasTerms(bias float64, wb, vb []float64) (float64, float64) {
-	if bias < 0 {
+func (x vecs) biasTerms() (float64, float64) {
+	if x.bias < 0 {
 		return 0, 0
 	}
-	return float64(bias * wb[0]), float64(bias * vb[0])
+	return float64(x.bias * x.wb), float64(x.bias * x.vb)
 }
 
-func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
-	zb, tb := biasTerms(bias, wb, vb)
+func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, x vecs) (hb float64) {
+	wl, vl, hl, bias := x.w, x.v, x.g, x.bias
+	zb, tb := x.biasTerms()
 	class = class[:len(rowPtr)-1]
 	m := newColView(rowPtr, idx)
 	wp, vp, hp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(vl)), unsafe.Pointer(unsafe.SliceData(hl))
@@ -560,8 +568,9 @@ func hessVecOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, 
 	return hb
 }
 
-func hessVecBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, vl, hl []float64, bias float64, wb, vb []float64) (hb float64) {
-	zb, tb := biasTerms(bias, wb, vb)
+func hessVecBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, x vecs) (hb float64) {
+	wl, vl, hl, bias := x.w, x.v, x.g, x.bias
+	zb, tb := x.biasTerms()
 	inv := 1 / vs.scale
 	class = class[:len(rowPtr)-1]
 	m := newRowView(rowPtr, idx, vs)

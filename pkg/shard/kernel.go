@@ -89,6 +89,25 @@ type Scratch struct {
 	denseRows bool
 }
 
+// vecs are a single-problem pass's local vectors: the point's weights w,
+// for a Hessian-vector pass the direction v, and g, which the pass adds
+// into (the gradient, or H·v); with the bias feature's value (< 0: none)
+// and the bias weights of w and v.
+type vecs struct {
+	w, v, g      []float64
+	bias, wb, vb float64
+}
+
+// vecsAt is the vectors of a pass at p over local weights w into g; a
+// Hessian-vector pass sets v and vb.
+func vecsAt(p *Point, w, g []float64) vecs {
+	x := vecs{w: w, g: g, bias: p.Bias}
+	if p.Bias >= 0 {
+		x.wb = p.WBias[0]
+	}
+	return x
+}
+
 func grow(b []float64, n int) []float64 {
 	if cap(b) < n {
 		return make([]float64, n)
@@ -160,19 +179,16 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *reduce.Partial) {
 		// A lone one-vs-rest problem (seq) takes a loop of its own in the
 		// multi-class loop's arithmetic: see HessVec.
 		seq := !s.binary(p)
-		wb := 0.0
-		if p.Bias >= 0 {
-			wb = p.WBias[0]
-		}
+		x := vecsAt(p, wl, out.Grad)
 		var loss, gb float64
 		r := s.rowsFor(p, 0)
 		switch {
 		case s.Idx16 != nil:
-			loss, gb = evalOne(s, s.Idx16, &r, wl, out.Grad, p.Bias, wb, seq)
+			loss, gb = evalOne(s, s.Idx16, &r, x, seq)
 		case s.Idx24 != nil:
-			loss, gb = evalOne(s, s.Idx24, &r, wl, out.Grad, p.Bias, wb, seq)
+			loss, gb = evalOne(s, s.Idx24, &r, x, seq)
 		default:
-			loss, gb = evalOne(s, s.Idx, &r, wl, out.Grad, p.Bias, wb, seq)
+			loss, gb = evalOne(s, s.Idx, &r, x, seq)
 		}
 		out.Loss[0], out.BiasGrad[0] = loss, gb
 		return
@@ -197,37 +213,38 @@ func valuesOf[V value](s *Shard, val []V) values[V] { return values[V]{val, s.Ta
 
 // evalOne and evalMany pick the kernel for the shard's value storage, with
 // its column ids of any width.
-func evalOne[I colID](s *Shard, idx []I, r *rows, wl, gl []float64, bias, wb float64, seq bool) (loss, gb float64) {
+func evalOne[I colID](s *Shard, idx []I, r *rows, x vecs, seq bool) (loss, gb float64) {
 	switch {
 	case s.Values == Ones && seq:
-		return evalSeqOnes(s.RowPtr, idx, r.class, r, wl, gl, bias, wb)
+		return evalSeqOnes(s.RowPtr, idx, r.class, r, x)
 	case s.Values == Ones:
-		return evalOnes(s.RowPtr, idx, r.class, r, wl, gl, bias, wb)
+		return evalOnes(s.RowPtr, idx, r.class, r, x)
 	case s.Code8 != nil:
-		return evalValues(s, idx, valuesOf(s, s.Code8), r, wl, gl, bias, wb, seq)
+		return evalValues(s, idx, valuesOf(s, s.Code8), r, x, seq)
 	case s.Code16 != nil:
-		return evalValues(s, idx, valuesOf(s, s.Code16), r, wl, gl, bias, wb, seq)
+		return evalValues(s, idx, valuesOf(s, s.Code16), r, x, seq)
 	case s.Val32 != nil:
-		return evalValues(s, idx, valuesOf(s, s.Val32), r, wl, gl, bias, wb, seq)
+		return evalValues(s, idx, valuesOf(s, s.Val32), r, x, seq)
 	case s.Mant != nil:
-		return evalValues(s, idx, valuesOf(s, s.Mant), r, wl, gl, bias, wb, seq)
+		return evalValues(s, idx, valuesOf(s, s.Mant), r, x, seq)
 	default:
-		return evalValues(s, idx, valuesOf(s, s.Val64), r, wl, gl, bias, wb, seq)
+		return evalValues(s, idx, valuesOf(s, s.Val64), r, x, seq)
 	}
 }
 
-func evalValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, wl, gl []float64, bias, wb float64, seq bool) (loss, gb float64) {
+func evalValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, x vecs, seq bool) (loss, gb float64) {
 	if seq {
-		return evalSeq(s.RowPtr, idx, vs, r.class, r, wl, gl, bias, wb)
+		return evalSeq(s.RowPtr, idx, vs, r.class, r, x)
 	}
-	return evalBinary(s.RowPtr, idx, vs, r.class, r, wl, gl, bias, wb)
+	return evalBinary(s.RowPtr, idx, vs, r.class, r, x)
 }
 
 // evalSeq and evalSeqOnes are evalMulti and evalMultiOnes for a lone
 // problem: a row's margin summed in order and then scaled, where
 // evalBinary's is four-way and multiplied by the scale's inverse. Two,
 // as hessVecSeq's pair (see there).
-func evalSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+func evalSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, x vecs) (loss, gb float64) {
+	wl, gl, bias, wb := x.w, x.g, x.bias, x.wb
 	scale := vs.scale
 	class = class[:len(rowPtr)-1]
 	m := newRowView(rowPtr, idx, vs)
@@ -264,7 +281,8 @@ func evalSeq[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []i
 	return loss, gb
 }
 
-func evalSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+func evalSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, x vecs) (loss, gb float64) {
+	wl, gl, bias, wb := x.w, x.g, x.bias, x.wb
 	class = class[:len(rowPtr)-1]
 	m := newColView(rowPtr, idx)
 	wp, gp := unsafe.Pointer(unsafe.SliceData(wl)), unsafe.Pointer(unsafe.SliceData(gl))
@@ -379,7 +397,8 @@ func (r *rows) side(c int32) int {
 
 var signs = [2]float64{1, -1}
 
-func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, x vecs) (loss, gb float64) {
+	wl, gl, bias, wb := x.w, x.g, x.bias, x.wb
 	hasBias := bias >= 0
 	class = class[:len(rowPtr)-1]
 	m := newColView(rowPtr, idx)
@@ -437,7 +456,8 @@ func evalOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, wl, gl 
 // decimal storage, else 1) is applied once to the row's sum and once to
 // its gradient coefficient, as a product with its inverse: on short rows
 // a division per row costs as much as the row's arithmetic.
-func evalBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, wl, gl []float64, bias, wb float64) (loss, gb float64) {
+func evalBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], class []int32, r *rows, x vecs) (loss, gb float64) {
+	wl, gl, bias, wb := x.w, x.g, x.bias, x.wb
 	hasBias := bias >= 0
 	inv := 1 / vs.scale
 	class = class[:len(rowPtr)-1]
