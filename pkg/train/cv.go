@@ -273,9 +273,9 @@ func regressionStartC(metas []shard.Meta, maxSq, p float64) float64 {
 	for _, m := range metas {
 		for k, y := range m.Labels {
 			n := float64(m.LabelCount[k])
-			sumY += n * math.Abs(y)
+			sumY += float64(n * math.Abs(y)) // products rounded apart: no fused multiply-add on arm64
 			d := max(math.Abs(y)-p, 0)
-			loss += n * float64(d*d)
+			loss += float64(n * float64(d*d))
 		}
 	}
 	if loss == 0 {
