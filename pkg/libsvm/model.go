@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // SolverL2LossSVC is LIBLINEAR's name for the primal L2-regularised
@@ -126,7 +128,7 @@ func (m *Model) Write(w io.Writer) error { return m.WriteWeights(w, dense(m.W)) 
 // WriteWeights is Write with the weights ws gives instead of W: a trainer
 // writes a model it does not hold laid out in full.
 func (m *Model) WriteWeights(w io.Writer, ws Weights) error {
-	bw := bufio.NewWriter(w)
+	bw := bufio.NewWriterSize(w, 1<<16)
 	if m.Regression() { // LIBLINEAR's: two "classes" and no labels
 		fmt.Fprintf(bw, "solver_type %s\nnr_class 2", m.Solver)
 	} else {
@@ -136,20 +138,56 @@ func (m *Model) WriteWeights(w io.Writer, ws Weights) error {
 		}
 	}
 	fmt.Fprintf(bw, "\nnr_feature %d\nbias %s\nw\n", m.NFeature, strconv.FormatFloat(m.Bias, 'g', 17, 64))
-	buf := make([]byte, 0, 32)
-	row := make([]float64, ws.Problems())
-	for j := 0; j < m.Dim(); j++ {
-		if err := ws.Coordinate(j, row); err != nil {
-			return err
+	K := ws.Problems()
+	if K == 0 {
+		bw.WriteString(strings.Repeat("\n", m.Dim()))
+		return bw.Flush()
+	}
+	rows := max(1, formatBlock/K)
+	vals := make([]float64, rows*K)
+	parts := make([][]byte, runtime.GOMAXPROCS(0))
+	for j0 := 0; j0 < m.Dim(); j0 += rows {
+		n := min(rows, m.Dim()-j0)
+		for j := range n {
+			if err := ws.Coordinate(j0+j, vals[j*K:(j+1)*K]); err != nil {
+				return err
+			}
 		}
-		for _, v := range row {
-			buf = strconv.AppendFloat(buf[:0], v, 'g', 17, 64)
-			buf = append(buf, ' ')
-			bw.Write(buf)
+		formatRows(parts, vals[:n*K], K)
+		for _, b := range parts {
+			bw.Write(b)
 		}
-		bw.WriteByte('\n')
 	}
 	return bw.Flush()
+}
+
+// formatBlock is how many weights a model's writer formats at once, side
+// by side: 17-digit formatting is most of writing a large model (70 ns a
+// weight; 20 M weights for 20 classes of a million features), and the
+// block bounds the memory it holds.
+const formatBlock = 1 << 16
+
+// formatRows formats rows of K weights the way save_model does into
+// parts, a contiguous run of rows each, side by side.
+func formatRows(parts [][]byte, vals []float64, K int) {
+	n := len(vals) / K
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := p*n/len(parts), (p+1)*n/len(parts)
+		wg.Go(func() { parts[p] = appendRows(parts[p][:0], vals[lo*K:hi*K], K) })
+	}
+	wg.Wait()
+}
+
+func appendRows(b []byte, vals []float64, K int) []byte {
+	for i, v := range vals {
+		b = strconv.AppendFloat(b, v, 'g', 17, 64)
+		b = append(b, ' ')
+		if (i+1)%K == 0 {
+			b = append(b, '\n')
+		}
+	}
+	return b
 }
 
 // dense is W as Weights.

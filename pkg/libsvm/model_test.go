@@ -3,9 +3,13 @@ package libsvm
 import (
 	"bytes"
 	"flag"
+	"fmt"
+	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -206,6 +210,72 @@ func TestIntLabel(t *testing.T) {
 			t.Errorf("%v: got %d, %v", tc.v, l, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%v: got %v, want %q", tc.v, err, tc.want)
+		}
+	}
+}
+
+// TestWriteFormatsInBlocks: weights formatted side by side, a block at a
+// time, give save_model's text: 17 digits and a space each, a line a
+// coordinate, for shapes below, at and across the block and with more
+// problems than a block holds.
+func TestWriteFormatsInBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for _, c := range []struct{ features, K int }{
+		{0, 1}, {5, 1}, {formatBlock, 1}, {formatBlock + 7, 1}, {3000, 3}, {2, formatBlock + 1},
+	} {
+		m := &Model{Solver: SolverL2LossSVC, NFeature: c.features, Bias: 1}
+		for k := range c.K {
+			m.Labels = append(m.Labels, k+1)
+			w := make([]float64, m.Dim())
+			for j := range w {
+				w[j] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(40)-20))
+			}
+			if len(w) > 1 {
+				w[0], w[1] = 0, math.Copysign(0, -1)
+			}
+			m.W = append(m.W, w)
+		}
+		if c.K == 1 {
+			m.Labels = []int{1, -1}
+		}
+		var want strings.Builder
+		fmt.Fprintf(&want, "solver_type %s\nnr_class %d\nlabel", m.Solver, len(m.Labels))
+		for _, l := range m.Labels {
+			fmt.Fprintf(&want, " %d", l)
+		}
+		fmt.Fprintf(&want, "\nnr_feature %d\nbias 1\nw\n", m.NFeature)
+		for j := range m.Dim() {
+			for k := range m.W {
+				want.WriteString(strconv.FormatFloat(m.W[k][j], 'g', 17, 64) + " ")
+			}
+			want.WriteString("\n")
+		}
+		var got bytes.Buffer
+		if err := m.Write(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Fatalf("%d features, %d problems: the text differs from one weight at a time", c.features, c.K)
+		}
+	}
+}
+
+// BenchmarkWrite writes a model of 20 problems over 100,000 features.
+func BenchmarkWrite(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	m := &Model{Solver: SolverL2LossSVC, NFeature: 100_000, Bias: -1}
+	for k := range 20 {
+		m.Labels = append(m.Labels, k)
+		w := make([]float64, m.Dim())
+		for j := range w {
+			w[j] = rng.NormFloat64() * 1e-3
+		}
+		m.W = append(m.W, w)
+	}
+	b.SetBytes(int64(8 * 20 * m.Dim()))
+	for b.Loop() {
+		if err := m.Write(io.Discard); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
