@@ -31,11 +31,7 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *reduce.Partial) {
 		// multi-class loop's arithmetic below, reading the storage
 		// directly: 3-4 times the speed of that loop with K = 1.
 		seq := !s.binary(p)
-		x := vecsAt(p, wl, out.Grad)
-		x.v = vl
-		if p.Bias >= 0 {
-			x.vb = v.WBias[0]
-		}
+		x := vecsAt(p, wl, out.Grad).along(v, vl)
 		var gb float64
 		switch {
 		case s.Idx16 != nil:

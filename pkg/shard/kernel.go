@@ -98,12 +98,20 @@ type vecs struct {
 	bias, wb, vb float64
 }
 
-// vecsAt is the vectors of a pass at p over local weights w into g; a
-// Hessian-vector pass sets v and vb.
+// vecsAt is the vectors of a pass at p over local weights w into g.
 func vecsAt(p *Point, w, g []float64) vecs {
 	x := vecs{w: w, g: g, bias: p.Bias}
 	if p.Bias >= 0 {
 		x.wb = p.WBias[0]
+	}
+	return x
+}
+
+// along is x for a Hessian-vector pass along v, local vl.
+func (x vecs) along(v *Point, vl []float64) vecs {
+	x.v = vl
+	if x.bias >= 0 {
+		x.vb = v.WBias[0]
 	}
 	return x
 }
