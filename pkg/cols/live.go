@@ -6,7 +6,7 @@ import (
 )
 
 // LiveMap says which coordinates a point's vectors carry when they leave
-// out dead ones (see Point.Live): coordinate j is carried when bit j of
+// out dead ones (see shard.Point.Live): coordinate j is carried when bit j of
 // Bits is set, and carried coordinates keep their order.
 type LiveMap struct {
 	Bits   []uint64

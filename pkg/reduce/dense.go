@@ -328,11 +328,7 @@ func (d *DenseSum) push(id NodeID) {
 	} else {
 		p = new(Partial)
 	}
-	p.Resize(d.K, d.width)
-	clear(p.Loss)
-	clear(p.BiasGrad)
-	clear(p.Grad)
-	p.Hess = p.Hess[:0]
+	p.Zero(d.K, d.width)
 	d.stack, d.ids = append(d.stack, p), append(d.ids, id)
 }
 

@@ -52,6 +52,16 @@ func NewGroup(g int, shardCols [][]uint32) *Group {
 	return gr
 }
 
+// Groups builds the reduction tree of shards with the given column maps.
+func Groups(cols [][]uint32) []*Group {
+	out := make([]*Group, NumGroups(len(cols)))
+	for g := range out {
+		first, end := GroupShards(g, len(cols))
+		out[g] = NewGroup(g, cols[first:end])
+	}
+	return out
+}
+
 // unionOf is the union of increasing column lists, increasing, as
 // NewGroup finds it, without the positions.
 func unionOf(lists [][]uint32) []uint32 {
@@ -162,11 +172,7 @@ func NewGroupSum(gr *Group, n, K, hess int, release func(*Partial), buf *Partial
 		buf = new(Partial)
 	}
 	buf.Shard, buf.Group = gr.ID, true
-	buf.Resize(K, len(gr.Cols))
-	clear(buf.Loss)
-	clear(buf.BiasGrad)
-	clear(buf.Grad)
-	buf.Hess = buf.Hess[:0]
+	buf.Zero(K, len(gr.Cols))
 	return &GroupSum{group: gr, hess: hess, end: end, next: gr.First, pending: map[int]*Partial{}, release: release, sum: buf}
 }
 

@@ -29,6 +29,15 @@ func (p *Partial) Resize(K, width int) {
 	p.Loss, p.BiasGrad, p.Grad = grow(p.Loss, K), grow(p.BiasGrad, K), grow(p.Grad, width*K)
 }
 
+// Zero is Resize with every sum at zero and no Hessian: a sum's start.
+func (p *Partial) Zero(K, width int) {
+	p.Resize(K, width)
+	clear(p.Loss)
+	clear(p.BiasGrad)
+	clear(p.Grad)
+	p.Hess = p.Hess[:0]
+}
+
 func grow(b []float64, n int) []float64 {
 	if cap(b) < n {
 		return make([]float64, n)
@@ -49,14 +58,4 @@ func addHess(dst, src []float64) []float64 {
 		dst[i] += v
 	}
 	return dst
-}
-
-// Groups builds the reduction tree of shards with the given column maps.
-func Groups(cols [][]uint32) []*Group {
-	out := make([]*Group, NumGroups(len(cols)))
-	for g := range out {
-		first, end := GroupShards(g, len(cols))
-		out[g] = NewGroup(g, cols[first:end])
-	}
-	return out
 }

@@ -77,3 +77,17 @@ func (g *glibcRand) next() int32 {
 	g.i = (g.i + 1) % 34
 	return int32(uint32(v) >> 1)
 }
+
+// CheckFolds refuses a point that holds out a fold when some shard has no
+// folds: evaluating it would silently count every row.
+func CheckFolds(shards []*Shard, p *Point) error {
+	if p.Holdout <= 0 {
+		return nil
+	}
+	for _, s := range shards {
+		if s.Fold == nil {
+			return fmt.Errorf("shard %d: fold %d held out but the shard has no folds", s.ID, p.Holdout)
+		}
+	}
+	return nil
+}

@@ -47,6 +47,19 @@ type Point struct {
 	Epsilon float64
 }
 
+// NewPoint views vectors laid out as features then (when bias >= 0) the
+// bias weight at index features, as the kernels take them.
+func NewPoint(x [][]float64, bias float64, features int) *Point {
+	p := &Point{W: x, Bias: bias}
+	if bias >= 0 {
+		p.WBias = make([]float64, len(x))
+		for k := range x {
+			p.WBias[k] = x[k][features]
+		}
+	}
+	return p
+}
+
 // class is the class problem k separates from the rest.
 func (p *Point) class(k int) int32 {
 	if p.Classes != nil {
@@ -169,11 +182,7 @@ func (s *Shard) Pass(op osgm.Op, p, v *Point, sc *Scratch, act *Activity, out *r
 
 func (s *Shard) newPartial(K int, out *reduce.Partial) {
 	out.Shard = s.ID
-	out.Resize(K, s.Cols.Len())
-	out.Hess = out.Hess[:0]
-	clear(out.Loss)
-	clear(out.BiasGrad)
-	clear(out.Grad)
+	out.Zero(K, s.Cols.Len())
 }
 
 // Eval computes the shard's loss and gradient sums at p in one pass over

@@ -225,7 +225,7 @@ func PGrid(metas []shard.Meta, startP float64) []float64 {
 		}
 	}
 	i := pSteps - 1
-	if startP > 0 {
+	if startP > 0 && maxP > 0 {
 		i = min(int(startP/(maxP/pSteps)), i)
 	}
 	var ps []float64

@@ -466,3 +466,33 @@ func TestOddClassesMatchLIBLINEAR(t *testing.T) {
 		})
 	}
 }
+
+// TestPGrid: LIBLINEAR's p values, largest first, from a -p given; with
+// every target 0 a -p given leaves the grid whole, on any CPU (the
+// division by max|y| would be an infinity converted to int).
+func TestPGrid(t *testing.T) {
+	metas := []shard.Meta{{Labels: []float64{-4, 1}}, {Labels: []float64{2}}}
+	for _, c := range []struct {
+		metas  []shard.Meta
+		startP float64
+		want   []float64
+	}{
+		{metas, 0, []float64{3.8, 3.6, 3.4, 3.2, 3, 2.8, 2.6, 2.4, 2.2, 2, 1.8, 1.6, 1.4, 1.2, 1, 0.8, 0.6, 0.4, 0.2, 0}},
+		{metas, 0.5, []float64{0.4, 0.2, 0}},
+		{metas, 100, nil}, // the whole grid, as for no -p
+		{[]shard.Meta{{Labels: []float64{0}}}, 0.5, make([]float64, 20)},
+	} {
+		got := PGrid(c.metas, c.startP)
+		if c.want == nil {
+			c.want = PGrid(c.metas, 0)
+		}
+		if len(got) != len(c.want) {
+			t.Fatalf("PGrid(-p %v): %v, want %v", c.startP, got, c.want)
+		}
+		for i := range got {
+			if math.Abs(got[i]-c.want[i]) > 1e-12 {
+				t.Fatalf("PGrid(-p %v): %v, want %v", c.startP, got, c.want)
+			}
+		}
+	}
+}
