@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -322,7 +323,7 @@ func TestWorkerKilledMidClass(t *testing.T) {
 // whole on the workers (-place auto: the data fits each), with
 // checkpoints; a worker killed outright mid-class is found by a probe,
 // although heartbeats would take an hour, and its class goes to another
-// worker, from its last state, to the in-process model's bytes.
+// worker, to the in-process model's bytes.
 func TestWorkerKilledMidPlacedClass(t *testing.T) {
 	data := dataset(t, "news20.t")
 	want := train(t, data, "-shards", "9", "-local")
@@ -332,9 +333,13 @@ func TestWorkerKilledMidPlacedClass(t *testing.T) {
 	model := filepath.Join(dir, "model")
 	c := start(t, "coordinator", "-shards", "9", "-heartbeat-timeout", "1h", "-nats", url, "-min-workers", "3",
 		"-checkpoint", filepath.Join(dir, "ck"), "-checkpoint-every", "100", data, model)
-	checkFor(t, time.Minute, "three classes placed", func() bool { return strings.Count(c.output(), `"msg":"problem placed"`) >= 3 })
-	time.Sleep(300 * time.Millisecond) // under way
-	ws[1].cmd.Process.Signal(syscall.SIGKILL)
+	placed := regexp.MustCompile(`"msg":"problem placed","worker":"p(\d)-`)
+	checkFor(t, time.Minute, "three classes placed", func() bool { return len(placed.FindAllString(c.output(), 3)) == 3 })
+	// The worker placed last, killed as soon as that shows: its class
+	// has just begun (a news20.t class takes 0.1 to 0.8 s), where one
+	// killed after a fixed wait could have ended it first.
+	last := placed.FindAllStringSubmatch(c.output(), 3)[2][1]
+	ws[last[0]-'0'].cmd.Process.Signal(syscall.SIGKILL)
 	c.wait(t, 5*time.Minute)
 	out := c.output()
 	if !strings.Contains(out, `"msg":"classes train whole on workers"`) || strings.Count(out, `"msg":"problem placed"`) <= 20 {
