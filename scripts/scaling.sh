@@ -9,7 +9,9 @@
 # the bytes down and up a round (the coordinator's bus line), and whether
 # every run wrote the same model bits.
 # BINDIR (default /tmp/bin) holds coordinator, worker and nats-server.
-# ITERS (default 100) sets -max-iter. CONTAINERS=1 runs the same on
+# ITERS (default 100) sets -max-iter; REDUCE (default tree) the
+# coordinator's -reduce: tree (workers add the sums among themselves) or
+# star (each sends its own to the coordinator). CONTAINERS=1 runs the same on
 # deploy/compose.yaml instead, with W worker containers and the
 # coordinator in a container (images from OSGM_IMAGE and NATS_IMAGE, for
 # example from scripts/images.sh): what the container network costs.
@@ -18,6 +20,7 @@ f=${1:?usage: scaling.sh FILE [N] [WORKERS...]}; n=${2:-3}; shift $(($# < 2 ? $#
 counts=${*:-1 2}
 bin=${BINDIR:-/tmp/bin}
 iters=${ITERS:-100}
+reduce=${REDUCE:-tree}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 deploy=$(cd "$(dirname "$0")/../deploy" && pwd)
 
@@ -33,7 +36,7 @@ containers() {
 	  worker:
 	    command: ["worker", "-nats", "nats://nats:4222", "-user", "worker", "-parallel", "1"]
 	  coordinator:
-	    command: ["coordinator", "-nats", "nats://nats:4222", "-user", "coordinator", "-min-workers", "$w", "-method", "hdm", "-max-iter", "$iters", "-e", "1e-12", "/data/$base", "/out/model"]
+	    command: ["coordinator", "-nats", "nats://nats:4222", "-user", "coordinator", "-min-workers", "$w", "-reduce", "$reduce", "-method", "hdm", "-max-iter", "$iters", "-e", "1e-12", "/data/$base", "/out/model"]
 	EOF
 	local dc=(env COORDINATOR_PASSWORD=scale WORKER_PASSWORD=scale DATA_DIR="$data" OUT_DIR="$tmp/out"
 		OSGM_USER="$(id -u):$(id -g)" NATS_PUBLISH="127.0.0.1:$((20000 + RANDOM % 10000))"
@@ -62,7 +65,7 @@ for i in $(seq "$n"); do
 			pids="$pids $!"
 		done
 		OSGM_LOG_FORMAT=json timeout 600 "$bin/coordinator" -nats "nats://127.0.0.1:$port" -min-workers "$w" \
-			-method hdm -max-iter "$iters" -e 1e-12 "$f" "$tmp/model" >"$tmp/log" 2>&1 ||
+			-reduce "$reduce" -method hdm -max-iter "$iters" -e 1e-12 "$f" "$tmp/model" >"$tmp/log" 2>&1 ||
 			{ echo "W=$w run $i failed:"; tail -5 "$tmp/log"; }
 		# shellcheck disable=SC2086
 		kill $pids 2>/dev/null
@@ -72,7 +75,7 @@ for i in $(seq "$n"); do
 	done
 done | python3 -c '
 import sys, json, statistics as st
-per, down, up, sums = {}, {}, {}, set()
+per, down, up, hops, sums = {}, {}, {}, {}, set()
 for line in sys.stdin:
     if line.startswith("W="):
         print(line, end=""); continue
@@ -82,12 +85,12 @@ for line in sys.stdin:
     if d["msg"] == "trained":
         per.setdefault(w, []).append(d["train"] / d["passes"] * 1000)
     else:
-        down[w], up[w] = d["bytes_down"] / d["rounds"], d["bytes_up"] / d["rounds"]
+        down[w], up[w], hops[w] = d["bytes_down"] / d["rounds"], d["bytes_up"] / d["rounds"], d.get("tree_hops", 0)
 base = None
-print("workers  ms/pass  speed-up  MB down/round  MB up/round  runs")
+print("workers  ms/pass  speed-up  MB down/round  MB up/round  hops  runs")
 for w in sorted(per):
     m = st.median(per[w]); base = base or m
-    print("%7d  %7.2f  %8.2f  %13.2f  %11.2f  %s" % (w, m, base / m, down.get(w, 0) / 1e6, up.get(w, 0) / 1e6,
+    print("%7d  %7.2f  %8.2f  %13.2f  %11.2f  %4d  %s" % (w, m, base / m, down.get(w, 0) / 1e6, up.get(w, 0) / 1e6, hops.get(w, 0),
           " ".join("%.1f" % x for x in per[w])))
-print("model bits:", "identical" if len(sums) == 1 else "DIFFER (%d)" % len(sums))
+print("model bits:", "identical, sha256 " + sums.pop() if len(sums) == 1 else "DIFFER (%d)" % len(sums))
 '

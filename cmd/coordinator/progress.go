@@ -65,6 +65,9 @@ func (p *progress) export(r osgm.Record) {
 		setCounter(m.Bytes.WithLabelValues("to_workers"), float64(st.BytesToWorkers))
 		setCounter(m.Reassignments, float64(st.Reassignments))
 		setCounter(m.Resends, float64(st.Resends))
+		setCounter(m.BusRounds, float64(st.Rounds))
+		setCounter(m.TreeRounds, float64(st.TreeRounds))
+		m.TreeHops.Set(float64(st.Hops))
 	}
 }
 

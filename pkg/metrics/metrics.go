@@ -26,6 +26,11 @@ type Coordinator struct {
 	Reassignments prometheus.Counter
 	Resends       prometheus.Counter // rounds broadcast again (lost points, reconnections)
 	Workers       prometheus.Gauge
+	// Rounds on the bus, those the workers added along the tree, and the
+	// last such round's longest chain of messages: bytes a round are
+	// osgm_bus_bytes_total's rate over osgm_bus_rounds_total's.
+	BusRounds, TreeRounds prometheus.Counter
+	TreeHops              prometheus.Gauge
 }
 
 // NewCoordinator registers the coordinator's metrics.
@@ -46,9 +51,15 @@ func NewCoordinator() *Coordinator {
 		Reassignments: prometheus.NewCounter(prometheus.CounterOpts{Name: "osgm_shard_reassignments_total", Help: "Shards moved between workers."}),
 		Resends: prometheus.NewCounter(prometheus.CounterOpts{Name: "osgm_round_resends_total",
 			Help: "Rounds whose point was broadcast again: results missing, a worker without x, or clients back after a NATS outage."}),
-		Workers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "osgm_workers_alive", Help: "Workers currently alive."}),
+		Workers:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "osgm_workers_alive", Help: "Workers currently alive."}),
+		BusRounds: prometheus.NewCounter(prometheus.CounterOpts{Name: "osgm_bus_rounds_total", Help: "Rounds over the workers' shards."}),
+		TreeRounds: prometheus.NewCounter(prometheus.CounterOpts{Name: "osgm_tree_rounds_total",
+			Help: "Rounds whose sums the workers added among themselves, the coordinator receiving the root alone."}),
+		TreeHops: prometheus.NewGauge(prometheus.GaugeOpts{Name: "osgm_tree_hops",
+			Help: "In the last round added along the workers' tree, the most messages between a shard's sum and the coordinator."}),
 	}
-	r.MustRegister(c.Iterations, c.Passes, c.Objective, c.GradientRatio, c.Round, c.Bytes, c.Reassignments, c.Resends, c.Workers)
+	r.MustRegister(c.Iterations, c.Passes, c.Objective, c.GradientRatio, c.Round, c.Bytes, c.Reassignments, c.Resends, c.Workers,
+		c.BusRounds, c.TreeRounds, c.TreeHops)
 	return c
 }
 

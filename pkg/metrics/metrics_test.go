@@ -18,6 +18,7 @@ func TestScrape(t *testing.T) {
 	c.Bytes.WithLabelValues("up").Add(1024)
 	c.Workers.Set(3)
 	c.Resends.Add(2)
+	c.TreeHops.Set(3)
 	addr, stop, err := Serve("127.0.0.1:0", c.Registry)
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +34,7 @@ func TestScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks := map[string]float64{"osgm_iterations_total": 7, "osgm_objective": 13742.5, "osgm_workers_alive": 3, "osgm_bus_bytes_total": 1024, "osgm_round_resends_total": 2}
+	checks := map[string]float64{"osgm_iterations_total": 7, "osgm_objective": 13742.5, "osgm_workers_alive": 3, "osgm_bus_bytes_total": 1024, "osgm_round_resends_total": 2, "osgm_tree_hops": 3}
 	for name, want := range checks {
 		f := families[name]
 		if f == nil || len(f.Metric) == 0 {

@@ -252,6 +252,7 @@ type Reducer struct {
 
 	tree   *lazyTree
 	n      int
+	cols   []uint32 // 0, 1, ...: a dense sum's columns, made when one comes
 	sum    *Sum
 	comb   *Combiner
 	groups *GroupSums
@@ -320,11 +321,37 @@ func (r *Reducer) AddNode(id NodeID, p *Partial) (bool, error) {
 	if len(p.Hess) != len(r.sum.Hess) {
 		return false, fmt.Errorf("node %d/%d: Hessian of %d entries, want %d", id.Level, id.Index, len(p.Hess), len(r.sum.Hess))
 	}
+	if p.Dense {
+		return r.addRoot(id, p)
+	}
 	took, err := r.comb.Add(id, p)
 	if took {
 		r.groups.Drop(id.Groups(NumGroups(r.n))) // shard partials under it are no longer needed
 	}
 	return took, err
+}
+
+// addRoot takes the root's dense sum, which covers every shard: whatever
+// came before it is not yet in the sum (the tree adds into it at the
+// root only), and 0 + root has the bits of the root's children added in
+// (see Combiner.EmitChildren).
+func (r *Reducer) addRoot(id NodeID, p *Partial) (bool, error) {
+	K, width := len(r.sum.Loss), 0
+	if K > 0 {
+		width = len(r.sum.Grad[0])
+	}
+	if id != Root(r.n) || len(p.Grad) != width*K || len(p.BiasGrad) != K {
+		return false, fmt.Errorf("node %d/%d: a dense sum of %d values is not the root's over %d coordinates", id.Level, id.Index, len(p.Grad), width)
+	}
+	if r.done {
+		return false, nil
+	}
+	for j := len(r.cols); j < width; j++ {
+		r.cols = append(r.cols, uint32(j))
+	}
+	r.apply(r.cols[:width], p)
+	r.done = true
+	return true, nil
 }
 
 // Done reports whether every shard has been added.

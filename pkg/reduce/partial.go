@@ -8,9 +8,12 @@ package reduce
 // Partial is one shard's contribution to the data term, in the shard's
 // local columns. The coordinator adds partials in shard order.
 type Partial struct {
-	Shard    int       // the shard, or the node's index when Group is set
-	Group    bool      // a node's sum (see Reducer), over the node's columns
-	Level    int       // with Group: the node's level (0: a group)
+	Shard int  // the shard, or the node's index when Group is set
+	Group bool // a node's sum (see Reducer), over the node's columns
+	Level int  // with Group: the node's level (0: a group)
+	// Dense, with Group, is a sum over every coordinate of the point
+	// rather than the node's columns: the root as workers add it (Relay).
+	Dense    bool
 	Loss     []float64 // per problem: sum of c φ(a·w) (see shard.Loss)
 	Grad     []float64 // local column l, problem k at l*K+k: sum of c φ'(a·w) a
 	BiasGrad []float64 // per problem, the bias feature's gradient sum

@@ -51,7 +51,9 @@ type ClusterConfig struct {
 	// Place says whether one-vs-rest problems go whole to workers (see
 	// Placed); the coordinator acts on it.
 	Place PlaceMode
-	Log   *zap.Logger
+	// Reduce says who adds the workers' sums (see ReduceMode).
+	Reduce ReduceMode
+	Log    *zap.Logger
 
 	// waitReport is how often Load says that it is still waiting for
 	// workers (defaultWaitReport; tests shorten it): without it, a
@@ -207,8 +209,12 @@ type Stats struct {
 	BytesToWorkers int64
 	BytesUp        int64 // results received
 	ResultsUp      int   // result messages (shard partials and node sums) taken
-	Resends        int
-	Reassignments  int
+	// TreeRounds counts the rounds whose sums the workers added among
+	// themselves, and Hops is, in the last, the longest chain of messages
+	// from a worker to the coordinator.
+	TreeRounds, Hops int
+	Resends          int
+	Reassignments    int
 }
 
 type peer struct {
@@ -361,10 +367,13 @@ func (c *Cluster) receiveUp(m *nats.Msg) {
 			pl.receive(h, payload)
 		}
 		return
-	case h.Kind != wire.KindPartial && h.Kind != wire.KindMeta && h.Kind != wire.KindError && h.Kind != wire.KindGroup && h.Kind != wire.KindNeedX:
+	case h.Kind != wire.KindPartial && h.Kind != wire.KindMeta && h.Kind != wire.KindError && h.Kind != wire.KindGroup && h.Kind != wire.KindNeedX && h.Kind != wire.KindRelayNode:
 		c.bad.add(nil, h.Kind)
 		return
-	case h.Kind != wire.KindGroup && int(h.Shard) >= n:
+	case h.Kind == wire.KindRelayNode && h.Shard != reduce.Root(n).Wire():
+		c.bad.add(errors.New("a relayed sum that is not the root's"), h.Kind)
+		return
+	case h.Kind != wire.KindGroup && h.Kind != wire.KindRelayNode && int(h.Shard) >= n:
 		c.bad.add(errors.New("shard id out of range"), h.Kind)
 		return
 	}

@@ -277,22 +277,31 @@ func TestWorkersSendNodeSums(t *testing.T) {
 	}
 	for _, method := range []string{"lbfgs", "newton", "newton-full"} {
 		for _, sparse := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/sparse=%v", method, sparse), func(t *testing.T) {
-				cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: method, MaxIter: 300}
-				want := localModel(t, path, 64, cfg)
-				c, _, _ := clusterWithStops(t, path, 2, 64, func(w *Worker) { w.cfg.sparseSums = sparse })
-				before := c.Stats()
-				got, err := train.Train(c, cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				st := c.Stats()
-				rounds, results := st.Rounds-before.Rounds, st.ResultsUp-before.ResultsUp
-				if rounds == 0 || results != 2*rounds {
-					t.Fatalf("%d result messages in %d rounds, want 2 per round", results, rounds)
-				}
-				sameModel(t, got, want)
-			})
+			for _, mode := range []ReduceMode{ReduceTree, ReduceStar} {
+				t.Run(fmt.Sprintf("%s/sparse=%v/%v", method, sparse, mode), func(t *testing.T) {
+					cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: method, MaxIter: 300}
+					want := localModel(t, path, 64, cfg)
+					c, _, _ := startCluster(t, path, 2, 64, clusterOptions{parallel: 1, config: func(c *ClusterConfig) { c.Reduce = mode }},
+						func(w *Worker) { w.cfg.sparseSums = sparse })
+					before := c.Stats()
+					got, err := train.Train(c, cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					st := c.Stats()
+					rounds, results, tree := st.Rounds-before.Rounds, st.ResultsUp-before.ResultsUp, st.TreeRounds-before.TreeRounds
+					// Along the tree the root alone comes here, two
+					// hops from the worker that sent its other half.
+					perRound, hops := 2, 0
+					if mode == ReduceTree {
+						perRound, hops = 1, 2
+					}
+					if rounds == 0 || results != perRound*rounds || tree != (perRound%2)*rounds || st.Hops != hops {
+						t.Fatalf("%d result messages in %d rounds (%d along the tree, %d hops), want %d per round", results, rounds, tree, st.Hops, perRound)
+					}
+					sameModel(t, got, want)
+				})
+			}
 		}
 	}
 }
@@ -865,7 +874,11 @@ func TestSparseSumsKeepTheBits(t *testing.T) {
 	up := map[bool]int64{}
 	for _, whole := range []bool{false, true} {
 		t.Run(fmt.Sprintf("whole=%v", whole), func(t *testing.T) {
-			c, _, _ := clusterWithStops(t, path, 2, 8, func(w *Worker) { w.cfg.wholeGradients = whole })
+			// Each worker sends its shards' partials here, where most
+			// entries are +0; along the tree the coordinator gets the
+			// root, where few are.
+			c, _, _ := startCluster(t, path, 2, 8, clusterOptions{parallel: 1, config: func(c *ClusterConfig) { c.Reduce = ReduceStar }},
+				func(w *Worker) { w.cfg.wholeGradients = whole })
 			res, err := train.Train(c, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -939,6 +952,9 @@ func serverRestart(t *testing.T, path string, tc restartCase, points PointMode) 
 	c.log = zap.New(core)
 	stop := make(chan struct{})
 	c.cfg.ResendAfter, c.cfg.HeartbeatTimeout, c.cfg.Stop, c.cfg.Points = tc.resendAfter, tc.silence, stop, points
+	// Results compared one by one: a round that goes out again has each
+	// worker send its own, so the first goes the same way.
+	c.cfg.Reduce = ReduceStar
 	defer time.AfterFunc(30*time.Second, func() { close(stop) }).Stop()
 
 	features := uint32(0)

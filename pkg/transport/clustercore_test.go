@@ -43,7 +43,16 @@ func (r *clusterRecorder) sendPoint(subj string, round uint64, pieces [][]byte) 
 	if len(p.X) == 0 {
 		x = "without x"
 	}
-	fmt.Fprintf(&r.out, "point round=%d to=%s op=%s %s\n", round, to, opNames[p.Op], x)
+	tree := ""
+	if len(p.Owners) > 0 {
+		// Each shard's owner, which adds the nodes it is first in.
+		owners := make([]string, len(p.Owners))
+		for s, o := range p.Owners {
+			owners[s] = p.Relays[o]
+		}
+		tree = " tree=" + strings.Join(owners, ",")
+	}
+	fmt.Fprintf(&r.out, "point round=%d to=%s op=%s %s%s\n", round, to, opNames[p.Op], x, tree)
 	return int64(len(b)), nil
 }
 
@@ -201,7 +210,7 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 		return ct.up(upMsg{kind: wire.KindNeedX, round: r, payload: []byte(worker)})
 	case "gone":
 		if ct.round != nil {
-			ct.round.onGone(worker)
+			return ct.round.onGone(worker)
 		} else {
 			c.onGone(worker)
 		}

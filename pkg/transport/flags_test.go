@@ -19,16 +19,17 @@ func TestClusterFlags(t *testing.T) {
 		err  string // "" when accepted
 	}{
 		{nil, func(c ClusterConfig) bool {
-			return c.MinWorkers == 1 && c.HeartbeatTimeout == DefaultHeartbeatTimeout && c.LoadStall == DefaultLoadStall && c.NoWorkerTimeout == 0 && c.Points == PointsAuto
+			return c.MinWorkers == 1 && c.HeartbeatTimeout == DefaultHeartbeatTimeout && c.LoadStall == DefaultLoadStall && c.NoWorkerTimeout == 0 && c.Points == PointsAuto && c.Reduce == ReduceTree
 		}, ""},
-		{[]string{"-min-workers", "3", "-heartbeat-timeout", "5s", "-no-worker-timeout", "1m", "-points", "own"}, func(c ClusterConfig) bool {
-			return c.MinWorkers == 3 && c.HeartbeatTimeout == 5*time.Second && c.NoWorkerTimeout == time.Minute && c.Points == PointsOwn
+		{[]string{"-min-workers", "3", "-heartbeat-timeout", "5s", "-no-worker-timeout", "1m", "-points", "own", "-reduce", "star"}, func(c ClusterConfig) bool {
+			return c.MinWorkers == 3 && c.HeartbeatTimeout == 5*time.Second && c.NoWorkerTimeout == time.Minute && c.Points == PointsOwn && c.Reduce == ReduceStar
 		}, ""},
 		{[]string{"-heartbeat-timeout", "0s"}, nil, "-heartbeat-timeout must be positive"},
 		{[]string{"-load-stall", "-1s"}, nil, "-load-stall must be positive"},
 		{[]string{"-no-worker-timeout", "-1s"}, nil, "-no-worker-timeout must not be negative"},
 		{[]string{"-min-workers", "0"}, nil, "-min-workers must be at least 1"},
 		{[]string{"-points", "some"}, nil, "points"},
+		{[]string{"-reduce", "ring"}, nil, "reduce"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var cfg ClusterConfig

@@ -72,8 +72,14 @@ type ownPoint struct {
 // layoutFor is the layout of pt's round, worked out again when the
 // shards' owners or the point's coordinates change.
 func (c *clusterCore) layoutFor(pt *wire.Point) *pointLayout {
-	if c.cfg.Points == PointsBroadcast || pt.Op == wire.OpEvalHess {
+	switch {
+	case c.cfg.Points == PointsBroadcast || pt.Op == wire.OpEvalHess:
 		return nil // a Hessian over the point's dimension needs all of it
+	case c.cfg.Points == PointsAuto && c.cfg.Reduce == ReduceTree:
+		// The tree's sums are laid out over the broadcast's coordinates,
+		// and a broadcast leaves the coordinator once, where own points
+		// leave it once per worker.
+		return nil
 	}
 	full, dim := fullOf(pt), pt.Dim()
 	if c.layoutOf == nil || !slices.Equal(c.layoutOf, c.owner) || c.layoutFull != full || c.layoutDim != dim {

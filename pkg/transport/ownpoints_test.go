@@ -108,19 +108,22 @@ func TestOwnPointsKeepTheBits(t *testing.T) {
 	}
 }
 
-// TestPointsAuto: own points go out when the workers' columns add up to
-// at most half of what a broadcast sends them: on the banded data at four
-// workers (each touches about 0.4 of the columns), not at two (0.6).
+// TestPointsAuto: with each worker sending its own sums, own points go
+// out when the workers' columns add up to at most half of what a
+// broadcast sends them: on the banded data at four workers (each touches
+// about 0.4 of the columns), not at two (0.6). Along the workers' tree,
+// whose sums are over the broadcast's coordinates, points are broadcast.
 func TestPointsAuto(t *testing.T) {
 	path := bandedData(t, 4000, 2, 1)
 	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 50}
 	want := localModel(t, path, 16, cfg)
 	for _, c := range []struct {
 		workers int
+		reduce  ReduceMode
 		own     bool
-	}{{2, false}, {4, true}} {
-		t.Run(fmt.Sprint(c.workers, " workers"), func(t *testing.T) {
-			cl, _, _ := startCluster(t, path, c.workers, 16, clusterOptions{parallel: 1})
+	}{{2, ReduceStar, false}, {4, ReduceStar, true}, {4, ReduceTree, false}} {
+		t.Run(fmt.Sprint(c.workers, " workers ", c.reduce), func(t *testing.T) {
+			cl, _, _ := startCluster(t, path, c.workers, 16, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) { cfg.Reduce = c.reduce }})
 			res, err := train.Train(cl, cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -52,39 +52,60 @@ func (c *clusterCore) onUp(m upMsg, add func(*reduce.Partial) error) error {
 		}
 		c.metas[m.shard], c.haveMet[m.shard] = *meta, true
 		delete(c.asked, holding{worker, m.shard})
-	case wire.KindPartial, wire.KindGroup:
+	case wire.KindPartial, wire.KindGroup, wire.KindRelayNode:
 		if m.round != c.round || add == nil {
 			if m.round < c.round {
 				c.bad.add(errors.New("stale round"), m.kind)
 			}
 			return nil
 		}
-		id := m.shard
-		var node reduce.NodeID
-		if m.kind == wire.KindGroup {
-			node, _ = reduce.NodeFromWire(uint32(m.shard), len(c.owner)) // checked on arrival
-			id = node.Index
-		}
-		var into *decodedPartial
-		if n := len(c.reuse); n > 0 {
-			into, c.reuse = c.reuse[n-1], c.reuse[:n-1]
-		} else {
-			into = new(decodedPartial)
-		}
-		c.decoded = append(c.decoded, into)
-		p, err := wire.DecodePartialInto(id, m.payload, &into.Partial, &into.grad)
+		p, err := c.decodeResult(m)
 		if err != nil {
 			c.bad.add(err, m.kind)
 			return nil
 		}
 		viewed = true
-		p.Group, p.Level = m.kind == wire.KindGroup, node.Level
-		c.mu.Lock()
-		c.stats.ResultsUp++
-		c.mu.Unlock()
 		return add(p)
 	}
 	return nil
+}
+
+// decodeResult decodes a shard's partial, a node's sum or the root as
+// the workers added it, into memory kept from round to round.
+func (c *clusterCore) decodeResult(m upMsg) (*reduce.Partial, error) {
+	id := m.shard
+	var node reduce.NodeID
+	if m.kind != wire.KindPartial {
+		node, _ = reduce.NodeFromWire(uint32(m.shard), len(c.owner)) // checked on arrival
+		id = node.Index
+	}
+	var into *decodedPartial
+	if n := len(c.reuse); n > 0 {
+		into, c.reuse = c.reuse[n-1], c.reuse[:n-1]
+	} else {
+		into = new(decodedPartial)
+	}
+	c.decoded = append(c.decoded, into)
+	var p *reduce.Partial
+	var err error
+	hops := 0
+	if m.kind == wire.KindRelayNode {
+		hops, p, err = wire.DecodeRelay(id, m.payload, &into.Partial, &into.grad)
+	} else {
+		p, err = wire.DecodePartialInto(id, m.payload, &into.Partial, &into.grad)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.Group, p.Level, p.Dense = m.kind != wire.KindPartial, node.Level, m.kind == wire.KindRelayNode
+	c.mu.Lock()
+	c.stats.ResultsUp++
+	if p.Dense {
+		c.stats.TreeRounds++
+		c.stats.Hops = hops
+	}
+	c.mu.Unlock()
+	return p, nil
 }
 
 // decodedPartial is a result decoded in a round, with the memory its
@@ -239,7 +260,7 @@ func (c *Cluster) round1(pt *wire.Point, add func(*reduce.Partial) error) error 
 		case hb := <-c.hbs:
 			err = r.onHeartbeat(hb)
 		case id := <-c.gone:
-			r.onGone(id)
+			err = r.onGone(id)
 		case m := <-c.ups:
 			err = r.onUp(m)
 		case <-tick.C:
@@ -268,8 +289,9 @@ func (c *clusterCore) startRound(pt *wire.Point, add func(*reduce.Partial) error
 	}
 	clear(c.viewed)
 	c.viewed = c.viewed[:0]
-	r := &roundState{c: c, pt: pt, add: add, payload: wire.PointPieces(c.pointBuf, pt), layout: c.layoutFor(pt),
-		got: make([]bool, len(c.owner)), left: len(c.owner)}
+	r := &roundState{c: c, pt: pt, add: add, layout: c.layoutFor(pt), got: make([]bool, len(c.owner)), left: len(c.owner)}
+	r.plan(pt)
+	r.payload = wire.PointPieces(c.pointBuf, pt)
 	c.pointBuf = r.payload[0]
 	c.lastStamp, c.lastLive, c.lastLayout = pt.Stamp, c.live(), r.layout
 	c.resendAt = time.Time{}
@@ -304,10 +326,11 @@ func (r *roundState) onHeartbeat(hb wire.Heartbeat) error {
 }
 
 // onGone takes the server's word that a worker's subject is not held.
-func (r *roundState) onGone(id string) {
+func (r *roundState) onGone(id string) error {
 	if r.c.onGone(id) {
 		r.lastProgress = r.c.now() // its shards are loading elsewhere
 	}
+	return r.wholeIfMoved()
 }
 
 // roundState is a round under way: what went out, what has come back, and
@@ -318,6 +341,7 @@ type roundState struct {
 	add     func(*reduce.Partial) error
 	payload [][]byte     // the whole point, for broadcasts
 	layout  *pointLayout // own points went out (nil: a broadcast, or whole since)
+	tree    []string     // the owners the workers add the tree along (nil: each sends its sums here)
 	got     []bool       // shards whose results are in
 	left    int          // shards whose results are not
 	compute float64      // the longest a worker computed
@@ -361,6 +385,13 @@ func (r *roundState) again() error {
 	}
 	r.layout, c.lastLayout = nil, nil
 	var err error
+	if r.tree != nil {
+		// A worker on the way up may be gone or hung: every worker now
+		// sends its own sums here.
+		r.tree, r.pt.Relays, r.pt.Owners = nil, nil, nil
+		r.payload = wire.PointPieces(c.pointBuf, r.pt)
+		c.pointBuf = r.payload[0]
+	}
 	if r.pt.Op == wire.OpHessVecAt {
 		// Some worker may not hold x: send it again too.
 		r.payload, err = c.sendX(r.pt)
@@ -375,11 +406,18 @@ func (r *roundState) again() error {
 // round of own points, which were made for the owners it started with: a
 // shard's new owner may hold no point of this round (it held no shard
 // when the round went out) or one without the shard's columns.
+//
+// A round whose tree the workers add goes out again for the same reason:
+// sums on their way to a worker that lost its shards may never go on.
 func (r *roundState) wholeIfMoved() error {
-	if r.layout == nil || slices.Equal(r.c.layoutOf, r.c.owner) {
+	switch {
+	case r.layout != nil && !slices.Equal(r.c.layoutOf, r.c.owner):
+		r.c.log.Info("broadcasting the point whole", zap.Uint64("round", r.c.round), zap.String("why", "shards changed hands"))
+	case r.tree != nil && !slices.Equal(r.tree, r.c.owner):
+		r.c.log.Info("broadcasting the point again, sums to come here", zap.Uint64("round", r.c.round), zap.String("why", "shards changed hands"))
+	default:
 		return nil
 	}
-	r.c.log.Info("broadcasting the point whole", zap.Uint64("round", r.c.round), zap.String("why", "shards changed hands"))
 	return r.again()
 }
 

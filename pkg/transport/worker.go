@@ -92,8 +92,10 @@ type Worker struct {
 
 	cmds   chan wire.Assign
 	points chan roundMsg
+	relays chan relayMsg // sums other workers relayed here
 	loaded chan loadResult
 	down   *nats.Subscription // the job's broadcast points
+	sums   *nats.Subscription // the job's sums relayed here
 
 	// The one chunk buffer kept from round to round for what goes up.
 	// Points come down as chunks decoded in place (the next point goes
@@ -138,7 +140,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 		id = cfg.Name + "-" + id
 	}
 	w := &Worker{ID: id, cfg: cfg, nc: nc, bus: nc, log: cfg.Log.With(zap.String("worker", id)),
-		cmds: make(chan wire.Assign, 16), points: make(chan roundMsg, 64), loaded: make(chan loadResult, 4), beat: make(chan struct{}, 1)}
+		cmds: make(chan wire.Assign, 16), points: make(chan roundMsg, 64), relays: make(chan relayMsg, 256), loaded: make(chan loadResult, 4), beat: make(chan struct{}, 1)}
 	w.badMsg.log = w.log
 	w.core = newWorkerCore(id, &w.cfg, w, w.log, &w.badMsg)
 	w.solver = newSolver(w)
@@ -179,9 +181,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-closed:
 			return closedError(w.nc)
 		case <-ctx.Done():
-			if w.down != nil {
-				w.down.Unsubscribe()
-			}
+			w.unlisten()
 			w.sayGoodbye()
 			return nil
 		case a := <-w.cmds:
@@ -191,6 +191,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.core.finishLoad(r)
 		case p := <-w.points:
 			w.core.onPoint(p)
+		case m := <-w.relays:
+			w.core.onRelay(m)
 		}
 	}
 }
@@ -298,10 +300,18 @@ func (w *Worker) heartbeats(ctx context.Context) {
 
 // send is workerIO's: one message up, in chunks the server takes.
 func (w *Worker) send(kind wire.Kind, job, round uint64, shardID uint32, pieces ...[]byte) {
-	subj := wire.UpSubject(job)
-	err := w.chunks.SendPieces(kind, job, round, shardID, pieces, int(w.nc.MaxPayload()), func(b []byte) error {
+	w.publish(wire.UpSubject(job), "up", kind, job, round, shardID, pieces)
+}
+
+// relay is workerIO's: one message to another worker.
+func (w *Worker) relay(to string, kind wire.Kind, job, round uint64, id uint32, pieces ...[]byte) {
+	w.publish(wire.RelaySubject(job, to), "relay", kind, job, round, id, pieces)
+}
+
+func (w *Worker) publish(subj, direction string, kind wire.Kind, job, round uint64, id uint32, pieces [][]byte) {
+	err := w.chunks.SendPieces(kind, job, round, id, pieces, int(w.nc.MaxPayload()), func(b []byte) error {
 		if m := w.cfg.Metrics; m != nil {
-			m.Bytes.WithLabelValues("up").Add(float64(len(b)))
+			m.Bytes.WithLabelValues(direction).Add(float64(len(b)))
 		}
 		return w.bus.Publish(subj, b)
 	})
@@ -310,13 +320,20 @@ func (w *Worker) send(kind wire.Kind, job, round uint64, shardID uint32, pieces 
 	}
 }
 
-// listen is workerIO's: the job's broadcast points, and no other's, are
-// put together and queued for the core.
-func (w *Worker) listen(job uint64) {
-	if w.down != nil {
-		w.down.Unsubscribe()
-		w.down = nil
+func (w *Worker) unlisten() {
+	for _, s := range []**nats.Subscription{&w.down, &w.sums} {
+		if *s != nil {
+			(*s).Unsubscribe()
+			*s = nil
+		}
 	}
+}
+
+// listen is workerIO's: the job's broadcast points, and no other's, are
+// put together and queued for the core, as are the sums relayed here.
+func (w *Worker) listen(job uint64) {
+	w.unlisten()
+	w.listenRelays(job)
 	var asm wire.Assembler
 	asm.MaxPending = 4
 	sub, err := w.bus.Subscribe(wire.DownSubject(job), func(m *nats.Msg) {
@@ -337,6 +354,28 @@ func (w *Worker) listen(job uint64) {
 	// A large broadcast must never be dropped silently for want of room.
 	sub.SetPendingLimits(-1, -1)
 	w.down = sub
+}
+
+// listenRelays queues the job's sums other workers relay here.
+func (w *Worker) listenRelays(job uint64) {
+	var asm wire.Assembler
+	asm.MaxPending = 64
+	sub, err := w.bus.Subscribe(wire.RelaySubject(job, w.ID), func(m *nats.Msg) {
+		h, payload, err := wire.DecodeChunk(m.Data)
+		if err != nil || (h.Kind != wire.KindRelayNode && h.Kind != wire.KindRelayShard) || h.Job != job {
+			w.badMsg.add(err, h.Kind)
+			return
+		}
+		if whole, ok := asm.Add(h, payload); ok {
+			w.relays <- relayMsg{kind: h.Kind, job: h.Job, round: h.Round, id: h.Shard, payload: whole}
+		}
+	})
+	if err != nil {
+		w.log.Error("subscribe", zap.Error(err))
+		return
+	}
+	sub.SetPendingLimits(-1, -1)
+	w.sums = sub
 }
 
 // load is workerIO's: the shards are read on a goroutine of their own and

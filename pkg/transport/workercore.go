@@ -54,6 +54,10 @@ type workerCore struct {
 	dense    *reduce.DenseSum           // or, on wide data, this does
 	started  time.Time                  // when this round's evaluation began
 	local    *objective.Local
+	tree     *treeRound                 // this round's tree among the workers (nil: sums go to the coordinator)
+	lastTree *treeRound                 // the last round's, reused while its owners and width stay
+	early    []relayMsg                 // sums relayed for a round whose point has not come
+	colsAt   map[reduce.NodeID][]uint32 // see pointCols
 
 	// forgetPoints, set by tests, forgets the last point that many times
 	// when a point without x comes, as a worker that missed a round does.
@@ -76,6 +80,8 @@ type workerIO interface {
 	load(job uint64, src wire.Source, ranges []shard.Range)
 	// holding says which shards the core holds and loads, for heartbeats.
 	holding(job uint64, held, loading []int)
+	// relay sends a sum to the worker that adds it (see treeRound).
+	relay(to string, kind wire.Kind, job, round uint64, id uint32, pieces ...[]byte)
 }
 
 type roundMsg struct {
@@ -173,6 +179,7 @@ func (w *workerCore) switchJob(a wire.Assign) []int {
 	}
 	w.job, w.round, w.point, w.answered, w.sums, w.order = job, 0, nil, nil, nil, nil
 	w.live, w.askedFor, w.foldN, w.foldIDs = nil, 0, 0, nil
+	w.tree, w.lastTree, w.early, w.colsAt = nil, nil, nil, nil
 	w.shards = kept
 	clear(w.loading)
 	w.io.listen(job)
@@ -287,7 +294,7 @@ func (w *workerCore) rebuildLocal() {
 		list[i] = w.shards[id]
 	}
 	w.local = objective.NewLocal(list, w.cfg.Parallel)
-	w.comb, w.grouped, w.dense = nil, nil, nil
+	w.comb, w.grouped, w.dense, w.colsAt = nil, nil, nil, nil
 	if w.total == 0 {
 		return
 	}
@@ -327,6 +334,9 @@ func (w *workerCore) sendNode(id reduce.NodeID, sum *reduce.Partial) error {
 		w.laidOut = append(w.laidOut, pieces[0])
 	}
 	w.sums[id] = pieces
+	if w.tree != nil {
+		return w.relayNode(id, sum)
+	}
 	w.publishUp(wire.KindGroup, w.round, id.Wire(), pieces...)
 	return nil
 }
@@ -347,9 +357,12 @@ func (w *workerCore) onPoint(m roundMsg) {
 	}
 	if m.round == w.round && w.point != nil {
 		// The coordinator is missing results of this round: send again
-		// what was computed, compute what was not. A resend in another
-		// layout (the whole point, after an own point that lacked the
-		// columns of shards loaded since) replaces the point in hand.
+		// what was computed, compute what was not, to the coordinator
+		// even in a round whose tree the workers were adding. A resend
+		// in another layout (the whole point, after an own point that
+		// lacked the columns of shards loaded since) replaces the point
+		// in hand.
+		w.tree = nil
 		if p, err := w.decodePoint(m.parts, nil); err == nil && !sameLayout(w.live, p) {
 			if err := w.setPoint(p); err != nil {
 				w.bad.add(err, wire.KindPoint)
@@ -400,6 +413,7 @@ func (w *workerCore) onPoint(m roundMsg) {
 		w.point, w.live = nil, nil
 		return
 	}
+	w.startTree(p)
 	w.evaluate(w.local.Shards, true)
 }
 
@@ -429,6 +443,9 @@ func (w *workerCore) decodePoint(parts [][]byte, into *wire.Point) (*wire.Point,
 // setPoint makes p the point in hand, with the map of the coordinates it
 // carries (nil: all).
 func (w *workerCore) setPoint(p *wire.Point) error {
+	if !sameLayout(w.live, p) {
+		w.colsAt = nil // numbered for the other layout
+	}
 	if len(p.Live) == 0 {
 		w.point, w.live = p, nil
 		return nil
@@ -586,6 +603,12 @@ func (w *workerCore) tally(shards []*shard.Shard, pt *shard.Point, start time.Ti
 func (w *workerCore) answer(part *reduce.Partial) {
 	b := wire.AppendPartialAs(nil, part, w.cfg.wholeGradients)
 	w.answered[part.Shard] = b
+	if w.tree != nil {
+		if err := w.relayShard(part); err != nil {
+			w.bad.add(err, wire.KindPartial)
+		}
+		return
+	}
 	w.publishUp(wire.KindPartial, w.round, uint32(part.Shard), b)
 }
 

@@ -47,6 +47,13 @@ func (r *recorder) send(kind wire.Kind, job, round uint64, shardID uint32, piece
 	}
 }
 
+func (r *recorder) relay(to string, kind wire.Kind, job, round uint64, id uint32, pieces ...[]byte) {
+	r.sent++
+	if r.keep {
+		r.out.WriteString("to " + to + ": " + describeUp(kind, job, round, id, bytes.Join(pieces, nil)) + "\n")
+	}
+}
+
 func (r *recorder) listen(job uint64) {
 	if r.keep {
 		fmt.Fprintf(&r.out, "listen job=%d\n", job)

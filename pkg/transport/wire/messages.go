@@ -30,6 +30,12 @@ func DownSubject(job uint64) string { return fmt.Sprintf("osgm.j.%016x.down", jo
 // UpSubject carries a job's results to its coordinator.
 func UpSubject(job uint64) string { return fmt.Sprintf("osgm.j.%016x.up", job) }
 
+// RelaySubject carries, in a job, the sums relayed to the worker that
+// adds them.
+func RelaySubject(job uint64, worker string) string {
+	return fmt.Sprintf("osgm.j.%016x.sum.%s", job, worker)
+}
+
 // Op is a point's operation as its byte on the wire: osgm's four
 // evaluations, and two kinds only the protocol has.
 type Op uint8
@@ -76,8 +82,14 @@ type Point struct {
 	// features no row holds are not sent.
 	Full uint32
 	Live []uint64
-	X    [][]float64 // K vectors of dim entries (features, then bias weight)
-	V    [][]float64 // OpHessVec only
+	// Owners, when not empty, has the workers add the reduction tree
+	// among themselves: shard s's owner is Relays[Owners[s]], and a
+	// node's adder is its first shard's owner (see reduce.Relay). Empty,
+	// every worker sends its sums to the coordinator.
+	Relays []string
+	Owners []uint32
+	X      [][]float64 // K vectors of dim entries (features, then bias weight)
+	V      [][]float64 // OpHessVec only
 }
 
 // EncodePoint lays out a point as little-endian float64s.
@@ -138,7 +150,11 @@ func (p *Point) Dim() int {
 // bytes after it.
 func appendPointHead(dst []byte, p *Point, more int) []byte {
 	start := len(dst)
-	e := enc{b: slices.Grow(dst, 80+4*len(p.Classes)+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+len(p.Live))+more)}
+	names := 0
+	for _, r := range p.Relays {
+		names += 4 + len(r)
+	}
+	e := enc{b: slices.Grow(dst, 96+names+4*(len(p.Classes)+len(p.Owners))+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+len(p.Live))+more)}
 	e.u8(uint8(p.Op))
 	e.u8(p.Loss)
 	e.f64(p.Epsilon)
@@ -153,6 +169,8 @@ func appendPointHead(dst []byte, p *Point, more int) []byte {
 	e.u64s(p.Starts)
 	e.u32(p.Full)
 	e.u64s(p.Live)
+	e.strs(p.Relays)
+	e.u32s(p.Owners)
 	e.u32(uint32(len(p.sent())))
 	e.u32(uint32(p.Dim()))
 	e.pad8(start)
@@ -198,6 +216,7 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 		oldLive = old.Live
 	}
 	p.Live = d.u64sInto(oldLive)
+	p.Relays, p.Owners = d.strs(), d.u32s()
 	K, dim := int(d.u32()), int(d.u32())
 	d.skipPad()
 	vecs := K
@@ -251,6 +270,11 @@ func (p *Point) checkHeader(K, dim int) error {
 	}
 	if err := checkLive(p.Full, p.Live, dim); err != nil {
 		return err
+	}
+	for _, o := range p.Owners {
+		if int(o) >= len(p.Relays) {
+			return fmt.Errorf("transport: point: owner %d of %d workers", o, len(p.Relays))
+		}
 	}
 	if p.Holdout > p.Folds || (p.Folds > 0 && p.Folds > shard.MaxFolds) {
 		return fmt.Errorf("transport: point: fold %d held out of %d", p.Holdout, p.Folds)
@@ -631,4 +655,28 @@ type LoadError struct {
 	Worker string `json:"worker"`
 	Shard  int    `json:"shard"`
 	Err    string `json:"err"`
+}
+
+// RelayPieces is a dense sum's payload as it goes between workers (see
+// Point.Owners): the hops between workers its terms have taken at most,
+// then the sum as PartialPieces lays it out.
+func RelayPieces(hops int, p *reduce.Partial, buf []byte, whole bool) [][]byte {
+	var e enc
+	e.u32(uint32(hops))
+	e.u32(0) // the partial starts 8-byte aligned
+	return append([][]byte{e.b}, PartialPieces(p, buf, whole)...)
+}
+
+// DecodeRelay reads RelayPieces' payload for shard or node id, as
+// DecodePartialInto does.
+func DecodeRelay(id int, b []byte, p *reduce.Partial, grad *[]float64) (hops int, _ *reduce.Partial, err error) {
+	if len(b) < 8 || binary.LittleEndian.Uint32(b[4:]) != 0 {
+		return 0, nil, errors.New("transport: relayed sum: bad head")
+	}
+	hops = int(binary.LittleEndian.Uint32(b))
+	if hops > 1<<16 {
+		return 0, nil, fmt.Errorf("transport: relayed sum: %d hops", hops)
+	}
+	p, err = DecodePartialInto(id, b[8:], p, grad)
+	return hops, p, err
 }

@@ -14,6 +14,7 @@
 //	osgm.w.<worker>     commands to one worker (Assign, JSON; Solve), and probes
 //	osgm.j.<job>.down   evaluation points, broadcast to the job's workers
 //	osgm.j.<job>.up     shard descriptions, partial sums, errors, and placed problems' progress and ends
+//	osgm.j.<job>.sum.<worker>  sums relayed to the worker that adds them (see Point.Owners)
 package wire
 
 import (
@@ -29,7 +30,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 10
+const Version = 11
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40
@@ -38,24 +39,26 @@ const HeaderSize = 40
 type Kind uint8
 
 const (
-	KindPoint     Kind = 1 + iota // coordinator: point of a round
-	KindPartial                   // worker: one shard's partial sums
-	KindMeta                      // worker: one shard's description
-	KindAssign                    // coordinator: the shards a worker holds
-	KindHeartbeat                 // worker: alive, and what it holds
-	KindError                     // worker: a shard failed to load
-	KindGroup                     // worker: a whole group's sum (Shard is the group)
-	KindNeedX                     // worker: the round's point came without x, and this worker does not hold it
-	KindProbe                     // coordinator: is this worker still connected? (workers ignore it; see Cluster.probe)
-	KindSolve                     // coordinator: minimise a whole problem (Solve; Round is the placement)
-	KindSolveStop                 // coordinator: stop that placement, saving its state (Round)
-	KindSolving                   // worker: a placement's progress (Solving)
-	KindSolved                    // worker: a placement's end (Solved)
+	KindPoint      Kind = 1 + iota // coordinator: point of a round
+	KindPartial                    // worker: one shard's partial sums
+	KindMeta                       // worker: one shard's description
+	KindAssign                     // coordinator: the shards a worker holds
+	KindHeartbeat                  // worker: alive, and what it holds
+	KindError                      // worker: a shard failed to load
+	KindGroup                      // worker: a whole group's sum (Shard is the group)
+	KindNeedX                      // worker: the round's point came without x, and this worker does not hold it
+	KindProbe                      // coordinator: is this worker still connected? (workers ignore it; see Cluster.probe)
+	KindSolve                      // coordinator: minimise a whole problem (Solve; Round is the placement)
+	KindSolveStop                  // coordinator: stop that placement, saving its state (Round)
+	KindSolving                    // worker: a placement's progress (Solving)
+	KindSolved                     // worker: a placement's end (Solved)
+	KindRelayNode                  // worker: a node's dense sum, to its parent's adder or (the root) the coordinator (Relay)
+	KindRelayShard                 // worker: a shard's dense partial, to its group's adder
 	maxKind
 )
 
 func (k Kind) String() string {
-	names := [...]string{"?", "point", "partial", "meta", "assign", "heartbeat", "error", "group", "need-x", "probe", "solve", "solve-stop", "solving", "solved"}
+	names := [...]string{"?", "point", "partial", "meta", "assign", "heartbeat", "error", "group", "need-x", "probe", "solve", "solve-stop", "solving", "solved", "relay-node", "relay-shard"}
 	if int(k) < len(names) {
 		return names[k]
 	}
@@ -376,6 +379,13 @@ func (e *enc) u64s(v []uint64) {
 		e.u64(x)
 	}
 }
+func (e *enc) strs(v []string) {
+	e.u32(uint32(len(v)))
+	for _, x := range v {
+		e.u32(uint32(len(x)))
+		e.b = append(e.b, x...)
+	}
+}
 func (e *enc) u32s(v []uint32) {
 	e.u32(uint32(len(v)))
 	for _, x := range v {
@@ -562,6 +572,13 @@ func (d *dec) u64sInto(dst []uint64) []uint64 {
 		dst[i] = d.u64()
 	}
 	return dst
+}
+func (d *dec) strs() []string {
+	out := make([]string, d.count(4))
+	for i := range out {
+		out[i] = string(d.take(d.count(1)))
+	}
+	return out
 }
 func (d *dec) u32s() []uint32 {
 	n := d.count(4)

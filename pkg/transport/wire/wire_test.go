@@ -163,7 +163,7 @@ func TestDecodingInPlace(t *testing.T) {
 func TestPointFromChunks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	want := &Point{Op: OpHessVec, Labels: []float64{1, -1, 2}, Weights: []float64{1, 2, 3, 4}, Classes: []uint32{0, 2},
-		Stamp: 7, Rows: 99, Starts: []uint64{0, 50}, X: [][]float64{make([]float64, 37), make([]float64, 37)}, V: [][]float64{make([]float64, 37), make([]float64, 37)}}
+		Stamp: 7, Rows: 99, Starts: []uint64{0, 50}, Relays: []string{"w-1", "w-2"}, Owners: []uint32{1, 0, 1}, X: [][]float64{make([]float64, 37), make([]float64, 37)}, V: [][]float64{make([]float64, 37), make([]float64, 37)}}
 	for _, vs := range [][][]float64{want.X, want.V} {
 		for _, v := range vs {
 			for j := range v {
@@ -403,12 +403,19 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(0), EncodePoint(&Point{Op: OpEvalHess, Labels: []float64{1, -1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: OpHessVecAt, Labels: []float64{1, -1}, Stamp: 3, V: [][]float64{{1, 2}}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{1, 1}, X: [][]float64{{1, 2}}}))
+	f.Add(uint8(0), EncodePoint(&Point{Op: OpEval, Labels: []float64{1, -1}, Relays: []string{"a", "bc"}, Owners: []uint32{0, 1, 1}, X: [][]float64{{1, 2}}}))
+	f.Add(uint8(3), slices.Concat(RelayPieces(2, &reduce.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: sparse}, nil, false)...))
 	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{MaxIndex: 301, Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1, 7, 300}}))
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
-		switch which % 3 {
+		switch which % 4 {
 		case 0:
 			p, err := DecodePoint(b)
 			if err == nil {
+				for _, o := range p.Owners {
+					if int(o) >= len(p.Relays) {
+						t.Fatalf("owner %d of %d workers accepted", o, len(p.Relays))
+					}
+				}
 				for _, x := range p.vectors() {
 					if len(x) != p.Dim() {
 						t.Fatal("ragged point accepted")
@@ -449,6 +456,15 @@ func FuzzDecodeMessages(f *testing.F) {
 				if math.Float64bits(q.Grad[j]) != math.Float64bits(p.Grad[j]) {
 					t.Fatalf("entry %d re-encoded as %v, was %v", j, q.Grad[j], p.Grad[j])
 				}
+			}
+		case 3:
+			hops, p, err := DecodeRelay(0, b, nil, nil)
+			if err != nil {
+				return
+			}
+			q := slices.Concat(RelayPieces(hops, p, nil, false)...)
+			if h, r, err := DecodeRelay(0, q, nil, nil); err != nil || h != hops || len(r.Grad) != len(p.Grad) {
+				t.Fatalf("re-encoded relayed sum: %d hops, %v", h, err)
 			}
 		case 2:
 			if _, m, err := DecodeMeta(0, b); err == nil {

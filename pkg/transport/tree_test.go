@@ -1,0 +1,95 @@
+package transport
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/osgm-svm/osgm/pkg/reduce"
+	"github.com/osgm-svm/osgm/pkg/train"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
+)
+
+// TestTreeModelsForAnyWorkerCount: along the workers' tree the
+// coordinator receives one sum a round, from 1, 2, 3 or 8 workers, and
+// the model is the in-process one to the bit.
+func TestTreeModelsForAnyWorkerCount(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "newton", MaxIter: 300}
+	want := localModel(t, path, 64, cfg)
+	for _, workers := range []int{1, 2, 3, 8} {
+		t.Run(fmt.Sprint(workers), func(t *testing.T) {
+			c, _, _ := clusterWithStops(t, path, workers, 64)
+			got, err := train.Train(c, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameModel(t, got, want)
+			st := c.Stats()
+			if st.TreeRounds != st.Rounds || st.ResultsUp != st.Rounds || st.Resends > 0 {
+				t.Fatalf("%d rounds, %d along the tree, %d results, %d resends", st.Rounds, st.TreeRounds, st.ResultsUp, st.Resends)
+			}
+			// Eight groups: the longest chain is a worker's group sum to
+			// the adder of its node, and so on up, then to the coordinator.
+			if maxHops := min(workers, 4); st.Hops < 1 || st.Hops > maxHops {
+				t.Fatalf("%d hops with %d workers", st.Hops, workers)
+			}
+		})
+	}
+}
+
+// TestTreeRoundsSurviveAnAdder: a worker that adds an inner node of the
+// tree is lost mid-round, once partitioned (the sums it relays are lost,
+// its heartbeats go on) and once killed when the first sum reaches it.
+// The round goes out again, every worker sends its own sums here, and
+// the model is the in-process one to the bit.
+func TestTreeRoundsSurviveAnAdder(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	want := localModel(t, path, 64, cfg)
+	// Node 2/1 (groups 4-7, shards 32-63) is added by shard 32's owner,
+	// which gets node 1/3's sum (groups 6-7) from another worker and
+	// sends node 2/1's on to the root's adder.
+	inner, right := reduce.NodeID{Level: 2, Index: 1}, reduce.NodeID{Level: 1, Index: 3}
+	for _, fault := range []string{"partitioned", "killed"} {
+		t.Run(fault, func(t *testing.T) {
+			var done atomic.Bool
+			setup := func(w *Worker) {
+				out := &losing{rule: func(h wire.Header) bool {
+					return fault == "partitioned" && h.Kind == wire.KindRelayNode && h.Shard == inner.Wire() && h.Round >= 3 && done.CompareAndSwap(false, true)
+				}}
+				in := &losing{rule: func(h wire.Header) bool {
+					if fault == "killed" && h.Kind == wire.KindRelayNode && h.Shard == right.Wire() && h.Round >= 3 && done.CompareAndSwap(false, true) {
+						go w.nc.Close()
+						return true
+					}
+					return false
+				}}
+				onFaultyBus(w, out, in)
+			}
+			cl, _, _ := startCluster(t, path, 4, 64, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
+				cfg.HeartbeatTimeout, cfg.ResendAfter = time.Hour, 300*time.Millisecond
+			}}, setup)
+			core, logs := observer.New(zap.InfoLevel)
+			cl.log = zap.New(core)
+			start := time.Now()
+			got, err := train.Train(cl, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameModel(t, got, want)
+			st := cl.Stats()
+			if !done.Load() || st.Resends == 0 || st.TreeRounds >= st.Rounds {
+				t.Fatalf("fault %v; %d resends, %d of %d rounds along the tree", done.Load(), st.Resends, st.TreeRounds, st.Rounds)
+			}
+			if fault == "killed" && logs.FilterMessage("worker lost").Len() != 1 {
+				t.Fatalf("lost: %v", logs.FilterMessage("worker lost").All())
+			}
+			t.Logf("%s: %d rounds (%d along the tree, %d resends) in %v", fault, st.Rounds, st.TreeRounds, st.Resends, time.Since(start))
+		})
+	}
+}
