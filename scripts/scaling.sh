@@ -11,7 +11,8 @@
 # BINDIR (default /tmp/bin) holds coordinator, worker and nats-server.
 # ITERS (default 100) sets -max-iter; REDUCE (default tree) the
 # coordinator's -reduce: tree (workers add the sums among themselves) or
-# star (each sends its own to the coordinator). CONTAINERS=1 runs the same on
+# star (each sends its own to the coordinator); POINTS (default auto) its
+# -points. CONTAINERS=1 runs the same on
 # deploy/compose.yaml instead, with W worker containers and the
 # coordinator in a container (images from OSGM_IMAGE and NATS_IMAGE, for
 # example from scripts/images.sh): what the container network costs.
@@ -21,6 +22,7 @@ counts=${*:-1 2}
 bin=${BINDIR:-/tmp/bin}
 iters=${ITERS:-100}
 reduce=${REDUCE:-tree}
+points=${POINTS:-auto}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 deploy=$(cd "$(dirname "$0")/../deploy" && pwd)
 
@@ -36,7 +38,7 @@ containers() {
 	  worker:
 	    command: ["worker", "-nats", "nats://nats:4222", "-user", "worker", "-parallel", "1"]
 	  coordinator:
-	    command: ["coordinator", "-nats", "nats://nats:4222", "-user", "coordinator", "-min-workers", "$w", "-reduce", "$reduce", "-method", "hdm", "-max-iter", "$iters", "-e", "1e-12", "/data/$base", "/out/model"]
+	    command: ["coordinator", "-nats", "nats://nats:4222", "-user", "coordinator", "-min-workers", "$w", "-reduce", "$reduce", "-points", "$points", "-method", "hdm", "-max-iter", "$iters", "-e", "1e-12", "/data/$base", "/out/model"]
 	EOF
 	local dc=(env COORDINATOR_PASSWORD=scale WORKER_PASSWORD=scale DATA_DIR="$data" OUT_DIR="$tmp/out"
 		OSGM_USER="$(id -u):$(id -g)" NATS_PUBLISH="127.0.0.1:$((20000 + RANDOM % 10000))"
@@ -65,7 +67,7 @@ for i in $(seq "$n"); do
 			pids="$pids $!"
 		done
 		OSGM_LOG_FORMAT=json timeout 600 "$bin/coordinator" -nats "nats://127.0.0.1:$port" -min-workers "$w" \
-			-reduce "$reduce" -method hdm -max-iter "$iters" -e 1e-12 "$f" "$tmp/model" >"$tmp/log" 2>&1 ||
+			-reduce "$reduce" -points "$points" -method hdm -max-iter "$iters" -e 1e-12 "$f" "$tmp/model" >"$tmp/log" 2>&1 ||
 			{ echo "W=$w run $i failed:"; tail -5 "$tmp/log"; }
 		# shellcheck disable=SC2086
 		kill $pids 2>/dev/null

@@ -41,7 +41,9 @@ func NewRelay(n, width int, mine func(NodeID) bool, emit func(NodeID, *Partial) 
 		r.cols[j] = uint32(j)
 	}
 	r.comb = NewCombiner(n, r, emit)
-	r.sums = NewGroupSums(n, r.groupOf, r.comb, nil, false)
+	// A relay's sums go on as soon as they are complete, and are not
+	// kept for resends: their buffers serve again the next round.
+	r.sums = NewGroupSums(n, r.groupOf, r.comb, nil, true)
 	return r
 }
 
@@ -111,20 +113,24 @@ func (r *Relay) AddNode(id NodeID, p *Partial) error {
 }
 
 // Scatter lays a sum over cols (increasing coordinates below width, K
-// problems interleaved) out dense into buf's memory (nil: fresh), +0
-// elsewhere.
-func Scatter(p *Partial, cols []uint32, width int, buf *Partial) *Partial {
+// problems interleaved) out dense, +0 elsewhere, its gradient in *grad's
+// memory (grad nil: fresh; too small: *grad gets the new memory).
+func Scatter(p *Partial, cols []uint32, width int, grad *[]float64) *Partial {
 	K := len(p.Loss)
-	if buf == nil {
-		buf = new(Partial)
+	out := &Partial{Shard: p.Shard, Group: p.Group, Level: p.Level, Seconds: p.Seconds,
+		Loss: slices.Clone(p.Loss), BiasGrad: slices.Clone(p.BiasGrad), Hess: slices.Clone(p.Hess)}
+	var g []float64
+	if grad != nil {
+		g = *grad
 	}
-	buf.Zero(K, width)
-	copy(buf.Loss, p.Loss)
-	copy(buf.BiasGrad, p.BiasGrad)
-	buf.Hess = append(buf.Hess, p.Hess...)
-	buf.Shard, buf.Group, buf.Level, buf.Seconds = p.Shard, p.Group, p.Level, p.Seconds
+	g = grow(g, width*K)
+	clear(g)
+	if grad != nil {
+		*grad = g
+	}
+	out.Grad = g
 	for l, j := range cols {
-		copy(buf.Grad[int(j)*K:int(j)*K+K], p.Grad[l*K:l*K+K])
+		copy(g[int(j)*K:int(j)*K+K], p.Grad[l*K:l*K+K])
 	}
-	return buf
+	return out
 }

@@ -169,6 +169,12 @@ type clusterCore struct {
 	layoutFull int
 	layoutDim  int
 
+	// Whether rounds go along the workers' tree, for these owners and
+	// points of this many coordinates (see treePays).
+	treeOf   []string
+	treeDim  int
+	treeWins bool
+
 	// How long the last rounds took, to tell a stuck worker from a slow
 	// round (see unstick).
 	took    [16]time.Duration

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,7 +101,7 @@ func newClusterTranscript() *clusterTranscript {
 		ranges[i] = shard.Range{ID: i, Start: int64(100 * i), End: int64(100 * (i + 1))}
 	}
 	cfg := ClusterConfig{Job: transcriptJob, Ranges: ranges, MinWorkers: 1, HeartbeatTimeout: 3 * time.Second,
-		ResendAfter: 3 * time.Second, LoadStall: time.Minute, Points: PointsBroadcast, Log: zap.New(zc)}
+		ResendAfter: 3 * time.Second, LoadStall: time.Minute, Points: PointsBroadcast, Reduce: ReduceTree, Log: zap.New(zc)}
 	ct := &clusterTranscript{rec: &clusterRecorder{}, logs: logs, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		beats: map[string]wire.Heartbeat{}}
 	ct.core = newClusterCore(cfg, ct.rec)
@@ -327,6 +328,9 @@ func (ct *clusterTranscript) startRound(args map[string]string) error {
 		if p.Group {
 			what = fmt.Sprintf("node %d.%d", p.Level, p.Shard)
 		}
+		if p.Dense {
+			what += fmt.Sprintf(" (the workers' root, %d hops)", ct.core.stats.Hops)
+		}
 		ct.added = append(ct.added, "added "+what)
 		return nil
 	})
@@ -334,7 +338,8 @@ func (ct *clusterTranscript) startRound(args map[string]string) error {
 	return err
 }
 
-// result is a worker's partial of one shard, or a node's sum.
+// result is a worker's partial of one shard, a node's sum, or (root=H)
+// the root as the workers added it along H hops.
 func (ct *clusterTranscript) result(args map[string]string) error {
 	round, err := strconv.ParseUint(args["round"], 10, 64)
 	if err != nil {
@@ -343,6 +348,16 @@ func (ct *clusterTranscript) result(args map[string]string) error {
 	send := func(kind wire.Kind, id int) error {
 		part := &reduce.Partial{Shard: id, Loss: []float64{1}, Grad: []float64{0.5, 0.5, 0.5}, BiasGrad: []float64{0.25}}
 		return ct.up(upMsg{kind: kind, round: round, shard: id, payload: wire.AppendPartialAs(nil, part, true)})
+	}
+	if h, ok := args["root"]; ok {
+		// The root as the workers added it, over the point's coordinates.
+		hops, err := strconv.Atoi(h)
+		if err != nil {
+			return err
+		}
+		part := &reduce.Partial{Loss: []float64{1}, Grad: []float64{0.5, 0.5, 0.5}, BiasGrad: []float64{0.25}}
+		id := int(reduce.Root(len(ct.core.owner)).Wire())
+		return ct.up(upMsg{kind: wire.KindRelayNode, round: round, shard: id, payload: slices.Concat(wire.RelayPieces(hops, part, nil, true)...)})
 	}
 	if s, ok := args["node"]; ok {
 		lvl, idx, _ := strings.Cut(s, ".")

@@ -17,8 +17,8 @@ var (
 // once fs is parsed.
 func (c *ClusterConfig) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MinWorkers, "min-workers", 1, "with -nats: wait for this many workers")
-	fs.Var(&c.Points, "points", "how rounds' points reach workers (`mode`): broadcast, own (each worker's with only the columns its shards touch), or auto: with -reduce star, own when they add up to at most half of a broadcast's bytes (text-like data over many workers); with -reduce tree, broadcast")
-	fs.Var(&c.Reduce, "reduce", "who adds the workers' sums of a round (`mode`): tree (the workers, along the fixed reduction tree; the coordinator receives one sum a round, whatever the number of workers) or star (each worker sends its own here); the model is the same")
+	fs.Var(&c.Points, "points", "how rounds' points reach workers (`mode`): broadcast, own (each worker's with only the columns its shards touch), or auto: own when they add up to at most half of a broadcast's bytes (text-like data over many workers), unless rounds go along the workers' tree (-reduce), whose sums are over the broadcast's coordinates")
+	fs.Var(&c.Reduce, "reduce", "who adds the workers' sums of a round (`mode`): tree (the workers, along the fixed reduction tree; the coordinator receives one sum a round, whatever the number of workers), star (each worker sends its own here), or auto: tree when the workers' own sums would bring the coordinator more than twice the bytes of the tree's longest chain; the model is the same")
 	fs.Var(&c.Place, "place", "with -nats, where one-vs-rest classes train (`mode`): classes (each class whole on one worker, which loads every shard: no round on the bus per pass), rows (every pass a round over the workers' shards), or auto: classes when every worker has memory for the whole data")
 	fs.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", DefaultHeartbeatTimeout, "a worker silent this long is lost; its shards move (one whose connection closes, sooner)")
 	fs.DurationVar(&c.LoadStall, "load-stall", DefaultLoadStall, "a worker whose load of shards reads nothing this long (a hung network mount) loses them to the other workers")

@@ -19,7 +19,7 @@ func TestClusterFlags(t *testing.T) {
 		err  string // "" when accepted
 	}{
 		{nil, func(c ClusterConfig) bool {
-			return c.MinWorkers == 1 && c.HeartbeatTimeout == DefaultHeartbeatTimeout && c.LoadStall == DefaultLoadStall && c.NoWorkerTimeout == 0 && c.Points == PointsAuto && c.Reduce == ReduceTree
+			return c.MinWorkers == 1 && c.HeartbeatTimeout == DefaultHeartbeatTimeout && c.LoadStall == DefaultLoadStall && c.NoWorkerTimeout == 0 && c.Points == PointsAuto && c.Reduce == ReduceAuto
 		}, ""},
 		{[]string{"-min-workers", "3", "-heartbeat-timeout", "5s", "-no-worker-timeout", "1m", "-points", "own", "-reduce", "star"}, func(c ClusterConfig) bool {
 			return c.MinWorkers == 3 && c.HeartbeatTimeout == 5*time.Second && c.NoWorkerTimeout == time.Minute && c.Points == PointsOwn && c.Reduce == ReduceStar

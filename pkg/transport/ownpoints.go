@@ -75,7 +75,7 @@ func (c *clusterCore) layoutFor(pt *wire.Point) *pointLayout {
 	switch {
 	case c.cfg.Points == PointsBroadcast || pt.Op == wire.OpEvalHess:
 		return nil // a Hessian over the point's dimension needs all of it
-	case c.cfg.Points == PointsAuto && c.cfg.Reduce == ReduceTree:
+	case c.cfg.Points == PointsAuto && c.treePays(pt.Dim()):
 		// The tree's sums are laid out over the broadcast's coordinates,
 		// and a broadcast leaves the coordinator once, where own points
 		// leave it once per worker.

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -11,16 +12,21 @@ import (
 type ReduceMode int
 
 const (
+	// ReduceAuto adds along the workers' tree when that takes fewer bytes
+	// through the coordinator's link than every worker's own sums, by a
+	// margin for the tree's hops (see treePays); each worker sends its
+	// own otherwise.
+	ReduceAuto ReduceMode = iota
 	// ReduceTree has the workers add the reduction tree among themselves
 	// and send the coordinator the root alone (see reduce.Relay): its
 	// intake stays one sum a round however many workers there are.
-	ReduceTree ReduceMode = iota
+	ReduceTree
 	// ReduceStar has every worker send its own sums to the coordinator,
 	// which adds them: one sum per worker a round.
 	ReduceStar
 )
 
-var reduceModes = []string{"tree", "star"}
+var reduceModes = []string{"auto", "tree", "star"}
 
 func (m ReduceMode) String() string {
 	if int(m) < len(reduceModes) {
@@ -29,12 +35,12 @@ func (m ReduceMode) String() string {
 	return fmt.Sprintf("ReduceMode(%d)", int(m))
 }
 
-// ParseReduceMode reads tree or star.
+// ParseReduceMode reads auto, tree or star.
 func ParseReduceMode(s string) (ReduceMode, error) {
 	if i := slices.Index(reduceModes, s); i >= 0 {
 		return ReduceMode(i), nil
 	}
-	return 0, fmt.Errorf("reduce %q: want tree or star", s)
+	return 0, fmt.Errorf("reduce %q: want auto, tree or star", s)
 }
 
 // plan has the workers add this round's tree among themselves when they
@@ -45,7 +51,7 @@ func ParseReduceMode(s string) (ReduceMode, error) {
 func (r *roundState) plan(pt *wire.Point) {
 	c := r.c
 	pt.Relays, pt.Owners = nil, nil
-	if c.cfg.Reduce != ReduceTree || r.layout != nil || pt.Op == wire.OpCorrect || len(c.owner) == 0 {
+	if r.layout != nil || pt.Op == wire.OpCorrect || len(c.owner) == 0 || !c.treePays(pt.Dim()) {
 		return
 	}
 	index := map[string]uint32{}
@@ -64,6 +70,58 @@ func (r *roundState) plan(pt *wire.Point) {
 	}
 	pt.Owners = owners
 	r.tree = slices.Clone(c.owner)
+}
+
+// treePays reports whether rounds of dim coordinates go along the
+// workers' tree for the current owners. With ReduceAuto it compares the
+// coordinator's intake both ways: every worker's sums, over the columns
+// its shards touch (text spread over many workers touches a part each),
+// against the tree's longest chain of near-dense sums, counted twice for
+// the adding each hop waits on. On the generated million-feature text
+// set, 32 workers on one machine send 23.6 MB a round, 5 hops of 5.8 MB
+// each, and a round took 204 ms without the tree, 510 ms along it
+// (BENCHMARKS.md); data whose shards each touch most columns sends W
+// near-dense sums, and the tree pays from a few workers on.
+func (c *clusterCore) treePays(dim int) bool {
+	if c.cfg.Reduce != ReduceAuto {
+		return c.cfg.Reduce == ReduceTree
+	}
+	if !slices.Equal(c.treeOf, c.owner) || c.treeDim != dim {
+		c.treeOf, c.treeDim = slices.Clone(c.owner), dim
+		star, workers := c.starColumns()
+		hops := bits.Len(uint(workers-1)) + 1
+		c.treeWins = star > 2*hops*dim
+	}
+	return c.treeWins
+}
+
+// starColumns is the columns all workers' sums cover, each worker's
+// counted once however many of its shards touch them, and the workers.
+func (c *clusterCore) starColumns() (total, workers int) {
+	width := 0
+	for _, m := range c.metas {
+		if n := len(m.Cols); n > 0 {
+			width = max(width, int(m.Cols[n-1])+1)
+		}
+	}
+	seen := make([]int32, width) // the last worker counted at each column, +1
+	byWorker := map[string][]int{}
+	for s, id := range c.owner {
+		byWorker[id] = append(byWorker[id], s)
+	}
+	w := int32(0)
+	for _, shards := range byWorker {
+		w++
+		for _, s := range shards {
+			for _, j := range c.metas[s].Cols {
+				if seen[j] != w {
+					seen[j] = w
+					total++
+				}
+			}
+		}
+	}
+	return total, len(byWorker)
 }
 
 // Set is flag.Value's.

@@ -23,7 +23,7 @@ func TestTreeModelsForAnyWorkerCount(t *testing.T) {
 	want := localModel(t, path, 64, cfg)
 	for _, workers := range []int{1, 2, 3, 8} {
 		t.Run(fmt.Sprint(workers), func(t *testing.T) {
-			c, _, _ := clusterWithStops(t, path, workers, 64)
+			c, _, _ := startCluster(t, path, workers, 64, clusterOptions{parallel: 1, config: func(c *ClusterConfig) { c.Reduce = ReduceTree }})
 			got, err := train.Train(c, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -72,7 +72,7 @@ func TestTreeRoundsSurviveAnAdder(t *testing.T) {
 				onFaultyBus(w, out, in)
 			}
 			cl, _, _ := startCluster(t, path, 4, 64, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
-				cfg.HeartbeatTimeout, cfg.ResendAfter = time.Hour, 300*time.Millisecond
+				cfg.HeartbeatTimeout, cfg.ResendAfter, cfg.Reduce = time.Hour, 300*time.Millisecond, ReduceTree
 			}}, setup)
 			core, logs := observer.New(zap.InfoLevel)
 			cl.log = zap.New(core)
@@ -90,6 +90,34 @@ func TestTreeRoundsSurviveAnAdder(t *testing.T) {
 				t.Fatalf("lost: %v", logs.FilterMessage("worker lost").All())
 			}
 			t.Logf("%s: %d rounds (%d along the tree, %d resends) in %v", fault, st.Rounds, st.TreeRounds, st.Resends, time.Since(start))
+		})
+	}
+}
+
+// TestReduceAuto: by default rounds go along the workers' tree when their
+// own sums would bring the coordinator more than twice the bytes of the
+// tree's longest chain: on the test data, whose 60 features are in every
+// shard, from 16 workers (960 columns against 2 x 5 hops x 61), not at 2
+// (120 against 2 x 2 x 61).
+func TestReduceAuto(t *testing.T) {
+	path := testData(t)
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
+	want := localModel(t, path, 64, cfg)
+	for _, c := range []struct {
+		workers int
+		tree    bool
+	}{{2, false}, {16, true}} {
+		t.Run(fmt.Sprint(c.workers), func(t *testing.T) {
+			cl, _, _ := clusterWithStops(t, path, c.workers, 64)
+			got, err := train.Train(cl, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameModel(t, got, want)
+			st := cl.Stats()
+			if tree := st.TreeRounds == st.Rounds; tree != c.tree || (!tree && st.TreeRounds > 0) {
+				t.Fatalf("%d of %d rounds along the tree, want all: %v", st.TreeRounds, st.Rounds, c.tree)
+			}
 		})
 	}
 }

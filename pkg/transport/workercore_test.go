@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/metrics"
+	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -95,6 +96,16 @@ func describeUp(kind wire.Kind, job, round uint64, shardID uint32, b []byte) str
 			what = fmt.Sprintf("node=%d.%d", shardID>>24, shardID&(1<<24-1))
 		}
 		return fmt.Sprintf("%v job=%d round=%d %s loss=%s #%08x", kind, job, round, what, floats(p.Loss), h.Sum32())
+	case wire.KindRelayNode, wire.KindRelayShard:
+		hops, p, err := wire.DecodeRelay(int(shardID), b, nil, nil)
+		if err != nil {
+			return fmt.Sprintf("%v round=%d: %v", kind, round, err)
+		}
+		what := fmt.Sprintf("shard=%d", shardID)
+		if kind == wire.KindRelayNode {
+			what = fmt.Sprintf("node=%d.%d", shardID>>24, shardID&(1<<24-1))
+		}
+		return fmt.Sprintf("%v job=%d round=%d %s hops=%d loss=%s #%08x", kind, job, round, what, hops, floats(p.Loss), h.Sum32())
 	case wire.KindError:
 		var e wire.LoadError
 		json.Unmarshal(b, &e)
@@ -328,6 +339,8 @@ func (tr *transcript) step(d *datadriven.TestData) error {
 			b = b[:n]
 		}
 		tr.core.onPoint(roundMsg{job: num("job", 1), round: num("round", 1), parts: [][]byte{b}})
+	case "relay":
+		return tr.relay(args, num("round", 1), num("hops", 1))
 	case "forget":
 		tr.core.forgetPoints = 1
 	case "dropped":
@@ -335,6 +348,38 @@ func (tr *transcript) step(d *datadriven.TestData) error {
 	default:
 		return fmt.Errorf("unknown command %q", d.Cmd)
 	}
+	return nil
+}
+
+// relay is a sum another worker relays here: a shard's partial or a
+// node's sum (node=L.I), over every coordinate, of the transcript's
+// three problems.
+func (tr *transcript) relay(args map[string]string, round, hops uint64) error {
+	kind, id := wire.KindRelayShard, uint32(0)
+	if s, ok := args["node"]; ok {
+		lvl, idx, _ := strings.Cut(s, ".")
+		l, err1 := strconv.Atoi(lvl)
+		i, err2 := strconv.Atoi(idx)
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		kind, id = wire.KindRelayNode, reduce.NodeID{Level: l, Index: i}.Wire()
+	} else {
+		v, err := strconv.Atoi(args["shard"])
+		if err != nil {
+			return err
+		}
+		id = uint32(v)
+	}
+	K, width := transcriptClasses, tr.dim-1
+	part := &reduce.Partial{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([]float64, K*width)}
+	for _, v := range [][]float64{part.Loss, part.BiasGrad, part.Grad} {
+		for i := range v {
+			v[i] = 0.25 * float64(i%3+1)
+		}
+	}
+	b := slices.Concat(wire.RelayPieces(int(hops), part, nil, false)...)
+	tr.core.onRelay(relayMsg{kind: kind, job: 1, round: round, id: id, payload: b})
 	return nil
 }
 
@@ -356,6 +401,17 @@ func (tr *transcript) point(args map[string]string, stamp uint64) (*wire.Point, 
 		}
 	}
 	p := &wire.Point{Op: op, Bias: 1, Stamp: stamp, Labels: []float64{1, 2, 3}}
+	if s, ok := args["owners"]; ok {
+		// Each shard's owner, by name: the workers add the tree.
+		for _, name := range strings.Split(s, ",") {
+			i := slices.Index(p.Relays, name)
+			if i < 0 {
+				i = len(p.Relays)
+				p.Relays = append(p.Relays, name)
+			}
+			p.Owners = append(p.Owners, uint32(i))
+		}
+	}
 	dim := tr.dim
 	if s, ok := args["live"]; ok {
 		// Features by their 0-based column; the bias weight is always sent.

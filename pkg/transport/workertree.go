@@ -25,6 +25,20 @@ type treeRound struct {
 	// of messages behind it (shards at level -1): a sum sent on is one
 	// hop more than the longest under it.
 	hops map[reduce.NodeID]int
+	// Dense vectors are a point's size (8 MB a problem at a million
+	// features): those of a round serve again the next (sent sums went
+	// out whole before it began).
+	used, free [][]float64
+}
+
+// vec is a dense vector's memory for this round, of any length.
+func (t *treeRound) vec() *[]float64 {
+	var v []float64
+	if n := len(t.free); n > 0 {
+		v, t.free = t.free[n-1], t.free[:n-1]
+	}
+	t.used = append(t.used, v)
+	return &t.used[len(t.used)-1]
 }
 
 // relayMsg is a sum another worker relayed to this one.
@@ -63,6 +77,7 @@ func (w *workerCore) startTree(p *wire.Point) {
 	}
 	t.relay.Reset()
 	t.K, t.hess, t.hops = -1, -1, map[reduce.NodeID]int{}
+	t.free, t.used = append(t.free, t.used...), t.used[:0]
 	w.tree = t
 	early := w.early
 	w.early = nil
@@ -111,7 +126,7 @@ func (t *treeRound) fits(p *reduce.Partial) error {
 // relayNode passes a sum of a node this worker holds whole, laid out
 // dense, to the tree.
 func (w *workerCore) relayNode(id reduce.NodeID, sum *reduce.Partial) error {
-	d := reduce.Scatter(sum, w.pointCols(id), w.tree.relay.Width(), nil)
+	d := reduce.Scatter(sum, w.pointCols(id), w.tree.relay.Width(), w.tree.vec())
 	if err := w.tree.fits(d); err != nil {
 		return err
 	}
@@ -122,7 +137,7 @@ func (w *workerCore) relayNode(id reduce.NodeID, sum *reduce.Partial) error {
 // its group's sum here, or on to the group's adder.
 func (w *workerCore) relayShard(part *reduce.Partial) error {
 	t := w.tree
-	d := reduce.Scatter(part, w.pointCols(reduce.NodeID{Level: -1, Index: part.Shard}), t.relay.Width(), nil)
+	d := reduce.Scatter(part, w.pointCols(reduce.NodeID{Level: -1, Index: part.Shard}), t.relay.Width(), t.vec())
 	if err := t.fits(d); err != nil {
 		return err
 	}
@@ -179,7 +194,7 @@ func (w *workerCore) addRelayed(m relayMsg) error {
 	} else if index >= w.total {
 		return fmt.Errorf("relayed shard %d of %d", index, w.total)
 	}
-	hops, p, err := wire.DecodeRelay(index, m.payload, nil, nil)
+	hops, p, err := wire.DecodeRelay(index, m.payload, nil, t.vec())
 	if err != nil {
 		return err
 	}
