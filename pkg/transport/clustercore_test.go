@@ -215,6 +215,14 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 		} else {
 			c.onGone(worker)
 		}
+	case "reduce":
+		// Who adds the sums from now on: tree (the harness's default) or
+		// star.
+		mode, err := ParseReduceMode(d.CmdArgs[0].Key)
+		if err != nil {
+			return err
+		}
+		c.cfg.Reduce = mode
 	case "tick":
 		dt, err := time.ParseDuration(d.CmdArgs[0].Key)
 		if err != nil {

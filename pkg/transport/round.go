@@ -488,7 +488,7 @@ func (r *roundState) onTick() error {
 		c.log.Info("back on NATS after an outage: broadcasting the point again", zap.Uint64("round", c.round))
 		return r.again()
 	}
-	if c.now().Sub(r.lastProgress) <= c.cfg.ResendAfter {
+	if c.now().Sub(r.lastProgress) <= r.resendAfter() {
 		return nil
 	}
 	r.resends++

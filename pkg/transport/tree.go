@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"time"
 
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -70,6 +71,23 @@ func (r *roundState) plan(pt *wire.Point) {
 	}
 	pt.Owners = owners
 	r.tree = slices.Clone(c.owner)
+}
+
+// resendAfter is how long the round may bring nothing back before it
+// goes out again. Along the workers' tree nothing comes before the root
+// does, so such a round waits ResendAfter beyond twice the longest recent
+// round (at most ten ResendAfters), and the job's first, with no history
+// and workers warming up, three ResendAfters.
+func (r *roundState) resendAfter() time.Duration {
+	wait := r.c.cfg.ResendAfter
+	if r.tree == nil {
+		return wait
+	}
+	longest := slices.Max(r.c.took[:])
+	if longest == 0 {
+		return 3 * wait
+	}
+	return min(wait+2*longest, 10*wait)
 }
 
 // treePays reports whether rounds of dim coordinates go along the
