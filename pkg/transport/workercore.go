@@ -334,9 +334,10 @@ func (w *workerCore) sendNode(id reduce.NodeID, sum *reduce.Partial) error {
 		w.laidOut = append(w.laidOut, pieces[0])
 	}
 	w.sums[id] = pieces
-	if w.tree != nil {
+	if w.tree != nil && id != reduce.Root(w.total) {
 		return w.relayNode(id, sum)
 	}
+	// The whole tree's sum, from this worker alone, goes up as it is.
 	w.publishUp(wire.KindGroup, w.round, id.Wire(), pieces...)
 	return nil
 }
