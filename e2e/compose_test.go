@@ -143,6 +143,14 @@ func TestComposeCommands(t *testing.T) {
 	if n := strings.Count(c.output(), `"msg":"worker joined"`); n != 2 {
 		t.Fatalf("%d workers joined; the one with the wrong password must not", n)
 	}
+	// Sums added along the tree among the workers: they may send them
+	// to each other.
+	os.Remove(model)
+	c = run("coordinator", "c-secret", "-reduce", "tree", "-shards", "8")
+	c.wait(t, 2*time.Minute)
+	if got := readFile(t, model); !bytes.Equal(got, train(t, data, "-local", "-e", "0.01", "-shards", "8")) || !strings.Contains(c.output(), `"tree_hops":2`) {
+		t.Fatalf("-reduce tree: not the in-process model, or not along the tree:\n%s", tail(c.output(), 2000))
+	}
 	// Shards through the object store: workers may read its bucket.
 	os.Remove(model)
 	c = run("coordinator", "c-secret", "-objstore")
@@ -173,14 +181,16 @@ func TestComposeCommands(t *testing.T) {
 	}
 	// A worker may publish what workers publish, and nothing else.
 	nc, violations := workerConn(t, fmt.Sprintf("nats://127.0.0.1:%d", port))
-	if err := nc.Publish("osgm.hb", []byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	nc.Flush()
-	select {
-	case err := <-violations:
-		t.Fatalf("publishing a heartbeat was refused: %v", err)
-	case <-time.After(200 * time.Millisecond):
+	for _, subject := range []string{"osgm.hb", "osgm.j.0000000000000001.sum.w-1"} {
+		if err := nc.Publish(subject, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		nc.Flush()
+		select {
+		case err := <-violations:
+			t.Fatalf("publishing on %s was refused: %v", subject, err)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	// Nor may it read another bucket, such as the checkpoints'.
 	wantRefused(t, nc, violations, "osgm.j.0000000000000001.down", "osgm.hello", "$JS.API.STREAM.INFO.OBJ_osgm-checkpoints")

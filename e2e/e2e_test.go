@@ -241,14 +241,14 @@ func TestSameModelEverywhere(t *testing.T) {
 			}
 			want := train(t, data, append(flags, "-local", "-shards", "7")...)
 			for _, c := range []struct {
-				n      int
-				points string
-			}{{1, "auto"}, {3, "auto"}, {3, "own"}} {
+				n              int
+				points, reduce string
+			}{{1, "auto", "auto"}, {3, "auto", "auto"}, {3, "own", "auto"}, {3, "auto", "tree"}} {
 				url := natsServer(t)
 				workers(t, url, c.n, "w")
-				got := train(t, data, append(flags, "-nats", url, "-min-workers", fmt.Sprint(c.n), "-shards", "7", "-points", c.points)...)
+				got := train(t, data, append(flags, "-nats", url, "-min-workers", fmt.Sprint(c.n), "-shards", "7", "-points", c.points, "-reduce", c.reduce)...)
 				if !bytes.Equal(got, want) {
-					t.Fatalf("%d external workers, -points %s: model differs from the in-process run", c.n, c.points)
+					t.Fatalf("%d external workers, -points %s -reduce %s: model differs from the in-process run", c.n, c.points, c.reduce)
 				}
 			}
 		})
