@@ -688,11 +688,20 @@ func TestHungLoadLosesItsShards(t *testing.T) {
 	c, _, _ := startCluster(t, path, 3, 8, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
 		cfg.LoadStall, cfg.Log = time.Second, zap.New(core)
 	}}, func(w *Worker) {
+		// waitFor makes w's loads wait for the channel to close before
+		// they read.
+		waitFor := func(gate chan struct{}) {
+			read := w.loader
+			w.loader = func(src wire.Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
+				<-gate
+				return read(src, ranges)
+			}
+		}
 		switch n++; n {
 		case 1:
-			w.hangLoads = hung
+			waitFor(hung)
 		case 2:
-			w.hangLoads = slow
+			waitFor(slow)
 			go func() { // a read now and then, as a slow mount gives
 				for {
 					select {

@@ -104,9 +104,9 @@ type Worker struct {
 	// its own.
 	chunks wire.Chunker
 
-	// hangLoads, set by tests, makes loads wait for it to close before
-	// they read, as a load from a hung network mount does.
-	hangLoads chan struct{}
+	// loader reads shards: readShards, or in tests one that hangs, as a
+	// load from a hung network mount does.
+	loader func(src wire.Source, ranges []shard.Range) ([]*shard.Shard, int, error)
 
 	read   atomic.Int64 // bytes its loads have read (shard.Options.Read)
 	mu     sync.Mutex   // guards hb, read by the heartbeat goroutine
@@ -142,6 +142,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 	w := &Worker{ID: id, cfg: cfg, nc: nc, bus: nc, log: cfg.Log.With(zap.String("worker", id)),
 		cmds: make(chan wire.Assign, 16), points: make(chan roundMsg, 64), relays: make(chan relayMsg, 256), loaded: make(chan loadResult, 4), beat: make(chan struct{}, 1)}
 	w.badMsg.log = w.log
+	w.loader = w.readShards
 	w.core = newWorkerCore(id, &w.cfg, w, w.log, &w.badMsg)
 	w.solver = newSolver(w)
 	w.hb = wire.Heartbeat{ID: id, Name: cfg.Name, OwnPoints: true, Solves: true, Slots: cfg.Parallel}
@@ -383,7 +384,7 @@ func (w *Worker) listenRelays(job uint64) {
 func (w *Worker) load(job uint64, src wire.Source, ranges []shard.Range) {
 	go func() {
 		start := time.Now()
-		shards, failed, err := w.readShards(src, ranges)
+		shards, failed, err := w.loader(src, ranges)
 		w.loaded <- loadResult{job: job, shards: shards, err: err, failed: failed, took: time.Since(start), ranges: ranges}
 	}()
 }
@@ -399,9 +400,6 @@ func (w *Worker) holding(job uint64, held, loading []int) {
 }
 
 func (w *Worker) readShards(src wire.Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
-	if w.hangLoads != nil {
-		<-w.hangLoads
-	}
 	if src.Bucket == "" {
 		shards, err := shard.LoadChecked(src.Path, ranges, w.cfg.Compact.Options(shard.Options{Parallel: w.cfg.Parallel, Read: &w.read, Shared: w.cfg.Shared}), src.File)
 		return shards, 0, err
