@@ -6,7 +6,8 @@
 # same osgm image, but from golang and distroless images it pulls.
 #
 #   scripts/images.sh            # builds osgm:scratch and osgm-nats:scratch
-#   eval "$(scripts/images.sh -env)"   # ... and exports OSGM_IMAGE, NATS_IMAGE
+#                                # (and osgm-weed:scratch, where scripts/weed.sh built weed)
+#   eval "$(scripts/images.sh -env)"   # ... and exports OSGM_IMAGE, NATS_IMAGE (WEED_IMAGE)
 #   scripts/images.sh -arm64     # builds osgm:scratch-arm64, for arm64 hosts
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,8 +42,20 @@ CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$ctx/nats/nats-server" git
 cp "$busybox" "$ctx/nats/busybox"
 docker build -q -t "$osgm" -f deploy/offline/osgm.Dockerfile "$ctx/osgm" >&2
 docker build -q -t "$natsimg" -f deploy/offline/nats.Dockerfile "$ctx/nats" >&2
+# SeaweedFS for compose.s3.yaml, where scripts/weed.sh has built it
+# ($OSGM_WEED, or .ci/run's cache).
+weed=${OSGM_WEED:-$(ls /var/cache/osgm/weed-* 2>/dev/null | tail -1)}
+weedimg=${WEED_IMAGE:-osgm-weed:scratch}
+if [ -n "$weed" ] && [ -x "$weed" ]; then
+  mkdir "$ctx/weed"
+  cp "$weed" "$ctx/weed/weed"
+  cp "$busybox" "$ctx/weed/busybox"
+  docker build -q -t "$weedimg" -f deploy/offline/weed.Dockerfile "$ctx/weed" >&2
+else
+  weedimg=
+fi
 if [ "${1:-}" = -env ]; then
-  echo "export OSGM_IMAGE=$osgm NATS_IMAGE=$natsimg"
+  echo "export OSGM_IMAGE=$osgm NATS_IMAGE=$natsimg${weedimg:+ WEED_IMAGE=$weedimg}"
 else
   echo "built $osgm and $natsimg: OSGM_IMAGE=$osgm NATS_IMAGE=$natsimg docker-compose -f deploy/compose.yaml up" >&2
 fi
