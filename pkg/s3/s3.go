@@ -145,8 +145,9 @@ type reader struct {
 }
 
 // readRetries and the backoff between them bound how long a read waits
-// for a server that stopped mid-object to come back: about half a
-// minute, a restart's time, then the load fails and says why.
+// for a server that stopped mid-object to come back: half a minute of
+// these, a restart's time, and with the client's own retries of each
+// GET about a minute in all; then the load fails and says why.
 const readRetries = 9
 
 func backoff(attempt int) time.Duration {

@@ -104,3 +104,39 @@ func TestReadSurvivesRestart(t *testing.T) {
 		t.Fatalf("read through a restart: %v, %d bytes of %d", err, len(got)+len(rest), len(want))
 	}
 }
+
+// TestReadGivesUpOnAServerGone: a server killed in the middle of a read
+// that does not come back fails the read after the retries (about a
+// minute with the client's own), with an error that names the object,
+// instead of a load that hangs.
+func TestReadGivesUpOnAServerGone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the retries (about a minute)")
+	}
+	srv := s3test.Start(t)
+	srv.Env(t)
+	file := filepath.Join(t.TempDir(), "data")
+	os.WriteFile(file, bytes.Repeat([]byte("+1 1:0.25 9:3\n"), 3000000), 0o644)
+	url := srv.Put(t, "train", "gone", file)
+	ctx := context.Background()
+	o, err := s3.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := o.Reader(ctx)
+	defer r.Close()
+	if _, err := io.ReadFull(r, make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	start := time.Now()
+	_, err = io.ReadAll(r)
+	waited := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), url) {
+		t.Fatalf("read from a server gone: %v, want an error naming %s", err, url)
+	}
+	if waited < 20*time.Second || waited > 3*time.Minute {
+		t.Fatalf("gave up after %v, want the retries' minute or so", waited)
+	}
+	t.Logf("gave up after %v: %v", waited, err)
+}
