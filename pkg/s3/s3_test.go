@@ -70,27 +70,36 @@ func TestObjects(t *testing.T) {
 	}
 }
 
-// TestReadSurvivesRestart: a server killed in the middle of a read and
-// started again over the same data costs the reader a wait, not its
-// bytes; the reads go on from where the broken one stopped.
-func TestReadSurvivesRestart(t *testing.T) {
-	srv := s3test.Start(t)
+// readingBig puts a 42 MB object (more than the sockets buffer) on a
+// server of its own and reads its first MB: the server can then fail
+// with the read under way.
+func readingBig(t *testing.T) (srv *s3test.Server, url string, want []byte, r io.Reader, got []byte) {
+	t.Helper()
+	srv = s3test.Start(t)
 	srv.Env(t)
 	file := filepath.Join(t.TempDir(), "data")
-	want := bytes.Repeat([]byte("+1 1:0.25 9:3\n"), 3000000) // 42 MB: more than the sockets buffer
+	want = bytes.Repeat([]byte("+1 1:0.25 9:3\n"), 3000000)
 	os.WriteFile(file, want, 0o644)
-	url := srv.Put(t, "train", "big", file)
+	url = srv.Put(t, "train", "big", file)
 	ctx := context.Background()
 	o, err := s3.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := o.Reader(ctx)
-	defer r.Close()
-	got := make([]byte, 1<<20)
-	if _, err := io.ReadFull(r, got); err != nil {
+	rc := o.Reader(ctx)
+	t.Cleanup(func() { rc.Close() })
+	got = make([]byte, 1<<20)
+	if _, err := io.ReadFull(rc, got); err != nil {
 		t.Fatal(err)
 	}
+	return srv, url, want, rc, got
+}
+
+// TestReadSurvivesRestart: a server killed in the middle of a read and
+// started again over the same data costs the reader a wait, not its
+// bytes; the reads go on from where the broken one stopped.
+func TestReadSurvivesRestart(t *testing.T) {
+	srv, _, want, r, got := readingBig(t)
 	srv.Stop()
 	done := make(chan struct{})
 	go func() {
@@ -113,24 +122,10 @@ func TestReadGivesUpOnAServerGone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out the retries (about a minute)")
 	}
-	srv := s3test.Start(t)
-	srv.Env(t)
-	file := filepath.Join(t.TempDir(), "data")
-	os.WriteFile(file, bytes.Repeat([]byte("+1 1:0.25 9:3\n"), 3000000), 0o644)
-	url := srv.Put(t, "train", "gone", file)
-	ctx := context.Background()
-	o, err := s3.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := o.Reader(ctx)
-	defer r.Close()
-	if _, err := io.ReadFull(r, make([]byte, 1<<20)); err != nil {
-		t.Fatal(err)
-	}
+	srv, url, _, r, _ := readingBig(t)
 	srv.Stop()
 	start := time.Now()
-	_, err = io.ReadAll(r)
+	_, err := io.ReadAll(r)
 	waited := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), url) {
 		t.Fatalf("read from a server gone: %v, want an error naming %s", err, url)

@@ -218,11 +218,7 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 	case "reduce":
 		// Who adds the sums from now on: tree (the harness's default) or
 		// star.
-		mode, err := ParseReduceMode(d.CmdArgs[0].Key)
-		if err != nil {
-			return err
-		}
-		c.cfg.Reduce = mode
+		return c.cfg.Reduce.Set(d.CmdArgs[0].Key)
 	case "tick":
 		dt, err := time.ParseDuration(d.CmdArgs[0].Key)
 		if err != nil {
@@ -368,13 +364,11 @@ func (ct *clusterTranscript) result(args map[string]string) error {
 		return ct.up(upMsg{kind: wire.KindRelayNode, round: round, shard: id, payload: slices.Concat(wire.RelayPieces(hops, part, nil, true)...)})
 	}
 	if s, ok := args["node"]; ok {
-		lvl, idx, _ := strings.Cut(s, ".")
-		l, err1 := strconv.Atoi(lvl)
-		i, err2 := strconv.Atoi(idx)
-		if err := errors.Join(err1, err2); err != nil {
+		node, err := parseNode(s)
+		if err != nil {
 			return err
 		}
-		return send(wire.KindGroup, int(reduce.NodeID{Level: l, Index: i}.Wire()))
+		return send(wire.KindGroup, int(node.Wire()))
 	}
 	ids, err := parseSpans(args["shard"])
 	if err != nil {

@@ -36,14 +36,6 @@ func (m ReduceMode) String() string {
 	return fmt.Sprintf("ReduceMode(%d)", int(m))
 }
 
-// ParseReduceMode reads auto, tree or star.
-func ParseReduceMode(s string) (ReduceMode, error) {
-	if i := slices.Index(reduceModes, s); i >= 0 {
-		return ReduceMode(i), nil
-	}
-	return 0, fmt.Errorf("reduce %q: want auto, tree or star", s)
-}
-
 // plan has the workers add this round's tree among themselves when they
 // can: the point is a broadcast of an evaluation (a tally's counts are
 // added here, in any order) and every shard has an owner. The point names
@@ -142,11 +134,12 @@ func (c *clusterCore) starColumns() (total, workers int) {
 	return total, len(byWorker)
 }
 
-// Set is flag.Value's.
+// Set reads auto, tree or star.
 func (m *ReduceMode) Set(s string) error {
-	v, err := ParseReduceMode(s)
-	if err == nil {
-		*m = v
+	i := slices.Index(reduceModes, s)
+	if i < 0 {
+		return fmt.Errorf("reduce %q: want auto, tree or star", s)
 	}
-	return err
+	*m = ReduceMode(i)
+	return nil
 }

@@ -44,15 +44,15 @@ type workerCore struct {
 	live     *cols.LiveMap // the coordinates point carries (nil: all)
 	askedFor uint64        // the last round this worker asked for the whole point
 	round    uint64
-	answered map[int][]byte             // this round's encoded partials, for resends
-	sums     map[reduce.NodeID][][]byte // this round's node sums as sent, for resends
-	laidOut  [][]byte                   // memory of this round's sums sent sparse
-	spare    [][]byte                   // and of the last rounds', free again
-	total    int                        // shards in the job
-	comb     *reduce.Combiner           // sums the tree's nodes this worker holds whole
-	grouped  *reduce.GroupSums          // and their groups' shards, into comb
-	dense    *reduce.DenseSum           // or, on wide data, this does
-	started  time.Time                  // when this round's evaluation began
+	answered map[int][]byte                    // this round's encoded partials, for resends
+	sums     map[reduce.NodeID]*reduce.Partial // this round's node sums, for resends
+	laidOut  [][]byte                          // memory of this round's sums sent sparse
+	spare    [][]byte                          // and of the last rounds', free again
+	total    int                               // shards in the job
+	comb     *reduce.Combiner                  // sums the tree's nodes this worker holds whole
+	grouped  *reduce.GroupSums                 // and their groups' shards, into comb
+	dense    *reduce.DenseSum                  // or, on wide data, this does
+	started  time.Time                         // when this round's evaluation began
 	local    *objective.Local
 	tree     *treeRound                 // this round's tree among the workers (nil: sums go to the coordinator)
 	lastTree *treeRound                 // the last round's, reused while its owners and width stay
@@ -321,10 +321,20 @@ func (w *workerCore) rebuildLocal() {
 
 func (w *workerCore) sendNode(id reduce.NodeID, sum *reduce.Partial) error {
 	sum.Seconds = w.now().Sub(w.started).Seconds()
-	// The sum's memory is not written again before the next round, so
-	// the message is sent, and kept for resends, as views of it; or, when
-	// its gradient goes sparse, laid out in memory of its own that serves
-	// again from the next round on.
+	w.sums[id] = sum
+	if w.tree != nil && id != reduce.Root(w.total) {
+		return w.relayNode(id, sum)
+	}
+	// The whole tree's sum, from this worker alone, goes up as it is.
+	w.publishSum(id, sum)
+	return nil
+}
+
+// publishSum sends a node's sum up. The sum's memory is not written
+// again before the next round, so the message goes as views of it (a
+// resend encodes it again); or, when its gradient goes sparse, laid out
+// in memory of its own that serves again from the next round on.
+func (w *workerCore) publishSum(id reduce.NodeID, sum *reduce.Partial) {
 	var buf []byte
 	if n := len(w.spare); n > 0 {
 		buf, w.spare = w.spare[n-1], w.spare[:n-1]
@@ -333,13 +343,7 @@ func (w *workerCore) sendNode(id reduce.NodeID, sum *reduce.Partial) error {
 	if len(pieces) == 1 {
 		w.laidOut = append(w.laidOut, pieces[0])
 	}
-	w.sums[id] = pieces
-	if w.tree != nil && id != reduce.Root(w.total) {
-		return w.relayNode(id, sum)
-	}
-	// The whole tree's sum, from this worker alone, goes up as it is.
 	w.publishUp(wire.KindGroup, w.round, id.Wire(), pieces...)
-	return nil
 }
 
 // sent reports whether a node sum sent this round covers shard s.
@@ -371,7 +375,7 @@ func (w *workerCore) onPoint(m roundMsg) {
 			}
 		}
 		for _, id := range slices.SortedFunc(maps.Keys(w.sums), func(a, b reduce.NodeID) int { return cmp.Compare(a.Wire(), b.Wire()) }) {
-			w.publishUp(wire.KindGroup, w.round, id.Wire(), w.sums[id]...)
+			w.publishSum(id, w.sums[id])
 		}
 		var todo []*shard.Shard
 		for _, s := range w.local.Shards {
@@ -401,7 +405,7 @@ func (w *workerCore) onPoint(m roundMsg) {
 		w.point, w.live = nil, nil
 		return
 	}
-	w.round, w.answered, w.sums = m.round, map[int][]byte{}, map[reduce.NodeID][][]byte{}
+	w.round, w.answered, w.sums = m.round, map[int][]byte{}, map[reduce.NodeID]*reduce.Partial{}
 	w.spare, w.laidOut = append(w.spare, w.laidOut...), w.laidOut[:0]
 	if !slices.Equal(p.Labels, w.order) {
 		w.order = p.Labels

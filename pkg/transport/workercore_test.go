@@ -351,19 +351,25 @@ func (tr *transcript) step(d *datadriven.TestData) error {
 	return nil
 }
 
+// parseNode reads a transcript's node, level.index.
+func parseNode(s string) (reduce.NodeID, error) {
+	lvl, idx, _ := strings.Cut(s, ".")
+	l, err1 := strconv.Atoi(lvl)
+	i, err2 := strconv.Atoi(idx)
+	return reduce.NodeID{Level: l, Index: i}, errors.Join(err1, err2)
+}
+
 // relay is a sum another worker relays here: a shard's partial or a
 // node's sum (node=L.I), over every coordinate, of the transcript's
 // three problems.
 func (tr *transcript) relay(args map[string]string, round, hops uint64) error {
 	kind, id := wire.KindRelayShard, uint32(0)
 	if s, ok := args["node"]; ok {
-		lvl, idx, _ := strings.Cut(s, ".")
-		l, err1 := strconv.Atoi(lvl)
-		i, err2 := strconv.Atoi(idx)
-		if err := errors.Join(err1, err2); err != nil {
+		node, err := parseNode(s)
+		if err != nil {
 			return err
 		}
-		kind, id = wire.KindRelayNode, reduce.NodeID{Level: l, Index: i}.Wire()
+		kind, id = wire.KindRelayNode, node.Wire()
 	} else {
 		v, err := strconv.Atoi(args["shard"])
 		if err != nil {
