@@ -92,10 +92,6 @@ type Config struct {
 	CheckpointEvery int
 	CheckpointShare float64 // see osgm.Settings.CheckpointShare
 	Interrupt       func() bool
-
-	// keepDead makes every problem keep all its coordinates, dead ones
-	// included (see objective.Objective.LeaveOutDead): tests compare the two.
-	keepDead bool
 }
 
 // Shelf is where finished problems' weights wait for the model file
@@ -354,12 +350,10 @@ func plan(b objective.Backend, cfg Config) (*planned, error) {
 	}
 	p.obj = objective.New(b, p.features, p.lambda, cfg.Bias)
 	p.obj.Rows, p.obj.Weights, p.obj.Holdout, p.obj.Loss, p.obj.Epsilon = p.stop.rows, weights, cfg.Holdout, cfg.Loss, cfg.Epsilon
-	// The methods see n coordinates of a model's dim: the live ones (see
-	// objective.Objective.LeaveOutDead), or all of them.
+	// The methods see the live coordinates of a model's dim only (see
+	// objective.Objective.LeaveOutDead).
 	p.Dim = p.obj.Dim()
-	if !cfg.keepDead {
-		p.live = p.obj.LeaveOutDead()
-	}
+	p.live = p.obj.LeaveOutDead()
 	p.Coordinates = p.obj.Dim()
 	if p.Batch, p.MemoryBound, err = batchSize(cfg, p.features, p.Dim, p.Coordinates, K, p.sum.NNZ); err != nil {
 		return nil, err

@@ -53,13 +53,11 @@ type ClusterConfig struct {
 	Place PlaceMode
 	// Reduce says who adds the workers' sums (see ReduceMode).
 	Reduce ReduceMode
-	Log    *zap.Logger
-
-	// waitReport is how often Load says that it is still waiting for
-	// workers (defaultWaitReport; tests shorten it): without it, a
-	// cluster whose workers never start shows one line and then
-	// nothing.
-	waitReport time.Duration
+	// WaitReport is how often Load logs that it still waits for workers
+	// (DefaultWaitReport): without it, a cluster whose workers never
+	// start shows one line and then nothing.
+	WaitReport time.Duration
+	Log        *zap.Logger
 }
 
 var (
@@ -256,8 +254,8 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	if cfg.ResendAfter == 0 {
 		cfg.ResendAfter = DefaultResendAfter
 	}
-	if cfg.waitReport == 0 {
-		cfg.waitReport = defaultWaitReport
+	if cfg.WaitReport == 0 {
+		cfg.WaitReport = DefaultWaitReport
 	}
 	if cfg.LoadStall == 0 {
 		cfg.LoadStall = DefaultLoadStall
@@ -469,8 +467,6 @@ func (c *Cluster) Close() {
 	}
 }
 
-const defaultWaitReport = 30 * time.Second
-
 // Load waits for MinWorkers workers, assigns every shard and collects the
 // shards' descriptions.
 func (c *Cluster) Load(ctx context.Context) error {
@@ -478,7 +474,7 @@ func (c *Cluster) Load(ctx context.Context) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	began := time.Now()
-	report := began.Add(c.cfg.waitReport)
+	report := began.Add(c.cfg.WaitReport)
 	for len(c.live()) < c.cfg.MinWorkers {
 		select {
 		case <-ctx.Done():
@@ -492,7 +488,7 @@ func (c *Cluster) Load(ctx context.Context) error {
 			if now.After(report) {
 				c.log.Warn("still waiting for workers", zap.Int("min", c.cfg.MinWorkers),
 					zap.Int("joined", len(c.live())), zap.Duration("waited", now.Sub(began).Round(time.Second)))
-				report = now.Add(c.cfg.waitReport)
+				report = now.Add(c.cfg.WaitReport)
 			}
 		}
 	}

@@ -263,47 +263,82 @@ func flatten(w [][]float64) []float64 {
 // each, and the model is the in-process one to the bit. Newton adds
 // Hessian-vector rounds and evaluations that carry the Hessian's diagonal
 // (partials of twice the problems); newton-full, rounds that carry whole
-// Hessians.
+// Hessians. Workers sum their nodes in dense vectors on the test data,
+// whose 60 features are in nearly every shard, and in the shards' own
+// columns on wide data, whose shards touch few of its 4,000 (too many for
+// whole Hessians).
 func TestWorkersSendNodeSums(t *testing.T) {
-	path := testData(t)
-	// The test data's 60 features are in nearly every shard: a worker
-	// sums its nodes in dense vectors unless told otherwise.
-	cols := map[int]cols.List{}
-	for _, s := range loadShards(t, path, 64)[:32] {
-		cols[s.ID] = s.Cols
-	}
-	if d := reduce.NewDenseSum(64, cols); d == nil || !d.Pays() {
-		t.Fatal("dense sums do not pay on the test data: this test would not cover them")
-	}
-	for _, method := range []string{"lbfgs", "newton", "newton-full"} {
-		for _, sparse := range []bool{false, true} {
+	for _, data := range []struct {
+		name  string
+		path  string
+		dense bool
+	}{
+		{"dense", testData(t), true},
+		{"sparse", wideClasses(t, rand.New(rand.NewPCG(11, 12)), 3000, 4000), false},
+	} {
+		cols := map[int]cols.List{}
+		for _, s := range loadShards(t, data.path, 64)[:32] {
+			cols[s.ID] = s.Cols
+		}
+		if d := reduce.NewDenseSum(64, cols); (d != nil && d.Pays()) != data.dense {
+			t.Fatalf("%s data: dense sums pay: %v, want %v: this test would not cover both", data.name, !data.dense, data.dense)
+		}
+		for _, method := range []string{"lbfgs", "newton", "newton-full"} {
 			for _, mode := range []ReduceMode{ReduceTree, ReduceStar} {
-				t.Run(fmt.Sprintf("%s/sparse=%v/%v", method, sparse, mode), func(t *testing.T) {
-					cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: method, MaxIter: 300}
-					want := localModel(t, path, 64, cfg)
-					c, _, _ := startCluster(t, path, 2, 64, clusterOptions{parallel: 1, config: func(c *ClusterConfig) { c.Reduce = mode }},
-						func(w *Worker) { w.cfg.sparseSums = sparse })
-					before := c.Stats()
-					got, err := train.Train(c, cfg)
-					if err != nil {
-						t.Fatal(err)
-					}
-					st := c.Stats()
-					rounds, results, tree := st.Rounds-before.Rounds, st.ResultsUp-before.ResultsUp, st.TreeRounds-before.TreeRounds
-					// Along the tree the root alone comes here, two
-					// hops from the worker that sent its other half.
-					perRound, hops := 2, 0
-					if mode == ReduceTree {
-						perRound, hops = 1, 2
-					}
-					if rounds == 0 || results != perRound*rounds || tree != (perRound%2)*rounds || st.Hops != hops {
-						t.Fatalf("%d result messages in %d rounds (%d along the tree, %d hops), want %d per round", results, rounds, tree, st.Hops, perRound)
-					}
-					sameModel(t, got, want)
+				if method == "newton-full" && !data.dense {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s/%s/%v", method, data.name, mode), func(t *testing.T) {
+					workersSendNodeSums(t, data.path, method, mode)
 				})
 			}
 		}
 	}
+}
+
+// wideClasses writes rows with labels 1 to 3, each with three of
+// features 1 to 10 and five of features 11 to width+10.
+func wideClasses(t testing.TB, rng *rand.Rand, rows, width int) string {
+	var b strings.Builder
+	for i := 0; i < rows; i++ {
+		class := rng.IntN(3)
+		fmt.Fprintf(&b, "%d", class+1)
+		picks := rng.Perm(10)[:3]
+		for range 5 {
+			picks = append(picks, 10+rng.IntN(width))
+		}
+		slices.Sort(picks)
+		for _, j := range slices.Compact(picks) {
+			fmt.Fprintf(&b, " %d:%.3f", j+1, rng.NormFloat64()+float64(class)/2)
+		}
+		b.WriteString("\n")
+	}
+	path := filepath.Join(t.TempDir(), "wide")
+	os.WriteFile(path, []byte(b.String()), 0o644)
+	return path
+}
+
+func workersSendNodeSums(t *testing.T, path, method string, mode ReduceMode) {
+	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: method, MaxIter: 300}
+	want := localModel(t, path, 64, cfg)
+	c, _, _ := startCluster(t, path, 2, 64, clusterOptions{parallel: 1, config: func(c *ClusterConfig) { c.Reduce = mode }})
+	before := c.Stats()
+	got, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.Stats()
+	rounds, results, tree := st.Rounds-before.Rounds, st.ResultsUp-before.ResultsUp, st.TreeRounds-before.TreeRounds
+	// Along the tree the root alone comes here, two hops from the worker
+	// that sent its other half.
+	perRound, hops := 2, 0
+	if mode == ReduceTree {
+		perRound, hops = 1, 2
+	}
+	if rounds == 0 || results != perRound*rounds || tree != (perRound%2)*rounds || st.Hops != hops {
+		t.Fatalf("%d result messages in %d rounds (%d along the tree, %d hops), want %d per round", results, rounds, tree, st.Hops, perRound)
+	}
+	sameModel(t, got, want)
 }
 
 // TestHessVecPointsGoWithoutX: Newton's CG steps at an x after its
@@ -320,7 +355,7 @@ func TestHessVecPointsGoWithoutX(t *testing.T) {
 			first := true
 			c, _, _ := clusterWithStops(t, path, 2, 16, func(w *Worker) {
 				if first {
-					w.core.forgetPoints, first = forget, false
+					w.bus, first = &forgetfulBus{Conn: w.nc, n: forget}, false
 				}
 			})
 			// A worker without x asks for it: no round waits for a resend.
@@ -818,7 +853,7 @@ func TestPointsCarryLiveCoordinates(t *testing.T) {
 			first := true
 			cl, _, stops := clusterWithStops(t, path, 2, 8, func(w *Worker) {
 				if first {
-					w.core.forgetPoints, first = c.forget, false
+					w.bus, first = &forgetfulBus{Conn: w.nc, n: c.forget}, false
 				}
 			})
 			if c.kill {
@@ -853,8 +888,8 @@ func TestPointsCarryLiveCoordinates(t *testing.T) {
 }
 
 // TestSparseSumsKeepTheBits: sums whose gradients go sparse give the
-// model that whole gradients give, and that training without a bus
-// gives, to the bit, in fewer bytes up.
+// model that whole gradients (sent again whole by the workers' bus) give,
+// and that training without a bus gives, to the bit, in fewer bytes up.
 func TestSparseSumsKeepTheBits(t *testing.T) {
 	// Text-like rows: a few of 3,000 features each, most of them their
 	// class's, so that near the optimum most rows are inactive in most
@@ -887,7 +922,11 @@ func TestSparseSumsKeepTheBits(t *testing.T) {
 			// entries are +0; along the tree the coordinator gets the
 			// root, where few are.
 			c, _, _ := startCluster(t, path, 2, 8, clusterOptions{parallel: 1, config: func(c *ClusterConfig) { c.Reduce = ReduceStar }},
-				func(w *Worker) { w.cfg.wholeGradients = whole })
+				func(w *Worker) {
+					if whole {
+						w.bus = &wholeBus{Conn: w.nc}
+					}
+				})
 			res, err := train.Train(c, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -1117,7 +1156,7 @@ func TestShardsOutliveTheJob(t *testing.T) {
 }
 
 // TestLoadSaysItIsStillWaiting: a coordinator whose workers never come
-// says so every waitReport (here 200 ms), with how many joined, until it
+// says so every WaitReport (here 200 ms), with how many joined, until it
 // is stopped.
 func TestLoadSaysItIsStillWaiting(t *testing.T) {
 	srv, err := Embedded("")
@@ -1128,7 +1167,7 @@ func TestLoadSaysItIsStillWaiting(t *testing.T) {
 	nc := connected(t, srv.ClientURL())
 	defer nc.Close()
 	core, logs := observer.New(zap.InfoLevel)
-	c, err := NewCluster(nc, ClusterConfig{MinWorkers: 2, Ranges: []shard.Range{{ID: 0, End: 1}}, Log: zap.New(core), waitReport: 200 * time.Millisecond})
+	c, err := NewCluster(nc, ClusterConfig{MinWorkers: 2, Ranges: []shard.Range{{ID: 0, End: 1}}, Log: zap.New(core), WaitReport: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -75,4 +76,88 @@ func loseFirst(kind wire.Kind, n int64) *losing {
 // go on.
 func loseAfter(kind wire.Kind, round uint64) *losing {
 	return &losing{rule: func(h wire.Header) bool { return h.Kind == kind && h.Round > round }}
+}
+
+// wholeBus is a worker's bus that sends every shard partial and node sum
+// up with its gradient whole, as a sender that never lays a gradient
+// out sparse would: the worker's messages, assembled, decoded and encoded
+// again whole.
+type wholeBus struct {
+	*nats.Conn
+	mu  sync.Mutex
+	asm wire.Assembler
+}
+
+func (b *wholeBus) Publish(subject string, data []byte) error {
+	h, payload, err := wire.DecodeChunk(data)
+	if err != nil || h.Kind != wire.KindPartial && h.Kind != wire.KindGroup {
+		return b.Conn.Publish(subject, data)
+	}
+	b.mu.Lock()
+	msg, done := b.asm.Add(h, slices.Clone(payload))
+	b.mu.Unlock()
+	if !done {
+		return nil
+	}
+	p, err := wire.DecodePartial(int(h.Shard), msg)
+	if err != nil {
+		return err
+	}
+	return wire.Chunks(h.Kind, h.Job, h.Round, h.Shard, wire.AppendPartialAs(nil, p, true), int(b.MaxPayload()),
+		func(chunk []byte) error { return b.Conn.Publish(subject, chunk) })
+}
+
+// forgetfulBus is a worker's bus on which the first n points without x
+// (OpHessVecAt) come naming an x the worker never held, as they do to a
+// worker that missed the round that sent it: the point, assembled,
+// decoded and encoded again with another stamp. Other messages pass as
+// they come.
+type forgetfulBus struct {
+	*nats.Conn
+	mu   sync.Mutex
+	n    int
+	asm  wire.Assembler
+	held map[[2]uint64][]*nats.Msg // a point's chunks so far, by round and shard
+}
+
+func (b *forgetfulBus) Subscribe(subject string, cb nats.MsgHandler) (*nats.Subscription, error) {
+	return b.Conn.Subscribe(subject, func(m *nats.Msg) {
+		for _, m := range b.take(m) {
+			cb(m)
+		}
+	})
+}
+
+// take is what a chunk lets through: nothing while its point is
+// incomplete, then the point's chunks, or a forgotten point's new ones.
+func (b *forgetfulBus) take(m *nats.Msg) []*nats.Msg {
+	h, payload, err := wire.DecodeChunk(m.Data)
+	if err != nil || h.Kind != wire.KindPoint {
+		return []*nats.Msg{m}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held == nil {
+		b.held = map[[2]uint64][]*nats.Msg{}
+	}
+	key := [2]uint64{h.Round, uint64(h.Shard)}
+	b.held[key] = append(b.held[key], m)
+	msg, done := b.asm.Add(h, slices.Clone(payload))
+	if !done {
+		return nil
+	}
+	chunks := b.held[key]
+	delete(b.held, key)
+	p, err := wire.DecodePoint(msg)
+	if err != nil || p.Op != wire.OpHessVecAt || b.n == 0 {
+		return chunks
+	}
+	b.n--
+	p.Stamp = ^p.Stamp
+	var out []*nats.Msg
+	wire.Chunks(h.Kind, h.Job, h.Round, h.Shard, wire.EncodePoint(p), int(b.MaxPayload()), func(c []byte) error {
+		out = append(out, &nats.Msg{Subject: m.Subject, Data: slices.Clone(c)})
+		return nil
+	})
+	return out
 }

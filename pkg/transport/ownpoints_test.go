@@ -78,7 +78,7 @@ func TestOwnPointsKeepTheBits(t *testing.T) {
 				cfg.Points, cfg.ResendAfter, cfg.Stop, cfg.Log = PointsOwn, time.Hour, stop, zap.New(core)
 			}}, func(w *Worker) {
 				if first {
-					w.core.forgetPoints, first = c.forget, false
+					w.bus, first = &forgetfulBus{Conn: w.nc, n: c.forget}, false
 				}
 			})
 			if c.stop {

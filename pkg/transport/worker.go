@@ -33,8 +33,9 @@ const (
 	// before the coordinator takes it for hung: a healthy load reads all
 	// the time, and what it does after reading (building, compacting)
 	// takes seconds.
-	DefaultLoadStall = time.Minute
-	upQueue          = 4096
+	DefaultLoadStall  = time.Minute
+	DefaultWaitReport = 30 * time.Second
+	upQueue           = 4096
 )
 
 // wireOpOf is an evaluation's byte on the wire.
@@ -69,11 +70,6 @@ type WorkerConfig struct {
 	// loads share with it and each other (text it decompressed, the
 	// memory fit); nil for a worker of its own.
 	Shared *shard.Shared
-
-	// wholeGradients sends every gradient whole, never as a bitmap and
-	// its values; sparseSums sums whole nodes in their own columns even
-	// where dense vectors would pay (tests compare each pair).
-	wholeGradients, sparseSums bool
 }
 
 // Worker holds shards for a coordinator and evaluates them on request:

@@ -59,9 +59,6 @@ type workerCore struct {
 	early    []relayMsg                 // sums relayed for a round whose point has not come
 	colsAt   map[reduce.NodeID][]uint32 // see pointCols
 
-	// forgetPoints, set by tests, forgets the last point that many times
-	// when a point without x comes, as a worker that missed a round does.
-	forgetPoints int
 }
 
 var errNoX = errors.New("transport: a Hessian-vector point at an x this worker does not hold (waiting for the round with x)")
@@ -307,7 +304,7 @@ func (w *workerCore) rebuildLocal() {
 	for _, id := range ids {
 		lists[id] = w.shards[id].Cols
 	}
-	if d := reduce.NewDenseSum(w.total, lists); d != nil && d.Pays() && !w.cfg.sparseSums {
+	if d := reduce.NewDenseSum(w.total, lists); d != nil && d.Pays() {
 		d.Emit, d.Release = w.sendNode, w.local.Release
 		w.dense = d
 		return
@@ -339,7 +336,7 @@ func (w *workerCore) publishSum(id reduce.NodeID, sum *reduce.Partial) {
 	if n := len(w.spare); n > 0 {
 		buf, w.spare = w.spare[n-1], w.spare[:n-1]
 	}
-	pieces := wire.PartialPieces(sum, buf, w.cfg.wholeGradients)
+	pieces := wire.PartialPieces(sum, buf, false)
 	if len(pieces) == 1 {
 		w.laidOut = append(w.laidOut, pieces[0])
 	}
@@ -433,10 +430,6 @@ func (w *workerCore) decodePoint(parts [][]byte, into *wire.Point) (*wire.Point,
 	}
 	if p.Op != wire.OpHessVecAt {
 		return p, nil
-	}
-	if w.forgetPoints > 0 {
-		w.forgetPoints--
-		held = nil
 	}
 	if held == nil || p.Stamp == 0 || held.Stamp != p.Stamp || len(held.X) != len(p.V) || !sameLayout(w.live, p) || len(p.V[0]) != len(held.X[0]) {
 		return nil, errNoX
@@ -606,7 +599,7 @@ func (w *workerCore) tally(shards []*shard.Shard, pt *shard.Point, start time.Ti
 }
 
 func (w *workerCore) answer(part *reduce.Partial) {
-	b := wire.AppendPartialAs(nil, part, w.cfg.wholeGradients)
+	b := wire.AppendPartial(nil, part)
 	w.answered[part.Shard] = b
 	if w.tree != nil {
 		if err := w.relayShard(part); err != nil {

@@ -342,7 +342,7 @@ func (tr *transcript) step(d *datadriven.TestData) error {
 	case "relay":
 		return tr.relay(args, num("round", 1), num("hops", 1))
 	case "forget":
-		tr.core.forgetPoints = 1
+		tr.core.point = nil
 	case "dropped":
 		writeDropped(&tr.rec.out, tr.core.bad.Dropped())
 	default:

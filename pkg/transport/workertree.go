@@ -146,7 +146,7 @@ func (w *workerCore) relayShard(part *reduce.Partial) error {
 		return err
 	}
 	to := t.adder(reduce.NodeID{Index: reduce.GroupOf(part.Shard)}, w.total)
-	w.io.relay(to, wire.KindRelayShard, w.job, w.round, uint32(part.Shard), wire.RelayPieces(1, d, nil, w.cfg.wholeGradients)...)
+	w.io.relay(to, wire.KindRelayShard, w.job, w.round, uint32(part.Shard), wire.RelayPieces(1, d, nil, false)...)
 	return nil
 }
 
@@ -154,7 +154,7 @@ func (w *workerCore) relayShard(part *reduce.Partial) error {
 // the root to the coordinator.
 func (w *workerCore) relayUp(id reduce.NodeID, sum *reduce.Partial) error {
 	t := w.tree
-	pieces := wire.RelayPieces(t.hopsUnder(id, w.total)+1, sum, nil, w.cfg.wholeGradients)
+	pieces := wire.RelayPieces(t.hopsUnder(id, w.total)+1, sum, nil, false)
 	if id == reduce.Root(w.total) {
 		w.publishUp(wire.KindRelayNode, w.round, id.Wire(), pieces...)
 		return nil
