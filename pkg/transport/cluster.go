@@ -5,17 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -108,141 +107,6 @@ type Cluster struct {
 	placed atomic.Pointer[Placer] // takes placed problems' messages (nil: none)
 }
 
-// clusterCore is the coordinator's side of the protocol: who holds which
-// shard, the round under way and what came back, and the clocks that tell
-// a slow worker from a lost one. It is stepped by heartbeats, results,
-// probes' answers, reconnections and ticks, and acts through its
-// clusterIO; it has no connection or goroutine, and reads the time from
-// now, so the transcript tests (testdata/cluster) step it by hand.
-type clusterCore struct {
-	cfg ClusterConfig
-	io  clusterIO
-	log *zap.Logger
-	now func() time.Time
-
-	workers  map[string]*peer
-	owner    []string       // shard -> worker answering for it
-	incoming map[int]string // shard -> worker it is moving to
-	metas    []shard.Meta
-	haveMet  []bool
-	order    []float64
-	folds    uint32   // cross-validation folds (0: none), see SetFolds
-	rows     uint64   // rows of the job
-	starts   []uint64 // first global row of each shard
-	round    uint64
-
-	bad counter
-
-	heldSince map[int]time.Time // Load: since when a shard held is undescribed
-	asked     map[holding]int   // Load: asks for a shard's description its holder left unanswered
-
-	// A NATS server restart loses what was in flight, and clients come
-	// back one by one. Whoever is back last makes the round go out again
-	// soon (resendAt): this coordinator (reconnected) or a worker (its
-	// heartbeat's Reconnects grew). While cut off (deafSince) the
-	// coordinator hears no heartbeat and declares nobody dead for it.
-	resendAt   time.Time
-	deafSince  time.Time
-	probeQuiet time.Time // until when a reconnection makes probes' answers moot
-
-	// Memory kept from round to round: the point's head, and the
-	// partials decoded in the last round with the payloads their vectors
-	// view, free again once the next round starts (its reduction was
-	// over when the round ended).
-	pointBuf []byte
-	decoded  []*decodedPartial
-	reuse    []*decodedPartial
-	viewed   [][]byte
-
-	// The last round's point, by its stamp, and the workers live when it
-	// went out: a Hessian-vector product at that point goes without x
-	// (pointHessVecAt) while they are the same.
-	lastStamp  uint64
-	lastLive   []string
-	lastLayout *pointLayout
-
-	// How points go out for the current owners (see layoutFor).
-	layout     *pointLayout
-	layoutOf   []string // the owners it was worked out for (nil: not yet)
-	layoutFull int
-	layoutDim  int
-
-	// Whether rounds go along the workers' tree, for these owners and
-	// points of this many coordinates (see treePays).
-	treeOf   []string
-	treeDim  int
-	treeWins bool
-
-	// How long the last rounds took, to tell a stuck worker from a slow
-	// round (see unstick).
-	took    [16]time.Duration
-	tookPos int
-
-	// Stats for the caller.
-	mu    sync.Mutex
-	stats Stats
-}
-
-// clusterIO is what the coordinator's core asks of the world around it.
-type clusterIO interface {
-	// connected reports whether the coordinator is on NATS now.
-	connected() bool
-	// sendPoint sends a round's point on subj, and the bytes it sent.
-	sendPoint(subj string, round uint64, pieces [][]byte) (int64, error)
-	// assign tells a worker its shards.
-	assign(id string, a wire.Assign) error
-	// probeSubject asks the server whether anyone holds worker id's
-	// subject: the core hears by onGone if nobody does.
-	probeSubject(id string) error
-	// recycle takes back a result's payload, the core done with it.
-	recycle(payload []byte)
-}
-
-// Stats count what crossed the bus.
-type Stats struct {
-	Rounds int
-	// WithoutX counts the Hessian-vector rounds whose point went out
-	// without x, the last round's (see pointHessVecAt).
-	WithoutX int
-	// Compute sums, over rounds, the longest time a worker reported
-	// computing in the round; the rest of the rounds' time is the bus.
-	Compute   time.Duration
-	BytesDown int64 // points sent
-	// BytesToWorkers is what the server sent on of them: a broadcast
-	// once to every live worker, an own point to its worker.
-	BytesToWorkers int64
-	BytesUp        int64 // results received
-	ResultsUp      int   // result messages (shard partials and node sums) taken
-	// TreeRounds counts the rounds whose sums the workers added among
-	// themselves, and Hops is, in the last, the longest chain of messages
-	// from a worker to the coordinator.
-	TreeRounds, Hops int
-	Resends          int
-	Reassignments    int
-}
-
-type peer struct {
-	id, name   string
-	lastSeen   time.Time
-	reconnects uint64
-	held       []int
-	loading    []int
-	dead       bool
-	probed     time.Time // the last probe sent
-	noSub      time.Time // since when probes find nobody on its subject (zero: they do not)
-	stuck      bool      // lost for this job though alive: it stopped answering rounds or loading (see unstick)
-	read       uint64    // its heartbeat's Read
-	progress   time.Time // when its loads last read something, or it had none
-	ownPoints  bool      // it takes points on its own subject
-}
-
-type upMsg struct {
-	kind    wire.Kind
-	round   uint64
-	shard   int
-	payload []byte
-}
-
 // NewCluster subscribes to the job's subjects.
 func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Job == 0 {
@@ -308,14 +172,6 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	return c, nil
 }
 
-func newClusterCore(cfg ClusterConfig, io clusterIO) *clusterCore {
-	n := len(cfg.Ranges)
-	c := &clusterCore{cfg: cfg, io: io, log: cfg.Log, now: time.Now,
-		workers: map[string]*peer{}, owner: make([]string, n), incoming: map[int]string{}, metas: make([]shard.Meta, n), haveMet: make([]bool, n)}
-	c.bad.log = c.log
-	return c
-}
-
 // connected is clusterIO's.
 func (c *Cluster) connected() bool { return c.nc.IsConnected() }
 
@@ -326,6 +182,9 @@ func (c *Cluster) sendPoint(subj string, round uint64, pieces [][]byte) (int64, 
 		sent += int64(len(b))
 		return c.nc.Publish(subj, b)
 	})
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		err = errPointBuffered
+	}
 	return sent, err
 }
 
@@ -387,9 +246,7 @@ func (c *Cluster) receiveUp(m *nats.Msg) {
 			return
 		}
 	}
-	c.mu.Lock()
-	c.stats.BytesUp += int64(len(m.Data))
-	c.mu.Unlock()
+	c.stats.count(func(s *Stats) { s.BytesUp += int64(len(m.Data)) })
 	if whole, ok := c.asm.Add(h, payload); ok {
 		c.ups <- upMsg{kind: h.Kind, round: h.Round, shard: int(h.Shard), payload: whole}
 	}
@@ -437,25 +294,6 @@ func (c *Cluster) receiveProbe(m *nats.Msg) {
 	default: // the next probe asks again
 	}
 }
-
-// Live is the number of workers currently alive.
-func (c *clusterCore) Live() int { return len(c.live()) }
-
-// SetSource says where workers find the data; call before Load.
-func (c *clusterCore) SetSource(s wire.Source) { c.cfg.Source = s }
-
-// Job is the job id on the bus.
-func (c *clusterCore) Job() uint64 { return c.cfg.Job }
-
-// Stats returns what crossed the bus so far.
-func (c *clusterCore) Stats() Stats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stats
-}
-
-// Dropped counts bad messages by reason.
-func (c *clusterCore) Dropped() map[string]int { return c.bad.Dropped() }
 
 // Close unsubscribes.
 func (c *Cluster) Close() {
@@ -517,103 +355,104 @@ func (c *Cluster) Load(ctx context.Context) error {
 	return nil
 }
 
-// onLoadTick checks on the workers while Load waits for descriptions:
-// shards of lost workers move, descriptions long missing are asked for
-// again, and the workers owing some are probed.
-func (c *clusterCore) onLoadTick() {
-	c.checkWorkers(false)
-	c.askAgain()
-	var owing []string
-	for s, ok := range c.haveMet {
-		if !ok {
-			owing = append(owing, c.target(s))
-		}
+// Eval runs one round: broadcast the point, gather every shard's partial.
+func (c *Cluster) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) error) error {
+	pt, err := c.point(wireOpOf(op), p)
+	if err != nil {
+		return err
 	}
-	c.probe(owing)
+	if op == osgm.OpHessVec {
+		pt.V = v.W
+		c.withoutX(pt)
+	}
+	return c.round1(pt, add)
 }
 
-// askAgain asks workers for the descriptions of shards they hold but
-// whose descriptions have not come for ResendAfter, or at once after a
-// reconnection (resendAt). Descriptions are sent once, and a server
-// that cuts off a slow consumer (all of a large job's column maps
-// arriving at once) or restarts drops what it had queued: Load would
-// wait for ever.
-func (c *clusterCore) askAgain() {
-	if c.heldSince == nil {
-		c.heldSince = map[int]time.Time{}
+// Tally counts rows and correct predictions on the workers: each shard's
+// partial carries rows per class in Loss and correct ones in BiasGrad.
+func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
+	pt, err := c.point(wire.OpCorrect, p)
+	if err != nil {
+		return shard.Tally{}, err
 	}
-	now := c.now()
-	all := c.due(now)
-	ask := map[string][]int{}
-	for s, ok := range c.haveMet {
-		id := c.target(s)
-		p := c.workers[id]
-		if ok || p == nil || p.dead || !slices.Contains(p.held, s) {
-			continue
+	if p.Loss.Regression() {
+		return c.regressionTally(pt)
+	}
+	t := shard.Tally{Rows: make([]int, len(c.order)), Correct: make([]int, len(c.order))}
+	err = c.round1(pt, func(part *reduce.Partial) error {
+		if len(part.Loss) != len(c.order) {
+			return fmt.Errorf("shard %d: tally of %d classes, want %d", part.Shard, len(part.Loss), len(c.order))
 		}
-		if since, seen := c.heldSince[s]; !all && (!seen || now.Sub(since) < c.cfg.ResendAfter) {
-			if !seen {
-				c.heldSince[s] = now
+		for k := range part.Loss {
+			t.Rows[k] += int(part.Loss[k])
+			t.Correct[k] += int(part.BiasGrad[k])
+		}
+		return nil
+	})
+	return t, err
+}
+
+// regressionTally is Tally for a regression: each shard's partial
+// carries its rows and then its sums in Loss.
+func (c *Cluster) regressionTally(pt *wire.Point) (shard.Tally, error) {
+	t := shard.Tally{Rows: []int{0}, Correct: []int{0}, Sums: make([]float64, shard.TallySums)}
+	err := c.round1(pt, func(part *reduce.Partial) error {
+		if len(part.Loss) != 1+shard.TallySums {
+			return fmt.Errorf("shard %d: a regression's tally of %d numbers, want %d", part.Shard, len(part.Loss), 1+shard.TallySums)
+		}
+		t.Rows[0] += int(part.Loss[0])
+		for k, v := range part.Loss[1:] {
+			t.Sums[k] += v
+		}
+		return nil
+	})
+	return t, err
+}
+
+// round1 runs a round: it sends the point (a broadcast or own points)
+// and steps the round's state on results, heartbeats, lost workers and
+// ticks until every shard's result is in, or the round fails.
+func (c *Cluster) round1(pt *wire.Point, add func(*reduce.Partial) error) error {
+	// This broadcast reaches whoever is connected now: reconnections
+	// before it need no other.
+	select {
+	case <-c.reconnected:
+		c.sawReconnect()
+	default:
+	}
+	r, err := c.startRound(pt, add)
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	stop := c.cfg.Stop
+	var stopped <-chan time.Time
+	for r.left > 0 {
+		var err error
+		select {
+		case <-stop:
+			stop, stopped = nil, time.After(stopGrace)
+		case <-stopped:
+			return fmt.Errorf("round %d: %w", c.round, ErrStopped)
+		case <-c.reconnected:
+			c.soon()
+		case hb := <-c.hbs:
+			err = r.onHeartbeat(hb)
+		case id := <-c.gone:
+			err = r.onGone(id)
+		case m := <-c.ups:
+			err = r.onUp(m)
+		case <-tick.C:
+			if err = closedError(c.nc); err != nil {
+				return fmt.Errorf("round %d: %w", c.round, err) // it never comes back
 			}
-			continue
+			err = r.onTick()
 		}
-		c.heldSince[s] = now // again after another ResendAfter
-		ask[id] = append(ask[id], s)
-	}
-	if c.asked == nil {
-		c.asked = map[holding]int{}
-	}
-	var stuck []string
-	for _, id := range slices.Sorted(maps.Keys(ask)) {
-		shards := ask[id]
-		unanswered := 0
-		for _, s := range shards {
-			if !all { // one ask each ResendAfter; not the ask at a reconnection
-				c.asked[holding{id, s}]++
-			}
-			unanswered = max(unanswered, c.asked[holding{id, s}])
-		}
-		if unanswered > stuckResends && len(c.live()) > 1 {
-			stuck = append(stuck, id)
-			continue
-		}
-		c.log.Warn("shard descriptions missing; asking again", zap.String("worker", id), zap.Ints("shards", shards))
-		c.sendAssign(id, shards...)
-	}
-	c.unstickDescriptions(stuck)
-}
-
-// holding is a shard held by a worker.
-type holding struct {
-	worker string
-	shard  int
-}
-
-// unstickDescriptions takes workers for stuck, as unstick does, when they
-// hold shards the job waits for and have left stuckResends asks for their
-// descriptions unanswered: a worker whose loop hangs once its load is
-// over heartbeats on, and its load has ended, so unstickLoads cannot tell.
-func (c *clusterCore) unstickDescriptions(ids []string) {
-	if len(ids) == 0 {
-		return
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		if len(c.live()) < 2 {
-			break
-		}
-		c.takeStuck(id, "it holds shards but does not describe them", zap.Int("asks unanswered", stuckResends+1))
-	}
-	c.balance(false)
-}
-
-func (c *clusterCore) live() []string {
-	var ids []string
-	for id, p := range c.workers {
-		if !p.dead {
-			ids = append(ids, id)
+		if err != nil {
+			return err
 		}
 	}
-	slices.Sort(ids)
-	return ids
+	r.finish()
+	return nil
 }

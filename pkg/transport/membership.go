@@ -12,6 +12,10 @@ import (
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
+// The core's members: heartbeats and probes say who is alive, and
+// balance decides who answers for which shard; the members' own methods
+// (target, assigned, load, live) only read that state.
+
 func (c *clusterCore) onHeartbeat(hb wire.Heartbeat) {
 	p := c.workers[hb.ID]
 	if hb.Leaving {
@@ -125,7 +129,7 @@ func (c *clusterCore) onGone(id string) bool {
 }
 
 // target is where a shard is going: its incoming owner, else its owner.
-func (c *clusterCore) target(s int) string {
+func (c *members) target(s int) string {
 	if to, ok := c.incoming[s]; ok {
 		return to
 	}
@@ -134,7 +138,7 @@ func (c *clusterCore) target(s int) string {
 
 // assigned lists the shards a worker must hold: those it owns and those
 // moving to it.
-func (c *clusterCore) assigned(id string) []int {
+func (c *members) assigned(id string) []int {
 	var out []int
 	for s := range c.owner {
 		if c.owner[s] == id || c.incoming[s] == id {
@@ -144,7 +148,7 @@ func (c *clusterCore) assigned(id string) []int {
 	return out
 }
 
-func (c *clusterCore) load(id string) int {
+func (c *members) load(id string) int {
 	n := 0
 	for s := range c.owner {
 		if c.target(s) == id {
@@ -265,7 +269,7 @@ func (c *clusterCore) balance(moves bool) {
 			c.owner[s] = to
 			delete(c.incoming, s)
 			changed[to] = true
-			c.stats.Reassignments++
+			c.stats.count(func(s *Stats) { s.Reassignments++ })
 		}
 	}
 	// Moves go in whole groups when there are enough groups (a split
@@ -293,7 +297,7 @@ func (c *clusterCore) balance(moves bool) {
 			} else {
 				c.incoming[s] = lo
 			}
-			c.stats.Reassignments++
+			c.stats.count(func(s *Stats) { s.Reassignments++ })
 		}
 		changed[lo] = true
 	}
@@ -304,7 +308,7 @@ func (c *clusterCore) balance(moves bool) {
 	}
 }
 
-func (c *clusterCore) leastLoaded(live []string) string {
+func (c *members) leastLoaded(live []string) string {
 	best := live[0]
 	for _, id := range live[1:] {
 		if c.load(id) < c.load(best) {
@@ -314,7 +318,7 @@ func (c *clusterCore) leastLoaded(live []string) string {
 	return best
 }
 
-func (c *clusterCore) mostLoaded(live []string) string {
+func (c *members) mostLoaded(live []string) string {
 	best := live[0]
 	for _, id := range live[1:] {
 		if c.load(id) > c.load(best) {
@@ -337,4 +341,22 @@ func (c *clusterCore) sendAssign(id string, describe ...int) {
 	if err := c.io.assign(id, a); err != nil {
 		c.log.Error("assign", zap.String("worker", id), zap.Error(err))
 	}
+}
+
+// holding is a shard held by a worker.
+type holding struct {
+	worker string
+	shard  int
+}
+
+// live are the workers not lost, in order.
+func (c *members) live() []string {
+	var ids []string
+	for id, p := range c.workers {
+		if !p.dead {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }

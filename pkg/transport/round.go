@@ -7,10 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
-	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -98,13 +96,13 @@ func (c *clusterCore) decodeResult(m upMsg) (*reduce.Partial, error) {
 		return nil, err
 	}
 	p.Group, p.Level, p.Dense = m.kind != wire.KindPartial, node.Level, m.kind == wire.KindRelayNode
-	c.mu.Lock()
-	c.stats.ResultsUp++
-	if p.Dense {
-		c.stats.TreeRounds++
-		c.stats.Hops = hops
-	}
-	c.mu.Unlock()
+	c.stats.count(func(s *Stats) {
+		s.ResultsUp++
+		if p.Dense {
+			s.TreeRounds++
+			s.Hops = hops
+		}
+	})
 	return p, nil
 }
 
@@ -163,118 +161,14 @@ func (c *clusterCore) point(op wire.Op, p *shard.Point) (*wire.Point, error) {
 	return pt, nil
 }
 
-// Eval runs one round: broadcast the point, gather every shard's partial.
-func (c *Cluster) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) error) error {
-	pt, err := c.point(wireOpOf(op), p)
-	if err != nil {
-		return err
-	}
-	if op == osgm.OpHessVec {
-		pt.V = v.W
-		c.withoutX(pt)
-	}
-	return c.round1(pt, add)
-}
-
 // withoutX makes a Hessian-vector point at the last round's x go without
 // it: only while every worker holds that point in the layout this one
 // goes out in.
 func (c *clusterCore) withoutX(pt *wire.Point) {
 	if pt.Stamp != 0 && pt.Stamp == c.lastStamp && slices.Equal(c.live(), c.lastLive) && c.layoutFor(pt) == c.lastLayout {
 		pt.Op = wire.OpHessVecAt
-		c.mu.Lock()
-		c.stats.WithoutX++
-		c.mu.Unlock()
+		c.stats.count(func(s *Stats) { s.WithoutX++ })
 	}
-}
-
-// Tally counts rows and correct predictions on the workers: each shard's
-// partial carries rows per class in Loss and correct ones in BiasGrad.
-func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
-	pt, err := c.point(wire.OpCorrect, p)
-	if err != nil {
-		return shard.Tally{}, err
-	}
-	if p.Loss.Regression() {
-		return c.regressionTally(pt)
-	}
-	t := shard.Tally{Rows: make([]int, len(c.order)), Correct: make([]int, len(c.order))}
-	err = c.round1(pt, func(part *reduce.Partial) error {
-		if len(part.Loss) != len(c.order) {
-			return fmt.Errorf("shard %d: tally of %d classes, want %d", part.Shard, len(part.Loss), len(c.order))
-		}
-		for k := range part.Loss {
-			t.Rows[k] += int(part.Loss[k])
-			t.Correct[k] += int(part.BiasGrad[k])
-		}
-		return nil
-	})
-	return t, err
-}
-
-// regressionTally is Tally for a regression: each shard's partial
-// carries its rows and then its sums in Loss.
-func (c *Cluster) regressionTally(pt *wire.Point) (shard.Tally, error) {
-	t := shard.Tally{Rows: []int{0}, Correct: []int{0}, Sums: make([]float64, shard.TallySums)}
-	err := c.round1(pt, func(part *reduce.Partial) error {
-		if len(part.Loss) != 1+shard.TallySums {
-			return fmt.Errorf("shard %d: a regression's tally of %d numbers, want %d", part.Shard, len(part.Loss), 1+shard.TallySums)
-		}
-		t.Rows[0] += int(part.Loss[0])
-		for k, v := range part.Loss[1:] {
-			t.Sums[k] += v
-		}
-		return nil
-	})
-	return t, err
-}
-
-// round1 runs a round: it sends the point (a broadcast or own points)
-// and steps the round's state on results, heartbeats, lost workers and
-// ticks until every shard's result is in, or the round fails.
-func (c *Cluster) round1(pt *wire.Point, add func(*reduce.Partial) error) error {
-	// This broadcast reaches whoever is connected now: reconnections
-	// before it need no other.
-	select {
-	case <-c.reconnected:
-		c.sawReconnect()
-	default:
-	}
-	r, err := c.startRound(pt, add)
-	if err != nil {
-		return err
-	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	stop := c.cfg.Stop
-	var stopped <-chan time.Time
-	for r.left > 0 {
-		var err error
-		select {
-		case <-stop:
-			stop, stopped = nil, time.After(stopGrace)
-		case <-stopped:
-			return fmt.Errorf("round %d: %w", c.round, ErrStopped)
-		case <-c.reconnected:
-			c.soon()
-		case hb := <-c.hbs:
-			err = r.onHeartbeat(hb)
-		case id := <-c.gone:
-			err = r.onGone(id)
-		case m := <-c.ups:
-			err = r.onUp(m)
-		case <-tick.C:
-			if err = closedError(c.nc); err != nil {
-				return fmt.Errorf("round %d: %w", c.round, err) // it never comes back
-			}
-			err = r.onTick()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	r.finish()
-	return nil
 }
 
 // startRound begins the next round: shards of lost workers move, the
@@ -312,10 +206,10 @@ func (r *roundState) finish() {
 	c := r.c
 	c.took[c.tookPos%len(c.took)] = c.now().Sub(r.began)
 	c.tookPos++
-	c.mu.Lock()
-	c.stats.Rounds++
-	c.stats.Compute += time.Duration(r.compute * float64(time.Second))
-	c.mu.Unlock()
+	c.stats.count(func(s *Stats) {
+		s.Rounds++
+		s.Compute += time.Duration(r.compute * float64(time.Second))
+	})
 }
 
 // onHeartbeat takes a worker's heartbeat during the round: a shard it now
@@ -375,9 +269,7 @@ func (r *roundState) accept(part *reduce.Partial) error {
 // again broadcasts the round whole, for every worker.
 func (r *roundState) again() error {
 	c := r.c
-	c.mu.Lock()
-	c.stats.Resends++
-	c.mu.Unlock()
+	c.stats.count(func(s *Stats) { s.Resends++ })
 	if r.layout != nil {
 		// After own points some workers hold this round in their own
 		// layout and some in the whole one: the next point goes with x.
@@ -604,11 +496,11 @@ func (c *clusterCore) broadcast(payload [][]byte) error {
 // workers.
 func (c *clusterCore) publishPoint(subj string, payload [][]byte, copies int) error {
 	sent, err := c.io.sendPoint(subj, c.round, payload)
-	c.mu.Lock()
-	c.stats.BytesDown += sent
-	c.stats.BytesToWorkers += sent * int64(copies)
-	c.mu.Unlock()
-	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+	c.stats.count(func(s *Stats) {
+		s.BytesDown += sent
+		s.BytesToWorkers += sent * int64(copies)
+	})
+	if errors.Is(err, errPointBuffered) {
 		// Cut off from NATS, with its buffer full: the point goes out
 		// again once reconnected, so the round need not fail.
 		c.log.Warn("NATS unreachable: the point will go out on reconnection", zap.Uint64("round", c.round))
