@@ -103,7 +103,9 @@ func (b *wholeBus) Publish(subject string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return wire.Chunks(h.Kind, h.Job, h.Round, h.Shard, wire.AppendPartialAs(nil, p, true), int(b.MaxPayload()),
+	whole := wire.AppendPartialAs(nil, p, true)
+	b.asm.Recycle(msg) // ours: a clone, or the assembler's own memory
+	return wire.Chunks(h.Kind, h.Job, h.Round, h.Shard, whole, int(b.MaxPayload()),
 		func(chunk []byte) error { return b.Conn.Publish(subject, chunk) })
 }
 
@@ -141,8 +143,11 @@ func (b *forgetfulBus) take(m *nats.Msg) []*nats.Msg {
 		b.held = map[[2]uint64][]*nats.Msg{}
 	}
 	key := [2]uint64{h.Round, uint64(h.Shard)}
+	if b.n == 0 && len(b.held[key]) == 0 {
+		return []*nats.Msg{m} // all forgotten, and none of this point held
+	}
 	b.held[key] = append(b.held[key], m)
-	msg, done := b.asm.Add(h, slices.Clone(payload))
+	msg, done := b.asm.Add(h, payload)
 	if !done {
 		return nil
 	}

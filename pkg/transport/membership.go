@@ -238,7 +238,7 @@ func (c *clusterCore) balance(moves bool) {
 	for _, id := range live {
 		isLive[id] = true
 	}
-	changed := map[string]bool{}
+	changed, moved := map[string]bool{}, 0
 	if !slices.ContainsFunc(c.owner, func(o string) bool { return o != "" }) {
 		// Contiguous blocks, of whole groups when there are enough of
 		// them: a worker holding a block of groups sends a few node sums
@@ -269,7 +269,7 @@ func (c *clusterCore) balance(moves bool) {
 			c.owner[s] = to
 			delete(c.incoming, s)
 			changed[to] = true
-			c.stats.count(func(s *Stats) { s.Reassignments++ })
+			moved++
 		}
 	}
 	// Moves go in whole groups when there are enough groups (a split
@@ -297,10 +297,11 @@ func (c *clusterCore) balance(moves bool) {
 			} else {
 				c.incoming[s] = lo
 			}
-			c.stats.count(func(s *Stats) { s.Reassignments++ })
+			moved++
 		}
 		changed[lo] = true
 	}
+	c.stats.count(func(s *Stats) { s.Reassignments += moved })
 	for _, id := range live {
 		if changed[id] {
 			c.sendAssign(id)
