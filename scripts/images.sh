@@ -12,6 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
+# Every failure says which step failed: with -env the output is eval'd,
+# and an empty one would otherwise set nothing without a word.
+trap 'echo "images.sh: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
+command -v docker >/dev/null || { echo "images.sh: docker is not installed" >&2; exit 1; }
 
 if [ "${1:-}" = -arm64 ]; then
   # The binaries alone: a scratch base needs nothing run at build time,
@@ -43,8 +47,12 @@ cp "$busybox" "$ctx/nats/busybox"
 docker build -q -t "$osgm" -f deploy/offline/osgm.Dockerfile "$ctx/osgm" >&2
 docker build -q -t "$natsimg" -f deploy/offline/nats.Dockerfile "$ctx/nats" >&2
 # SeaweedFS for compose.s3.yaml, where scripts/weed.sh has built it
-# ($OSGM_WEED, or .ci/run's cache).
-weed=${OSGM_WEED:-$(ls /var/cache/osgm/weed-* 2>/dev/null | tail -1)}
+# ($OSGM_WEED, or .ci/run's cache); without it only the S3 stack lacks
+# its image.
+weed=${OSGM_WEED:-}
+if [ -z "$weed" ]; then
+  for f in /var/cache/osgm/weed-*; do [ -x "$f" ] && weed=$f; done
+fi
 weedimg=${WEED_IMAGE:-osgm-weed:scratch}
 if [ -n "$weed" ] && [ -x "$weed" ]; then
   mkdir "$ctx/weed"
@@ -52,6 +60,7 @@ if [ -n "$weed" ] && [ -x "$weed" ]; then
   cp "$busybox" "$ctx/weed/busybox"
   docker build -q -t "$weedimg" -f deploy/offline/weed.Dockerfile "$ctx/weed" >&2
 else
+  echo "images.sh: no SeaweedFS binary${weed:+ at $weed} (scripts/weed.sh VERSION OUT, then OSGM_WEED=OUT): $weedimg, the S3 stack's server, not built" >&2
   weedimg=
 fi
 if [ "${1:-}" = -env ]; then
