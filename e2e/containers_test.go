@@ -85,7 +85,8 @@ func offlineImages(t *testing.T) (osgmImage, natsImage string) {
 		images.osgm, images.nats = "osgm:scratch", "osgm-nats:scratch"
 		out, err := exec.Command("../scripts/images.sh").CombinedOutput()
 		if err != nil {
-			images.err = fmt.Errorf("scripts/images.sh: %v\n%s", err, out)
+			// The script's last words say what it lacked or where it failed.
+			images.err = fmt.Errorf("scripts/images.sh (%v): %s", err, strings.TrimSpace(string(out)))
 		}
 	})
 	if images.err != nil {
@@ -224,9 +225,15 @@ func logsOf(t *testing.T, id string) string {
 // as stopped by hand, this is what a restart policy restarts.
 func crash(t *testing.T, id string) {
 	t.Helper()
-	pid := docker(t, "inspect", "-f", "{{.State.Pid}}", id)
-	if out, err := exec.Command("kill", "-KILL", pid).CombinedOutput(); err != nil {
-		t.Fatalf("kill %s: %v %s", pid, err, out)
+	// A container that is not running has pid 0, and kill(0) would be
+	// this test's own process group: go test and every package's tests.
+	f := strings.Fields(docker(t, "inspect", "-f", "{{.State.Status}} {{.State.Pid}}", id))
+	pid, err := strconv.Atoi(f[1])
+	if f[0] != "running" || err != nil || pid <= 1 {
+		t.Fatalf("container %.12s is %s (pid %s): nothing to crash; did the run end first?", id, f[0], f[1])
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %d: %v", pid, err)
 	}
 }
 
@@ -347,10 +354,16 @@ func TestContainerTraining(t *testing.T) {
 	}
 }
 
-// TestContainerClusterTraining: three NATS servers, six workers.
+// TestContainerClusterTraining: three NATS servers, six workers, in the
+// README's attached form: `up` naming the coordinator and the workers
+// ends by itself once the model is written, with the coordinator's exit
+// code, though the one-shot checks have exited before.
 func TestContainerClusterTraining(t *testing.T) {
 	s := newStack(t, "a9a", []string{"compose.yaml", "compose.cluster.yaml"})
-	s.mustCompose("up", "-d", "--scale", "worker=6")
+	s.mustCompose("up", "--scale", "worker=6", "--exit-code-from", "coordinator", "coordinator", "worker")
+	if status, code, _ := state(t, s.container("coordinator")); status != "exited" || code != 0 {
+		t.Fatalf("up returned with the coordinator %s (exit code %d)", status, code)
+	}
 	s.wantLocalModel([]string{"-e", "0.01"}, "on three NATS servers")
 }
 
