@@ -129,6 +129,9 @@ func (r *resumeMode) Set(s string) error {
 
 func (r *resumeMode) IsBoolFlag() bool { return true }
 
+// Choices are the words Set takes, for -h.
+func (r *resumeMode) Choices() []string { return []string{"true", "false", "auto"} }
+
 // errNoCheckpoint: neither the file nor a copy in the object store exists.
 var errNoCheckpoint = errors.New("no checkpoint there, nor in the object store")
 

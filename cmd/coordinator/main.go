@@ -11,12 +11,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 
+	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/s3"
@@ -101,7 +103,7 @@ func parse(args []string) (*options, error) {
 	}
 	o.cfg.Weights = weights
 	fs, solver, compare := newFlags(o)
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, func(w io.Writer) { usage(w, fs) }); err != nil {
 		return nil, err
 	}
 	return o, o.validate(fs, *solver, *compare)
@@ -135,15 +137,13 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.BoolVar(&o.local, "local", false, "evaluate in-process without NATS (for comparison)")
 	fs.IntVar(&o.folds, "v", 0, "n-fold cross-validation: print the held-out accuracy (LIBLINEAR's folds); no model is written")
 	fs.BoolVar(&o.findC, "C", false, "search C by cross-validation (-v folds, default 5), from -c if given, doubling up to 1024, warm-started; no model is written")
-	fs.Usage = func() { usage(fs.Output(), fs) }
 	return fs, solver, compare
 }
 
 // validate checks the parsed options and the rules between them.
 func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	if fs.NArg() < 1 || fs.NArg() > 2 {
-		fs.Usage()
-		return errors.New("need a training file and at most a model file")
+		return errors.New("need a training file and at most a model file: coordinator [options] training_file [model_file]")
 	}
 	o.train = fs.Arg(0)
 	o.model = fs.Arg(1)
@@ -286,11 +286,7 @@ func baseName(p string) string {
 func main() {
 	o, err := parse(os.Args[1:])
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(2)
+		cli.Exit("coordinator", err)
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)

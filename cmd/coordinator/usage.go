@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
+	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
 )
@@ -31,27 +31,10 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Usage: coordinator [options] training_file [model_file]\n")
 	for _, g := range flagGroups {
 		fmt.Fprintf(w, "\n%s:\n", g.title)
-		for _, name := range g.names {
-			if f := fs.Lookup(name); f != nil {
-				printFlag(w, f)
-			}
-		}
+		cli.PrintFlags(w, fs, g.names...)
 		if g.title == flagGroups[0].title {
 			fmt.Fprintf(w, "  -wi weight\n    \tmultiply C by weight for the rows of label i (e.g. -w1 2 -w-1 0.5), as LIBLINEAR\n")
 		}
 	}
 	fmt.Fprintf(w, "\nExamples:\n  coordinator -c 1 -e 0.001 -t a9a.t a9a a9a.model\n  coordinator -v 5 a9a\n  coordinator -C a9a\n")
-}
-
-// printFlag is one entry of flag.PrintDefaults.
-func printFlag(w io.Writer, f *flag.Flag) {
-	name, text := flag.UnquoteUsage(f)
-	line := "  -" + f.Name
-	if name != "" {
-		line += " " + name
-	}
-	if def := f.DefValue; def != "" && def != "0" && def != "false" && def != "0s" {
-		text += fmt.Sprintf(" (default %s)", def)
-	}
-	fmt.Fprintf(w, "%s\n    \t%s\n", line, strings.ReplaceAll(text, "\n", "\n    \t"))
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -21,6 +22,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/memory"
 	"github.com/osgm-svm/osgm/pkg/metrics"
@@ -41,25 +43,20 @@ func main() {
 	memProfile := fs.String("memprofile", "", "write a heap profile (pprof) to this file on SIGUSR1 (a worker keeps the last job's shards until a job over another file comes)")
 	var auth transport.Auth
 	auth.Flags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: worker [options]\n\nOptions:\n")
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nSecrets come from the environment: NATS_USER, NATS_PASSWORD, NATS_TOKEN.\n"+
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: worker [options]\n\nOptions:\n")
+		fs.VisitAll(func(f *flag.Flag) { cli.PrintFlag(w, f) })
+		fmt.Fprintf(w, "\nSecrets come from the environment: NATS_USER, NATS_PASSWORD, NATS_TOKEN.\n"+
 			"Example: NATS_URL=nats://nats:4222 worker -name w1\n")
 	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		os.Exit(2)
+	if err := cli.Parse(fs, os.Args[1:], usage); err != nil {
+		cli.Exit("worker", err)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "worker: unexpected argument %q (the coordinator says what to load)\n", fs.Arg(0))
-		os.Exit(2)
+		cli.Exit("worker", fmt.Errorf("unexpected argument %q (the coordinator says what to load)", fs.Arg(0)))
 	}
 	if *parallel < 1 {
-		fmt.Fprintln(os.Stderr, "worker: -parallel must be at least 1")
-		os.Exit(2)
+		cli.Exit("worker", errors.New("-parallel must be at least 1"))
 	}
 	memory.TuneGC()
 	log := logging.New(*quiet)

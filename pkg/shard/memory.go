@@ -129,6 +129,9 @@ func (c *Compaction) Set(s string) error {
 
 func (c *Compaction) IsBoolFlag() bool { return true }
 
+// Choices are the words Set takes, for -h.
+func (c *Compaction) Choices() []string { return []string{"auto", "true", "false"} }
+
 // Options are o with the compaction c: on, Compact; auto, Available.
 func (c Compaction) Options(o Options) Options {
 	o.Compact, o.Available = c == CompactOn, nil

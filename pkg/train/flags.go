@@ -23,7 +23,7 @@ var (
 func (cfg *Config) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&cfg.C, "c", 1, "cost C, as in LIBLINEAR (lambda = 1/(C m))")
 	fs.Float64Var(&cfg.Lambda, "lambda", 0, "regularisation lambda, instead of -c")
-	fs.Float64Var(&cfg.Eps, "e", 0.01, "stopping tolerance: LIBLINEAR's relative gradient test (default 0.001 for -s 11)")
+	fs.Float64Var(&cfg.Eps, "e", 0.01, "stopping tolerance: LIBLINEAR's relative gradient test (default 0.01; 0.001 for -s 11)")
 	fs.Float64Var(&cfg.Epsilon, "p", 0.1, "epsilon of -s 11's loss, as LIBLINEAR's -p")
 	fs.Float64Var(&cfg.Bias, "B", -1, "bias: if >= 0, every row gets a feature of this value (-1: none)")
 	fs.StringVar(&cfg.Method, "method", osgm.DefaultMethod, "optimiser: "+strings.Join(osgm.Methods(), ", ")+" (auto: newton-full for two classes and at most 1,024 features, else newton)")
