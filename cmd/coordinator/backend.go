@@ -60,7 +60,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *
 	return b, nc, func() {
 		st := c.Stats()
 		log.Info("bus", zap.Int("rounds", st.Rounds), zap.Int("rounds_without_x", st.WithoutX), zap.Int64("bytes_down", st.BytesDown), zap.Int64("bytes_to_workers", st.BytesToWorkers), zap.Int64("bytes_up", st.BytesUp),
-			zap.Int("tree_rounds", st.TreeRounds), zap.Int("tree_hops", st.Hops), zap.Int("resends", st.Resends), zap.Int("reassignments", st.Reassignments), zap.Any("dropped", c.Dropped()))
+			zap.Int("tree_rounds", st.TreeRounds), zap.Int("tree_hops", st.Hops), zap.Int("resends", st.Resends), zap.Int("reassignments", st.Reassignments), zap.Int("late_results", c.Late()), zap.Any("dropped", c.Dropped()))
 		cs.close()
 	}, nil
 }

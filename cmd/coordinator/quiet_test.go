@@ -46,7 +46,7 @@ func TestQuietIsQuiet(t *testing.T) {
 	}
 	model := filepath.Join(dir, "model")
 	accuracy := regexp.MustCompile(`^Cross Validation Accuracy = [0-9.]+%\n$`)
-	badLine := regexp.MustCompile(`^coordinator: .*bad:2: .*"x" is not a number\n$`)
+	badLine := regexp.MustCompile(`^coordinator: [^ ]*bad:2: index 2: "x" is not a number( \(read by worker [^)]+\))?\n$`)
 	for _, tc := range []struct {
 		name   string
 		args   []string

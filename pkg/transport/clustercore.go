@@ -222,6 +222,10 @@ func (c *clusterCore) Stats() Stats { return c.stats.get() }
 // Dropped counts bad messages by reason.
 func (c *clusterCore) Dropped() map[string]int { return c.bad.Dropped() }
 
+// Late returns how many results came after their round had gone out
+// again or ended: harmless, counted apart from Dropped.
+func (c *clusterCore) Late() int { return c.bad.Late() }
+
 // onLoadTick checks on the workers while Load waits for descriptions:
 // shards of lost workers move, descriptions long missing are asked for
 // again, and the workers owing some are probed.

@@ -251,6 +251,9 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 		}
 	case "dropped":
 		writeDropped(&ct.rec.out, c.bad.Dropped())
+		if n := c.bad.Late(); n > 0 {
+			fmt.Fprintf(&ct.rec.out, "%d: late result\n", n)
+		}
 	default:
 		return fmt.Errorf("unknown command %q", d.Cmd)
 	}

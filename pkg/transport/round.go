@@ -30,7 +30,8 @@ func (c *clusterCore) onUp(m upMsg, add func(*reduce.Partial) error) error {
 	case wire.KindError:
 		var le wire.LoadError
 		json.Unmarshal(m.payload, &le)
-		return fmt.Errorf("worker %s: %s", le.Worker, le.Err)
+		// The file, line and problem first: they are what a user fixes.
+		return fmt.Errorf("%s (read by worker %s)", le.Err, le.Worker)
 	case wire.KindMeta:
 		worker, meta, err := wire.DecodeMeta(m.shard, m.payload)
 		if err != nil {
@@ -53,7 +54,7 @@ func (c *clusterCore) onUp(m upMsg, add func(*reduce.Partial) error) error {
 	case wire.KindPartial, wire.KindGroup, wire.KindRelayNode:
 		if m.round != c.round || add == nil {
 			if m.round < c.round {
-				c.bad.add(errors.New("stale round"), m.kind)
+				c.bad.lateResult(m.kind)
 			}
 			return nil
 		}

@@ -436,11 +436,31 @@ func (w *Worker) readShards(src wire.Source, ranges []shard.Range) ([]*shard.Sha
 	return shards, failed, err
 }
 
-// counter counts dropped messages and logs the first of each kind.
+// counter counts the messages dropped, and logs the first of each kind.
+// A late result, of a round since sent again or ended, is no fault:
+// every resend and every shard moved leaves some. It is counted apart
+// and logged at debug level only.
 type counter struct {
 	mu     sync.Mutex
 	log    *zap.Logger
 	counts map[string]int
+	late   int
+}
+
+func (c *counter) lateResult(kind wire.Kind) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.late++
+	if c.late == 1 {
+		c.log.Debug("ignored a result of an earlier round (resends and moved shards leave these)", zap.Stringer("kind", kind))
+	}
+}
+
+// Late returns how many results came after their round.
+func (c *counter) Late() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.late
 }
 
 func (c *counter) add(err error, kind wire.Kind) {
@@ -454,7 +474,7 @@ func (c *counter) add(err error, kind wire.Kind) {
 	}
 	c.counts[err.Error()]++
 	if c.counts[err.Error()] == 1 {
-		c.log.Warn("dropped a bad message (logged once per kind)", zap.Error(err))
+		c.log.Warn("ignored a damaged or foreign message (each reason is logged once; the bus line counts them)", zap.Error(err))
 	}
 }
 
