@@ -303,6 +303,7 @@ type watcher struct {
 	trace  *bufio.Writer
 	prog   *progress
 	single *curve
+	bias   float64 // -B, to tell features from the bias in a plan
 }
 
 func (ob *watcher) record(r osgm.Record) {
@@ -321,6 +322,22 @@ func (ob *watcher) started(p train.Plan) {
 		fields = append(fields, zap.Int("problems_at_a_time", p.Batch), zap.Bool("memory_bound", p.MemoryBound))
 	}
 	ob.log.Info("plan", fields...)
+	if p.InitFeatures > 0 {
+		ob.log.Warn(initFeatures(p.InitFeatures, p.Dim, ob.bias))
+	}
+}
+
+// initFeatures says how a warm start of n features was fitted to a model
+// of dim weights: padded with zeros, or cut to the data's features.
+func initFeatures(n, dim int, bias float64) string {
+	data := dim
+	if bias >= 0 {
+		data--
+	}
+	if n < data {
+		return fmt.Sprintf("-i: the model has %d features, the data %d: features %d-%d start at 0", n, data, n+1, data)
+	}
+	return fmt.Sprintf("-i: the model has %d features, the data %d: the weights of features %d-%d, which no row has, are dropped (their optimum is 0); the model written has %d, as liblinear-train's would", n, data, data+1, n, data)
 }
 
 // watch opens what the run reports to; end ends what it opened, in
@@ -359,7 +376,7 @@ func watch(o *options, log *zap.Logger, backend objective.Backend) (ob *watcher,
 			prog.bus = c.Stats
 		}
 	}
-	return &watcher{log: log, trace: trace, prog: prog, single: newCurve(o.cfg.Method)}, end, nil
+	return &watcher{log: log, trace: trace, prog: prog, single: newCurve(o.cfg.Method), bias: o.cfg.Bias}, end, nil
 }
 
 // checkpointing is where -checkpoint saves and, with -resume, the

@@ -127,6 +127,40 @@ func TestWarmStartZeroesDeadWeights(t *testing.T) {
 	}
 }
 
+// TestWarmStartOfOtherFeatures: a starting model of more features than
+// the data's has those past them dropped, and one of fewer is padded with
+// zeros; either way the model written has the data's features, as
+// liblinear-train's has, the plan says what was fitted, and the optimum
+// is the cold run's.
+func TestWarmStartOfOtherFeatures(t *testing.T) {
+	path := sparseFeatureFile(t, 2)
+	cfg := Config{C: 1, Eps: 1e-8, Bias: 1, MaxIter: 100000}
+	cold := trainFile(t, path, cfg)
+	n := cold.Model.NFeature
+	for _, features := range []int{n + 50, n - 4} {
+		init := *cold.Model
+		init.NFeature, init.W = features, nil
+		for _, w := range cold.Model.W {
+			v := make([]float64, features+1) // and the bias
+			for j := range v {
+				v[j] = 0.25
+			}
+			copy(v, w[:min(n, features)])
+			init.W = append(init.W, v)
+		}
+		var plan Plan
+		warm := cfg
+		warm.Init, warm.Started = &init, func(p Plan) { plan = p }
+		res := trainFile(t, path, warm)
+		if res.Model.NFeature != n || plan.InitFeatures != features {
+			t.Errorf("from %d features: a model of %d, the plan says %d; want %d and %d", features, res.Model.NFeature, plan.InitFeatures, n, features)
+		}
+		if gap := math.Abs(res.Primal[0]-cold.Primal[0]) / cold.Primal[0]; gap > 1e-9 {
+			t.Errorf("from %d features: F = %.15g, cold %.15g", features, res.Primal[0], cold.Primal[0])
+		}
+	}
+}
+
 // TestResumeOverLiveCoordinates: a run interrupted and resumed from its
 // checkpoint writes the model of the run that was never stopped, to the
 // bit, when the checkpoint holds the live coordinates only.

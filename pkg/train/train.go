@@ -147,6 +147,12 @@ type Plan struct {
 	// features some row holds, and the bias. A model has Dim.
 	Coordinates, Dim int
 	Resumed          bool
+	// InitFeatures is the warm start's feature count where it is not the
+	// data's (0: it is, or there is none): its weights are padded with
+	// zeros to the data's features, or those past them are dropped, as
+	// no row has them and their optimum is 0. A model always has the
+	// data's features, as liblinear-train's has.
+	InitFeatures int
 }
 
 // Summarize merges the shards' descriptions in shard order. A
@@ -329,14 +335,14 @@ func plan(b objective.Backend, cfg Config) (*planned, error) {
 	p.stop.eps, p.stop.g0norm, p.stop.tol = cfg.Eps, make([]float64, K), make([]float64, K)
 	weights, unknown := problemWeights(cfg.Weights, p.labels)
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("class weights given for p.labels %v, which the data does not have (p.labels %v)", unknown, p.labels)
+		return nil, fmt.Errorf("-w: class weights given for labels %v, which the data does not have (its labels: %v)", unknown, p.labels)
 	}
 	if p.lambda, err = regularisation(cfg, p.stop.rows); err != nil {
 		return nil, err
 	}
 	p.features = int(p.sum.MaxIndex)
-	if cfg.Init != nil && cfg.Init.NFeature > p.features {
-		p.features = cfg.Init.NFeature
+	if cfg.Init != nil && cfg.Init.NFeature != p.features {
+		p.InitFeatures = cfg.Init.NFeature
 	}
 	if p.features == 0 && cfg.Bias < 0 {
 		// LIBLINEAR writes a model of no weights, which predicts one
@@ -752,10 +758,14 @@ func warmStart(m *libsvm.Model, labels []int, dim int, bias float64) ([][]float6
 			return nil, fmt.Errorf("initial model's labels %v differ from the data's %v", m.Labels, labels)
 		}
 	}
+	features := dim // the data's; the model's past them are dropped
+	if bias >= 0 {
+		features--
+	}
 	x := make([][]float64, len(m.W))
 	for k, w := range m.W {
 		x[k] = make([]float64, dim)
-		copy(x[k], w[:m.NFeature])
+		copy(x[k], w[:min(m.NFeature, features)])
 		if bias >= 0 {
 			x[k][dim-1] = w[m.NFeature]
 		}
