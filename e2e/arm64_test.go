@@ -25,7 +25,10 @@ func TestArm64SameBits(t *testing.T) {
 		t.Skip("compares an amd64 host's builds with arm64's")
 	}
 	arm := t.TempDir()
-	build := exec.Command("go", "build", "-o", arm+"/", "../cmd/coordinator", "../cmd/worker")
+	// -trimpath as scripts/images.sh -arm64 (TestArm64Image) builds: the
+	// two share the build cache, and only the link differs (this one
+	// keeps the symbols objdump needs).
+	build := exec.Command("go", "build", "-trimpath", "-o", arm+"/", "../cmd/coordinator", "../cmd/worker")
 	build.Env = append(os.Environ(), "GOARCH=arm64", "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("arm64 build: %v\n%s", err, out)
@@ -53,7 +56,7 @@ func TestArm64SameBits(t *testing.T) {
 		want := train(t, c.data, c.args...)
 		model := filepath.Join(t.TempDir(), "model")
 		p := launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator")}, append(c.args, c.data, model)...)...), "arm64 coordinator")
-		p.wait(t, 10*time.Minute)
+		p.Wait(t, 10*time.Minute)
 		if !bytes.Equal(readFile(t, model), want) {
 			t.Fatalf("%s %v: the arm64 model differs from amd64's", filepath.Base(c.data), c.args)
 		}
@@ -72,8 +75,8 @@ func resumedAcross(t *testing.T, qemu, arm, data string) {
 	args = append(args, "-checkpoint", ck)
 	interruptAtCheckpoint(t, start(t, "coordinator", append(args, data, model)...), ck, model)
 	r := launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator"), "-resume"}, append(args, data, model)...)...), "arm64 coordinator, resumed")
-	r.wait(t, 10*time.Minute)
-	if !strings.Contains(r.output(), `"resuming"`) || !bytes.Equal(readFile(t, model), want) {
+	r.Wait(t, 10*time.Minute)
+	if !strings.Contains(r.Output(), `"resuming"`) || !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("an amd64 checkpoint resumed on arm64 does not give the uninterrupted model")
 	}
 }
@@ -93,7 +96,7 @@ func mixedNATS(t *testing.T, qemu, arm, data string) {
 		} else {
 			c = start(t, "coordinator", args...)
 		}
-		c.wait(t, 10*time.Minute)
+		c.Wait(t, 10*time.Minute)
 		if !bytes.Equal(readFile(t, args[len(args)-1]), want) {
 			t.Fatalf("over NATS, arm64 coordinator %v: the model differs from the in-process one", coordArm)
 		}
@@ -121,39 +124,4 @@ func fusedFunctions(t *testing.T, binary string) []string {
 		}
 	}
 	return fused
-}
-
-// TestArm64Image: scripts/images.sh -arm64 builds an arm64 osgm image on
-// this host, and the coordinator in it (run under qemu, the host not
-// running arm64 containers) writes the amd64 model's bytes.
-func TestArm64Image(t *testing.T) {
-	needDocker(t)
-	if runtime.GOARCH != "amd64" {
-		t.Skip("builds arm64 on an amd64 host")
-	}
-	const image = "osgm:e2e-arm64"
-	build := exec.Command("bash", "../scripts/images.sh", "-arm64")
-	build.Env = append(os.Environ(), "OSGM_IMAGE="+image)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("images.sh -arm64: %v\n%s", err, out)
-	}
-	if arch := docker(t, "image", "inspect", "-f", "{{.Architecture}}", image); arch != "arm64" {
-		t.Fatalf("the image is for %s", arch)
-	}
-	qemu, err := exec.LookPath("qemu-aarch64-static")
-	if err != nil {
-		t.Skip("no qemu-aarch64-static: the image's coordinator is not run")
-	}
-	id := docker(t, "create", "--platform", "linux/arm64", image, "coordinator")
-	t.Cleanup(func() { exec.Command("docker", "rm", id).Run() })
-	coord := filepath.Join(t.TempDir(), "coordinator")
-	docker(t, "cp", id+":/usr/local/bin/coordinator", coord)
-	data := dataset(t, "dna.scale")
-	want := train(t, data, "-local")
-	model := filepath.Join(t.TempDir(), "model")
-	p := launch(t, exec.Command(qemu, coord, "-local", data, model), "the arm64 image's coordinator")
-	p.wait(t, 10*time.Minute)
-	if !bytes.Equal(readFile(t, model), want) {
-		t.Fatal("the arm64 image's coordinator writes another model")
-	}
 }

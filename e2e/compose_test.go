@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/osgm-svm/osgm/internal/e2etest"
 )
 
 // composeCommands reads the command of every service in the compose
@@ -121,7 +122,7 @@ func TestComposeCommands(t *testing.T) {
 		} else {
 			argv = append(extra, argv[1:]...)
 		}
-		cmd := exec.Command(filepath.Join(bin, name), argv...)
+		cmd := exec.Command(e2etest.Bin(name), argv...)
 		cmd.Env = []string{"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret", "NATS_PASSWORD=" + password}
 		return launch(t, cmd, service)
 	}
@@ -130,7 +131,7 @@ func TestComposeCommands(t *testing.T) {
 	good := []*proc{run("worker", "w-secret"), run("worker", "w-secret")}
 	intruder := run("worker", "wrong")
 	c := run("coordinator", "c-secret")
-	c.wait(t, 2*time.Minute)
+	c.Wait(t, 2*time.Minute)
 	model := filepath.Join(outDir, filepath.Base(data)+".model")
 	want := train(t, data, "-local", "-e", "0.01")
 	if got := readFile(t, model); !bytes.Equal(got, want) {
@@ -138,49 +139,49 @@ func TestComposeCommands(t *testing.T) {
 	}
 	// A worker with the wrong password never joins.
 	checkFor(t, 10*time.Second, "the intruder to be refused", func() bool {
-		return strings.Contains(intruder.output(), "uthorization")
+		return strings.Contains(intruder.Output(), "uthorization")
 	})
-	if n := strings.Count(c.output(), `"msg":"worker joined"`); n != 2 {
+	if n := strings.Count(c.Output(), `"msg":"worker joined"`); n != 2 {
 		t.Fatalf("%d workers joined; the one with the wrong password must not", n)
 	}
 	// Sums added along the tree among the workers: they may send them
 	// to each other.
 	os.Remove(model)
 	c = run("coordinator", "c-secret", "-reduce", "tree", "-shards", "8")
-	c.wait(t, 2*time.Minute)
-	if got := readFile(t, model); !bytes.Equal(got, train(t, data, "-local", "-e", "0.01", "-shards", "8")) || !strings.Contains(c.output(), `"tree_hops":2`) {
-		t.Fatalf("-reduce tree: not the in-process model, or not along the tree:\n%s", tail(c.output(), 2000))
+	c.Wait(t, 2*time.Minute)
+	if got := readFile(t, model); !bytes.Equal(got, train(t, data, "-local", "-e", "0.01", "-shards", "8")) || !strings.Contains(c.Output(), `"tree_hops":2`) {
+		t.Fatalf("-reduce tree: not the in-process model, or not along the tree:\n%s", tail(c.Output(), 2000))
 	}
 	// Shards through the object store: workers may read its bucket.
 	os.Remove(model)
 	c = run("coordinator", "c-secret", "-objstore")
-	c.wait(t, 2*time.Minute)
-	if got := readFile(t, model); !bytes.Equal(got, want) || !strings.Contains(c.output(), "shards published to the object store") {
-		t.Fatalf("-objstore: not the in-process model, or no shards published:\n%s", tail(c.output(), 2000))
+	c.Wait(t, 2*time.Minute)
+	if got := readFile(t, model); !bytes.Equal(got, want) || !strings.Contains(c.Output(), "shards published to the object store") {
+		t.Fatalf("-objstore: not the in-process model, or no shards published:\n%s", tail(c.Output(), 2000))
 	}
 	// A coordinator restarted on another host (its checkpoint file not
 	// there) resumes from the copy in the object store.
 	ckpt := filepath.Join(outDir, filepath.Base(data)+".ckpt")
 	os.Remove(ckpt)
 	c = run("coordinator", "c-secret", "-checkpoint-every", "1")
-	c.wait(t, 2*time.Minute)
+	c.Wait(t, 2*time.Minute)
 	os.Remove(ckpt)
 	os.Remove(model)
 	c = run("coordinator", "c-secret")
-	c.wait(t, 2*time.Minute)
-	if got := readFile(t, model); !bytes.Equal(got, want) || !strings.Contains(c.output(), "checkpoint read from the object store") {
-		t.Fatalf("resumed from the object store: not the in-process model, or not from the store:\n%s", tail(c.output(), 2000))
+	c.Wait(t, 2*time.Minute)
+	if got := readFile(t, model); !bytes.Equal(got, want) || !strings.Contains(c.Output(), "checkpoint read from the object store") {
+		t.Fatalf("resumed from the object store: not the in-process model, or not from the store:\n%s", tail(c.Output(), 2000))
 	}
 	if r := replicas(t, fmt.Sprintf("nats://127.0.0.1:%d", port), "osgm-checkpoints", "osgm-shards"); !slices.Equal(r, []int{1, 1}) {
 		t.Fatalf("on one server the buckets have %v replicas, not 1", r)
 	}
 	for _, w := range good {
-		if out := w.output(); strings.Contains(out, "ermissions") {
+		if out := w.Output(); strings.Contains(out, "ermissions") {
 			t.Fatalf("a worker was refused a subject it needs:\n%s", tail(out, 2000))
 		}
 	}
 	// A worker may publish what workers publish, and nothing else.
-	nc, violations := workerConn(t, fmt.Sprintf("nats://127.0.0.1:%d", port))
+	nc, violations := e2etest.WorkerConn(t, fmt.Sprintf("nats://127.0.0.1:%d", port))
 	for _, subject := range []string{"osgm.hb", "osgm.j.0000000000000001.sum.w-1"} {
 		if err := nc.Publish(subject, []byte("x")); err != nil {
 			t.Fatal(err)
@@ -193,39 +194,7 @@ func TestComposeCommands(t *testing.T) {
 		}
 	}
 	// Nor may it read another bucket, such as the checkpoints'.
-	wantRefused(t, nc, violations, "osgm.j.0000000000000001.down", "osgm.hello", "$JS.API.STREAM.INFO.OBJ_osgm-checkpoints")
-}
-
-// workerConn connects with the worker's credentials; the server's
-// refusals (permission violations) arrive on the channel.
-func workerConn(t *testing.T, url string) (*nats.Conn, chan error) {
-	t.Helper()
-	violations := make(chan error, 8)
-	nc, err := nats.Connect(url, nats.UserInfo("worker", "w-secret"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc, violations
-}
-
-// wantRefused publishes on each subject and fails unless the server
-// refuses it with a permissions violation.
-func wantRefused(t *testing.T, nc *nats.Conn, violations chan error, subjects ...string) {
-	t.Helper()
-	for _, subject := range subjects {
-		nc.Publish(subject, []byte("forged"))
-		nc.Flush()
-		select {
-		case err := <-violations:
-			if !strings.Contains(err.Error(), "ermissions") {
-				t.Fatalf("publishing on %s: unexpected error %v", subject, err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("a worker could publish on %s: the permissions are too wide", subject)
-		}
-	}
+	e2etest.WantRefused(t, nc, violations, "osgm.j.0000000000000001.down", "osgm.hello", "$JS.API.STREAM.INFO.OBJ_osgm-checkpoints")
 }
 
 // TestComposeClusterCommands runs what compose.cluster.yaml layered over
@@ -273,7 +242,7 @@ func TestComposeClusterCommands(t *testing.T) {
 		for i, a := range argv {
 			argv[i] = strings.Replace(a, "/etc/nats/nats-cluster.conf", filepath.Join(dir, "nats-cluster.conf"), 1)
 		}
-		cmd := exec.Command(filepath.Join(bin, "nats-server"), argv...)
+		cmd := exec.Command(e2etest.Bin("nats-server"), argv...)
 		cmd.Env = []string{"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret", "SERVER_NAME=" + n}
 		launch(t, cmd, n)
 	}
@@ -297,28 +266,28 @@ func TestComposeClusterCommands(t *testing.T) {
 			}
 			argv[i] = a
 		}
-		cmd := exec.Command(filepath.Join(bin, cmds[service][0]), argv...)
+		cmd := exec.Command(e2etest.Bin(cmds[service][0]), argv...)
 		cmd.Env = []string{"NATS_PASSWORD=" + password}
 		return launch(t, cmd, service)
 	}
 	run("worker", "w-secret")
 	run("worker", "w-secret")
 	c := run("coordinator", "c-secret")
-	c.wait(t, 2*time.Minute)
+	c.Wait(t, 2*time.Minute)
 	want := train(t, data, "-local", "-e", "0.01")
 	if got := readFile(t, filepath.Join(outDir, filepath.Base(data)+".model")); !bytes.Equal(got, want) {
 		t.Fatal("the cluster's model differs from the in-process one")
 	}
-	if strings.Contains(c.output(), "ermissions") {
-		t.Fatalf("the coordinator was refused a subject:\n%s", tail(c.output(), 2000))
+	if strings.Contains(c.Output(), "ermissions") {
+		t.Fatalf("the coordinator was refused a subject:\n%s", tail(c.Output(), 2000))
 	}
 	// The run was too short for a checkpoint. Again with one every pass:
 	// each is copied to the cluster's JetStream object store first.
 	os.Remove(filepath.Join(outDir, filepath.Base(data)+".model"))
 	c = run("coordinator", "c-secret", "-checkpoint-every", "1")
-	c.wait(t, 2*time.Minute)
-	if _, err := os.Stat(filepath.Join(outDir, filepath.Base(data)+".ckpt")); err != nil || strings.Contains(c.output(), "not copied") {
-		t.Fatalf("no checkpoint, or one not copied to the object store (%v):\n%s", err, tail(c.output(), 2000))
+	c.Wait(t, 2*time.Minute)
+	if _, err := os.Stat(filepath.Join(outDir, filepath.Base(data)+".ckpt")); err != nil || strings.Contains(c.Output(), "not copied") {
+		t.Fatalf("no checkpoint, or one not copied to the object store (%v):\n%s", err, tail(c.Output(), 2000))
 	}
 	if got := readFile(t, filepath.Join(outDir, filepath.Base(data)+".model")); !bytes.Equal(got, want) {
 		t.Fatal("the model written with checkpoints differs")
@@ -327,9 +296,9 @@ func TestComposeClusterCommands(t *testing.T) {
 	// them from whichever server holds the stream.
 	os.Remove(filepath.Join(outDir, filepath.Base(data)+".ckpt"))
 	c = run("coordinator", "c-secret", "-objstore")
-	c.wait(t, 2*time.Minute)
-	if !strings.Contains(c.output(), "object store") {
-		t.Fatalf("the shards did not go through the object store:\n%s", tail(c.output(), 2000))
+	c.Wait(t, 2*time.Minute)
+	if !strings.Contains(c.Output(), "object store") {
+		t.Fatalf("the shards did not go through the object store:\n%s", tail(c.Output(), 2000))
 	}
 	if got := readFile(t, filepath.Join(outDir, filepath.Base(data)+".model")); !bytes.Equal(got, want) {
 		t.Fatal("the model trained from the object store differs")
@@ -392,7 +361,7 @@ func deployConf(t *testing.T, dir string) (path string, port, monitor int) {
 // returns its client URL.
 func deployServer(t *testing.T) string {
 	confPath, port, _ := deployConf(t, t.TempDir())
-	cmd := exec.Command(filepath.Join(bin, "nats-server"), "-c", confPath)
+	cmd := exec.Command(e2etest.Bin("nats-server"), "-c", confPath)
 	cmd.Env = []string{"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret"}
 	launch(t, cmd, "nats-server")
 	checkFor(t, 10*time.Second, "nats-server", func() bool { return dial(port) })

@@ -6,7 +6,6 @@ package e2e
 
 import (
 	"bytes"
-	"compress/bzip2"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,115 +25,23 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/osgm-svm/osgm/internal/testport"
+	"github.com/osgm-svm/osgm/internal/e2etest"
 )
 
-var bin string // directory of the built binaries
+func TestMain(m *testing.M) { e2etest.Main(m, "..") }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "osgm-e2e-*")
-	if err != nil {
-		panic(err)
-	}
-	bin = dir
-	build := exec.Command("go", "build", "-o", dir+"/",
-		"../cmd/coordinator", "../cmd/worker", "../cmd/predict", "../cmd/svmgen", "github.com/nats-io/nats-server/v2")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: build failed:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// The process helpers, by the names these tests have always used.
+type proc = e2etest.Proc
 
-// proc is a running binary whose output is kept for polling.
-type proc struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
-	done chan struct{}
-	err  error
-}
-
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-// start runs one of the built binaries with JSON logs.
-func start(t *testing.T, name string, args ...string) *proc {
-	t.Helper()
-	return launch(t, exec.Command(filepath.Join(bin, name), args...), fmt.Sprint(name, " ", args))
-}
-
-// launch starts cmd, keeps its output, and kills it when the test ends,
-// showing the output if the test failed.
-func launch(t *testing.T, cmd *exec.Cmd, label string) *proc {
-	t.Helper()
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	p.cmd.Env = append(append(os.Environ(), p.cmd.Env...), "OSGM_LOG_FORMAT=json")
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("%s output:\n%s", label, tail(p.output(), 4000))
-		}
-	})
-	return p
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
-// wait blocks until the process exits, failing on a non-zero status.
-func (p *proc) wait(t *testing.T, timeout time.Duration) {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		t.Fatalf("%v did not finish in %v:\n%s", p.cmd.Args, timeout, tail(p.output(), 3000))
-	}
-	if p.err != nil {
-		t.Fatalf("%v: %v\n%s", p.cmd.Args, p.err, tail(p.output(), 3000))
-	}
-}
-
-// checkFor polls cond until it holds or the time is up, like the
-// nats-server tests do; no test sleeps for a fixed time.
-func checkFor(t *testing.T, total time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", total, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// freePort is a loopback port for a server the test starts (testport.Free).
-func freePort(t *testing.T) int {
-	t.Helper()
-	return testport.Free(t)
-}
+var (
+	start    = e2etest.Start
+	launch   = e2etest.Launch
+	tail     = e2etest.Tail
+	checkFor = e2etest.CheckFor
+	freePort = e2etest.FreePort
+	readFile = e2etest.ReadFile
+	train    = e2etest.Train
+)
 
 // natsServer starts a nats-server process with JetStream on a free port.
 func natsServer(t *testing.T, extra ...string) string {
@@ -148,7 +54,7 @@ func natsServer(t *testing.T, extra ...string) string {
 func serverOn(t *testing.T, port int, args ...string) string {
 	p := start(t, "nats-server", args...)
 	checkFor(t, 10*time.Second, "nats-server to listen", func() bool {
-		return dial(port) && !strings.Contains(p.output(), "fatal")
+		return dial(port) && !strings.Contains(p.Output(), "fatal")
 	})
 	return fmt.Sprintf("nats://127.0.0.1:%d", port)
 }
@@ -175,39 +81,7 @@ func shardObjects(t *testing.T, url string) int {
 }
 
 // dataset returns a plain copy of a shared data set, or skips.
-func dataset(t *testing.T, name string) string {
-	src, _ := filepath.Abs(filepath.Join("../../shared/data", name+".bz2"))
-	f, err := os.Open(src)
-	if err != nil {
-		t.Skipf("../shared/data/%s.bz2 is not here", name)
-	}
-	defer f.Close()
-	dst := filepath.Join(t.TempDir(), name)
-	out, _ := os.Create(dst)
-	defer out.Close()
-	if _, err := io.Copy(out, bzip2.NewReader(f)); err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// train runs the coordinator to the end and returns the model's bytes.
-func train(t *testing.T, data string, args ...string) []byte {
-	t.Helper()
-	model := filepath.Join(t.TempDir(), "model")
-	c := start(t, "coordinator", append(args, data, model)...)
-	c.wait(t, 5*time.Minute)
-	return readFile(t, model)
-}
+func dataset(t *testing.T, name string) string { return e2etest.Dataset(t, "..", name) }
 
 func workers(t *testing.T, url string, n int, prefix string) []*proc {
 	var out []*proc
@@ -282,10 +156,10 @@ func TestWorkerKilled(t *testing.T) {
 			ws := workers(t, url, 3, "k")
 			model := filepath.Join(t.TempDir(), "model")
 			c := start(t, "coordinator", append(args, "-heartbeat-timeout", tc.timeout, "-points", tc.points, "-nats", url, "-min-workers", "3", data, model)...)
-			checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
-			ws[1].cmd.Process.Signal(tc.sig)
-			c.wait(t, 5*time.Minute)
-			out := c.output()
+			checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.Output(), `"msg":"loaded"`) })
+			ws[1].Cmd.Process.Signal(tc.sig)
+			c.Wait(t, 5*time.Minute)
+			out := c.Output()
 			if !strings.Contains(out, tc.logged) || !strings.Contains(out, `"msg":"shard reassigned"`) {
 				t.Fatalf("the coordinator did not log %s and moved shards:\n%s", tc.logged, tail(out, 3000))
 			}
@@ -308,10 +182,10 @@ func TestWorkerKilledMidClass(t *testing.T) {
 	ws := workers(t, url, 3, "c")
 	model := filepath.Join(t.TempDir(), "model")
 	c := start(t, "coordinator", append(args, "-heartbeat-timeout", "1h", "-nats", url, "-min-workers", "3", data, model)...)
-	checkFor(t, time.Minute, "a class under way", func() bool { return strings.Contains(c.output(), `"msg":"training"`) })
-	ws[1].cmd.Process.Signal(syscall.SIGKILL)
-	c.wait(t, 5*time.Minute)
-	if out := c.output(); !strings.Contains(out, `"msg":"shard reassigned"`) {
+	checkFor(t, time.Minute, "a class under way", func() bool { return strings.Contains(c.Output(), `"msg":"training"`) })
+	ws[1].Cmd.Process.Signal(syscall.SIGKILL)
+	c.Wait(t, 5*time.Minute)
+	if out := c.Output(); !strings.Contains(out, `"msg":"shard reassigned"`) {
 		t.Fatalf("no shard moved: the worker died after the run\n%s", tail(out, 3000))
 	}
 	if !bytes.Equal(readFile(t, model), want) {
@@ -334,14 +208,14 @@ func TestWorkerKilledMidPlacedClass(t *testing.T) {
 	c := start(t, "coordinator", "-shards", "9", "-heartbeat-timeout", "1h", "-nats", url, "-min-workers", "3",
 		"-checkpoint", filepath.Join(dir, "ck"), "-checkpoint-every", "100", data, model)
 	placed := regexp.MustCompile(`"msg":"problem placed","worker":"p(\d)-`)
-	checkFor(t, time.Minute, "three classes placed", func() bool { return len(placed.FindAllString(c.output(), 3)) == 3 })
+	checkFor(t, time.Minute, "three classes placed", func() bool { return len(placed.FindAllString(c.Output(), 3)) == 3 })
 	// The worker placed last, killed as soon as that shows: its class
 	// has just begun (a news20.t class takes 0.1 to 0.8 s), where one
 	// killed after a fixed wait could have ended it first.
-	last := placed.FindAllStringSubmatch(c.output(), 3)[2][1]
-	ws[last[0]-'0'].cmd.Process.Signal(syscall.SIGKILL)
-	c.wait(t, 5*time.Minute)
-	out := c.output()
+	last := placed.FindAllStringSubmatch(c.Output(), 3)[2][1]
+	ws[last[0]-'0'].Cmd.Process.Signal(syscall.SIGKILL)
+	c.Wait(t, 5*time.Minute)
+	out := c.Output()
 	if !strings.Contains(out, `"msg":"classes train whole on workers"`) || strings.Count(out, `"msg":"problem placed"`) <= 20 {
 		t.Fatalf("no class placed again: the worker died after its class\n%s", tail(out, 3000))
 	}
@@ -365,8 +239,8 @@ func TestPlacedClassesResumed(t *testing.T) {
 	c := start(t, "coordinator", args...)
 	interruptAtCheckpoint(t, c, ck, model)
 	r := start(t, "coordinator", append([]string{"-resume"}, args...)...)
-	r.wait(t, 5*time.Minute)
-	if out := r.output(); !strings.Contains(out, `"resumed":true`) || !bytes.Equal(readFile(t, model), want) {
+	r.Wait(t, 5*time.Minute)
+	if out := r.Output(); !strings.Contains(out, `"resumed":true`) || !bytes.Equal(readFile(t, model), want) {
 		t.Fatalf("the resumed run placed no class from its state, or its model differs from the uninterrupted one:\n%s", tail(out, 3000))
 	}
 }
@@ -383,12 +257,12 @@ func TestSideBySideResumed(t *testing.T) {
 	args = append(args, "-checkpoint", ck)
 	c := start(t, "coordinator", append(args, data, model)...)
 	interruptAtCheckpoint(t, c, ck, model)
-	if !strings.Contains(c.output(), "-resume") {
-		t.Fatalf("the interrupted run did not say how to resume:\n%s", tail(c.output(), 2000))
+	if !strings.Contains(c.Output(), "-resume") {
+		t.Fatalf("the interrupted run did not say how to resume:\n%s", tail(c.Output(), 2000))
 	}
 	r := start(t, "coordinator", append(append([]string{"-resume"}, args...), data, model)...)
-	r.wait(t, 5*time.Minute)
-	if !strings.Contains(r.output(), `"msg":"resuming"`) || !bytes.Equal(readFile(t, model), want) {
+	r.Wait(t, 5*time.Minute)
+	if !strings.Contains(r.Output(), `"msg":"resuming"`) || !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("the resumed side-by-side run did not resume, or its model differs from the uninterrupted one")
 	}
 }
@@ -398,8 +272,8 @@ func TestSideBySideResumed(t *testing.T) {
 func interruptAtCheckpoint(t *testing.T, c *proc, ck, model string) {
 	t.Helper()
 	checkFor(t, time.Minute, "a checkpoint", func() bool { _, err := os.Stat(ck); return err == nil })
-	c.cmd.Process.Signal(os.Interrupt)
-	<-c.done
+	c.Cmd.Process.Signal(os.Interrupt)
+	<-c.Done()
 	if _, err := os.Stat(model); err == nil {
 		t.Skip("the run ended before the interruption")
 	}
@@ -421,15 +295,15 @@ func TestWorkerJoins(t *testing.T) {
 			workers(t, url, 1, "first")
 			model := filepath.Join(t.TempDir(), "model")
 			c := start(t, "coordinator", append(args, "-points", points, "-nats", url, "-min-workers", "1", data, model)...)
-			checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
+			checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.Output(), `"msg":"loaded"`) })
 			late := workers(t, url, 1, "late")[0]
-			c.wait(t, 5*time.Minute)
-			out := c.output()
+			c.Wait(t, 5*time.Minute)
+			out := c.Output()
 			if !strings.Contains(out, `"to":"late0-`) {
 				t.Fatalf("no shard moved to the late worker:\n%s", tail(out, 3000))
 			}
-			if !strings.Contains(late.output(), `"msg":"loaded shards"`) {
-				t.Fatalf("the late worker loaded nothing:\n%s", late.output())
+			if !strings.Contains(late.Output(), `"msg":"loaded shards"`) {
+				t.Fatalf("the late worker loaded nothing:\n%s", late.Output())
 			}
 			if strings.Contains(out, "round waiting on shards") {
 				t.Fatalf("a round waited for a resend:\n%s", tail(out, 3000))
@@ -448,7 +322,7 @@ func TestFiveMillionFeatures(t *testing.T) {
 		t.Skip("slow: run without -short")
 	}
 	data := filepath.Join(t.TempDir(), "wide.svm")
-	start(t, "svmgen", "-rows", "3000", "-features", "5000000", "-nnz", "40", "-zipf", "1.01", "-o", data).wait(t, time.Minute)
+	start(t, "svmgen", "-rows", "3000", "-features", "5000000", "-nnz", "40", "-zipf", "1.01", "-o", data).Wait(t, time.Minute)
 	url := natsServer(t)
 	workers(t, url, 2, "wide")
 	args := []string{"-max-iter", "4", "-shards", "4"}
@@ -477,7 +351,7 @@ func TestObjectStore(t *testing.T) {
 	url := natsServer(t)
 	for i := 0; i < 2; i++ {
 		script := fmt.Sprintf("mount -t tmpfs none %s && test ! -e %s && exec %s -nats %s -name blind%d -parallel 1",
-			dir, data, filepath.Join(bin, "worker"), url, i)
+			dir, data, e2etest.Bin("worker"), url, i)
 		launch(t, exec.Command("unshare", "-m", "sh", "-c", script), "blind worker")
 	}
 	args := []string{"-e", "1e-4", "-shards", "4"}
@@ -499,7 +373,7 @@ func TestObjectStore(t *testing.T) {
 func TestWorkerShortOfMemory(t *testing.T) {
 	data := dataset(t, "ijcnn1")
 	url := natsServer(t)
-	cmd := exec.Command(filepath.Join(bin, "worker"), "-nats", url, "-name", "short", "-parallel", "1")
+	cmd := exec.Command(e2etest.Bin("worker"), "-nats", url, "-name", "short", "-parallel", "1")
 	cmd.Env = []string{"GOMEMLIMIT=1MiB"}
 	w := launch(t, cmd, "worker short of memory")
 	args := []string{"-e", "1e-4", "-shards", "4"}
@@ -508,7 +382,7 @@ func TestWorkerShortOfMemory(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("the model from compacted shards differs from the plain one")
 	}
-	if log := w.output(); !strings.Contains(log, `"count":4`) || !strings.Contains(log, `"compact":4`) {
+	if log := w.Output(); !strings.Contains(log, `"count":4`) || !strings.Contains(log, `"compact":4`) {
 		t.Fatalf("the worker did not compact its 4 shards:\n%s", tail(log, 2000))
 	}
 }
@@ -540,7 +414,7 @@ func loseOnlyWorker(t *testing.T, data, url, ck string, args []string) *proc {
 	w := workers(t, url, 1, "only")[0]
 	c := start(t, "coordinator", append(args, "-nats", url, data, filepath.Join(t.TempDir(), "model"))...)
 	checkFor(t, time.Minute, "a checkpoint", func() bool { return fileSize(ck) > 0 })
-	w.cmd.Process.Signal(syscall.SIGKILL)
+	w.Cmd.Process.Signal(syscall.SIGKILL)
 	return c
 }
 
@@ -555,18 +429,18 @@ func TestStoppedWhileWaitingOnWorkers(t *testing.T) {
 	args := append(waitingArgs, "-checkpoint", ck, "-checkpoint-every", "100")
 	url := natsServer(t)
 	c := loseOnlyWorker(t, data, url, ck, args)
-	checkFor(t, 30*time.Second, "the worker to be lost", func() bool { return strings.Contains(c.output(), `"msg":"worker lost"`) })
-	if strings.Contains(c.output(), `"msg":"trained"`) {
+	checkFor(t, 30*time.Second, "the worker to be lost", func() bool { return strings.Contains(c.Output(), `"msg":"worker lost"`) })
+	if strings.Contains(c.Output(), `"msg":"trained"`) {
 		t.Skip("training ended before the worker was killed")
 	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
+	c.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-c.done:
+	case <-c.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the coordinator waits on workers after SIGTERM")
 	}
-	if c.err == nil || !strings.Contains(c.output(), "interrupted; the state is in "+ck) {
-		t.Fatalf("exit %v, and no word of the checkpoint:\n%s", c.err, tail(c.output(), 2000))
+	if c.Err() == nil || !strings.Contains(c.Output(), "interrupted; the state is in "+ck) {
+		t.Fatalf("exit %v, and no word of the checkpoint:\n%s", c.Err(), tail(c.Output(), 2000))
 	}
 	workers(t, url, 1, "new")
 	got := train(t, data, append(args, "-nats", url, "-resume")...)
@@ -582,15 +456,15 @@ func TestGivesUpWithoutWorkers(t *testing.T) {
 	ck := filepath.Join(t.TempDir(), "ck")
 	c := loseOnlyWorker(t, data, natsServer(t), ck, append(waitingArgs, "-checkpoint", ck, "-checkpoint-every", "100", "-no-worker-timeout", "1s"))
 	select {
-	case <-c.done:
+	case <-c.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the coordinator still waits on workers")
 	}
-	if strings.Contains(c.output(), `"msg":"trained"`) {
+	if strings.Contains(c.Output(), `"msg":"trained"`) {
 		t.Skip("training ended before the worker was killed")
 	}
-	if c.err == nil || !strings.Contains(c.output(), "no live worker for 1s; the state is in "+ck) {
-		t.Fatalf("exit %v, and no word of the checkpoint:\n%s", c.err, tail(c.output(), 2000))
+	if c.Err() == nil || !strings.Contains(c.Output(), "no live worker for 1s; the state is in "+ck) {
+		t.Fatalf("exit %v, and no word of the checkpoint:\n%s", c.Err(), tail(c.Output(), 2000))
 	}
 }
 
@@ -611,10 +485,10 @@ func TestMetricsEndpoints(t *testing.T) {
 	if metric(page, "osgm_workers_alive") != 1 {
 		t.Fatalf("osgm_workers_alive is not 1:\n%s", page)
 	}
-	c.wait(t, 5*time.Minute)
+	c.Wait(t, 5*time.Minute)
 	page = scrape(fmt.Sprintf("http://127.0.0.1:%d/metrics", wport))
 	if metric(page, "osgm_worker_shards") == 0 || metric(page, "osgm_worker_eval_seconds_count") == 0 {
-		t.Fatalf("the worker's metrics show no shards or no evaluation:\n%s\n%s", page, tail(w.output(), 2000))
+		t.Fatalf("the worker's metrics show no shards or no evaluation:\n%s\n%s", page, tail(w.Output(), 2000))
 	}
 }
 
@@ -655,21 +529,21 @@ func TestServerWithoutJetStream(t *testing.T) {
 	ckpt := filepath.Join(t.TempDir(), "ck")
 	model := filepath.Join(t.TempDir(), "model")
 	c := start(t, "coordinator", append(args, "-nats", url, "-checkpoint", ckpt, "-checkpoint-every", "5", "-resume=auto", data, model)...)
-	c.wait(t, 2*time.Minute)
+	c.Wait(t, 2*time.Minute)
 	if !bytes.Equal(readFile(t, model), want) || fileSize(ckpt) == 0 {
 		t.Fatal("no checkpoint, or not the in-process model")
 	}
-	if n := strings.Count(c.output(), "runs without JetStream"); n != 1 {
-		t.Fatalf("said %d times that the server runs without JetStream:\n%s", n, tail(c.output(), 2000))
+	if n := strings.Count(c.Output(), "runs without JetStream"); n != 1 {
+		t.Fatalf("said %d times that the server runs without JetStream:\n%s", n, tail(c.Output(), 2000))
 	}
 	o := start(t, "coordinator", append(args, "-nats", url, "-objstore", data, model+".o")...)
 	select {
-	case <-o.done:
+	case <-o.Done():
 	case <-time.After(time.Minute):
 		t.Fatal("-objstore without JetStream hung")
 	}
-	if o.err == nil || !strings.Contains(o.output(), "-objstore needs JetStream") {
-		t.Fatalf("-objstore without JetStream: %v\n%s", o.err, tail(o.output(), 2000))
+	if o.Err() == nil || !strings.Contains(o.Output(), "-objstore needs JetStream") {
+		t.Fatalf("-objstore without JetStream: %v\n%s", o.Err(), tail(o.Output(), 2000))
 	}
 }
 
@@ -690,14 +564,14 @@ func TestSmallMaxPayload(t *testing.T) {
 	model := filepath.Join(t.TempDir(), "model")
 	run := append(args, "-nats", url, "-min-workers", "2", "-objstore", "-checkpoint", ckpt, "-checkpoint-every", "5", "-resume=auto")
 	c := start(t, "coordinator", append(run, data, model)...)
-	c.wait(t, 2*time.Minute)
-	if !bytes.Equal(readFile(t, model), want) || strings.Contains(c.output(), "not copied") {
-		t.Fatalf("not the in-process model, or a checkpoint not copied:\n%s", tail(c.output(), 2000))
+	c.Wait(t, 2*time.Minute)
+	if !bytes.Equal(readFile(t, model), want) || strings.Contains(c.Output(), "not copied") {
+		t.Fatalf("not the in-process model, or a checkpoint not copied:\n%s", tail(c.Output(), 2000))
 	}
 	os.Remove(ckpt)
 	r := start(t, "coordinator", append(run, data, model)...)
-	r.wait(t, 2*time.Minute)
-	if !strings.Contains(r.output(), "checkpoint read from the object store") || !bytes.Equal(readFile(t, model), want) {
-		t.Fatalf("did not resume from the store's copy, or another model:\n%s", tail(r.output(), 2000))
+	r.Wait(t, 2*time.Minute)
+	if !strings.Contains(r.Output(), "checkpoint read from the object store") || !bytes.Equal(readFile(t, model), want) {
+		t.Fatalf("did not resume from the store's copy, or another model:\n%s", tail(r.Output(), 2000))
 	}
 }

@@ -33,10 +33,10 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 	cluster := append(args, "-nats", url, "-min-workers", "2", "-checkpoint", ckpt, "-checkpoint-every", "25", "-resume=auto")
 	c := start(t, "coordinator", append(cluster, data, model)...)
 	checkFor(t, 60*time.Second, "the first checkpoint", func() bool { return fileSize(ckpt) > 0 })
-	c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-	if strings.Contains(c.output(), `"msg":"trained"`) || !strings.Contains(c.output(), "no checkpoint yet: training from the start") {
-		t.Fatalf("the first run did not start afresh, or finished before the kill:\n%s", tail(c.output(), 2000))
+	c.Cmd.Process.Signal(syscall.SIGKILL)
+	<-c.Done()
+	if strings.Contains(c.Output(), `"msg":"trained"`) || !strings.Contains(c.Output(), "no checkpoint yet: training from the start") {
+		t.Fatalf("the first run did not start afresh, or finished before the kill:\n%s", tail(c.Output(), 2000))
 	}
 	// The coordinator comes back on "another host": the local file is
 	// gone, the copy in the JetStream object store remains.
@@ -44,15 +44,15 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := start(t, "coordinator", append(cluster, data, model)...)
-	r.wait(t, 5*time.Minute)
-	if !strings.Contains(r.output(), `"msg":"resuming"`) || !strings.Contains(r.output(), "checkpoint read from the object store") {
-		t.Fatalf("did not resume from the object store:\n%s", tail(r.output(), 2000))
+	r.Wait(t, 5*time.Minute)
+	if !strings.Contains(r.Output(), `"msg":"resuming"`) || !strings.Contains(r.Output(), "checkpoint read from the object store") {
+		t.Fatalf("did not resume from the object store:\n%s", tail(r.Output(), 2000))
 	}
 	if !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("model after kill and resume differs from the uninterrupted run")
 	}
 	for _, w := range ws {
-		if out := w.output(); strings.Count(out, `"msg":"loading shards"`) != 1 || !strings.Contains(out, "shards kept for the new job") {
+		if out := w.Output(); strings.Count(out, `"msg":"loading shards"`) != 1 || !strings.Contains(out, "shards kept for the new job") {
 			t.Fatalf("a worker loaded its shards again for the resumed run:\n%s", tail(out, 3000))
 		}
 	}
@@ -60,12 +60,12 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 	other := dataset(t, "heart_scale")
 	bad := start(t, "coordinator", append(append([]string{}, args...), "-local", "-checkpoint", ckpt, "-resume", other, model+".x")...)
 	select {
-	case <-bad.done:
+	case <-bad.Done():
 	case <-time.After(time.Minute):
 		t.Fatal("resume on other data hung")
 	}
-	if bad.err == nil || !strings.Contains(bad.output(), "other data") {
-		t.Fatalf("resume on other data: %v\n%s", bad.err, bad.output())
+	if bad.Err() == nil || !strings.Contains(bad.Output(), "other data") {
+		t.Fatalf("resume on other data: %v\n%s", bad.Err(), bad.Output())
 	}
 	// So must a copy with one bit flipped.
 	b := readFile(t, ckpt)
@@ -76,12 +76,12 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 	}
 	bad = start(t, "coordinator", append(append([]string{}, args...), "-local", "-checkpoint", damaged, "-resume", data, model+".y")...)
 	select {
-	case <-bad.done:
+	case <-bad.Done():
 	case <-time.After(time.Minute):
 		t.Fatal("resume from a damaged checkpoint hung")
 	}
-	if bad.err == nil || !strings.Contains(bad.output(), damaged+": damaged checkpoint") {
-		t.Fatalf("resume from a damaged checkpoint: %v\n%s", bad.err, bad.output())
+	if bad.Err() == nil || !strings.Contains(bad.Output(), damaged+": damaged checkpoint") {
+		t.Fatalf("resume from a damaged checkpoint: %v\n%s", bad.Err(), bad.Output())
 	}
 }
 
@@ -94,8 +94,8 @@ func TestNATSServerRestarted(t *testing.T) {
 	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "6"}
 	want := train(t, data, append(args, "-local")...)
 	c, model := serverRestartedMidRun(t, []string{"-js", "-sd", t.TempDir()}, `"msg":"loaded"`, append(args, data)...)
-	if strings.Contains(c.output(), "round waiting on shards") {
-		t.Fatalf("a round waited for results after the restart:\n%s", tail(c.output(), 3000))
+	if strings.Contains(c.Output(), "round waiting on shards") {
+		t.Fatalf("a round waited for results after the restart:\n%s", tail(c.Output(), 3000))
 	}
 	if !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("model after a NATS restart differs")
@@ -130,16 +130,16 @@ func serverRestartedMidRun(t *testing.T, serverArgs []string, started string, ar
 	workers(t, url, 2, "n")
 	model := filepath.Join(t.TempDir(), "model")
 	c := start(t, "coordinator", append([]string{"-nats", url, "-min-workers", "2", "-heartbeat-timeout", "5s"}, append(args, model)...)...)
-	checkFor(t, 60*time.Second, "training to start", func() bool { return strings.Contains(c.output(), started) })
-	srv.cmd.Process.Signal(syscall.SIGKILL)
-	<-srv.done
+	checkFor(t, 60*time.Second, "training to start", func() bool { return strings.Contains(c.Output(), started) })
+	srv.Cmd.Process.Signal(syscall.SIGKILL)
+	<-srv.Done()
 	checkFor(t, 10*time.Second, "the coordinator to notice", func() bool {
-		return strings.Contains(c.output(), "disconnected from NATS")
+		return strings.Contains(c.Output(), "disconnected from NATS")
 	})
 	start(t, "nats-server", srvArgs...)
-	c.wait(t, 5*time.Minute)
-	if !strings.Contains(c.output(), "reconnected to NATS") {
-		t.Fatalf("no reconnection logged:\n%s", tail(c.output(), 3000))
+	c.Wait(t, 5*time.Minute)
+	if !strings.Contains(c.Output(), "reconnected to NATS") {
+		t.Fatalf("no reconnection logged:\n%s", tail(c.Output(), 3000))
 	}
 	return c, model
 }
@@ -159,14 +159,14 @@ func TestSIGTERMWritesACheckpoint(t *testing.T) {
 			model := filepath.Join(t.TempDir(), "model")
 			withCkpt := append(args, "-checkpoint", ckpt, "-checkpoint-every", "1000000")
 			c := start(t, "coordinator", append(withCkpt, data, model)...)
-			checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
-			c.cmd.Process.Signal(syscall.SIGTERM)
-			<-c.done
-			if c.err == nil || !strings.Contains(c.output(), "continue with the same flags and -resume") || fileSize(ckpt) == 0 {
-				t.Fatalf("SIGTERM: exit %v, checkpoint %d bytes:\n%s", c.err, fileSize(ckpt), tail(c.output(), 2000))
+			checkFor(t, 30*time.Second, "training to start", func() bool { return strings.Contains(c.Output(), `"msg":"loaded"`) })
+			c.Cmd.Process.Signal(syscall.SIGTERM)
+			<-c.Done()
+			if c.Err() == nil || !strings.Contains(c.Output(), "continue with the same flags and -resume") || fileSize(ckpt) == 0 {
+				t.Fatalf("SIGTERM: exit %v, checkpoint %d bytes:\n%s", c.Err(), fileSize(ckpt), tail(c.Output(), 2000))
 			}
 			r := start(t, "coordinator", append(withCkpt, "-resume", data, model)...)
-			r.wait(t, 5*time.Minute)
+			r.Wait(t, 5*time.Minute)
 			if !bytes.Equal(readFile(t, model), want) {
 				t.Fatal("model after SIGTERM and resume differs")
 			}
@@ -188,17 +188,17 @@ func TestNATSServerOfClusterKilled(t *testing.T) {
 	w2 := workers(t, servers[2].url, 1, "b")
 	model := filepath.Join(t.TempDir(), "model")
 	c := start(t, "coordinator", append(args, "-nats", servers[0].url, "-min-workers", "2", "-heartbeat-timeout", "5s", data, model)...)
-	checkFor(t, 60*time.Second, "training to start", func() bool { return strings.Contains(c.output(), `"msg":"loaded"`) })
-	servers[2].proc.cmd.Process.Signal(syscall.SIGKILL)
-	<-servers[2].proc.done
-	c.wait(t, 5*time.Minute)
-	back, done := logTime(w2[0].output(), "reconnected to NATS"), logTime(c.output(), `"msg":"trained"`)
+	checkFor(t, 60*time.Second, "training to start", func() bool { return strings.Contains(c.Output(), `"msg":"loaded"`) })
+	servers[2].proc.Cmd.Process.Signal(syscall.SIGKILL)
+	<-servers[2].proc.Done()
+	c.Wait(t, 5*time.Minute)
+	back, done := logTime(w2[0].Output(), "reconnected to NATS"), logTime(c.Output(), `"msg":"trained"`)
 	if back == 0 || done == 0 || back > done {
 		t.Fatalf("the worker on the killed server did not fail over before training ended (at %v, ended %v):\n%s",
-			back, done, tail(w2[0].output(), 3000))
+			back, done, tail(w2[0].Output(), 3000))
 	}
-	if strings.Contains(c.output(), `"worker lost"`) {
-		t.Fatalf("a worker was taken for lost:\n%s", tail(c.output(), 3000))
+	if strings.Contains(c.Output(), `"worker lost"`) {
+		t.Fatalf("a worker was taken for lost:\n%s", tail(c.Output(), 3000))
 	}
 	if !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("model after losing a server of the cluster differs")
@@ -234,7 +234,7 @@ func TestObjectStoreOutlivesAServer(t *testing.T) {
 	model := filepath.Join(t.TempDir(), "model")
 	c := start(t, "coordinator", append(args, "-nats", strings.Join(urls, ","), "-objstore", "-min-workers", "2", data, model)...)
 	checkFor(t, 60*time.Second, "the shards in the object store", func() bool {
-		return strings.Contains(c.output(), "shards published to the object store")
+		return strings.Contains(c.Output(), "shards published to the object store")
 	})
 	leader := func(url string) string {
 		nc, err := nats.Connect(url)
@@ -265,8 +265,8 @@ func TestObjectStoreOutlivesAServer(t *testing.T) {
 	if lost < 0 {
 		t.Fatalf("the shards' stream has no leader among the servers (%q)", name)
 	}
-	servers[lost].proc.cmd.Process.Signal(syscall.SIGKILL)
-	<-servers[lost].proc.done
+	servers[lost].proc.Cmd.Process.Signal(syscall.SIGKILL)
+	<-servers[lost].proc.Done()
 	left := slices.Delete(slices.Clone(servers), lost, lost+1)
 	checkFor(t, 30*time.Second, "a new leader for the shards' stream", func() bool {
 		l := leader(left[0].url)
@@ -279,7 +279,7 @@ func TestObjectStoreOutlivesAServer(t *testing.T) {
 	}
 	workers(t, left[0].url, 1, "a")
 	workers(t, left[1].url, 1, "b")
-	c.wait(t, 2*time.Minute)
+	c.Wait(t, 2*time.Minute)
 	if !bytes.Equal(readFile(t, model), want) {
 		t.Fatal("model from the replicas left differs")
 	}
@@ -299,15 +299,15 @@ func TestKilledRunsShardsRemoved(t *testing.T) {
 	cluster := append(args, "-nats", url, "-objstore", "-min-workers", "2", "-checkpoint", ckpt, "-checkpoint-every", "25", "-resume=auto")
 	c := start(t, "coordinator", append(cluster, data, model)...)
 	checkFor(t, 60*time.Second, "the first checkpoint", func() bool { return fileSize(ckpt) > 0 })
-	c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
+	c.Cmd.Process.Signal(syscall.SIGKILL)
+	<-c.Done()
 	if n := shardObjects(t, url); n != 6 {
 		t.Fatalf("the killed run left %d objects, not its 6 shards", n)
 	}
 	r := start(t, "coordinator", append(cluster, data, model)...)
-	r.wait(t, 5*time.Minute)
-	if !strings.Contains(r.output(), "removed the shards a killed run left") {
-		t.Fatalf("the resumed run did not remove the shards left:\n%s", tail(r.output(), 2000))
+	r.Wait(t, 5*time.Minute)
+	if !strings.Contains(r.Output(), "removed the shards a killed run left") {
+		t.Fatalf("the resumed run did not remove the shards left:\n%s", tail(r.Output(), 2000))
 	}
 	if n := shardObjects(t, url); n != 0 {
 		t.Fatalf("%d objects left after the resumed run", n)

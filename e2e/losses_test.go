@@ -39,10 +39,10 @@ func TestOtherLossesOverNATS(t *testing.T) {
 			}
 			model := filepath.Join(t.TempDir(), "model")
 			co := start(t, "coordinator", append(args, "-nats", url, "-min-workers", "3", data, model)...)
-			checkFor(t, 30*time.Second, "the load", func() bool { return strings.Contains(co.output(), `"msg":"loaded"`) })
-			ws[1].cmd.Process.Signal(syscall.SIGSTOP)
-			co.wait(t, 5*time.Minute)
-			if out := co.output(); !strings.Contains(out, `"msg":"worker lost"`) || !strings.Contains(out, `"msg":"shard reassigned"`) {
+			checkFor(t, 30*time.Second, "the load", func() bool { return strings.Contains(co.Output(), `"msg":"loaded"`) })
+			ws[1].Cmd.Process.Signal(syscall.SIGSTOP)
+			co.Wait(t, 5*time.Minute)
+			if out := co.Output(); !strings.Contains(out, `"msg":"worker lost"`) || !strings.Contains(out, `"msg":"shard reassigned"`) {
 				t.Fatalf("the frozen worker was not missed, or its shards did not move:\n%s", tail(out, 3000))
 			}
 			if !bytes.Equal(readFile(t, model), want) {

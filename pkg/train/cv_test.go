@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -33,7 +32,7 @@ func localBackend(t *testing.T, path string) *objective.Local {
 
 func liblinearOut(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("liblinear-train", args...).CombinedOutput()
+	out, err := liblinearTrain("", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("liblinear-train %v: %v\n%s", args, err, out)
 	}

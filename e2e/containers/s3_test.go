@@ -1,4 +1,4 @@
-package e2e
+package containers
 
 import (
 	"os"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/osgm-svm/osgm/internal/e2etest"
 )
 
 // weedImage is compose.s3.yaml's S3 server image: WEED_IMAGE, or the one
@@ -34,7 +36,7 @@ func weedImage(t *testing.T) string {
 func TestContainerS3(t *testing.T) {
 	needDocker(t)
 	img := weedImage(t)
-	data := dataset(t, "a9a")
+	data := e2etest.Dataset(t, "../..", "a9a")
 	s := newStack(t, "a9a", []string{"compose.yaml", "compose.s3.yaml"},
 		"COMPOSE_PROFILES=s3", "WEED_IMAGE="+img, "DATA_DIR="+filepath.Dir(data), "TRAIN_FILE=a9a")
 	s.train = "a9a"
@@ -42,6 +44,6 @@ func TestContainerS3(t *testing.T) {
 	s.wantLocalModel([]string{"-e", "0.01"}, "from s3://data/a9a")
 	logs := logsOf(t, s.container("coordinator"))
 	if !strings.Contains(logs, "s3://data/a9a") {
-		t.Fatalf("the coordinator did not train from s3://data/a9a:\n%s", tail(logs, 3000))
+		t.Fatalf("the coordinator did not train from s3://data/a9a:\n%s", e2etest.Tail(logs, 3000))
 	}
 }

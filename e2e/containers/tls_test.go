@@ -1,4 +1,4 @@
-package e2e
+package containers
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/osgm-svm/osgm/internal/e2etest"
 )
 
 // TestContainerTLS is the README's TLS overlay (deploy/compose.tls.yaml)
@@ -19,7 +21,7 @@ import (
 // names what is missing, and with it passes its check.
 func TestContainerTLS(t *testing.T) {
 	certs := t.TempDir()
-	if out, err := exec.Command("../scripts/certs.sh", certs).CombinedOutput(); err != nil {
+	if out, err := exec.Command("../../scripts/certs.sh", certs).CombinedOutput(); err != nil {
 		t.Fatalf("certs.sh: %v\n%s", err, out)
 	}
 	s := newStack(t, "a9a", []string{"compose.yaml", "compose.tls.yaml"}, "CERTS_DIR="+certs)
@@ -32,7 +34,7 @@ func TestContainerTLS(t *testing.T) {
 	}
 	url := "nats://" + addr
 	check := func(env ...string) (string, error) {
-		cmd := exec.Command(filepath.Join(bin, "worker"), "-check", "-nats", url, "-user", "worker")
+		cmd := exec.Command(e2etest.Bin("worker"), "-check", "-nats", url, "-user", "worker")
 		cmd.Env = append(os.Environ(), append([]string{"NATS_PASSWORD=w-secret", "NATS_CA_FILE="}, env...)...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err

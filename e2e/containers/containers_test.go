@@ -1,13 +1,14 @@
-package e2e
-
-// The compose stack on a real Docker engine: deploy/compose.yaml (and
-// compose.cluster.yaml over it) started with images built offline by
-// scripts/images.sh, faults made with docker itself, and every training
-// ending in the bytes of an undisturbed run.
+// Package containers runs the compose stack on a real Docker engine:
+// deploy/compose.yaml (and the files layered over it) started with images
+// built offline by scripts/images.sh, faults made with docker itself, and
+// every training ending in the bytes of an undisturbed run. It is a
+// package of its own, apart from e2e's processes, so that each has Go's
+// test timeout to itself and the two run side by side.
 //
 // Docker's engine is shared by the whole machine, so these tests do not
 // run in parallel with each other; each stack has its own project name,
 // network and volumes, and is taken down (volumes too) when its test ends.
+package containers
 
 import (
 	"bytes"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/osgm-svm/osgm/internal/e2etest"
 )
 
 // needDocker skips where the engine does not answer, unless the run says
@@ -47,6 +49,8 @@ func needDocker(t *testing.T) {
 		t.Skipf("no Docker engine here (docker info: %v)", err)
 	}
 }
+
+func TestMain(m *testing.M) { e2etest.Main(m, "../..") }
 
 var compose struct {
 	once sync.Once
@@ -83,7 +87,7 @@ func offlineImages(t *testing.T) (osgmImage, natsImage string) {
 			return
 		}
 		images.osgm, images.nats = "osgm:scratch", "osgm-nats:scratch"
-		out, err := exec.Command("../scripts/images.sh").CombinedOutput()
+		out, err := exec.Command("../../scripts/images.sh").CombinedOutput()
 		if err != nil {
 			// The script's last words say what it lacked or where it failed.
 			images.err = fmt.Errorf("scripts/images.sh (%v): %s", err, strings.TrimSpace(string(out)))
@@ -117,17 +121,17 @@ var stacks int
 func newStack(t *testing.T, name string, files []string, extra ...string) *stack {
 	t.Helper()
 	needDocker(t)
-	dataDir, _ := filepath.Abs("../../shared/data")
+	dataDir, _ := filepath.Abs("../../../shared/data")
 	if _, err := os.Stat(filepath.Join(dataDir, name+".bz2")); err != nil {
 		t.Skipf("../shared/data/%s.bz2 is not here", name)
 	}
 	osgmImage, natsImage := offlineImages(t)
 	stacks++
 	s := &stack{t: t, project: fmt.Sprintf("osgme2e%d%d", os.Getpid(), stacks), out: t.TempDir(),
-		port: freePort(t), train: name + ".bz2"}
+		port: e2etest.FreePort(t), train: name + ".bz2"}
 	for _, f := range files {
 		if !filepath.IsAbs(f) {
-			f = filepath.Join("../deploy", f)
+			f = filepath.Join("../../deploy", f)
 		}
 		s.files = append(s.files, f)
 	}
@@ -150,7 +154,7 @@ func newStack(t *testing.T, name string, files []string, extra ...string) *stack
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs, _ := s.compose("logs", "--no-color", "--tail", "60")
-			t.Logf("compose logs:\n%s", tail(logs, 12000))
+			t.Logf("compose logs:\n%s", e2etest.Tail(logs, 12000))
 		}
 		s.compose("down", "-v", "--remove-orphans", "-t", "2")
 	})
@@ -176,7 +180,7 @@ func (s *stack) mustCompose(args ...string) string {
 	s.t.Helper()
 	out, err := s.compose(args...)
 	if err != nil {
-		s.t.Fatalf("compose %v: %v\n%s", args, err, tail(out, 4000))
+		s.t.Fatalf("compose %v: %v\n%s", args, err, e2etest.Tail(out, 4000))
 	}
 	return out
 }
@@ -245,14 +249,14 @@ func (s *stack) modelPath() string { return filepath.Join(s.out, s.train+".model
 func (s *stack) waitTrained(timeout time.Duration) []byte {
 	s.t.Helper()
 	id := s.container("coordinator")
-	checkFor(s.t, timeout, "the coordinator to finish", func() bool {
+	e2etest.CheckFor(s.t, timeout, "the coordinator to finish", func() bool {
 		status, code, _ := state(s.t, id)
 		if status == "exited" && code != 0 {
-			s.t.Fatalf("the coordinator exited with %d:\n%s", code, tail(logsOf(s.t, id), 4000))
+			s.t.Fatalf("the coordinator exited with %d:\n%s", code, e2etest.Tail(logsOf(s.t, id), 4000))
 		}
 		return status == "exited"
 	})
-	return readFile(s.t, s.modelPath())
+	return e2etest.ReadFile(s.t, s.modelPath())
 }
 
 // slowRun replaces the coordinator's training flags with a run long
@@ -283,8 +287,8 @@ func slowRun(t *testing.T, urls string, iters int, extra ...string) (override st
 // localModel trains the shared set in this process's coordinator binary,
 // the undisturbed reference.
 func localModel(t *testing.T, name string, flags ...string) []byte {
-	src, _ := filepath.Abs(filepath.Join("../../shared/data", name+".bz2"))
-	return train(t, src, append([]string{"-q"}, flags...)...)
+	src, _ := filepath.Abs(filepath.Join("../../../shared/data", name+".bz2"))
+	return e2etest.Train(t, src, append([]string{"-q"}, flags...)...)
 }
 
 const oneServer = "nats://nats:4222"
@@ -294,7 +298,7 @@ const threeServers = "nats://nats:4222,nats://nats-2:4222,nats://nats-3:4222"
 // the run is under way, with state that a restart resumes from.
 func (s *stack) waitCheckpoint() {
 	s.t.Helper()
-	checkFor(s.t, 2*time.Minute, "a checkpoint", func() bool {
+	e2etest.CheckFor(s.t, 2*time.Minute, "a checkpoint", func() bool {
 		_, err := os.Stat(filepath.Join(s.out, s.train+".ckpt"))
 		return err == nil
 	})
@@ -387,23 +391,23 @@ func TestContainerWorkerFaults(t *testing.T) {
 
 	network := s.project + "_default"
 	docker(t, "network", "disconnect", network, ws[0])
-	checkFor(t, time.Minute, "the partitioned worker's shards to move", lost(ws[0]))
+	e2etest.CheckFor(t, time.Minute, "the partitioned worker's shards to move", lost(ws[0]))
 	docker(t, "network", "connect", network, ws[0])
-	checkFor(t, time.Minute, "the partitioned worker to rejoin", back(ws[0]))
+	e2etest.CheckFor(t, time.Minute, "the partitioned worker to rejoin", back(ws[0]))
 
 	crash(t, ws[1])
-	checkFor(t, time.Minute, "the crashed worker to rejoin", back(ws[1]))
+	e2etest.CheckFor(t, time.Minute, "the crashed worker to rejoin", back(ws[1]))
 	if status, _, restarts := state(t, ws[1]); status != "running" || restarts < 1 {
 		t.Fatalf("the crashed worker is %s after %d restarts", status, restarts)
 	}
 
 	docker(t, "kill", ws[2])
-	checkFor(t, time.Minute, "the killed worker's shards to move", lost(ws[2]))
+	e2etest.CheckFor(t, time.Minute, "the killed worker's shards to move", lost(ws[2]))
 	if status, _, _ := state(t, ws[2]); status != "exited" {
 		t.Fatalf("a worker killed with docker kill is %s: Docker restarted what was stopped by hand", status)
 	}
 	s.mustCompose("up", "-d", "--no-recreate", "--scale", "worker=4")
-	checkFor(t, time.Minute, "the killed worker to rejoin once started", back(ws[2]))
+	e2etest.CheckFor(t, time.Minute, "the killed worker to rejoin once started", back(ws[2]))
 
 	s.wantLocalModel(flags, "after the worker faults")
 }
@@ -445,7 +449,7 @@ func TestContainerNATSRestarted(t *testing.T) {
 	docker(t, "restart", "-t", "1", s.container("nats"))
 	s.wantLocalModel(flags, "after the NATS restart")
 	if out := logsOf(t, s.container("coordinator")); !strings.Contains(out, "reconnected to NATS") {
-		t.Errorf("the coordinator never lost NATS: the restart did not happen mid-run\n%s", tail(out, 2000))
+		t.Errorf("the coordinator never lost NATS: the restart did not happen mid-run\n%s", e2etest.Tail(out, 2000))
 	}
 }
 
@@ -461,7 +465,7 @@ func TestContainerCoordinatorCrashed(t *testing.T) {
 		t.Fatal("the coordinator was not restarted")
 	}
 	if out := logsOf(t, coord); !strings.Contains(out, `"resuming"`) {
-		t.Fatalf("the restarted coordinator did not resume:\n%s", tail(out, 3000))
+		t.Fatalf("the restarted coordinator did not resume:\n%s", e2etest.Tail(out, 3000))
 	}
 }
 
@@ -482,13 +486,13 @@ func TestContainerScaled(t *testing.T) {
 	s, flags := faultRun(t, oneServer, 20000, 2, []string{"compose.yaml"})
 	coord := s.container("coordinator")
 	s.mustCompose("up", "-d", "--no-recreate", "--scale", "worker=6")
-	checkFor(t, time.Minute, "six workers to join", func() bool {
+	e2etest.CheckFor(t, time.Minute, "six workers to join", func() bool {
 		return strings.Count(logsOf(t, coord), `"worker joined"`) >= 6
 	})
 	s.mustCompose("up", "-d", "--no-recreate", "--scale", "worker=2")
 	s.wantLocalModel(flags, "scaled up and down,")
 	if out := logsOf(t, coord); !strings.Contains(out, `"worker left"`) {
-		t.Errorf("no worker left on the scale-down:\n%s", tail(out, 2000))
+		t.Errorf("no worker left on the scale-down:\n%s", e2etest.Tail(out, 2000))
 	}
 }
 
@@ -501,8 +505,8 @@ func TestContainerSecurity(t *testing.T) {
 	s.waitTrained(3 * time.Minute)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", s.port)
 
-	nc, violations := workerConn(t, url)
-	wantRefused(t, nc, violations, "osgm.w.x", "osgm.hello", "osgm.j.0000000000000001.down")
+	nc, violations := e2etest.WorkerConn(t, url)
+	e2etest.WantRefused(t, nc, violations, "osgm.w.x", "osgm.hello", "osgm.j.0000000000000001.down")
 	// The coordinator's credentials put an object in the checkpoint
 	// bucket, which the worker's then cannot read.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -533,7 +537,7 @@ func TestContainerSecurity(t *testing.T) {
 		t.Fatalf("a worker with the wrong password exited with %v:\n%s", err, out)
 	}
 	if !strings.Contains(out, "Authorization Violation") {
-		t.Fatalf("the worker's exit does not give the server's reason:\n%s", tail(out, 2000))
+		t.Fatalf("the worker's exit does not give the server's reason:\n%s", e2etest.Tail(out, 2000))
 	}
 }
 
@@ -574,7 +578,7 @@ func TestContainerBadConfiguration(t *testing.T) {
 			}
 			logs := s.mustCompose("logs", "--no-color")
 			if !strings.Contains(logs, c.want) {
-				t.Fatalf("the logs do not say %q:\n%s\n%s", c.want, tail(out, 2000), tail(logs, 3000))
+				t.Fatalf("the logs do not say %q:\n%s\n%s", c.want, e2etest.Tail(out, 2000), e2etest.Tail(logs, 3000))
 			}
 			if ids := s.containers("coordinator"); len(ids) > 0 {
 				if status, _, _ := state(t, ids[0]); status != "created" {
