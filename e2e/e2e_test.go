@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,23 +40,12 @@ var (
 	freePort = e2etest.FreePort
 	readFile = e2etest.ReadFile
 	train    = e2etest.Train
+	// natsServer starts a nats-server with JetStream on a free port.
+	natsServer            = e2etest.NATSServer
+	serverOn              = e2etest.ServerOn
+	dial                  = e2etest.Dial
+	interruptAtCheckpoint = e2etest.InterruptAtCheckpoint
 )
-
-// natsServer starts a nats-server process with JetStream on a free port.
-func natsServer(t *testing.T, extra ...string) string {
-	port := freePort(t)
-	return serverOn(t, port, append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", t.TempDir()}, extra...)...)
-}
-
-// serverOn starts nats-server with args, which make it listen on port,
-// and returns its URL once it does.
-func serverOn(t *testing.T, port int, args ...string) string {
-	p := start(t, "nats-server", args...)
-	checkFor(t, 10*time.Second, "nats-server to listen", func() bool {
-		return dial(port) && !strings.Contains(p.Output(), "fatal")
-	})
-	return fmt.Sprintf("nats://127.0.0.1:%d", port)
-}
 
 // shardObjects is how many objects the shards' object store on the server
 // at url holds.
@@ -267,18 +255,6 @@ func TestSideBySideResumed(t *testing.T) {
 	}
 }
 
-// interruptAtCheckpoint sends c SIGINT once its checkpoint ck exists and
-// waits for it to stop, skipping the test if it wrote its model first.
-func interruptAtCheckpoint(t *testing.T, c *proc, ck, model string) {
-	t.Helper()
-	checkFor(t, time.Minute, "a checkpoint", func() bool { _, err := os.Stat(ck); return err == nil })
-	c.Cmd.Process.Signal(os.Interrupt)
-	<-c.Done()
-	if _, err := os.Stat(model); err == nil {
-		t.Skip("the run ended before the interruption")
-	}
-}
-
 // TestWorkerJoins starts training with one worker and adds a second: it
 // must take over shards at a round boundary, with the same model, and no
 // round may wait for a resend. With own points the late worker, which
@@ -385,14 +361,6 @@ func TestWorkerShortOfMemory(t *testing.T) {
 	if log := w.Output(); !strings.Contains(log, `"count":4`) || !strings.Contains(log, `"compact":4`) {
 		t.Fatalf("the worker did not compact its 4 shards:\n%s", tail(log, 2000))
 	}
-}
-
-func dial(port int) bool {
-	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err == nil {
-		c.Close()
-	}
-	return err == nil
 }
 
 func fileSize(path string) int64 {

@@ -27,48 +27,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/osgm-svm/osgm/internal/e2etest"
 )
 
-// needDocker skips where the engine does not answer, unless the run says
-// the tests are required there (.ci/run sets OSGM_CONTAINER_TESTS=require
-// where `docker info` succeeds, so a skip cannot hide a broken engine).
-func needDocker(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("container tests: run without -short")
-	}
-	err := exec.Command("docker", "info").Run()
-	if err == nil && composeCommand() == nil {
-		err = errors.New("neither docker compose nor docker-compose is installed")
-	}
-	if err != nil {
-		if os.Getenv("OSGM_CONTAINER_TESTS") == "require" {
-			t.Fatalf("container tests required, but docker or docker-compose fails: %v", err)
-		}
-		t.Skipf("no Docker engine here (docker info: %v)", err)
-	}
-}
-
 func TestMain(m *testing.M) { e2etest.Main(m, "../..") }
-
-var compose struct {
-	once sync.Once
-	argv []string
-}
-
-// composeCommand is `docker compose` where the plugin exists, else
-// Debian's docker-compose; nil when there is neither.
-func composeCommand() []string {
-	compose.once.Do(func() {
-		if exec.Command("docker", "compose", "version").Run() == nil {
-			compose.argv = []string{"docker", "compose"}
-		} else if _, err := exec.LookPath("docker-compose"); err == nil {
-			compose.argv = []string{"docker-compose"}
-		}
-	})
-	return compose.argv
-}
 
 var images struct {
 	once       sync.Once
@@ -120,7 +83,7 @@ var stacks int
 // VAR=value settings that replace the defaults.
 func newStack(t *testing.T, name string, files []string, extra ...string) *stack {
 	t.Helper()
-	needDocker(t)
+	e2etest.NeedDocker(t)
 	dataDir, _ := filepath.Abs("../../../shared/data")
 	if _, err := os.Stat(filepath.Join(dataDir, name+".bz2")); err != nil {
 		t.Skipf("../shared/data/%s.bz2 is not here", name)
@@ -163,7 +126,7 @@ func newStack(t *testing.T, name string, files []string, extra ...string) *stack
 
 // compose runs docker compose on the stack and returns its output.
 func (s *stack) compose(args ...string) (string, error) {
-	argv := composeCommand()
+	argv := e2etest.ComposeCommand()
 	all := append(argv[1:len(argv):len(argv)], "-p", s.project)
 	for _, f := range s.files {
 		all = append(all, "-f", f)
@@ -185,16 +148,6 @@ func (s *stack) mustCompose(args ...string) string {
 	return out
 }
 
-// docker runs the docker client and returns its trimmed output.
-func docker(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("docker", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("docker %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // containers lists the ids of a service's containers, stopped ones too.
 func (s *stack) containers(service string) []string {
 	s.t.Helper()
@@ -213,7 +166,7 @@ func (s *stack) container(service string) string {
 // state is a container's status, exit code and restart count.
 func state(t *testing.T, id string) (status string, code, restarts int) {
 	t.Helper()
-	f := strings.Fields(docker(t, "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}", id))
+	f := strings.Fields(e2etest.Docker(t, "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}", id))
 	code, _ = strconv.Atoi(f[1])
 	restarts, _ = strconv.Atoi(f[2])
 	return f[0], code, restarts
@@ -231,7 +184,7 @@ func crash(t *testing.T, id string) {
 	t.Helper()
 	// A container that is not running has pid 0, and kill(0) would be
 	// this test's own process group: go test and every package's tests.
-	f := strings.Fields(docker(t, "inspect", "-f", "{{.State.Status}} {{.State.Pid}}", id))
+	f := strings.Fields(e2etest.Docker(t, "inspect", "-f", "{{.State.Status}} {{.State.Pid}}", id))
 	pid, err := strconv.Atoi(f[1])
 	if f[0] != "running" || err != nil || pid <= 1 {
 		t.Fatalf("container %.12s is %s (pid %s): nothing to crash; did the run end first?", id, f[0], f[1])
@@ -346,7 +299,7 @@ func TestContainerTraining(t *testing.T) {
 	}
 	for _, service := range []string{"nats", "worker", "coordinator", "check", "worker-check"} {
 		for _, id := range s.containers(service) {
-			ports := docker(t, "inspect", "-f", "{{range $p, $b := .NetworkSettings.Ports}}{{if $b}}{{$p}} {{end}}{{end}}", id)
+			ports := e2etest.Docker(t, "inspect", "-f", "{{range $p, $b := .NetworkSettings.Ports}}{{if $b}}{{$p}} {{end}}{{end}}", id)
 			want := ""
 			if service == "nats" {
 				want = "4222/tcp"
@@ -390,9 +343,9 @@ func TestContainerWorkerFaults(t *testing.T) {
 	}
 
 	network := s.project + "_default"
-	docker(t, "network", "disconnect", network, ws[0])
+	e2etest.Docker(t, "network", "disconnect", network, ws[0])
 	e2etest.CheckFor(t, time.Minute, "the partitioned worker's shards to move", lost(ws[0]))
-	docker(t, "network", "connect", network, ws[0])
+	e2etest.Docker(t, "network", "connect", network, ws[0])
 	e2etest.CheckFor(t, time.Minute, "the partitioned worker to rejoin", back(ws[0]))
 
 	crash(t, ws[1])
@@ -401,7 +354,7 @@ func TestContainerWorkerFaults(t *testing.T) {
 		t.Fatalf("the crashed worker is %s after %d restarts", status, restarts)
 	}
 
-	docker(t, "kill", ws[2])
+	e2etest.Docker(t, "kill", ws[2])
 	e2etest.CheckFor(t, time.Minute, "the killed worker's shards to move", lost(ws[2]))
 	if status, _, _ := state(t, ws[2]); status != "exited" {
 		t.Fatalf("a worker killed with docker kill is %s: Docker restarted what was stopped by hand", status)
@@ -446,7 +399,7 @@ func TestContainerNATSRestarted(t *testing.T) {
 	// docker restart takes a second or more on a busy machine: the run
 	// must outlast it by far (2,500 passes, about 4 s, once did not).
 	s, flags := faultRun(t, oneServer, 8000, 2, []string{"compose.yaml"})
-	docker(t, "restart", "-t", "1", s.container("nats"))
+	e2etest.Docker(t, "restart", "-t", "1", s.container("nats"))
 	s.wantLocalModel(flags, "after the NATS restart")
 	if out := logsOf(t, s.container("coordinator")); !strings.Contains(out, "reconnected to NATS") {
 		t.Errorf("the coordinator never lost NATS: the restart did not happen mid-run\n%s", e2etest.Tail(out, 2000))
@@ -474,7 +427,7 @@ func TestContainerCoordinatorCrashed(t *testing.T) {
 // server's container is killed for good mid-run.
 func TestContainerClusterServerLost(t *testing.T) {
 	s, flags := faultRun(t, threeServers, 2000, 3, []string{"compose.yaml", "compose.cluster.yaml"}, "-objstore")
-	docker(t, "kill", s.container("nats-2"))
+	e2etest.Docker(t, "kill", s.container("nats-2"))
 	s.wantLocalModel(flags, "with a server lost")
 }
 

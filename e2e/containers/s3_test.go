@@ -34,7 +34,7 @@ func weedImage(t *testing.T) string {
 // range, with no file shared. The model is the bytes of the local run on
 // the shared file.
 func TestContainerS3(t *testing.T) {
-	needDocker(t)
+	e2etest.NeedDocker(t)
 	img := weedImage(t)
 	data := e2etest.Dataset(t, "../..", "a9a")
 	s := newStack(t, "a9a", []string{"compose.yaml", "compose.s3.yaml"},

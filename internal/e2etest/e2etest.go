@@ -29,12 +29,12 @@ func Main(m *testing.M, root string) {
 		panic(err)
 	}
 	bin = dir
-	// Built as scripts/images.sh builds the images' binaries (static,
-	// -trimpath), so that the two share Go's build cache: on a fresh
-	// machine each kind of build of every dependency takes minutes.
-	build := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "./cmd/coordinator", "./cmd/worker",
+	// Built as go test builds the packages' own tests, whose compiled
+	// dependencies it then reuses: on a fresh machine another kind of
+	// build of every dependency takes minutes.
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/coordinator", "./cmd/worker",
 		"./cmd/predict", "./cmd/svmgen", "github.com/nats-io/nats-server/v2")
-	build.Dir, build.Env, build.Stderr = root, append(os.Environ(), "CGO_ENABLED=0"), os.Stderr
+	build.Dir, build.Stderr = root, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build failed:", err)
 		os.Exit(1)

@@ -1,4 +1,8 @@
-package e2e
+// Package arm64 checks that the arm64 build writes the amd64 build's
+// model bytes, its binaries and its image run under qemu. Its two tests
+// share one arm64 build of every dependency (the image's goes first), and
+// the package has Go's test timeout to itself.
+package arm64
 
 import (
 	"bytes"
@@ -11,7 +15,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/osgm-svm/osgm/internal/e2etest"
 )
+
+func TestMain(m *testing.M) { e2etest.Main(m, "../..") }
 
 // TestArm64SameBits: the arm64 build writes the amd64 build's model
 // bytes. Its code has no fused multiply-add in this module's functions
@@ -28,7 +36,7 @@ func TestArm64SameBits(t *testing.T) {
 	// -trimpath as scripts/images.sh -arm64 (TestArm64Image) builds: the
 	// two share the build cache, and only the link differs (this one
 	// keeps the symbols objdump needs).
-	build := exec.Command("go", "build", "-trimpath", "-o", arm+"/", "../cmd/coordinator", "../cmd/worker")
+	build := exec.Command("go", "build", "-trimpath", "-o", arm+"/", "../../cmd/coordinator", "../../cmd/worker")
 	build.Env = append(os.Environ(), "GOARCH=arm64", "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("arm64 build: %v\n%s", err, out)
@@ -42,22 +50,22 @@ func TestArm64SameBits(t *testing.T) {
 	if err != nil {
 		t.Skip("no qemu-aarch64-static (apt-get install qemu-user-static): the arm64 build is checked for fused multiply-adds only")
 	}
-	a9a, dna := dataset(t, "a9a"), dataset(t, "dna.scale")
+	a9a, dna := e2etest.Dataset(t, "../..", "a9a"), e2etest.Dataset(t, "../..", "dna.scale")
 	for _, c := range []struct {
 		data string
 		args []string
 	}{
 		{a9a, []string{"-local", "-method", "newton", "-e", "1e-6"}},
 		{a9a, []string{"-local", "-method", "lbfgs", "-e", "1e-6"}},
-		{a9a, []string{"-local", "-method", "hdm", "-e", "1e-4", "-max-iter", "1500"}},
+		{a9a, []string{"-local", "-method", "hdm", "-e", "1e-4", "-max-iter", "600"}},
 		{dna, []string{"-local"}},
 		{dna, nil}, // embedded: classes side by side on the workers' shards
 	} {
-		want := train(t, c.data, c.args...)
+		want := e2etest.Train(t, c.data, c.args...)
 		model := filepath.Join(t.TempDir(), "model")
-		p := launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator")}, append(c.args, c.data, model)...)...), "arm64 coordinator")
+		p := e2etest.Launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator")}, append(c.args, c.data, model)...)...), "arm64 coordinator")
 		p.Wait(t, 10*time.Minute)
-		if !bytes.Equal(readFile(t, model), want) {
+		if !bytes.Equal(e2etest.ReadFile(t, model), want) {
 			t.Fatalf("%s %v: the arm64 model differs from amd64's", filepath.Base(c.data), c.args)
 		}
 	}
@@ -68,15 +76,15 @@ func TestArm64SameBits(t *testing.T) {
 // resumedAcross interrupts an amd64 run once it has written a
 // checkpoint, resumes it on arm64, and wants the uninterrupted model.
 func resumedAcross(t *testing.T, qemu, arm, data string) {
-	args := []string{"-local", "-method", "hdm", "-e", "1e-8", "-max-iter", "6000", "-checkpoint-every", "100"}
-	want := train(t, data, args...)
+	args := []string{"-local", "-method", "hdm", "-e", "1e-8", "-max-iter", "2000", "-checkpoint-every", "100"}
+	want := e2etest.Train(t, data, args...)
 	dir := t.TempDir()
 	ck, model := filepath.Join(dir, "ck"), filepath.Join(dir, "model")
 	args = append(args, "-checkpoint", ck)
-	interruptAtCheckpoint(t, start(t, "coordinator", append(args, data, model)...), ck, model)
-	r := launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator"), "-resume"}, append(args, data, model)...)...), "arm64 coordinator, resumed")
+	e2etest.InterruptAtCheckpoint(t, e2etest.Start(t, "coordinator", append(args, data, model)...), ck, model)
+	r := e2etest.Launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator"), "-resume"}, append(args, data, model)...)...), "arm64 coordinator, resumed")
 	r.Wait(t, 10*time.Minute)
-	if !strings.Contains(r.Output(), `"resuming"`) || !bytes.Equal(readFile(t, model), want) {
+	if !strings.Contains(r.Output(), `"resuming"`) || !bytes.Equal(e2etest.ReadFile(t, model), want) {
 		t.Fatal("an amd64 checkpoint resumed on arm64 does not give the uninterrupted model")
 	}
 }
@@ -84,20 +92,20 @@ func resumedAcross(t *testing.T, qemu, arm, data string) {
 // mixedNATS trains over a nats-server with one amd64 and one arm64
 // worker, the coordinator on either CPU.
 func mixedNATS(t *testing.T, qemu, arm, data string) {
-	want := train(t, data, "-local", "-shards", "4", "-e", "1e-4")
+	want := e2etest.Train(t, data, "-local", "-shards", "4", "-e", "1e-4")
 	for _, coordArm := range []bool{false, true} {
-		url := natsServer(t)
-		start(t, "worker", "-nats", url, "-name", "amd64", "-parallel", "1")
-		launch(t, exec.Command(qemu, filepath.Join(arm, "worker"), "-nats", url, "-name", "arm64", "-parallel", "1"), "arm64 worker")
+		url := e2etest.NATSServer(t)
+		e2etest.Start(t, "worker", "-nats", url, "-name", "amd64", "-parallel", "1")
+		e2etest.Launch(t, exec.Command(qemu, filepath.Join(arm, "worker"), "-nats", url, "-name", "arm64", "-parallel", "1"), "arm64 worker")
 		args := []string{"-nats", url, "-min-workers", "2", "-shards", "4", "-e", "1e-4", data, filepath.Join(t.TempDir(), "model")}
-		var c *proc
+		var c *e2etest.Proc
 		if coordArm {
-			c = launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator")}, args...)...), "arm64 coordinator")
+			c = e2etest.Launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator")}, args...)...), "arm64 coordinator")
 		} else {
-			c = start(t, "coordinator", args...)
+			c = e2etest.Start(t, "coordinator", args...)
 		}
 		c.Wait(t, 10*time.Minute)
-		if !bytes.Equal(readFile(t, args[len(args)-1]), want) {
+		if !bytes.Equal(e2etest.ReadFile(t, args[len(args)-1]), want) {
 			t.Fatalf("over NATS, arm64 coordinator %v: the model differs from the in-process one", coordArm)
 		}
 	}

@@ -1,4 +1,4 @@
-package containers
+package arm64
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 // this host, and the coordinator in it (run under qemu, the host not
 // running arm64 containers) writes the amd64 model's bytes.
 func TestArm64Image(t *testing.T) {
-	needDocker(t)
+	e2etest.NeedDocker(t)
 	if runtime.GOARCH != "amd64" {
 		t.Skip("builds arm64 on an amd64 host")
 	}
@@ -26,17 +26,17 @@ func TestArm64Image(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("images.sh -arm64: %v\n%s", err, out)
 	}
-	if arch := docker(t, "image", "inspect", "-f", "{{.Architecture}}", image); arch != "arm64" {
+	if arch := e2etest.Docker(t, "image", "inspect", "-f", "{{.Architecture}}", image); arch != "arm64" {
 		t.Fatalf("the image is for %s", arch)
 	}
 	qemu, err := exec.LookPath("qemu-aarch64-static")
 	if err != nil {
 		t.Skip("no qemu-aarch64-static: the image's coordinator is not run")
 	}
-	id := docker(t, "create", "--platform", "linux/arm64", image, "coordinator")
+	id := e2etest.Docker(t, "create", "--platform", "linux/arm64", image, "coordinator")
 	t.Cleanup(func() { exec.Command("docker", "rm", id).Run() })
 	coord := filepath.Join(t.TempDir(), "coordinator")
-	docker(t, "cp", id+":/usr/local/bin/coordinator", coord)
+	e2etest.Docker(t, "cp", id+":/usr/local/bin/coordinator", coord)
 	data := e2etest.Dataset(t, "../..", "dna.scale")
 	want := e2etest.Train(t, data, "-local")
 	model := filepath.Join(t.TempDir(), "model")
