@@ -888,3 +888,21 @@ func TestShelvedModel(t *testing.T) {
 		t.Fatalf("training accuracy %v (%v)", acc, err)
 	}
 }
+
+// TestInitFeaturesSaysWhatWasFitted: the warning for a warm start of
+// other features than the data's names both counts and what was done.
+func TestInitFeaturesSaysWhatWasFitted(t *testing.T) {
+	for _, c := range []struct {
+		n, dim int
+		bias   float64
+		want   string
+	}{
+		{20000, 13, -1, "-i: the model has 20000 features, the data 13: the weights of features 14-20000, which no row has, are dropped"},
+		{20000, 14, 1, "-i: the model has 20000 features, the data 13: the weights of features 14-20000"},
+		{10, 13, -1, "-i: the model has 10 features, the data 13: features 11-13 start at 0"},
+	} {
+		if got := initFeatures(c.n, c.dim, c.bias); !strings.HasPrefix(got, c.want) {
+			t.Errorf("initFeatures(%d, %d, %g) = %q, want it to begin %q", c.n, c.dim, c.bias, got, c.want)
+		}
+	}
+}
