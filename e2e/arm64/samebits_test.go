@@ -6,6 +6,7 @@ package arm64
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,29 @@ import (
 	"github.com/osgm-svm/osgm/internal/e2etest"
 )
 
-func TestMain(m *testing.M) { e2etest.Main(m, "../..") }
+func TestMain(m *testing.M) { e2etest.Main(m, "../..", buildArm64) }
+
+// arm64 is the arm64 build of the coordinator and worker (armErr, why
+// there is none), made before the tests: the first arm64 build of every
+// dependency takes minutes, which are not the tests' own.
+var arm64, armErr = "", error(nil)
+
+func buildArm64() {
+	if runtime.GOARCH != "amd64" {
+		return
+	}
+	dir := e2etest.Bin("arm64") // removed with the amd64 binaries
+	// -trimpath as scripts/images.sh -arm64 (TestArm64Image) builds: the
+	// two share the build cache, and only the link differs (this one
+	// keeps the symbols objdump needs).
+	build := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "./cmd/coordinator", "./cmd/worker")
+	build.Dir, build.Env = "../..", append(os.Environ(), "GOARCH=arm64", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		armErr = fmt.Errorf("%v\n%s", err, out)
+		return
+	}
+	arm64 = dir
+}
 
 // TestArm64SameBits: the arm64 build writes the amd64 build's model
 // bytes. Its code has no fused multiply-add in this module's functions
@@ -32,15 +55,10 @@ func TestArm64SameBits(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("compares an amd64 host's builds with arm64's")
 	}
-	arm := t.TempDir()
-	// -trimpath as scripts/images.sh -arm64 (TestArm64Image) builds: the
-	// two share the build cache, and only the link differs (this one
-	// keeps the symbols objdump needs).
-	build := exec.Command("go", "build", "-trimpath", "-o", arm+"/", "../../cmd/coordinator", "../../cmd/worker")
-	build.Env = append(os.Environ(), "GOARCH=arm64", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("arm64 build: %v\n%s", err, out)
+	if armErr != nil {
+		t.Fatalf("arm64 build: %v", armErr)
 	}
+	arm := arm64
 	for _, name := range []string{"coordinator", "worker"} {
 		if fused := fusedFunctions(t, filepath.Join(arm, name)); len(fused) > 0 {
 			t.Fatalf("arm64 %s fuses multiply-adds in %d functions, whose bits then differ from amd64's: %s", name, len(fused), strings.Join(fused, ", "))

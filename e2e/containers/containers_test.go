@@ -31,7 +31,7 @@ import (
 	"github.com/osgm-svm/osgm/internal/e2etest"
 )
 
-func TestMain(m *testing.M) { e2etest.Main(m, "../..") }
+func TestMain(m *testing.M) { e2etest.Main(m, "../..", buildImages) }
 
 var images struct {
 	once       sync.Once
@@ -39,11 +39,19 @@ var images struct {
 	err        error
 }
 
-// offlineImages returns the images the stack runs: OSGM_IMAGE and
+// buildImages builds the images before the tests, where they will run,
+// as the binaries are: the first test to need them would otherwise spend
+// minutes of the package's test timeout on it.
+func buildImages() {
+	if !testing.Short() && exec.Command("docker", "info").Run() == nil {
+		buildImagesOnce()
+	}
+}
+
+// buildImagesOnce settles the images the stack runs: OSGM_IMAGE and
 // NATS_IMAGE when set (built once for the whole CI run), otherwise built
 // here once per test binary by scripts/images.sh.
-func offlineImages(t *testing.T) (osgmImage, natsImage string) {
-	t.Helper()
+func buildImagesOnce() {
 	images.once.Do(func() {
 		images.osgm, images.nats = os.Getenv("OSGM_IMAGE"), os.Getenv("NATS_IMAGE")
 		if images.osgm != "" && images.nats != "" {
@@ -56,6 +64,13 @@ func offlineImages(t *testing.T) (osgmImage, natsImage string) {
 			images.err = fmt.Errorf("scripts/images.sh (%v): %s", err, strings.TrimSpace(string(out)))
 		}
 	})
+}
+
+// offlineImages returns the images the stack runs, or skips (fails where
+// the container tests are required) when they could not be built.
+func offlineImages(t *testing.T) (osgmImage, natsImage string) {
+	t.Helper()
+	buildImagesOnce()
 	if images.err != nil {
 		if os.Getenv("OSGM_CONTAINER_TESTS") == "require" {
 			t.Fatal(images.err)

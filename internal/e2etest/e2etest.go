@@ -7,6 +7,7 @@ package e2etest
 import (
 	"bytes"
 	"compress/bzip2"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -21,9 +22,13 @@ import (
 
 var bin string // directory of the built binaries
 
-// Main builds the commands and nats-server, runs the tests and exits; a
-// package's TestMain calls it with the module's root relative to it.
-func Main(m *testing.M, root string) {
+// Main builds the commands and nats-server, runs setup, then the tests,
+// and exits; a package's TestMain calls it with the module's root
+// relative to it. What Main does before the tests is outside Go's test
+// timeout, which is the tests' own: on a fresh machine the builds alone
+// take minutes.
+func Main(m *testing.M, root string, setup ...func()) {
+	flag.Parse() // for setup: testing.Short, -run
 	dir, err := os.MkdirTemp("", "osgm-e2e-*")
 	if err != nil {
 		panic(err)
@@ -38,6 +43,9 @@ func Main(m *testing.M, root string) {
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build failed:", err)
 		os.Exit(1)
+	}
+	for _, f := range setup {
+		f()
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
