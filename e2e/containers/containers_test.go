@@ -425,7 +425,9 @@ func TestContainerNATSRestarted(t *testing.T) {
 // mid-run; its restart policy brings it back, it resumes from the
 // checkpoint in $OUT_DIR and writes the undisturbed run's model.
 func TestContainerCoordinatorCrashed(t *testing.T) {
-	s, flags := faultRun(t, oneServer, 2500, 2, []string{"compose.yaml"})
+	// Long enough to be still running once compose has named the
+	// container on a busy machine: 2,500 passes once were not.
+	s, flags := faultRun(t, oneServer, 8000, 2, []string{"compose.yaml"})
 	coord := s.container("coordinator")
 	crash(t, coord)
 	s.wantLocalModel(flags, "resumed,")
