@@ -40,6 +40,7 @@ var (
 	freePort = e2etest.FreePort
 	readFile = e2etest.ReadFile
 	train    = e2etest.Train
+	dataset  = e2etest.Dataset
 	// natsServer starts a nats-server with JetStream on a free port.
 	natsServer            = e2etest.NATSServer
 	serverOn              = e2etest.ServerOn
@@ -68,9 +69,6 @@ func shardObjects(t *testing.T, url string) int {
 	return len(objs)
 }
 
-// dataset returns a plain copy of a shared data set, or skips.
-func dataset(t *testing.T, name string) string { return e2etest.Dataset(t, "..", name) }
-
 func workers(t *testing.T, url string, n int, prefix string) []*proc {
 	var out []*proc
 	for i := 0; i < n; i++ {
@@ -95,7 +93,7 @@ func TestSameModelEverywhere(t *testing.T) {
 			}
 			// The bzip2 file itself, whose text the coordinator keeps
 			// for its in-process workers' loads.
-			compressed, _ := filepath.Abs(filepath.Join("../../shared/data", name+".bz2"))
+			compressed := filepath.Join(e2etest.SharedData(), name+".bz2")
 			for _, mode := range [][]string{{"-workers", "2"}, {"-local", "-workers", "2"}} {
 				if got := train(t, compressed, append(flags, mode...)...); !bytes.Equal(got, local) {
 					t.Fatalf("%v on the bzip2 file: the model differs from the plain file's", mode)

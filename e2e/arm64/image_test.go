@@ -37,7 +37,7 @@ func TestArm64Image(t *testing.T) {
 	t.Cleanup(func() { exec.Command("docker", "rm", id).Run() })
 	coord := filepath.Join(t.TempDir(), "coordinator")
 	e2etest.Docker(t, "cp", id+":/usr/local/bin/coordinator", coord)
-	data := e2etest.Dataset(t, "../..", "dna.scale")
+	data := e2etest.Dataset(t, "dna.scale")
 	want := e2etest.Train(t, data, "-local")
 	model := filepath.Join(t.TempDir(), "model")
 	p := e2etest.Launch(t, exec.Command(qemu, coord, "-local", data, model), "the arm64 image's coordinator")

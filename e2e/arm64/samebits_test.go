@@ -22,10 +22,14 @@ import (
 
 func TestMain(m *testing.M) { e2etest.Main(m, "../..", buildArm64) }
 
-// arm64 is the arm64 build of the coordinator and worker (armErr, why
-// there is none), made before the tests: the first arm64 build of every
-// dependency takes minutes, which are not the tests' own.
-var arm64, armErr = "", error(nil)
+// arm64 is the directory of the arm64 build of the coordinator and
+// worker (armErr, why there is none), made before the tests: the first
+// arm64 build of every dependency takes minutes, which are not the
+// tests' own.
+var (
+	arm64  string
+	armErr error
+)
 
 func buildArm64() {
 	if runtime.GOARCH != "amd64" {
@@ -58,9 +62,8 @@ func TestArm64SameBits(t *testing.T) {
 	if armErr != nil {
 		t.Fatalf("arm64 build: %v", armErr)
 	}
-	arm := arm64
 	for _, name := range []string{"coordinator", "worker"} {
-		if fused := fusedFunctions(t, filepath.Join(arm, name)); len(fused) > 0 {
+		if fused := fusedFunctions(t, filepath.Join(arm64, name)); len(fused) > 0 {
 			t.Fatalf("arm64 %s fuses multiply-adds in %d functions, whose bits then differ from amd64's: %s", name, len(fused), strings.Join(fused, ", "))
 		}
 	}
@@ -68,7 +71,7 @@ func TestArm64SameBits(t *testing.T) {
 	if err != nil {
 		t.Skip("no qemu-aarch64-static (apt-get install qemu-user-static): the arm64 build is checked for fused multiply-adds only")
 	}
-	a9a, dna := e2etest.Dataset(t, "../..", "a9a"), e2etest.Dataset(t, "../..", "dna.scale")
+	a9a, dna := e2etest.Dataset(t, "a9a"), e2etest.Dataset(t, "dna.scale")
 	for _, c := range []struct {
 		data string
 		args []string
@@ -81,26 +84,26 @@ func TestArm64SameBits(t *testing.T) {
 	} {
 		want := e2etest.Train(t, c.data, c.args...)
 		model := filepath.Join(t.TempDir(), "model")
-		p := e2etest.Launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator")}, append(c.args, c.data, model)...)...), "arm64 coordinator")
+		p := e2etest.Launch(t, exec.Command(qemu, append([]string{filepath.Join(arm64, "coordinator")}, append(c.args, c.data, model)...)...), "arm64 coordinator")
 		p.Wait(t, 10*time.Minute)
 		if !bytes.Equal(e2etest.ReadFile(t, model), want) {
 			t.Fatalf("%s %v: the arm64 model differs from amd64's", filepath.Base(c.data), c.args)
 		}
 	}
-	resumedAcross(t, qemu, arm, a9a)
-	mixedNATS(t, qemu, arm, a9a)
+	resumedAcross(t, qemu, a9a)
+	mixedNATS(t, qemu, a9a)
 }
 
 // resumedAcross interrupts an amd64 run once it has written a
 // checkpoint, resumes it on arm64, and wants the uninterrupted model.
-func resumedAcross(t *testing.T, qemu, arm, data string) {
+func resumedAcross(t *testing.T, qemu, data string) {
 	args := []string{"-local", "-method", "hdm", "-e", "1e-8", "-max-iter", "2000", "-checkpoint-every", "100"}
 	want := e2etest.Train(t, data, args...)
 	dir := t.TempDir()
 	ck, model := filepath.Join(dir, "ck"), filepath.Join(dir, "model")
 	args = append(args, "-checkpoint", ck)
 	e2etest.InterruptAtCheckpoint(t, e2etest.Start(t, "coordinator", append(args, data, model)...), ck, model)
-	r := e2etest.Launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator"), "-resume"}, append(args, data, model)...)...), "arm64 coordinator, resumed")
+	r := e2etest.Launch(t, exec.Command(qemu, append([]string{filepath.Join(arm64, "coordinator"), "-resume"}, append(args, data, model)...)...), "arm64 coordinator, resumed")
 	r.Wait(t, 10*time.Minute)
 	if !strings.Contains(r.Output(), `"resuming"`) || !bytes.Equal(e2etest.ReadFile(t, model), want) {
 		t.Fatal("an amd64 checkpoint resumed on arm64 does not give the uninterrupted model")
@@ -109,16 +112,16 @@ func resumedAcross(t *testing.T, qemu, arm, data string) {
 
 // mixedNATS trains over a nats-server with one amd64 and one arm64
 // worker, the coordinator on either CPU.
-func mixedNATS(t *testing.T, qemu, arm, data string) {
+func mixedNATS(t *testing.T, qemu, data string) {
 	want := e2etest.Train(t, data, "-local", "-shards", "4", "-e", "1e-4")
 	for _, coordArm := range []bool{false, true} {
 		url := e2etest.NATSServer(t)
 		e2etest.Start(t, "worker", "-nats", url, "-name", "amd64", "-parallel", "1")
-		e2etest.Launch(t, exec.Command(qemu, filepath.Join(arm, "worker"), "-nats", url, "-name", "arm64", "-parallel", "1"), "arm64 worker")
+		e2etest.Launch(t, exec.Command(qemu, filepath.Join(arm64, "worker"), "-nats", url, "-name", "arm64", "-parallel", "1"), "arm64 worker")
 		args := []string{"-nats", url, "-min-workers", "2", "-shards", "4", "-e", "1e-4", data, filepath.Join(t.TempDir(), "model")}
 		var c *e2etest.Proc
 		if coordArm {
-			c = e2etest.Launch(t, exec.Command(qemu, append([]string{filepath.Join(arm, "coordinator")}, args...)...), "arm64 coordinator")
+			c = e2etest.Launch(t, exec.Command(qemu, append([]string{filepath.Join(arm64, "coordinator")}, args...)...), "arm64 coordinator")
 		} else {
 			c = e2etest.Start(t, "coordinator", args...)
 		}

@@ -99,7 +99,7 @@ var stacks int
 func newStack(t *testing.T, name string, files []string, extra ...string) *stack {
 	t.Helper()
 	e2etest.NeedDocker(t)
-	dataDir, _ := filepath.Abs("../../../shared/data")
+	dataDir := e2etest.SharedData()
 	if _, err := os.Stat(filepath.Join(dataDir, name+".bz2")); err != nil {
 		t.Skipf("../shared/data/%s.bz2 is not here", name)
 	}
@@ -255,7 +255,7 @@ func slowRun(t *testing.T, urls string, iters int, extra ...string) (override st
 // localModel trains the shared set in this process's coordinator binary,
 // the undisturbed reference.
 func localModel(t *testing.T, name string, flags ...string) []byte {
-	src, _ := filepath.Abs(filepath.Join("../../../shared/data", name+".bz2"))
+	src := filepath.Join(e2etest.SharedData(), name+".bz2")
 	return e2etest.Train(t, src, append([]string{"-q"}, flags...)...)
 }
 

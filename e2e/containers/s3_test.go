@@ -36,7 +36,7 @@ func weedImage(t *testing.T) string {
 func TestContainerS3(t *testing.T) {
 	e2etest.NeedDocker(t)
 	img := weedImage(t)
-	data := e2etest.Dataset(t, "../..", "a9a")
+	data := e2etest.Dataset(t, "a9a")
 	s := newStack(t, "a9a", []string{"compose.yaml", "compose.s3.yaml"},
 		"COMPOSE_PROFILES=s3", "WEED_IMAGE="+img, "DATA_DIR="+filepath.Dir(data), "TRAIN_FILE=a9a")
 	s.train = "a9a"

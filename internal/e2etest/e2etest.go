@@ -20,15 +20,19 @@ import (
 	"github.com/osgm-svm/osgm/internal/testport"
 )
 
-var bin string // directory of the built binaries
+var (
+	bin  string // directory of the built binaries
+	root string // the module's root, relative to the test's package
+)
 
 // Main builds the commands and nats-server, runs setup, then the tests,
 // and exits; a package's TestMain calls it with the module's root
 // relative to it. What Main does before the tests is outside Go's test
 // timeout, which is the tests' own: on a fresh machine the builds alone
 // take minutes.
-func Main(m *testing.M, root string, setup ...func()) {
+func Main(m *testing.M, moduleRoot string, setup ...func()) {
 	flag.Parse() // for setup: testing.Short, -run
+	root = moduleRoot
 	dir, err := os.MkdirTemp("", "osgm-e2e-*")
 	if err != nil {
 		panic(err)
@@ -150,11 +154,15 @@ func FreePort(t *testing.T) int {
 	return testport.Free(t)
 }
 
-// Dataset returns a plain copy of a shared data set (root is the module's
-// root, relative to the test), or skips.
-func Dataset(t *testing.T, root, name string) string {
-	src, _ := filepath.Abs(filepath.Join(root, "../shared/data", name+".bz2"))
-	f, err := os.Open(src)
+// SharedData is the directory of the shared data sets beside the module.
+func SharedData() string {
+	dir, _ := filepath.Abs(filepath.Join(root, "../shared/data"))
+	return dir
+}
+
+// Dataset returns a plain copy of a shared data set, or skips.
+func Dataset(t *testing.T, name string) string {
+	f, err := os.Open(filepath.Join(SharedData(), name+".bz2"))
 	if err != nil {
 		t.Skipf("../shared/data/%s.bz2 is not here", name)
 	}
