@@ -116,11 +116,10 @@ func liblinearTrain(blasDir string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// liblinear runs liblinear-train on the system's BLAS, failing the test
-// if it fails.
-func liblinear(t *testing.T, args ...string) {
+// liblinear runs liblinearTrain, failing the test if it fails.
+func liblinear(t *testing.T, blasDir string, args ...string) {
 	t.Helper()
-	if out, err := liblinearTrain("", args...).CombinedOutput(); err != nil {
+	if out, err := liblinearTrain(blasDir, args...).CombinedOutput(); err != nil {
 		t.Fatalf("liblinear-train %v: %v\n%s", args, err, out)
 	}
 }
@@ -242,7 +241,7 @@ func crossCheck(t *testing.T, dir string, s crossSet, l shard.Loss) {
 	src := filepath.Join(dir, s.train+".bz2")
 	plain := plainCopy(t, src)
 	ref := filepath.Join(t.TempDir(), "ref.model")
-	liblinear(t, "-q", "-s", solver, "-c", "1", "-e", strconv.FormatFloat(s.refEps, 'g', -1, 64), plain, ref)
+	liblinear(t, "", "-q", "-s", solver, "-c", "1", "-e", strconv.FormatFloat(s.refEps, 'g', -1, 64), plain, ref)
 	fstar := primal(t, src, readModelFile(t, ref), 1)
 
 	cfg := Config{C: 1, Eps: s.eps, Bias: -1, MaxIter: 10000, Loss: l, Epsilon: 0.1}
@@ -319,7 +318,8 @@ func TestWarmStart(t *testing.T) {
 // another order move the CG test's outcome by a step or two late in a
 // solve), to the same objective values as liblinear-train prints, when
 // liblinear-train sums as we do: on the reference BLAS (OpenBLAS's
-// blocked sums move a late CG solve by tens of steps). This is what caught a first trust region sized in the wrong norm: the
+// blocked sums move a late CG solve by tens of steps). This is what
+// caught a first trust region sized in the wrong norm: the
 // optimum was right, but reached in 9 iterations where TRON needs 6.
 // newton-full must take the same trials too.
 func TestNewtonFollowsTRON(t *testing.T) {
@@ -474,9 +474,7 @@ func TestDefaultsMatchLIBLINEARsQuality(t *testing.T) {
 func liblinearDefaults(t *testing.T, blasDir, plain string) *libsvm.Model {
 	t.Helper()
 	ref := filepath.Join(t.TempDir(), "ref.model")
-	if out, err := liblinearTrain(blasDir, "-q", "-s", "2", "-c", "1", "-e", "0.01", plain, ref).CombinedOutput(); err != nil {
-		t.Fatalf("liblinear-train on %s: %v\n%s", plain, err, out)
-	}
+	liblinear(t, blasDir, "-q", "-s", "2", "-c", "1", "-e", "0.01", plain, ref)
 	return readModelFile(t, ref)
 }
 

@@ -78,7 +78,7 @@ func TestDeadFeaturesLeftOut(t *testing.T) {
 			cfg := Config{C: 1, Eps: 1e-8, Bias: -1, MaxIter: 100000, Method: c.method}
 			got := trainFile(t, path, cfg)
 			model := filepath.Join(t.TempDir(), "model")
-			liblinear(t, "-q", "-s", "2", "-c", "1", "-e", "1e-10", path, model)
+			liblinear(t, "", "-q", "-s", "2", "-c", "1", "-e", "1e-10", path, model)
 			want := primal(t, path, readModelFile(t, model), 1)
 			for k, w := range got.Model.W {
 				if len(w) != 400 {
