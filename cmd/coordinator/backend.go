@@ -164,7 +164,11 @@ func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard
 		}
 		cfg.MinWorkers = o.workers
 	}
-	nc, err := transport.Connect(url, "coordinator", o.auth.FromEnv(), log, inProcess...)
+	auth, err := o.auth.FromEnv()
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := transport.Connect(url, "coordinator", auth, log, inProcess...)
 	if err != nil {
 		return nil, nil, err
 	}

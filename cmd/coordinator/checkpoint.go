@@ -54,8 +54,11 @@ func (c *checkpoints) save(cp *train.Checkpoint) error {
 	}
 	// The remote copy first: once the local file exists, so does a copy
 	// at least as new on the bus, for a coordinator on another host.
+	remote := false
 	if c.nc != nil && !c.noJetStream {
 		switch err := c.putRemote(pieces); {
+		case err == nil:
+			remote = true
 		case transport.NoJetStream(err):
 			c.noStore()
 		case err != nil:
@@ -72,7 +75,14 @@ func (c *checkpoints) save(cp *train.Checkpoint) error {
 		return fmt.Errorf("checkpoint %s: %w", c.path, err)
 	}
 	c.written++
-	c.log.Debug("checkpoint written", zap.String("path", c.path), zap.Int("passes", cp.Opt.Evals))
+	// The first one is news to an operator (checkpoints work, and where
+	// a restart finds them); the rest are routine.
+	level := zap.DebugLevel
+	if c.written == 1 {
+		level = zap.InfoLevel
+	}
+	c.log.Log(level, "checkpoint written", zap.String("path", c.path), zap.Int("passes", cp.Opt.Evals),
+		zap.Bool("copied to the object store", remote))
 	return nil
 }
 

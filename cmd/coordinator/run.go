@@ -266,7 +266,11 @@ func checkOnly(o *options, log *zap.Logger) error {
 		return fmt.Errorf("training file: %w", err)
 	}
 	if o.natsURL != "" {
-		if err := transport.CheckConnect(o.natsURL, "coordinator check", o.auth.FromEnv(), log); err != nil {
+		auth, err := o.auth.FromEnv()
+		if err != nil {
+			return err
+		}
+		if err := transport.CheckConnect(o.natsURL, "coordinator check", auth, log); err != nil {
 			return err
 		}
 	}

@@ -23,7 +23,7 @@ var flagGroups = []struct {
 	{"Method", slices.Concat(train.MethodFlags, []string{"compare", "plot", "trace"})},
 	{"Cluster", slices.Concat([]string{"nats"}, transport.ClusterFlags, []string{"workers", "shards", "objstore", "compact", "local"})},
 	{"Operations", slices.Concat([]string{"checkpoint", "checkpoint-every", "resume"}, transport.OperationFlags, []string{"check", "metrics-addr", "cpuprofile"})},
-	{"Security (also the worker's; secrets only from NATS_PASSWORD and NATS_TOKEN)", []string{"user", "nkey", "creds", "tlsca", "tlscert", "tlskey"}},
+	{"Security (also the worker's; secrets only from NATS_PASSWORD and NATS_TOKEN, or the files NATS_PASSWORD_FILE and NATS_TOKEN_FILE name)", []string{"user", "nkey", "creds", "tlsca", "tlscert", "tlskey"}},
 }
 
 // usage prints the options by group, each as flag.PrintDefaults would.

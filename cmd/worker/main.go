@@ -46,7 +46,8 @@ func main() {
 	usage := func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: worker [options]\n\nOptions:\n")
 		fs.VisitAll(func(f *flag.Flag) { cli.PrintFlag(w, f) })
-		fmt.Fprintf(w, "\nSecrets come from the environment: NATS_USER, NATS_PASSWORD, NATS_TOKEN.\n"+
+		fmt.Fprintf(w, "\nSecrets come from the environment: NATS_USER, NATS_PASSWORD, NATS_TOKEN,\n"+
+			"or from files: NATS_PASSWORD_FILE, NATS_TOKEN_FILE (Docker's secrets).\n"+
 			"Example: NATS_URL=nats://nats:4222 worker -name w1\n")
 	}
 	if err := cli.Parse(fs, os.Args[1:], usage); err != nil {
@@ -61,8 +62,12 @@ func main() {
 	memory.TuneGC()
 	log := logging.New(*quiet)
 	defer log.Sync()
+	secrets, err := auth.FromEnv()
+	if err != nil {
+		cli.Exit("worker", err)
+	}
 	if *check {
-		if err := transport.CheckConnect(*url, "worker check "+*name, auth.FromEnv(), log); err != nil {
+		if err := transport.CheckConnect(*url, "worker check "+*name, secrets, log); err != nil {
 			log.Error("check failed", zap.Error(err))
 			os.Exit(1)
 		}
@@ -71,7 +76,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	nc, err := transport.Connect(*url, "worker "+*name, auth.FromEnv(), log)
+	nc, err := transport.Connect(*url, "worker "+*name, secrets, log)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
 		os.Exit(1)

@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,54 +30,7 @@ import (
 	"github.com/osgm-svm/osgm/internal/e2etest"
 )
 
-func TestMain(m *testing.M) { e2etest.Main(m, "../..", buildImages) }
-
-var images struct {
-	once       sync.Once
-	osgm, nats string
-	err        error
-}
-
-// buildImages builds the images before the tests, where they will run,
-// as the binaries are: the first test to need them would otherwise spend
-// minutes of the package's test timeout on it.
-func buildImages() {
-	if !testing.Short() && exec.Command("docker", "info").Run() == nil {
-		buildImagesOnce()
-	}
-}
-
-// buildImagesOnce settles the images the stack runs: OSGM_IMAGE and
-// NATS_IMAGE when set (built once for the whole CI run), otherwise built
-// here once per test binary by scripts/images.sh.
-func buildImagesOnce() {
-	images.once.Do(func() {
-		images.osgm, images.nats = os.Getenv("OSGM_IMAGE"), os.Getenv("NATS_IMAGE")
-		if images.osgm != "" && images.nats != "" {
-			return
-		}
-		images.osgm, images.nats = "osgm:scratch", "osgm-nats:scratch"
-		out, err := exec.Command("../../scripts/images.sh").CombinedOutput()
-		if err != nil {
-			// The script's last words say what it lacked or where it failed.
-			images.err = fmt.Errorf("scripts/images.sh (%v): %s", err, strings.TrimSpace(string(out)))
-		}
-	})
-}
-
-// offlineImages returns the images the stack runs, or skips (fails where
-// the container tests are required) when they could not be built.
-func offlineImages(t *testing.T) (osgmImage, natsImage string) {
-	t.Helper()
-	buildImagesOnce()
-	if images.err != nil {
-		if os.Getenv("OSGM_CONTAINER_TESTS") == "require" {
-			t.Fatal(images.err)
-		}
-		t.Skipf("the container images cannot be built here: %v", images.err)
-	}
-	return images.osgm, images.nats
-}
+func TestMain(m *testing.M) { e2etest.Main(m, "../..", e2etest.BuildImages) }
 
 // stack is one compose project.
 type stack struct {
@@ -103,7 +55,7 @@ func newStack(t *testing.T, name string, files []string, extra ...string) *stack
 	if _, err := os.Stat(filepath.Join(dataDir, name+".bz2")); err != nil {
 		t.Skipf("../shared/data/%s.bz2 is not here", name)
 	}
-	osgmImage, natsImage := offlineImages(t)
+	osgmImage, natsImage := e2etest.Images(t)
 	stacks++
 	s := &stack{t: t, project: fmt.Sprintf("osgme2e%d%d", os.Getpid(), stacks), out: t.TempDir(),
 		port: e2etest.FreePort(t), train: name + ".bz2"}

@@ -2,7 +2,6 @@ package e2etest
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -10,8 +9,7 @@ import (
 )
 
 // NeedDocker skips where the engine does not answer, unless the run says
-// the tests are required there (.ci/run sets OSGM_CONTAINER_TESTS=require
-// where `docker info` succeeds, so a skip cannot hide a broken engine).
+// the tests are required there (Required).
 func NeedDocker(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
@@ -22,7 +20,7 @@ func NeedDocker(t *testing.T) {
 		err = errors.New("neither docker compose nor docker-compose is installed")
 	}
 	if err != nil {
-		if os.Getenv("OSGM_CONTAINER_TESTS") == "require" {
+		if Required() {
 			t.Fatalf("container tests required, but docker or docker-compose fails: %v", err)
 		}
 		t.Skipf("no Docker engine here (docker info: %v)", err)

@@ -52,9 +52,18 @@ func Main(m *testing.M, moduleRoot string, setup ...func()) {
 		f()
 	}
 	code := m.Run()
+	for i := len(afterTests) - 1; i >= 0; i-- {
+		afterTests[i]()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+var afterTests []func()
+
+// AfterTests has Main call f once the tests have run, in the reverse
+// order of the calls: the teardown of what a setup made for all tests.
+func AfterTests(f func()) { afterTests = append(afterTests, f) }
 
 // Bin is the path of a built command.
 func Bin(name string) string { return filepath.Join(bin, name) }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -40,18 +41,50 @@ func (a *Auth) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&a.KeyFile, "tlskey", os.Getenv("NATS_KEY_FILE"), "TLS client key, mutual TLS (or NATS_KEY_FILE)")
 }
 
-// FromEnv fills unset secrets from NATS_USER, NATS_PASSWORD and NATS_TOKEN.
-func (a Auth) FromEnv() Auth {
+// FromEnv fills unset secrets from the environment: NATS_USER, and the
+// password and token either as NATS_PASSWORD and NATS_TOKEN or read from
+// the files NATS_PASSWORD_FILE and NATS_TOKEN_FILE name. The files are how
+// Docker's and Kubernetes' secrets arrive (/run/secrets/...), where an
+// environment variable would show in `docker inspect`.
+func (a Auth) FromEnv() (Auth, error) {
 	if a.User == "" {
 		a.User = os.Getenv("NATS_USER")
 	}
+	var err error
 	if a.Password == "" {
-		a.Password = os.Getenv("NATS_PASSWORD")
+		if a.Password, err = secret("NATS_PASSWORD"); err != nil {
+			return a, err
+		}
 	}
 	if a.Token == "" {
-		a.Token = os.Getenv("NATS_TOKEN")
+		if a.Token, err = secret("NATS_TOKEN"); err != nil {
+			return a, err
+		}
 	}
-	return a
+	return a, nil
+}
+
+// secret is the value of the environment variable name, or the contents
+// of the file name_FILE gives, without its trailing newline (what `echo
+// pw | docker secret create` stores). Both set is refused: which one
+// would win is a guess the user should not have to make.
+func secret(name string) (string, error) {
+	v, file := os.Getenv(name), os.Getenv(name+"_FILE")
+	switch {
+	case file == "":
+		return v, nil
+	case v != "":
+		return "", fmt.Errorf("both %s and %s_FILE are set: give one", name, name)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s_FILE: %w", name, err)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return "", fmt.Errorf("%s_FILE: %s is empty", name, file)
+	}
+	return s, nil
 }
 
 func (a Auth) options() ([]nats.Option, error) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +124,49 @@ func TestAuthFlags(t *testing.T) {
 	got := parse("-user", "U", "-nkey", "N", "-creds", "C", "-tlsca", "CA", "-tlscert", "CERT", "-tlskey", "KEY")
 	if want := (Auth{User: "U", NKeyFile: "N", CredsFile: "C", CAFile: "CA", CertFile: "CERT", KeyFile: "KEY"}); got != want {
 		t.Errorf("from flags: %+v, want %+v", got, want)
+	}
+}
+
+// TestSecretFiles: a password or token comes from the environment or from
+// the file its _FILE variable names (a Docker secret), with the newline
+// `echo` leaves trimmed; a missing or empty file, or both ways at once,
+// is an error that names the variable.
+func TestSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		want    Auth
+		wantErr string
+	}{
+		{"variable", map[string]string{"NATS_PASSWORD": "p", "NATS_TOKEN": "t"}, Auth{Password: "p", Token: "t"}, ""},
+		{"files", map[string]string{"NATS_PASSWORD_FILE": pw, "NATS_TOKEN_FILE": pw}, Auth{Password: "s3cret", Token: "s3cret"}, ""},
+		{"missing file", map[string]string{"NATS_PASSWORD_FILE": filepath.Join(dir, "none")}, Auth{}, "NATS_PASSWORD_FILE: open " + filepath.Join(dir, "none")},
+		{"empty file", map[string]string{"NATS_TOKEN_FILE": empty}, Auth{}, "NATS_TOKEN_FILE: " + empty + " is empty"},
+		{"both", map[string]string{"NATS_PASSWORD": "p", "NATS_PASSWORD_FILE": pw}, Auth{}, "both NATS_PASSWORD and NATS_PASSWORD_FILE are set"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, k := range []string{"NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_PASSWORD_FILE", "NATS_TOKEN_FILE"} {
+				t.Setenv(k, c.env[k])
+			}
+			got, err := Auth{}.FromEnv()
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("%+v, %v; want %+v", got, err, c.want)
+			}
+		})
 	}
 }

@@ -1,0 +1,163 @@
+package swarm
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/osgm-svm/osgm/internal/e2etest"
+)
+
+// TestSwarmTraining is the README's stack on the swarm: NATS and the
+// coordinator on the manager, two workers on two other nodes, which see
+// no file and get their shards through the object store, and passwords
+// from swarm secrets. The model is the local coordinator's bytes.
+func TestSwarmTraining(t *testing.T) {
+	s := deploy(t, nil, "WORKERS=2")
+	s.wantLocalModel([]string{"-e", "0.01"}, "across the swarm,")
+	nodes := s.running("worker")
+	slices.Sort(nodes)
+	if len(nodes) != 2 || nodes[0] == nodes[1] || !strings.HasPrefix(nodes[0], "h") || !strings.HasPrefix(nodes[1], "h") {
+		t.Errorf("workers run on %v, want two of the other nodes (h1-h3), one each", nodes)
+	}
+	if logs := s.logs("worker"); !strings.Contains(logs, `"bucket":"osgm-shards"`) {
+		t.Errorf("the workers did not load from the object store:\n%s", e2etest.Tail(logs, 2000))
+	}
+}
+
+// TestSwarmWorkerNodeCut: the node of one of two workers is cut off the
+// network mid-run. The coordinator gives its shards to the other worker,
+// the swarm starts its task on the third node, and the run ends in the
+// undisturbed run's model.
+func TestSwarmWorkerNodeCut(t *testing.T) {
+	slow, flags := slowRun(t, 30000)
+	s := deploy(t, []string{slow}, "WORKERS=2")
+	s.waitCheckpoint()
+	victim := s.running("worker")[0]
+	s.cut(victim)
+	e2etest.CheckFor(t, time.Minute, "the coordinator to lose the cut-off worker", func() bool {
+		return s.count("worker lost") > 0
+	})
+	e2etest.CheckFor(t, time.Minute, "the swarm to start the worker on another node", func() bool {
+		nodes := s.running("worker")
+		return len(nodes) == 2 && !slices.Contains(nodes, victim)
+	})
+	s.wantLocalModel(flags, "with a worker's node cut off,")
+}
+
+// TestSwarmCoordinatorMoves: the node running the coordinator (and no
+// NATS) is cut off mid-run; the swarm starts the coordinator on another
+// labelled node, which has no file of the checkpoint and resumes from
+// its copy in the object store.
+func TestSwarmCoordinatorMoves(t *testing.T) {
+	manager := managerNode(t)
+	label(t, manager, "-rm", "osgm.coordinator")
+	label(t, "h3", "-rm", "osgm.worker")
+	label(t, "h3", "-add", "osgm.coordinator=true")
+	t.Cleanup(func() {
+		label(t, "h3", "-rm", "osgm.coordinator")
+		label(t, "h3", "-add", "osgm.worker=true")
+		label(t, manager, "-add", "osgm.coordinator=true")
+	})
+	slow, flags := slowRun(t, 30000)
+	s := deploy(t, []string{slow}, "WORKERS=2")
+	s.waitCheckpoint()
+	if nodes := s.running("coordinator"); !slices.Equal(nodes, []string{"h3"}) {
+		t.Fatalf("the coordinator runs on %v, not on h3, the one node labelled for it", nodes)
+	}
+	label(t, manager, "-add", "osgm.coordinator=true")
+	s.cut("h3")
+	e2etest.CheckFor(t, 2*time.Minute, "the coordinator to start on the manager", func() bool {
+		return slices.Contains(s.running("coordinator"), manager)
+	})
+	s.step("the coordinator started on the manager")
+	s.wantLocalModel(flags, "with the coordinator moved,")
+	if logs := s.logsOn("coordinator", manager); !strings.Contains(logs, `"checkpoint read from the object store"`) {
+		t.Errorf("the moved coordinator did not resume from the object store:\n%s", e2etest.Tail(logs, 3000))
+	}
+}
+
+// TestSwarmScaled: `docker service scale` takes the workers from 2 to 4
+// mid-run, then to 1.
+func TestSwarmScaled(t *testing.T) {
+	slow, flags := slowRun(t, 30000)
+	s := deploy(t, []string{slow}, "WORKERS=2")
+	s.waitCheckpoint()
+	s.must("service", "scale", "-d", s.name+"_worker=4")
+	e2etest.CheckFor(t, 2*time.Minute, "four workers to join", func() bool {
+		return s.count("worker joined") >= 4
+	})
+	s.must("service", "scale", "-d", s.name+"_worker=1")
+	e2etest.CheckFor(t, 2*time.Minute, "three workers to leave", func() bool {
+		return s.count("worker left") >= 3
+	})
+	s.wantLocalModel(flags, "scaled up and down,")
+}
+
+// TestSwarmRollingUpdate: `docker service update --force` restarts the
+// workers one at a time mid-run (update_config: start-first).
+func TestSwarmRollingUpdate(t *testing.T) {
+	slow, flags := slowRun(t, 30000)
+	s := deploy(t, []string{slow}, "WORKERS=2")
+	s.waitCheckpoint()
+	s.must("service", "update", "-d", "--force", s.name+"_worker")
+	e2etest.CheckFor(t, 3*time.Minute, "the update to replace both workers", func() bool {
+		state, _ := s.docker("service", "inspect", "-f", "{{.UpdateStatus.State}}", s.name+"_worker")
+		return state == "completed"
+	})
+	if n := s.count("worker joined"); n < 4 {
+		t.Errorf("%d workers joined, want 4: the update ended after the run, or did not replace both", n)
+	}
+	s.wantLocalModel(flags, "through a rolling update,")
+}
+
+// managerNode is the manager's host name, as `docker service ps` shows it.
+func managerNode(t *testing.T) string {
+	return e2etest.Docker(t, "node", "inspect", "-f", "{{.Description.Hostname}}", "self")
+}
+
+// label adds ("-add", "key=value") or removes ("-rm", "key") a node's
+// label; node is a host name.
+func label(t *testing.T, node, op, arg string) {
+	t.Helper()
+	e2etest.Docker(t, "node", "update", "--label"+op, arg, nodeID(t, node))
+}
+
+func nodeID(t *testing.T, hostname string) string {
+	t.Helper()
+	for _, line := range strings.Split(e2etest.Docker(t, "node", "ls", "--format", "{{.ID}} {{.Hostname}}"), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[1] == hostname {
+			return f[0]
+		}
+	}
+	t.Fatalf("no node %s in the swarm", hostname)
+	return ""
+}
+
+// cut takes a node off the network; it is back once the stack is removed
+// (heal).
+func (s *stack) cut(node string) {
+	s.t.Helper()
+	if out, err := swarmSh("cut", node); err != nil {
+		s.t.Fatalf("swarm.sh cut %s: %v\n%s", node, err, out)
+	}
+	s.cuts = append(s.cuts, node)
+	s.step(node + " cut off")
+}
+
+// heal gives the cut nodes their links back, after the stack is gone so
+// that their orphaned tasks never reach a run again, and waits for the
+// manager to see them ready.
+func (s *stack) heal() {
+	t := s.t
+	for _, node := range s.cuts {
+		if out, err := swarmSh("heal", node); err != nil {
+			t.Errorf("swarm.sh heal %s: %v\n%s", node, err, out)
+		}
+		e2etest.CheckFor(t, 2*time.Minute, node+" ready again", func() bool {
+			return e2etest.Docker(t, "node", "inspect", "-f", "{{.Status.State}}", nodeID(t, node)) == "ready"
+		})
+		s.step(node + " ready again")
+	}
+}

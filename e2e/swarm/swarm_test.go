@@ -1,0 +1,310 @@
+// Package swarm runs deploy/stack.yaml on a Docker Swarm of four nodes on
+// this machine: the host's engine as the manager, and three more engines,
+// each in a network namespace of its own, made by scripts/swarm.sh before
+// the tests and removed after them. Faults are what hosts suffer: a node
+// cut off the network, a service scaled or updated mid-run. Every run
+// ends in the bytes of the coordinator run locally, undisturbed.
+//
+// The tests need root (namespaces), and an engine not in a swarm of its
+// own: they make the swarm, and leave it afterwards. They share it, so
+// they run one after another.
+package swarm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/osgm-svm/osgm/internal/e2etest"
+)
+
+func TestMain(m *testing.M) { e2etest.Main(m, "../..", e2etest.BuildImages, makeSwarm) }
+
+const swarmScript = "../../scripts/swarm.sh"
+
+// errSwarm is why there is no swarm to test on; nil once makeSwarm has
+// made it.
+var errSwarm = fmt.Errorf("not made")
+
+// makeSwarm makes the four-node swarm and the stack's secrets, and has
+// Main take it down after the tests.
+func makeSwarm() {
+	switch {
+	case testing.Short():
+		errSwarm = fmt.Errorf("swarm tests: run without -short")
+		return
+	case exec.Command("docker", "info").Run() != nil:
+		errSwarm = fmt.Errorf("no Docker engine here")
+		return
+	case os.Getuid() != 0:
+		errSwarm = fmt.Errorf("the swarm's nodes live in network namespaces, which need root")
+		return
+	}
+	out, _ := exec.Command("docker", "info", "-f", "{{.Swarm.LocalNodeState}}").Output()
+	if s := strings.TrimSpace(string(out)); s != "inactive" {
+		errSwarm = fmt.Errorf("this engine is in a swarm already (%s): the tests make their own, and would leave yours", s)
+		return
+	}
+	osgm, nats, err := e2etest.ImageNames()
+	if err != nil {
+		errSwarm = err
+		return
+	}
+	e2etest.AfterTests(func() { swarmSh("down") })
+	cmd := exec.Command(swarmScript, "up", "3")
+	cmd.Env = append(os.Environ(), "OSGM_IMAGE="+osgm, "NATS_IMAGE="+nats)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		errSwarm = fmt.Errorf("scripts/swarm.sh up 3: %v\n%s", err, out)
+		return
+	}
+	for name, pw := range map[string]string{"osgm_coordinator_password": "c-secret", "osgm_worker_password": "w-secret"} {
+		cmd := exec.Command("docker", "secret", "create", name, "-")
+		cmd.Stdin = strings.NewReader(pw)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			errSwarm = fmt.Errorf("docker secret create %s: %v\n%s", name, err, out)
+			return
+		}
+	}
+	errSwarm = nil
+}
+
+func swarmSh(args ...string) (string, error) {
+	out, err := exec.Command(swarmScript, args...).CombinedOutput()
+	return string(out), err
+}
+
+// needSwarm skips, or fails where the container tests are required, when
+// there is no swarm.
+func needSwarm(t *testing.T) {
+	t.Helper()
+	if errSwarm == nil {
+		return
+	}
+	if e2etest.Required() && !testing.Short() {
+		t.Fatal(errSwarm)
+	}
+	t.Skip(errSwarm)
+}
+
+// stack is one deployment of deploy/stack.yaml (and files over it).
+type stack struct {
+	t     *testing.T
+	name  string
+	files []string
+	env   []string
+	out   string   // OUT_DIR
+	train string   // TRAIN_FILE
+	cuts  []string // nodes cut off the network
+	start time.Time
+}
+
+// step logs how long the stack has been up, at each step of a test: what
+// the swarm takes to notice a fault and act on it.
+func (s *stack) step(what string) { s.t.Logf("%5.1fs %s", time.Since(s.start).Seconds(), what) }
+
+var stacks int
+
+// deploy deploys the stack over the shared data set a9a, with the files
+// layered over stack.yaml and extra VAR=value settings, and removes it
+// when the test ends.
+func deploy(t *testing.T, files []string, extra ...string) *stack {
+	t.Helper()
+	needSwarm(t)
+	data := e2etest.SharedData()
+	if _, err := os.Stat(filepath.Join(data, "a9a.bz2")); err != nil {
+		t.Skip("../shared/data/a9a.bz2 is not here")
+	}
+	osgm, nats := e2etest.Images(t)
+	stacks++
+	s := &stack{t: t, name: fmt.Sprintf("osgmsw%d%d", os.Getpid(), stacks), out: t.TempDir(), train: "a9a.bz2",
+		files: append([]string{"../../deploy/stack.yaml"}, files...)}
+	// The coordinator runs as the image's non-root user, as deployed.
+	if err := os.Chown(s.out, 65532, 65532); err != nil {
+		t.Fatal(err)
+	}
+	s.env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"OSGM_IMAGE=" + osgm, "NATS_IMAGE=" + nats, "DATA_DIR=" + data, "OUT_DIR=" + s.out,
+		"TRAIN_FILE=" + s.train}, extra...)
+	t.Cleanup(s.remove)
+	args := []string{"stack", "deploy"}
+	for _, f := range s.files {
+		args = append(args, "-c", f)
+	}
+	s.start = time.Now()
+	s.must(append(args, s.name)...)
+	return s
+}
+
+// docker runs the docker client with the stack's environment.
+func (s *stack) docker(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	cmd.Env = s.env
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func (s *stack) must(args ...string) string {
+	s.t.Helper()
+	out, err := s.docker(args...)
+	if err != nil {
+		s.t.Fatalf("docker %v: %v\n%s", args, err, e2etest.Tail(out, 4000))
+	}
+	return out
+}
+
+// remove takes the stack down and waits until its containers and network
+// are gone, so that the next test starts on an empty swarm.
+func (s *stack) remove() {
+	if s.t.Failed() {
+		for _, svc := range []string{"coordinator", "worker", "nats"} {
+			out, _ := s.docker("service", "ps", "--no-trunc", s.name+"_"+svc)
+			logs, _ := s.docker("service", "logs", "--raw", "--tail", "40", s.name+"_"+svc)
+			s.t.Logf("%s:\n%s\n%s", svc, out, e2etest.Tail(logs, 6000))
+		}
+	}
+	s.step("removing the stack")
+	s.docker("stack", "rm", s.name)
+	e2etest.CheckFor(s.t, 2*time.Minute, "the stack to be removed", func() bool {
+		out, _ := s.docker("network", "ls", "-q", "-f", "label=com.docker.stack.namespace="+s.name)
+		return out == ""
+	})
+	// A stack's volumes outlive it: NATS's, kept, would give the next
+	// stack of this name the object store's shards and checkpoint.
+	e2etest.CheckFor(s.t, time.Minute, "the stack's volume to be removed", func() bool {
+		_, err := s.docker("volume", "rm", "-f", s.name+"_nats-data")
+		return err == nil
+	})
+	s.heal()
+}
+
+// task is one line of `docker service ps`.
+type task struct{ node, desired, current string }
+
+// tasks lists a service's tasks, newest first.
+func (s *stack) tasks(service string) []task {
+	s.t.Helper()
+	out := s.must("service", "ps", "--format", "{{.Node}}\t{{.DesiredState}}\t{{.CurrentState}}", s.name+"_"+service)
+	var ts []task
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Split(line, "\t"); len(f) == 3 {
+			ts = append(ts, task{f[0], f[1], f[2]})
+		}
+	}
+	return ts
+}
+
+// running lists the nodes where a service has a task running.
+func (s *stack) running(service string) []string {
+	var nodes []string
+	for _, tk := range s.tasks(service) {
+		if tk.desired == "Running" && strings.HasPrefix(tk.current, "Running") {
+			nodes = append(nodes, tk.node)
+		}
+	}
+	return nodes
+}
+
+// logs is what a service's tasks have logged, every task's lines. The
+// engine asks every node that ran one, and waits on a node cut off: after
+// a cut, read the tasks of the nodes still up (logsOn).
+func (s *stack) logs(service string) string {
+	out, _ := s.docker("service", "logs", "--raw", s.name+"_"+service)
+	return out
+}
+
+// logsOn is what a service's tasks on node have logged.
+func (s *stack) logsOn(service, node string) string {
+	s.t.Helper()
+	var b strings.Builder
+	for _, id := range strings.Fields(s.must("service", "ps", "-q", "-f", "node="+node, s.name+"_"+service)) {
+		out, _ := s.docker("service", "logs", "--raw", id)
+		b.WriteString(out)
+	}
+	return b.String()
+}
+
+// waitModel waits for the coordinator's task to complete and returns the
+// model's bytes.
+func (s *stack) waitModel(timeout time.Duration) []byte {
+	s.t.Helper()
+	e2etest.CheckFor(s.t, timeout, "the coordinator to finish", func() bool {
+		ts := s.tasks("coordinator")
+		if len(ts) > 0 && strings.HasPrefix(ts[0].current, "Failed") {
+			s.t.Fatalf("the coordinator failed: %+v\n%s", ts, e2etest.Tail(s.logs("coordinator"), 3000))
+		}
+		return len(ts) > 0 && strings.HasPrefix(ts[0].current, "Complete")
+	})
+	return e2etest.ReadFile(s.t, filepath.Join(s.out, s.train+".model"))
+}
+
+// wantLocalModel checks that the model is the bytes of `coordinator
+// -local`, undisturbed, with the same training flags.
+func (s *stack) wantLocalModel(flags []string, after string) {
+	s.t.Helper()
+	got := s.waitModel(5 * time.Minute)
+	s.step("model written")
+	if !bytes.Equal(got, localModel(s.t, flags)) {
+		s.t.Fatalf("%s the model differs from the local coordinator's", after)
+	}
+}
+
+// localModels holds the local runs' models by their flags: the fault
+// tests share theirs. (The tests run one at a time.)
+var localModels = map[string][]byte{}
+
+func localModel(t *testing.T, flags []string) []byte {
+	key := strings.Join(flags, " ")
+	if m, ok := localModels[key]; ok {
+		return m
+	}
+	src := filepath.Join(e2etest.SharedData(), "a9a.bz2")
+	m := e2etest.Train(t, src, append([]string{"-q", "-local"}, flags...)...)
+	localModels[key] = m
+	return m
+}
+
+// slowRun is a file layered over stack.yaml that gives the coordinator a
+// run long enough to be hit mid-way (HDM for a fixed number of
+// iterations, a checkpoint every 20 passes, lost workers noticed after
+// 2 s), keeping the rest of its command; flags are its training flags.
+func slowRun(t *testing.T, iters int) (file string, flags []string) {
+	flags = []string{"-method", "hdm", "-e", "1e-12", "-max-iter", strconv.Itoa(iters)}
+	cmd := append([]string{"coordinator", "-nats", "nats://nats:4222", "-user", "coordinator", "-objstore",
+		"-min-workers", "2", "-heartbeat-timeout", "2s", "-checkpoint-every", "20",
+		"-checkpoint", "/ckpt/${TRAIN_FILE}.ckpt", "-resume=auto"}, flags...)
+	cmd = append(cmd, "/data/${TRAIN_FILE}", "/out/${TRAIN_FILE}.model")
+	q := make([]string, len(cmd))
+	for i, a := range cmd {
+		q[i] = strconv.Quote(a)
+	}
+	file = filepath.Join(t.TempDir(), "slow.yaml")
+	yaml := fmt.Sprintf("version: \"3.8\"\nservices:\n  coordinator:\n    command: [%s]\n", strings.Join(q, ", "))
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file, flags
+}
+
+// waitCheckpoint waits for the coordinator's first checkpoint, copied to
+// the object store: the run is under way, with state to resume from.
+func (s *stack) waitCheckpoint() {
+	s.t.Helper()
+	e2etest.CheckFor(s.t, 3*time.Minute, "a checkpoint in the object store", func() bool {
+		return strings.Contains(s.logs("coordinator"), `"checkpoint written"`)
+	})
+	s.step("checkpoint written")
+}
+
+// count is how many of the coordinator's log lines have message msg.
+func (s *stack) count(msg string) int {
+	return strings.Count(s.logs("coordinator"), `"msg":"`+msg+`"`)
+}
