@@ -147,14 +147,18 @@ down() {
 	bridge_down
 }
 
-# why lists the tasks of every service that are not running as desired,
-# with the engine's reason: a constraint no node meets ("no suitable
-# node"), a missing image on a node, a bind mount's source missing.
+# why lists, for every service, the tasks that are not running and why,
+# once per reason: a constraint no node meets ("no suitable node"), an
+# image a node lacks, a bind mount's source missing (a rejected task is
+# shut down and replaced, so its reason is in the task's history).
 why() {
 	docker service ls --format '{{.Name}} {{.Replicas}}'
-	docker service ls -q | xargs -r docker service ps --no-trunc -f desired-state=running \
-		--format '{{.Name}} on {{.Node}}: {{.CurrentState}} {{.Error}}' |
-		grep -v ': Running' || echo "every task desired is running"
+	docker service ls -q | xargs -r docker service ps --no-trunc \
+		--format '{{.Name}}|{{.Node}}|{{.CurrentState}}|{{.Error}}' |
+		awk -F'|' '$3 !~ /^(Running|Complete|Shutdown)/ || $4 != "" {
+			sub(/ [0-9a-z ]+ ago$/, "", $3); key = $1 $4
+			if (!(key in seen)) { seen[key] = 1; n++; printf "%s on %s: %s %s\n", $1, $2, $3, $4 } }
+			END { if (!n) print "every task desired is running" }'
 }
 
 case ${1:-} in

@@ -1,6 +1,8 @@
 package swarm
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -160,4 +162,76 @@ func (s *stack) heal() {
 		})
 		s.step(node + " ready again")
 	}
+}
+
+// TestSwarmBadInput: what a stack cannot start with is told where the
+// README says to look: the deploy's own error, `scripts/swarm.sh why`
+// for a task the swarm cannot place or start, and the coordinator's log
+// for a fault of its own.
+func TestSwarmBadInput(t *testing.T) {
+	needSwarm(t)
+	root := t.TempDir() // not writable by the coordinator's user
+	missingSecret := filepath.Join(t.TempDir(), "secret.yaml")
+	if err := os.WriteFile(missingSecret, []byte(`version: "3.8"
+services:
+  coordinator:
+    secrets: [osgm_coordinator_password, osgm_no_such_secret]
+secrets:
+  osgm_no_such_secret:
+    external: true
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("missing secret", func(t *testing.T) {
+		s := newStack(t, []string{missingSecret})
+		if out, err := s.deploy(); err == nil || !strings.Contains(out, "secret not found: osgm_no_such_secret") {
+			t.Fatalf("deploy: %v\n%s", err, out)
+		}
+	})
+	for _, c := range []struct {
+		name  string
+		setup func(t *testing.T)
+		env   []string
+		want  string // in swarm.sh why, or the coordinator's log
+	}{
+		{name: "no coordinator node", setup: func(t *testing.T) {
+			manager := managerNode(t)
+			label(t, manager, "-rm", "osgm.coordinator")
+			t.Cleanup(func() { label(t, manager, "-add", "osgm.coordinator=true") })
+		}, want: "no suitable node"},
+		{name: "image missing", env: []string{"OSGM_IMAGE=osgm:no-such-tag"}, want: "No such image"},
+		{name: "DATA_DIR missing", env: []string{"DATA_DIR=/no/such/dir"}, want: "bind source path does not exist"},
+		{name: "OUT_DIR unwritable", env: []string{"OUT_DIR=" + root}, want: "permission denied"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.setup != nil {
+				c.setup(t)
+			}
+			s := newStack(t, nil, c.env...)
+			s.mustDeploy()
+			e2etest.CheckFor(t, 2*time.Minute, "the cause: "+c.want, func() bool {
+				why, _ := swarmSh("why")
+				return strings.Contains(why, c.want) || strings.Contains(s.logs("coordinator"), c.want)
+			})
+		})
+	}
+}
+
+// TestSwarmNATSNodeCut: three NATS servers on three nodes
+// (stack.cluster.yaml); the node of one, which also runs a worker, is cut
+// off mid-run. Its clients fail over to the other servers, JetStream
+// keeps its quorum, and the model is the undisturbed run's.
+func TestSwarmNATSNodeCut(t *testing.T) {
+	needSwarm(t)
+	label(t, "h1", "-add", "osgm.nats-2=true")
+	label(t, "h2", "-add", "osgm.nats-3=true")
+	t.Cleanup(func() {
+		label(t, "h1", "-rm", "osgm.nats-2")
+		label(t, "h2", "-rm", "osgm.nats-3")
+	})
+	slow, flags := slowRun(t, 30000, "nats://nats:4222,nats://nats-2:4222,nats://nats-3:4222")
+	s := deploy(t, []string{"../../deploy/stack.cluster.yaml", slow}, "WORKERS=3")
+	s.waitCheckpoint()
+	s.cut("h2")
+	s.wantLocalModel(flags, "with a NATS server's node cut off,")
 }

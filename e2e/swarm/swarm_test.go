@@ -116,6 +116,14 @@ var stacks int
 // when the test ends.
 func deploy(t *testing.T, files []string, extra ...string) *stack {
 	t.Helper()
+	s := newStack(t, files, extra...)
+	s.mustDeploy()
+	return s
+}
+
+// newStack prepares a stack, to be removed when the test ends.
+func newStack(t *testing.T, files []string, extra ...string) *stack {
+	t.Helper()
 	needSwarm(t)
 	data := e2etest.SharedData()
 	if _, err := os.Stat(filepath.Join(data, "a9a.bz2")); err != nil {
@@ -133,13 +141,24 @@ func deploy(t *testing.T, files []string, extra ...string) *stack {
 		"OSGM_IMAGE=" + osgm, "NATS_IMAGE=" + nats, "DATA_DIR=" + data, "OUT_DIR=" + s.out,
 		"TRAIN_FILE=" + s.train}, extra...)
 	t.Cleanup(s.remove)
+	return s
+}
+
+// deploy runs `docker stack deploy`, returning its output.
+func (s *stack) deploy() (string, error) {
 	args := []string{"stack", "deploy"}
 	for _, f := range s.files {
 		args = append(args, "-c", f)
 	}
 	s.start = time.Now()
-	s.must(append(args, s.name)...)
-	return s
+	return s.docker(append(args, s.name)...)
+}
+
+func (s *stack) mustDeploy() {
+	s.t.Helper()
+	if out, err := s.deploy(); err != nil {
+		s.t.Fatalf("docker stack deploy: %v\n%s", err, out)
+	}
 }
 
 // docker runs the docker client with the stack's environment.
@@ -272,13 +291,16 @@ func localModel(t *testing.T, flags []string) []byte {
 	return m
 }
 
-// slowRun is a file layered over stack.yaml that gives the coordinator a
-// run long enough to be hit mid-way (HDM for a fixed number of
+// slowRun is a file layered over stack.yaml that gives the coordinator
+// (with NATS at urls, by default stack.yaml's server) a run long enough to be hit mid-way (HDM for a fixed number of
 // iterations, a checkpoint every 20 passes, lost workers noticed after
 // 2 s), keeping the rest of its command; flags are its training flags.
-func slowRun(t *testing.T, iters int) (file string, flags []string) {
+func slowRun(t *testing.T, iters int, urls ...string) (file string, flags []string) {
+	if len(urls) == 0 {
+		urls = []string{"nats://nats:4222"}
+	}
 	flags = []string{"-method", "hdm", "-e", "1e-12", "-max-iter", strconv.Itoa(iters)}
-	cmd := append([]string{"coordinator", "-nats", "nats://nats:4222", "-user", "coordinator", "-objstore",
+	cmd := append([]string{"coordinator", "-nats", urls[0], "-user", "coordinator", "-objstore",
 		"-min-workers", "2", "-heartbeat-timeout", "2s", "-checkpoint-every", "20",
 		"-checkpoint", "/ckpt/${TRAIN_FILE}.ckpt", "-resume=auto"}, flags...)
 	cmd = append(cmd, "/data/${TRAIN_FILE}", "/out/${TRAIN_FILE}.model")
