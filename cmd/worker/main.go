@@ -62,9 +62,12 @@ func main() {
 	memory.TuneGC()
 	log := logging.New(*quiet)
 	defer log.Sync()
+	// A secret's file that cannot be read is the deployment's fault, not
+	// the command line's: logged as any failure to start, no usage hint.
 	secrets, err := auth.FromEnv()
 	if err != nil {
-		cli.Exit("worker", err)
+		log.Error("cannot start", zap.Error(err))
+		os.Exit(1)
 	}
 	if *check {
 		if err := transport.CheckConnect(*url, "worker check "+*name, secrets, log); err != nil {
@@ -94,19 +97,24 @@ func main() {
 		log.Info("metrics", zap.String("url", "http://"+addr+"/metrics"))
 	}
 	if *memProfile != "" {
-		usr1 := make(chan os.Signal, 1)
-		signal.Notify(usr1, syscall.SIGUSR1)
-		go func() {
-			for range usr1 {
-				writeHeapProfile(*memProfile, log)
-			}
-		}()
+		profileOnSignal(*memProfile, log)
 	}
 	w := transport.NewWorker(nc, cfg)
 	if err := w.Run(ctx); err != nil {
 		log.Error("worker stopped", zap.Error(err))
 		os.Exit(1)
 	}
+}
+
+// profileOnSignal writes a heap profile to path at every SIGUSR1.
+func profileOnSignal(path string, log *zap.Logger) {
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			writeHeapProfile(path, log)
+		}
+	}()
 }
 
 // writeHeapProfile records what is live: during a job, the shards and
