@@ -137,7 +137,7 @@ func loadLocal(ctx context.Context, o *options, ranges []shard.Range, id shard.F
 	}
 	done := make(chan loaded, 1)
 	go func() {
-		shards, err := shard.LoadChecked(o.train, ranges, o.compact.Options(shard.Options{Parallel: o.workers, Shared: shared}), id)
+		shards, err := shard.LoadChecked(o.train, ranges, shard.Options{Parallel: o.workers, Shared: shared}.Compacted(o.compact), id)
 		done <- loaded{shards, err}
 	}()
 	select {

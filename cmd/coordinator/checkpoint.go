@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
 )
@@ -111,7 +112,7 @@ func (c *checkpoints) putRemote(pieces [][]byte) error {
 // (resume from it if it exists, else start): a supervisor that restarts
 // a coordinator which died (compose's restart: on-failure) runs the same
 // command the first time and every time after.
-type resumeMode uint8
+type resumeMode = cli.Choice[resumeWords]
 
 const (
 	resumeOff resumeMode = iota
@@ -119,28 +120,9 @@ const (
 	resumeAuto
 )
 
-func (r resumeMode) String() string { return [...]string{"false", "true", "auto"}[r] }
+type resumeWords struct{}
 
-func (r *resumeMode) Set(s string) error {
-	if s == "auto" {
-		*r = resumeAuto
-		return nil
-	}
-	on, err := strconv.ParseBool(s)
-	if err != nil {
-		return errors.New("want true, false or auto")
-	}
-	*r = resumeOff
-	if on {
-		*r = resumeOn
-	}
-	return nil
-}
-
-func (r *resumeMode) IsBoolFlag() bool { return true }
-
-// Choices are the words Set takes, for -h.
-func (r *resumeMode) Choices() []string { return []string{"true", "false", "auto"} }
+func (resumeWords) Words() []string { return []string{"false", "true", "auto"} }
 
 // errNoCheckpoint: neither the file nor a copy in the object store exists.
 var errNoCheckpoint = errors.New("no checkpoint there, nor in the object store")

@@ -40,10 +40,12 @@ func Message(cmd string, err error) string {
 	return fmt.Sprintf("%s: %v\n%s -h lists the options.\n", cmd, err, cmd)
 }
 
-// Choices is a flag.Value that reads like a bool flag (-compact alone is
-// true) but takes more words; -h lists them rather than show a bool.
+// Choices is a flag.Value that takes one of some words (Choice); where it
+// reads like a bool flag (-compact alone is true), -h lists the words
+// rather than show a bool.
 type Choices interface {
 	flag.Value
+	IsBoolFlag() bool
 	Choices() []string
 }
 
@@ -62,7 +64,7 @@ func PrintFlags(w io.Writer, fs *flag.FlagSet, names ...string) {
 func PrintFlag(w io.Writer, f *flag.Flag) {
 	name, text := flag.UnquoteUsage(f)
 	line := "  -" + f.Name
-	if c, ok := f.Value.(Choices); ok {
+	if c, ok := f.Value.(Choices); ok && c.IsBoolFlag() {
 		line += "[=" + strings.Join(c.Choices(), "|") + "]"
 	} else if name != "" {
 		line += " " + name

@@ -1,11 +1,10 @@
 package shard
 
 import (
-	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
+	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/memory"
 )
 
@@ -101,7 +100,7 @@ func (f *fit) done() {
 
 // Compaction is when shards are stored compact: the commands' -compact,
 // a flag that reads like a bool one (-compact alone is on).
-type Compaction uint8
+type Compaction = cli.Choice[compactionWords]
 
 const (
 	CompactAuto Compaction = iota // when plain shards would not fit (Options.Available) or pass LargeShards
@@ -109,31 +108,12 @@ const (
 	CompactOff
 )
 
-func (c Compaction) String() string { return [...]string{"auto", "true", "false"}[c] }
+type compactionWords struct{}
 
-func (c *Compaction) Set(s string) error {
-	if s == "auto" {
-		*c = CompactAuto
-		return nil
-	}
-	on, err := strconv.ParseBool(s)
-	if err != nil {
-		return errors.New("want true, false or auto")
-	}
-	*c = CompactOff
-	if on {
-		*c = CompactOn
-	}
-	return nil
-}
+func (compactionWords) Words() []string { return []string{"auto", "true", "false"} }
 
-func (c *Compaction) IsBoolFlag() bool { return true }
-
-// Choices are the words Set takes, for -h.
-func (c *Compaction) Choices() []string { return []string{"auto", "true", "false"} }
-
-// Options are o with the compaction c: on, Compact; auto, Available.
-func (c Compaction) Options(o Options) Options {
+// Compacted is o with the compaction c: on, Compact; auto, Available.
+func (o Options) Compacted(c Compaction) Options {
 	o.Compact, o.Available = c == CompactOn, nil
 	if c == CompactAuto {
 		o.Available = memory.Recent

@@ -1,10 +1,10 @@
 package transport
 
 import (
-	"fmt"
 	"math/bits"
 	"slices"
 
+	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -27,8 +27,8 @@ import (
 // resend, a reconnection, a worker that asks, shards that change hands)
 // is broadcast whole: it serves every worker, whatever it holds by then.
 
-// PointMode says how rounds' points go to workers.
-type PointMode int
+// PointMode says how rounds' points go to workers: -points.
+type PointMode = cli.Choice[pointWords]
 
 const (
 	PointsAuto      PointMode = iota // own points when they carry at most half of a broadcast's bytes
@@ -36,22 +36,9 @@ const (
 	PointsOwn                        // own points whenever every worker takes them
 )
 
-var pointModes = []string{"auto", "broadcast", "own"}
+type pointWords struct{}
 
-func (m PointMode) String() string {
-	if int(m) < len(pointModes) {
-		return pointModes[m]
-	}
-	return fmt.Sprintf("PointMode(%d)", int(m))
-}
-
-// ParsePointMode reads auto, broadcast or own.
-func ParsePointMode(s string) (PointMode, error) {
-	if i := slices.Index(pointModes, s); i >= 0 {
-		return PointMode(i), nil
-	}
-	return 0, fmt.Errorf("points %q: want auto, broadcast or own", s)
-}
+func (pointWords) Words() []string { return []string{"auto", "broadcast", "own"} }
 
 // pointLayout is how rounds go out while the shards' owners stay: each
 // owner's own point. A nil layout is a broadcast.
@@ -199,13 +186,4 @@ func (c *clusterCore) sendOwn(l *pointLayout, pt *wire.Point) error {
 		}
 	}
 	return nil
-}
-
-// Set makes PointMode a flag.Value.
-func (m *PointMode) Set(s string) error {
-	v, err := ParsePointMode(s)
-	if err == nil {
-		*m = v
-	}
-	return err
 }

@@ -149,18 +149,6 @@ func stopAt(record int, stop func()) func(osgm.Record) {
 	}
 }
 
-func TestParsePointMode(t *testing.T) {
-	for _, s := range []string{"auto", "broadcast", "own"} {
-		m, err := ParsePointMode(s)
-		if err != nil || m.String() != s {
-			t.Errorf("%q: %v, %v", s, m, err)
-		}
-	}
-	if _, err := ParsePointMode("all"); err == nil {
-		t.Error("all: no error")
-	}
-}
-
 // TestOwnPointsReachAnIdleWorker: with more workers than shards one
 // holds nothing, so a round of own points goes out without it. When a
 // worker that holds a shard stops in the middle of training, its shard

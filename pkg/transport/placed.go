@@ -3,12 +3,12 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
@@ -322,8 +322,8 @@ func (f *placedFork) PlacePass(c objective.Constants, b *osgm.Pass) (bool, error
 	return f.Placer.PlacePass(c, f.order, f.folds, b)
 }
 
-// PlaceMode says whether one-vs-rest problems go whole to workers.
-type PlaceMode int
+// PlaceMode says whether one-vs-rest problems go whole to workers: -place.
+type PlaceMode = cli.Choice[placeWords]
 
 const (
 	PlaceAuto    PlaceMode = iota // whole problems when every worker has memory for every shard
@@ -331,24 +331,9 @@ const (
 	PlaceRows                     // every pass a round over the row-sharded workers
 )
 
-var placeModes = []string{"auto", "classes", "rows"}
+type placeWords struct{}
 
-func (m PlaceMode) String() string {
-	if int(m) < len(placeModes) {
-		return placeModes[m]
-	}
-	return fmt.Sprintf("PlaceMode(%d)", int(m))
-}
-
-// Set reads auto, classes or rows.
-func (m *PlaceMode) Set(s string) error {
-	i := slices.Index(placeModes, s)
-	if i < 0 {
-		return fmt.Errorf("place %q: want auto, classes or rows", s)
-	}
-	*m = PlaceMode(i)
-	return nil
-}
+func (placeWords) Words() []string { return []string{"auto", "classes", "rows"} }
 
 // DataBytes bounds the memory a worker takes to hold every shard the
 // metas describe, plain: 12 bytes a nonzero (column id and value), a

@@ -1,16 +1,16 @@
 package transport
 
 import (
-	"fmt"
 	"math/bits"
 	"slices"
 	"time"
 
+	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
-// ReduceMode says who adds the workers' sums of a round.
-type ReduceMode int
+// ReduceMode says who adds the workers' sums of a round: -reduce.
+type ReduceMode = cli.Choice[reduceWords]
 
 const (
 	// ReduceAuto adds along the workers' tree when that takes fewer bytes
@@ -27,14 +27,9 @@ const (
 	ReduceStar
 )
 
-var reduceModes = []string{"auto", "tree", "star"}
+type reduceWords struct{}
 
-func (m ReduceMode) String() string {
-	if int(m) < len(reduceModes) {
-		return reduceModes[m]
-	}
-	return fmt.Sprintf("ReduceMode(%d)", int(m))
-}
+func (reduceWords) Words() []string { return []string{"auto", "tree", "star"} }
 
 // plan has the workers add this round's tree among themselves when they
 // can: the point is a broadcast of an evaluation (a tally's counts are
@@ -132,14 +127,4 @@ func (c *clusterCore) starColumns() (total, workers int) {
 		}
 	}
 	return total, len(byWorker)
-}
-
-// Set reads auto, tree or star.
-func (m *ReduceMode) Set(s string) error {
-	i := slices.Index(reduceModes, s)
-	if i < 0 {
-		return fmt.Errorf("reduce %q: want auto, tree or star", s)
-	}
-	*m = ReduceMode(i)
-	return nil
 }

@@ -397,7 +397,7 @@ func (w *Worker) holding(job uint64, held, loading []int) {
 
 func (w *Worker) readShards(src wire.Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
 	if src.Bucket == "" {
-		shards, err := shard.LoadChecked(src.Path, ranges, w.cfg.Compact.Options(shard.Options{Parallel: w.cfg.Parallel, Read: &w.read, Shared: w.cfg.Shared}), src.File)
+		shards, err := shard.LoadChecked(src.Path, ranges, shard.Options{Parallel: w.cfg.Parallel, Read: &w.read, Shared: w.cfg.Shared}.Compacted(w.cfg.Compact), src.File)
 		return shards, 0, err
 	}
 	js, err := jetstream.New(w.nc)
@@ -414,7 +414,7 @@ func (w *Worker) readShards(src wire.Source, ranges []shard.Range) ([]*shard.Sha
 		return nil, 0, fmt.Errorf("object store %s: %w", src.Bucket, err)
 	}
 	failed := 0
-	shards, err := shard.ReadEach(ranges, w.cfg.Compact.Options(shard.Options{Shared: w.cfg.Shared}), func(r shard.Range) (*shard.Shard, error) {
+	shards, err := shard.ReadEach(ranges, shard.Options{Shared: w.cfg.Shared}.Compacted(w.cfg.Compact), func(r shard.Range) (*shard.Shard, error) {
 		failed = r.ID
 		name := src.ObjectName(r.ID)
 		var obj jetstream.ObjectResult
