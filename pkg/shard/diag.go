@@ -26,11 +26,12 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *reduce.Partial) {
 	z, coef, dg := sc.coef[:K], sc.coef[K:2*K], sc.coef[2*K:]
 	act := grow32(&sc.act, K)
 	scale, K2 := s.Scale, 2*K
+	read := s.kernels().reader(s)
 	for i := range s.Rows() {
 		if sel[0].skip(i) {
 			continue
 		}
-		cols, vals := s.rowInto(i, sc)
+		cols, vals := s.rowInto(read, i, sc)
 		clear(z)
 		rowSums(cols, vals, wl, z)
 		n := 0
@@ -73,34 +74,6 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *reduce.Partial) {
 	}
 }
 
-// evalDiagOne returns the loss, the bias gradient and the bias diagonal;
-// gl holds column j's gradient at 2j and its diagonal at 2j+1. seq (a
-// lone one-vs-rest problem) takes the multi-class loop's arithmetic, as
-// evalOne's does; EvalDiag leaves such a problem over ones to that loop.
-func evalDiagOne[I colID](s *Shard, idx []I, r *rows, x vecs, seq bool) [3]float64 {
-	switch {
-	case s.Values == Ones:
-		return evalDiagOnes(s.RowPtr, idx, r.class, r, x)
-	case s.Code8 != nil:
-		return evalDiagValues(s, idx, valuesOf(s, s.Code8), r, x, seq)
-	case s.Code16 != nil:
-		return evalDiagValues(s, idx, valuesOf(s, s.Code16), r, x, seq)
-	case s.Val32 != nil:
-		return evalDiagValues(s, idx, valuesOf(s, s.Val32), r, x, seq)
-	case s.Mant != nil:
-		return evalDiagValues(s, idx, valuesOf(s, s.Mant), r, x, seq)
-	default:
-		return evalDiagValues(s, idx, valuesOf(s, s.Val64), r, x, seq)
-	}
-}
-
-func evalDiagValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, x vecs, seq bool) [3]float64 {
-	if seq {
-		return evalDiagSeq(s.RowPtr, idx, vs, r.class, r, x)
-	}
-	return evalDiagBinary(s.RowPtr, idx, vs, r.class, r, x)
-}
-
 // evalDiagAlone is EvalDiag for one problem: a binary one, or a lone
 // one-vs-rest problem (classes side by side, or one at a time), which
 // reads the storage directly, in the multi-class loop's arithmetic.
@@ -108,15 +81,7 @@ func (s *Shard) evalDiagAlone(p *Point, wl []float64, sc *Scratch, out *reduce.P
 	r := &s.selections(p, sc)[0]
 	seq := !s.binary(p)
 	x := vecsAt(p, wl, out.Grad)
-	var sums [3]float64
-	switch {
-	case s.Idx16 != nil:
-		sums = evalDiagOne(s, s.Idx16, r, x, seq)
-	case s.Idx24 != nil:
-		sums = evalDiagOne(s, s.Idx24, r, x, seq)
-	default:
-		sums = evalDiagOne(s, s.Idx, r, x, seq)
-	}
+	sums := s.kernels().diagOne(s, r, x, seq)
 	out.Loss[0], out.BiasGrad[0], out.BiasGrad[1] = sums[0], sums[1], sums[2]
 }
 

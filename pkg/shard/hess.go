@@ -49,7 +49,7 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *reduce.Partial) {
 	sc.cols = s.colsFor(p).Append(sc.cols[:0])
 	global := sc.cols
 	r := s.rowsFor(p, 0)
-	ones := s.Values == Ones
+	ones, read := s.Values == Ones, s.kernels().reader(s)
 	// Decimals are read as mantissas and the scale applied once per row,
 	// to the weight: (c/S^2) m_a m_b.
 	inv2 := 1 / (s.Scale * s.Scale)
@@ -68,15 +68,7 @@ func (s *Shard) EvalHess(p *Point, sc *Scratch, out *reduce.Partial) {
 		if !ok {
 			continue
 		}
-		a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
-		cols, vals := sc.hcols[:0], sc.hvals[:0]
-		for q := a; q < b; q++ {
-			x := 1.0
-			if !ones {
-				x = s.number(q)
-			}
-			cols, vals = append(cols, int32(global[s.col(q)])), append(vals, x)
-		}
+		cols, vals := read(int(s.RowPtr[i]), int(s.RowPtr[i+1]), global, sc.hcols[:0], sc.hvals[:0])
 		if p.Bias >= 0 { // in the mantissas' scale
 			cols, vals = append(cols, int32(dim-1)), append(vals, float64(p.Bias*s.Scale))
 		}

@@ -32,27 +32,19 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *reduce.Partial) {
 		// directly: 3-4 times the speed of that loop with K = 1.
 		seq := !s.binary(p)
 		x := vecsAt(p, wl, out.Grad).along(v, vl)
-		var gb float64
-		switch {
-		case s.Idx16 != nil:
-			gb = hessVecOne(s, s.Idx16, &sel[0], x, seq)
-		case s.Idx24 != nil:
-			gb = hessVecOne(s, s.Idx24, &sel[0], x, seq)
-		default:
-			gb = hessVecOne(s, s.Idx, &sel[0], x, seq)
-		}
-		out.BiasGrad[0] = gb
+		out.BiasGrad[0] = s.kernels().hessVecOne(s, &sel[0], x, seq)
 		return
 	}
 	sc.coef = grow(sc.coef, 3*K)
 	z, t, coef := sc.coef[:K], sc.coef[K:2*K], sc.coef[2*K:]
 	act := grow32(&sc.act, K)
 	scale := s.Scale
+	read := s.kernels().reader(s)
 	for i := range s.Rows() {
 		if sel[0].skip(i) || known && !anyActive(sel, i) {
 			continue
 		}
-		cols, vals := s.rowInto(i, sc)
+		cols, vals := s.rowInto(read, i, sc)
 		clear(coef)
 		var n int
 		if known {
@@ -293,54 +285,13 @@ func scatterRow(cols []int32, vals, coef []float64, act []int32, g []float64, st
 	}
 }
 
-// rowInto decodes row i into the scratch: its local columns, and its
-// numbers as the kernels read them (mantissas and codes' values, before
-// the scale). The multi-class Hessian passes read a row K times over;
-// decoded once, it costs one switch on the storage a row, not two a
-// nonzero. (EvalHess decodes its rows into global columns in one loop of
-// its own: through rowInto and a second loop, newton-full's pass on a9a
-// took 10-15% longer.)
-func (s *Shard) rowInto(i int, sc *Scratch) ([]int32, []float64) {
-	a, b := int(s.RowPtr[i]), int(s.RowPtr[i+1])
-	cols, vals := sc.hcols[:0], sc.hvals[:0]
-	switch {
-	case s.Idx16 != nil:
-		for _, j := range s.Idx16[a:b] {
-			cols = append(cols, int32(j))
-		}
-	case s.Idx24 != nil:
-		for _, j := range s.Idx24[a:b] {
-			cols = append(cols, int32(j.index()))
-		}
-	default:
-		for _, j := range s.Idx[a:b] {
-			cols = append(cols, int32(j))
-		}
-	}
-	switch {
-	case s.Code8 != nil:
-		for _, c := range s.Code8[a:b] {
-			vals = append(vals, s.Table[c])
-		}
-	case s.Code16 != nil:
-		for _, c := range s.Code16[a:b] {
-			vals = append(vals, s.Table[c])
-		}
-	case s.Val32 != nil:
-		for _, x := range s.Val32[a:b] {
-			vals = append(vals, float64(x))
-		}
-	case s.Mant != nil:
-		for _, x := range s.Mant[a:b] {
-			vals = append(vals, float64(x))
-		}
-	case s.Val64 != nil:
-		vals = append(vals, s.Val64[a:b]...)
-	default:
-		for range b - a {
-			vals = append(vals, 1)
-		}
-	}
+// rowInto decodes row i into the scratch with the shard's reader: its
+// local columns, and its numbers as the kernels read them (mantissas and
+// codes' values, before the scale). The multi-class Hessian passes read
+// a row K times over; decoded once, it costs one call a row, not a look
+// at the storage a nonzero.
+func (s *Shard) rowInto(read rowReader, i int, sc *Scratch) ([]int32, []float64) {
+	cols, vals := read(int(s.RowPtr[i]), int(s.RowPtr[i+1]), nil, sc.hcols[:0], sc.hvals[:0])
 	sc.hcols, sc.hvals = cols, vals
 	return cols, vals
 }
@@ -461,35 +412,6 @@ func (r *rows) knownWeight(i int, c float64) float64 {
 func (r *rows) knownInactive(i int) bool {
 	b := i*r.stride + r.off
 	return r.act[b>>6]&(1<<(uint(b)&63)) == 0
-}
-
-// hessVecOne picks the single-problem kernel for the shard's storage:
-// the sequential one with seq (a lone one-vs-rest problem), else the
-// binary one.
-func hessVecOne[I colID](s *Shard, idx []I, r *rows, x vecs, seq bool) float64 {
-	switch {
-	case s.Values == Ones && seq:
-		return hessVecSeqOnes(s.RowPtr, idx, r.class, r, x)
-	case s.Values == Ones:
-		return hessVecOnes(s.RowPtr, idx, r.class, r, x)
-	case s.Code8 != nil:
-		return hessVecValues(s, idx, valuesOf(s, s.Code8), r, x, seq)
-	case s.Code16 != nil:
-		return hessVecValues(s, idx, valuesOf(s, s.Code16), r, x, seq)
-	case s.Val32 != nil:
-		return hessVecValues(s, idx, valuesOf(s, s.Val32), r, x, seq)
-	case s.Mant != nil:
-		return hessVecValues(s, idx, valuesOf(s, s.Mant), r, x, seq)
-	default:
-		return hessVecValues(s, idx, valuesOf(s, s.Val64), r, x, seq)
-	}
-}
-
-func hessVecValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, x vecs, seq bool) float64 {
-	if seq {
-		return hessVecSeq(s.RowPtr, idx, vs, r.class, r, x)
-	}
-	return hessVecBinary(s.RowPtr, idx, vs, r.class, r, x)
 }
 
 // biasTerms returns the bias contributions to a row's margin and to a·v.

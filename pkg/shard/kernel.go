@@ -197,17 +197,8 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *reduce.Partial) {
 		// multi-class loop's arithmetic: see HessVec.
 		seq := !s.binary(p)
 		x := vecsAt(p, wl, out.Grad)
-		var loss, gb float64
 		r := s.rowsFor(p, 0)
-		switch {
-		case s.Idx16 != nil:
-			loss, gb = evalOne(s, s.Idx16, &r, x, seq)
-		case s.Idx24 != nil:
-			loss, gb = evalOne(s, s.Idx24, &r, x, seq)
-		default:
-			loss, gb = evalOne(s, s.Idx, &r, x, seq)
-		}
-		out.Loss[0], out.BiasGrad[0] = loss, gb
+		out.Loss[0], out.BiasGrad[0] = s.kernels().evalOne(s, &r, x, seq)
 		return
 	}
 	sc.z = grow(sc.z, K)
@@ -215,45 +206,7 @@ func (s *Shard) Eval(p *Point, sc *Scratch, out *reduce.Partial) {
 	if cap(sc.act) < K {
 		sc.act = make([]int32, K)
 	}
-	switch {
-	case s.Idx16 != nil:
-		evalMany(s, s.Idx16, p, wl, sc, out)
-	case s.Idx24 != nil:
-		evalMany(s, s.Idx24, p, wl, sc, out)
-	default:
-		evalMany(s, s.Idx, p, wl, sc, out)
-	}
-}
-
-// valuesOf is the shard's values held in val.
-func valuesOf[V value](s *Shard, val []V) values[V] { return values[V]{val, s.Table, s.Scale} }
-
-// evalOne and evalMany pick the kernel for the shard's value storage, with
-// its column ids of any width.
-func evalOne[I colID](s *Shard, idx []I, r *rows, x vecs, seq bool) (loss, gb float64) {
-	switch {
-	case s.Values == Ones && seq:
-		return evalSeqOnes(s.RowPtr, idx, r.class, r, x)
-	case s.Values == Ones:
-		return evalOnes(s.RowPtr, idx, r.class, r, x)
-	case s.Code8 != nil:
-		return evalValues(s, idx, valuesOf(s, s.Code8), r, x, seq)
-	case s.Code16 != nil:
-		return evalValues(s, idx, valuesOf(s, s.Code16), r, x, seq)
-	case s.Val32 != nil:
-		return evalValues(s, idx, valuesOf(s, s.Val32), r, x, seq)
-	case s.Mant != nil:
-		return evalValues(s, idx, valuesOf(s, s.Mant), r, x, seq)
-	default:
-		return evalValues(s, idx, valuesOf(s, s.Val64), r, x, seq)
-	}
-}
-
-func evalValues[V value, I colID](s *Shard, idx []I, vs values[V], r *rows, x vecs, seq bool) (loss, gb float64) {
-	if seq {
-		return evalSeq(s.RowPtr, idx, vs, r.class, r, x)
-	}
-	return evalBinary(s.RowPtr, idx, vs, r.class, r, x)
+	s.kernels().evalMany(s, p, wl, sc, out)
 }
 
 // evalSeq and evalSeqOnes are evalMulti and evalMultiOnes for a lone
@@ -331,23 +284,6 @@ func evalSeqOnes[I colID](rowPtr []uint32, idx []I, class []int32, r *rows, x ve
 		}
 	}
 	return loss, gb
-}
-
-func evalMany[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scratch, out *reduce.Partial) {
-	switch {
-	case s.Values == Ones:
-		evalMultiOnes(s, idx, p, wl, sc, out)
-	case s.Code8 != nil:
-		evalMulti(s, idx, valuesOf(s, s.Code8), p, wl, sc, out)
-	case s.Code16 != nil:
-		evalMulti(s, idx, valuesOf(s, s.Code16), p, wl, sc, out)
-	case s.Val32 != nil:
-		evalMulti(s, idx, valuesOf(s, s.Val32), p, wl, sc, out)
-	case s.Mant != nil:
-		evalMulti(s, idx, valuesOf(s, s.Mant), p, wl, sc, out)
-	default:
-		evalMulti(s, idx, valuesOf(s, s.Val64), p, wl, sc, out)
-	}
 }
 
 // rows says, for one problem, which rows a pass counts and how much each

@@ -4,36 +4,7 @@ import "unsafe"
 
 // rowMargins writes each row's a·w into z (wl gathered, one problem, no
 // bias), summed as m.dot sums: the kernels' margins to the bit.
-func (s *Shard) rowMargins(wl, z []float64) {
-	switch {
-	case s.Idx16 != nil:
-		marginsOf(s, s.Idx16, wl, z)
-	case s.Idx24 != nil:
-		marginsOf(s, s.Idx24, wl, z)
-	default:
-		marginsOf(s, s.Idx, wl, z)
-	}
-}
-
-func marginsOf[I colID](s *Shard, idx []I, wl, z []float64) {
-	switch {
-	case s.Values == Ones:
-		m, wp := newColView(s.RowPtr, idx), unsafe.Pointer(unsafe.SliceData(wl))
-		for i := range z {
-			z[i] = m.dotOnes(wp, uintptr(s.RowPtr[i]), uintptr(s.RowPtr[i+1]))
-		}
-	case s.Code8 != nil:
-		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Code8), wl, z)
-	case s.Code16 != nil:
-		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Code16), wl, z)
-	case s.Val32 != nil:
-		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Val32), wl, z)
-	case s.Mant != nil:
-		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Mant), wl, z)
-	default:
-		marginsBinary(s.RowPtr, idx, valuesOf(s, s.Val64), wl, z)
-	}
-}
+func (s *Shard) rowMargins(wl, z []float64) { s.kernels().margins(s, wl, z) }
 
 func marginsBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], wl, z []float64) {
 	m, wp, inv := newRowView(rowPtr, idx, vs), unsafe.Pointer(unsafe.SliceData(wl)), 1/vs.scale
@@ -106,6 +77,7 @@ func (s *Shard) Tally(p *Point) Tally {
 	wl := s.gather(p, &sc)
 	z := make([]float64, K)
 	sel := s.rowsFor(p, 0)
+	read := s.kernels().reader(s)
 	var zs []float64 // one problem: every row's margin from the kernels' loops
 	if K == 1 {
 		zs = make([]float64, s.Rows())
@@ -119,10 +91,14 @@ func (s *Shard) Tally(p *Point) Tally {
 			z[0] = zs[i]
 		} else {
 			clear(z)
-			for q := int(s.RowPtr[i]); q < int(s.RowPtr[i+1]); q++ {
-				j, x := s.col(q), s.rowValue(q)
-				for k := 0; k < K; k++ {
-					z[k] += float64(x * wl[j*K+k])
+			cols, nums := s.rowInto(read, i, &sc)
+			for q, j := range cols {
+				x := nums[q]
+				if s.Values == Decimal {
+					x /= s.Scale
+				}
+				for k := range K {
+					z[k] += float64(x * wl[int(j)*K+k])
 				}
 			}
 		}

@@ -115,17 +115,6 @@ func (s *Shard) Rows() int { return len(s.RowPtr) - 1 }
 // NNZ is the number of stored nonzeros.
 func (s *Shard) NNZ() int { return len(s.Idx) + len(s.Idx16) + len(s.Idx24) }
 
-// col is nonzero q's local column id, whichever width holds it.
-func (s *Shard) col(q int) int {
-	switch {
-	case s.Idx16 != nil:
-		return int(s.Idx16[q])
-	case s.Idx24 != nil:
-		return int(s.Idx24[q].index())
-	}
-	return int(s.Idx[q])
-}
-
 // limits are where a shard's storage changes: narrowColumns and
 // mediumColumns, the most columns a shard may have to keep 16-bit and
 // 24-bit ids; maxCodes, the most distinct numbers stored as codes, and
@@ -367,7 +356,7 @@ func compact(shards []*Shard, lim limits) {
 	c := coder{lim: lim}
 	for _, s := range shards {
 		before, wasCompact := s.Bytes(), s.Compacted()
-		if s.Code8 == nil && s.Code16 == nil && s.Values != Ones && c.encode(s, s.NNZ(), s.number) {
+		if s.Code8 == nil && s.Code16 == nil && s.Values != Ones && c.encode(s, s.NNZ(), s.numbers()) {
 			s.Val32, s.Mant, s.Val64 = nil, nil, nil
 		}
 		if len(s.Idx) > 0 && s.Cols.Len() <= lim.mediumColumns {
@@ -381,6 +370,22 @@ func compact(shards []*Shard, lim limits) {
 	}
 }
 
+// numbers reads the shard's stored numbers (mantissas for decimals) in
+// order, a block of them decoded at a time by the shard's kernels.
+func (s *Shard) numbers() func(q int) float64 {
+	const block = 4096
+	read, n, lo := s.kernels().reader(s), s.NNZ(), 0
+	var cols []int32
+	var buf []float64
+	return func(q int) float64 {
+		if q < lo || q >= lo+len(buf) {
+			lo = q
+			cols, buf = read(q, min(q+block, n), nil, cols[:0], buf[:0])
+		}
+		return buf[q-lo]
+	}
+}
+
 // ids24 is idx in three bytes an id, with room for one more (see id24).
 func ids24(idx []uint32) []id24 {
 	out := make([]id24, len(idx), len(idx)+1)
@@ -388,24 +393,6 @@ func ids24(idx []uint32) []id24 {
 		out[q] = newID24(j)
 	}
 	return out
-}
-
-// number is value q in the storage's terms: the mantissa for decimals,
-// else the value.
-func (s *Shard) number(q int) float64 {
-	switch {
-	case s.Code8 != nil:
-		return s.Table[s.Code8[q]]
-	case s.Code16 != nil:
-		return s.Table[s.Code16[q]]
-	case s.Val32 != nil:
-		return float64(s.Val32[q])
-	case s.Mant != nil:
-		return float64(s.Mant[q])
-	case s.Val64 != nil:
-		return s.Val64[q]
-	}
-	return 1
 }
 
 // coder numbers distinct float64s (by their bits) in order of first
@@ -603,14 +590,6 @@ func (s *Shard) SetFolds(fold []uint16) error {
 	}
 	s.Fold = fold
 	return nil
-}
-
-// rowValue returns value q of the matrix whatever its storage.
-func (s *Shard) rowValue(q int) float64 {
-	if s.Values == Decimal {
-		return s.number(q) / s.Scale
-	}
-	return s.number(q)
 }
 
 // Summary is what the coordinator needs to know about the data set.
