@@ -168,7 +168,7 @@ func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := transport.Connect(url, "coordinator", auth, log, inProcess...)
+	nc, err := transport.ConnectNear(ctx, url, o.near, "coordinator", auth, log, inProcess...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -46,6 +46,7 @@ type options struct {
 	quiet       bool
 	initModel   string
 	natsURL     string
+	near        string // this host, to find a NATS server on it first
 	local       bool
 	compact     shard.Compaction
 	cpuProfile  string
@@ -123,6 +124,7 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.BoolVar(&o.quiet, "q", false, "quiet: only errors")
 	fs.StringVar(&o.initModel, "i", "", "initial model file (warm start)")
 	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL, or a cluster's URLs comma-separated (default: embedded server)")
+	fs.StringVar(&o.near, "near", os.Getenv("NATS_NEAR"), "with a cluster's URLs, connect first to the server on this host, the one named NAME@HOST (or NATS_NEAR)")
 	fs.BoolVar(&o.check, "check", false, "check what no restart can fix and exit: the flags, the output files, the input files, and with -nats the server's acceptance of the credentials (compose runs this before training)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at this address (e.g. 127.0.0.1:9100); off by default")

@@ -33,6 +33,7 @@ import (
 func main() {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	url := fs.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL, or a cluster's URLs comma-separated (or NATS_URL)")
+	near := fs.String("near", os.Getenv("NATS_NEAR"), "with a cluster's URLs, connect first to the server on this host, the one named NAME@HOST, as deploy/stack.cluster.yaml names them (or NATS_NEAR)")
 	name := fs.String("name", envOr("WORKER_NAME", hostname()), "worker name, shown in the coordinator's log")
 	parallel := fs.Int("parallel", runtime.NumCPU(), "goroutines evaluating shards")
 	quiet := fs.Bool("q", false, "quiet: only errors")
@@ -79,7 +80,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	nc, err := transport.Connect(*url, "worker "+*name, secrets, log)
+	nc, err := transport.ConnectNear(ctx, *url, *near, "worker "+*name, secrets, log)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
 		os.Exit(1)

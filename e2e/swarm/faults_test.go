@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,12 +12,17 @@ import (
 	"github.com/osgm-svm/osgm/internal/e2etest"
 )
 
-// TestSwarmTraining is the README's stack on the swarm: NATS and the
-// coordinator on the manager, two workers on two other nodes, which see
-// no file and get their shards through the object store, and passwords
-// from swarm secrets. The model is the local coordinator's bytes.
+// TestSwarmTraining is the README's stack on the swarm, with TLS on the
+// bus (stack.tls.yaml, scripts/certs.sh's certificates as secrets): NATS
+// and the coordinator on the manager, two workers on two other nodes,
+// which see no file and get their shards through the object store, and
+// passwords from swarm secrets. The model is the local coordinator's
+// bytes, and a client on the stack's network without the CA is refused
+// and told to give it. (The other tests run the stack without TLS.)
 func TestSwarmTraining(t *testing.T) {
-	s := deploy(t, nil, "WORKERS=2")
+	needSwarm(t)
+	tlsSecrets(t)
+	s := deploy(t, []string{"../../deploy/stack.tls.yaml"}, "WORKERS=2")
 	s.wantLocalModel([]string{"-e", "0.01"}, "across the swarm,")
 	nodes := s.running("worker")
 	slices.Sort(nodes)
@@ -26,6 +32,27 @@ func TestSwarmTraining(t *testing.T) {
 	if logs := s.logs("worker"); !strings.Contains(logs, `"bucket":"osgm-shards"`) {
 		t.Errorf("the workers did not load from the object store:\n%s", e2etest.Tail(logs, 2000))
 	}
+	osgm, _ := e2etest.Images(t)
+	out, err := s.docker("run", "--rm", "--network", s.name+"_osgm", "-e", "NATS_PASSWORD=w-secret",
+		osgm, "worker", "-check", "-nats", "nats://nats:4222", "-user", "worker")
+	if err == nil || !strings.Contains(out, "give the CA with -tlsca") {
+		t.Errorf("a worker without the CA: %v\n%s\nwant refused, told to give the CA", err, out)
+	}
+}
+
+// tlsSecrets makes the secrets stack.tls.yaml takes from scripts/certs.sh's
+// certificates, removed after the test's stack.
+func tlsSecrets(t *testing.T) {
+	certs := t.TempDir()
+	if out, err := exec.Command("../../scripts/certs.sh", certs, "nats").CombinedOutput(); err != nil {
+		t.Fatalf("scripts/certs.sh: %v\n%s", err, out)
+	}
+	for name, file := range map[string]string{"osgm_nats_ca": "ca.pem", "osgm_nats_cert": "server.pem", "osgm_nats_key": "server-key.pem"} {
+		e2etest.Docker(t, "secret", "create", name, filepath.Join(certs, file))
+		// Registered before the stack's removal, so run after it: a
+		// secret in use cannot be removed.
+		t.Cleanup(func() { exec.Command("docker", "secret", "rm", name).Run() })
+	}
 }
 
 // TestSwarmWorkerNodeCut: the node of one of two workers is cut off the
@@ -33,7 +60,7 @@ func TestSwarmTraining(t *testing.T) {
 // the swarm starts its task on the third node, and the run ends in the
 // undisturbed run's model.
 func TestSwarmWorkerNodeCut(t *testing.T) {
-	slow, flags := slowRun(t, 30000)
+	slow, flags := slowRun(t, 15000)
 	s := deploy(t, []string{slow}, "WORKERS=2")
 	s.waitCheckpoint()
 	victim := s.running("worker")[0]
@@ -62,7 +89,7 @@ func TestSwarmCoordinatorMoves(t *testing.T) {
 		label(t, "h3", "-add", "osgm.worker=true")
 		label(t, manager, "-add", "osgm.coordinator=true")
 	})
-	slow, flags := slowRun(t, 30000)
+	slow, flags := slowRun(t, 15000)
 	s := deploy(t, []string{slow}, "WORKERS=2")
 	s.waitCheckpoint()
 	if nodes := s.running("coordinator"); !slices.Equal(nodes, []string{"h3"}) {
@@ -164,6 +191,37 @@ func (s *stack) heal() {
 	}
 }
 
+// natsOnWorkerNodes labels h1 and h2 for stack.cluster.yaml's second and
+// third NATS servers until the test ends.
+func natsOnWorkerNodes(t *testing.T) {
+	label(t, "h1", "-add", "osgm.nats-2=true")
+	label(t, "h2", "-add", "osgm.nats-3=true")
+	t.Cleanup(func() {
+		label(t, "h1", "-rm", "osgm.nats-2")
+		label(t, "h2", "-rm", "osgm.nats-3")
+	})
+}
+
+// wantNear checks that the service's first task on node connected first
+// to the NATS server named server, the one on its own host, waiting for
+// it to connect (it waits for that server, which may start after it).
+func (s *stack) wantNear(service, node, server string) {
+	s.t.Helper()
+	var line string
+	e2etest.CheckFor(s.t, time.Minute, service+" on "+node+" to connect to NATS", func() bool {
+		for _, l := range strings.Split(s.logsOn(service, node), "\n") {
+			if strings.Contains(l, `"msg":"connected to NATS"`) {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(line, `"server":"`+server+`"`) {
+		s.t.Errorf("%s on %s: %s; want the server on its host, %s", service, node, line, server)
+	}
+}
+
 // TestSwarmBadInput: what a stack cannot start with is told where the
 // README says to look: the deploy's own error, `scripts/swarm.sh why`
 // for a task the swarm cannot place or start, and the coordinator's log
@@ -218,20 +276,29 @@ secrets:
 }
 
 // TestSwarmNATSNodeCut: three NATS servers on three nodes
-// (stack.cluster.yaml); the node of one, which also runs a worker, is cut
-// off mid-run. Its clients fail over to the other servers, JetStream
-// keeps its quorum, and the model is the undisturbed run's.
+// (stack.cluster.yaml), each client on the server of its own host; the
+// coordinator, told that h2 is its host, on h2's. h2, which also runs a
+// worker, is cut off mid-run. The coordinator fails over to another
+// server, JetStream keeps its quorum, and the model is the undisturbed
+// run's.
 func TestSwarmNATSNodeCut(t *testing.T) {
 	needSwarm(t)
-	label(t, "h1", "-add", "osgm.nats-2=true")
-	label(t, "h2", "-add", "osgm.nats-3=true")
-	t.Cleanup(func() {
-		label(t, "h1", "-rm", "osgm.nats-2")
-		label(t, "h2", "-rm", "osgm.nats-3")
-	})
-	slow, flags := slowRun(t, 30000, "nats://nats:4222,nats://nats-2:4222,nats://nats-3:4222")
-	s := deploy(t, []string{"../../deploy/stack.cluster.yaml", slow}, "WORKERS=3")
+	natsOnWorkerNodes(t)
+	slow, flags := slowRun(t, 15000, "nats://nats:4222,nats://nats-2:4222,nats://nats-3:4222")
+	away := filepath.Join(t.TempDir(), "away.yaml")
+	yaml := "version: \"3.8\"\nservices:\n  coordinator:\n    environment:\n      NATS_NEAR: h2\n"
+	if err := os.WriteFile(away, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := deploy(t, []string{"../../deploy/stack.cluster.yaml", slow, away}, "WORKERS=3")
 	s.waitCheckpoint()
+	s.wantNear("worker", "h1", "nats-2@h1")
+	s.wantNear("worker", "h2", "nats-3@h2")
+	s.wantNear("coordinator", managerNode(t), "nats-3@h2")
 	s.cut("h2")
+	e2etest.CheckFor(t, time.Minute, "the coordinator to fail over", func() bool {
+		return strings.Contains(s.logs("coordinator"), `"msg":"reconnected to NATS"`)
+	})
+	s.step("the coordinator reconnected")
 	s.wantLocalModel(flags, "with a NATS server's node cut off,")
 }

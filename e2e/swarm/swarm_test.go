@@ -292,9 +292,10 @@ func localModel(t *testing.T, flags []string) []byte {
 }
 
 // slowRun is a file layered over stack.yaml that gives the coordinator
-// (with NATS at urls, by default stack.yaml's server) a run long enough to be hit mid-way (HDM for a fixed number of
-// iterations, a checkpoint every 20 passes, lost workers noticed after
-// 2 s), keeping the rest of its command; flags are its training flags.
+// (with NATS at urls, by default stack.yaml's server) a run long enough
+// to be hit mid-way (HDM for a fixed number of iterations, a checkpoint
+// every 20 passes, lost workers noticed after 2 s), keeping the rest of
+// its command; flags are its training flags.
 func slowRun(t *testing.T, iters int, urls ...string) (file string, flags []string) {
 	if len(urls) == 0 {
 		urls = []string{"nats://nats:4222"}
@@ -304,16 +305,23 @@ func slowRun(t *testing.T, iters int, urls ...string) (file string, flags []stri
 		"-min-workers", "2", "-heartbeat-timeout", "2s", "-checkpoint-every", "20",
 		"-checkpoint", "/ckpt/${TRAIN_FILE}.ckpt", "-resume=auto"}, flags...)
 	cmd = append(cmd, "/data/${TRAIN_FILE}", "/out/${TRAIN_FILE}.model")
+	return coordinatorCommand(t, cmd), flags
+}
+
+// coordinatorCommand is a file layered over stack.yaml that gives the
+// coordinator the command cmd, and has the services in more (YAML, as
+// under services:).
+func coordinatorCommand(t *testing.T, cmd []string, more ...string) (file string) {
 	q := make([]string, len(cmd))
 	for i, a := range cmd {
 		q[i] = strconv.Quote(a)
 	}
-	file = filepath.Join(t.TempDir(), "slow.yaml")
-	yaml := fmt.Sprintf("version: \"3.8\"\nservices:\n  coordinator:\n    command: [%s]\n", strings.Join(q, ", "))
+	file = filepath.Join(t.TempDir(), "coordinator.yaml")
+	yaml := fmt.Sprintf("version: \"3.8\"\nservices:\n  coordinator:\n    command: [%s]\n%s", strings.Join(q, ", "), strings.Join(more, ""))
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return file, flags
+	return file
 }
 
 // waitCheckpoint waits for the coordinator's first checkpoint, copied to

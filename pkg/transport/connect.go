@@ -148,13 +148,17 @@ func Connect(url, name string, auth Auth, log *zap.Logger, extra ...nats.Option)
 		nats.PingInterval(pingInterval),
 		nats.MaxPingsOutstanding(3),
 		nats.RetryOnFailedConnect(true),
-		nats.ConnectHandler(func(*nats.Conn) { log.Info("connected to NATS", zap.String("url", url)) }),
+		nats.ConnectHandler(func(c *nats.Conn) {
+			log.Info("connected to NATS", zap.String("url", c.ConnectedUrl()), zap.String("server", c.ConnectedServerName()))
+		}),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
 			if !c.IsClosed() {
 				log.Warn("disconnected from NATS; retrying", zap.Error(err))
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("reconnected to NATS", zap.String("url", c.ConnectedUrl())) }),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info("reconnected to NATS", zap.String("url", c.ConnectedUrl()), zap.String("server", c.ConnectedServerName()))
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
 			subj := ""
 			if s != nil {

@@ -1,0 +1,97 @@
+package transport
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// nearWait bounds how long a client looks for the server on its own host
+// while some servers do not answer yet: at a stack's start the servers
+// come up beside the clients (the swarm's took 15 s to answer here, the
+// workers' images being smaller), and one cut off never answers.
+const nearWait = 30 * time.Second
+
+// ConnectNear is Connect to url, a cluster's servers comma-separated,
+// with the server on host near tried first and kept first on reconnects
+// (NearFirst). Without near, or with one server, it is Connect.
+func ConnectNear(ctx context.Context, url, near, name string, auth Auth, log *zap.Logger, extra ...nats.Option) (*nats.Conn, error) {
+	ordered, ok, err := NearFirst(ctx, url, near, auth, nearWait)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case ok:
+		first, _, _ := strings.Cut(ordered, ",")
+		log.Info("the NATS server on this host comes first", zap.String("host", near), zap.String("url", first))
+		// After the defaults, whose random order would undo this one.
+		extra = append(extra, nats.DontRandomize())
+	case near != "" && strings.Contains(url, ","):
+		log.Info("no NATS server on this host answered; any will do", zap.String("host", near))
+	}
+	return Connect(ordered, name, auth, log, extra...)
+}
+
+// NearFirst orders url, NATS servers comma-separated, so that the first
+// one running on host comes first: the server whose name ends in "@host",
+// as deploy/stack.cluster.yaml names them. A client of its own host's
+// server sends and receives over no network link; the cluster's routes
+// carry each point across hosts once, and the server fans it out
+// locally.
+//
+// The servers are asked their names in parallel, again each second
+// while some do not answer, until one on host does, all have answered,
+// or wait has passed; ok says whether one was found (url comes back as
+// given when not). Only ctx ending is an error.
+func NearFirst(ctx context.Context, url, host string, auth Auth, wait time.Duration) (ordered string, ok bool, err error) {
+	urls := strings.Split(url, ",")
+	if host == "" || len(urls) < 2 {
+		return url, false, nil
+	}
+	opts, err := auth.options()
+	if err != nil {
+		return "", false, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		names := serverNames(urls, opts)
+		for i, n := range names {
+			if strings.HasSuffix(n, "@"+host) {
+				rest := slices.Delete(slices.Clone(urls), i, i+1)
+				return strings.Join(append([]string{urls[i]}, rest...), ","), true, nil
+			}
+		}
+		if !slices.Contains(names, "") || time.Now().After(deadline) {
+			return url, false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", false, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// serverNames asks each server its name: "" for one that does not answer
+// within a second or refuses the credentials.
+func serverNames(urls []string, opts []nats.Option) []string {
+	names := make([]string, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		wg.Go(func() {
+			nc, err := nats.Connect(u, append(slices.Clone(opts), nats.Timeout(time.Second), nats.NoReconnect())...)
+			if err != nil {
+				return
+			}
+			names[i] = nc.ConnectedServerName()
+			nc.Close()
+		})
+	}
+	wg.Wait()
+	return names
+}

@@ -1,0 +1,89 @@
+package transport
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"go.uber.org/zap"
+)
+
+func TestNearFirst(t *testing.T) {
+	a := startServer(t, &server.Options{ServerName: "nats@h1"})
+	b := startServer(t, &server.Options{ServerName: "nats-2@h2"})
+	unnamed := startServer(t, &server.Options{})
+	down := closedURL(t)
+	tests := []struct {
+		name, url, host string
+		want            string
+		ok              bool
+	}{
+		{"own host's server first", a + "," + b, "h2", b + "," + a, true},
+		{"already first", a + "," + b, "h1", a + "," + b, true},
+		{"no server on the host", a + "," + b, "h3", a + "," + b, false},
+		{"a name ending in the host is not enough", a + "," + b, "2@h2", a + "," + b, false},
+		{"unnamed servers", unnamed + "," + a, "h1", a + "," + unnamed, true},
+		{"one server down", down + "," + a + "," + b, "h2", b + "," + down + "," + a, true},
+		{"no host given", a + "," + b, "", a + "," + b, false},
+		{"one server", b, "h2", b, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, err := NearFirst(context.Background(), tt.url, tt.host, Auth{}, 0)
+			if err != nil || got != tt.want || ok != tt.ok {
+				t.Errorf("NearFirst(%q, %q) = %q, %v, %v; want %q, %v", tt.url, tt.host, got, ok, err, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// A client on a host whose server has not started yet waits for it
+// rather than settling for another, and the connection it opens stays
+// with it.
+func TestConnectNearWaitsForItsServer(t *testing.T) {
+	other := startServer(t, &server.Options{ServerName: "nats@h1"})
+	probe := runServer(t, &server.Options{})
+	near, port := probe.ClientURL(), probe.Addr().(*net.TCPAddr).Port
+	probe.Shutdown()
+	started := make(chan *server.Server, 1)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		s, err := server.NewServer(&server.Options{ServerName: "nats-2@h2", Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true})
+		if err != nil {
+			t.Error(err)
+			close(started)
+			return
+		}
+		s.Start()
+		started <- s
+	}()
+	defer func() {
+		if s := <-started; s != nil {
+			s.Shutdown()
+		}
+	}()
+	nc, err := ConnectNear(context.Background(), other+","+near, "h2", "worker", Auth{}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := WaitConnected(context.Background(), nc, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := nc.ConnectedServerName(); got != "nats-2@h2" {
+		t.Errorf("connected to %q, want the server on h2", got)
+	}
+	if servers := strings.Join(nc.Servers(), ","); !strings.HasPrefix(servers, near) {
+		t.Errorf("server pool %s: the near server is not first", servers)
+	}
+}
+
+// closedURL is a NATS URL on a loopback port nothing listens on.
+func closedURL(t *testing.T) string {
+	s := runServer(t, &server.Options{})
+	s.Shutdown()
+	return s.ClientURL()
+}
