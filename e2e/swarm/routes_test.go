@@ -20,13 +20,14 @@ import (
 // three NATS servers carries a round, with the workers' sums added at the
 // coordinator (star) and along the workers' tree: 9 workers over the 3
 // nodes that run a server, 3 a node, each on its own node's server (so
-// that every run places them alike), on a file of 1 M features. The workers read the file from a path, as
-// every node here sees the host's files, so that the load puts no shard
-// on a route; a round's bytes are the difference between runs of two
-// lengths over the difference of their rounds, so what a run sends
-// once (connections, interest, the plan) drops out. It is a measurement
-// for BENCHMARKS.md, run when OSGM_SWARM_ROUTES is set; what it asserts
-// is that every run writes the same model.
+// that every run places them alike), on a file of 1 M features. The
+// workers read the file from a path, as every node here sees the host's
+// files, so that the load puts no shard on a route. A round's bytes are
+// the difference between runs of two lengths over the difference of
+// their rounds, so what a run sends once (connections, interest, the
+// plan) drops out. It is a measurement for BENCHMARKS.md, run when
+// OSGM_SWARM_ROUTES is set; what it asserts is that every run writes
+// the same model.
 func TestSwarmRouteBytes(t *testing.T) {
 	if os.Getenv("OSGM_SWARM_ROUTES") == "" {
 		t.Skip("a measurement for BENCHMARKS.md: set OSGM_SWARM_ROUTES=1 to run it")
