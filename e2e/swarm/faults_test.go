@@ -202,7 +202,7 @@ func natsOnWorkerNodes(t *testing.T) {
 	})
 }
 
-// wantNear checks that the service's first task on node connected first
+// wantNear checks that the service's task on node connected first
 // to the NATS server named server, the one on its own host, waiting for
 // it to connect (it waits for that server, which may start after it).
 func (s *stack) wantNear(service, node, server string) {

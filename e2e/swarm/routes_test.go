@@ -106,16 +106,9 @@ func measureRoutes(t *testing.T, dir, reduce string, iters int) routeRun {
 // routes, by the host of the server at the other end.
 func (s *stack) routeBytes(service, node string) map[string]int64 {
 	s.t.Helper()
-	env := s.env
-	if node != managerNode(s.t) {
-		out, err := swarmSh("env", node)
-		if err != nil {
-			s.t.Fatalf("swarm.sh env %s: %v", node, err)
-		}
-		env = append(slices.Clone(env), strings.TrimPrefix(strings.TrimSpace(out), "export "))
-	}
+	on := s.on(node)
 	docker := func(args ...string) string {
-		out, err := (&stack{t: s.t, env: env}).docker(args...)
+		out, err := on.docker(args...)
 		if err != nil {
 			s.t.Fatalf("docker %v on %s: %v\n%s", args, node, err, out)
 		}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -232,23 +233,46 @@ func (s *stack) running(service string) []string {
 	return nodes
 }
 
-// logs is what a service's tasks have logged, every task's lines. The
-// engine asks every node that ran one, and waits on a node cut off: after
-// a cut, read the tasks of the nodes still up (logsOn).
+// logs is what the service's tasks have logged on every node. They are
+// read from each node's own engine, not through `docker service logs`,
+// whose stream leaves out a node the manager cannot reach: a cut node,
+// or one still rejoining after a heal (a test once waited 3 minutes for
+// a line a task on a healed node had logged).
 func (s *stack) logs(service string) string {
-	out, _ := s.docker("service", "logs", "--raw", s.name+"_"+service)
-	return out
-}
-
-// logsOn is what a service's tasks on node have logged.
-func (s *stack) logsOn(service, node string) string {
-	s.t.Helper()
 	var b strings.Builder
-	for _, id := range strings.Fields(s.must("service", "ps", "-q", "-f", "node="+node, s.name+"_"+service)) {
-		out, _ := s.docker("service", "logs", "--raw", id)
-		b.WriteString(out)
+	for _, node := range []string{managerNode(s.t), "h1", "h2", "h3"} {
+		b.WriteString(s.logsOn(service, node))
 	}
 	return b.String()
+}
+
+// logsOn is what the service's tasks on node have logged, newest task
+// first.
+func (s *stack) logsOn(service, node string) string {
+	s.t.Helper()
+	on := s.on(node)
+	ids, err := on.docker("ps", "-a", "-q", "-f", "label=com.docker.swarm.service.name="+s.name+"_"+service)
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, id := range strings.Fields(ids) {
+		out, _ := on.docker("logs", id)
+		b.WriteString(out + "\n")
+	}
+	return b.String()
+}
+
+// on is the stack as seen by node's engine (the manager's is this host's).
+func (s *stack) on(node string) *stack {
+	if node == managerNode(s.t) {
+		return s
+	}
+	out, err := swarmSh("env", node)
+	if err != nil {
+		s.t.Fatalf("swarm.sh env %s: %v", node, err)
+	}
+	return &stack{t: s.t, name: s.name, env: append(slices.Clone(s.env), strings.TrimPrefix(strings.TrimSpace(out), "export "))}
 }
 
 // waitModel waits for the coordinator's task to complete and returns the
