@@ -141,10 +141,16 @@ func TestSwarmRollingUpdate(t *testing.T) {
 	s.wantLocalModel(flags, "through a rolling update,")
 }
 
-// managerNode is the manager's host name, as `docker service ps` shows it.
+// managerNode is the manager's host name, as `docker service ps` shows it;
+// asked once (the log reads ask for it at every poll).
 func managerNode(t *testing.T) string {
-	return e2etest.Docker(t, "node", "inspect", "-f", "{{.Description.Hostname}}", "self")
+	if manager == "" {
+		manager = e2etest.Docker(t, "node", "inspect", "-f", "{{.Description.Hostname}}", "self")
+	}
+	return manager
 }
+
+var manager string
 
 // label adds ("-add", "key=value") or removes ("-rm", "key") a node's
 // label; node is a host name.

@@ -268,12 +268,21 @@ func (s *stack) on(node string) *stack {
 	if node == managerNode(s.t) {
 		return s
 	}
-	out, err := swarmSh("env", node)
-	if err != nil {
-		s.t.Fatalf("swarm.sh env %s: %v", node, err)
+	host, ok := nodeHosts[node]
+	if !ok {
+		out, err := swarmSh("env", node)
+		if err != nil {
+			s.t.Fatalf("swarm.sh env %s: %v", node, err)
+		}
+		host = strings.TrimPrefix(strings.TrimSpace(out), "export ")
+		nodeHosts[node] = host
 	}
-	return &stack{t: s.t, name: s.name, env: append(slices.Clone(s.env), strings.TrimPrefix(strings.TrimSpace(out), "export "))}
+	return &stack{t: s.t, name: s.name, env: append(slices.Clone(s.env), host)}
 }
+
+// nodeHosts holds each node's DOCKER_HOST setting, from swarm.sh env: the
+// log reads ask for it at every poll. (The tests run one at a time.)
+var nodeHosts = map[string]string{}
 
 // waitModel waits for the coordinator's task to complete and returns the
 // model's bytes.

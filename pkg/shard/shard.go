@@ -356,7 +356,7 @@ func compact(shards []*Shard, lim limits) {
 	c := coder{lim: lim}
 	for _, s := range shards {
 		before, wasCompact := s.Bytes(), s.Compacted()
-		if s.Code8 == nil && s.Code16 == nil && s.Values != Ones && c.encode(s, s.NNZ(), s.numbers()) {
+		if s.Code8 == nil && s.Code16 == nil && s.Values != Ones && c.encode(s) {
 			s.Val32, s.Mant, s.Val64 = nil, nil, nil
 		}
 		if len(s.Idx) > 0 && s.Cols.Len() <= lim.mediumColumns {
@@ -367,22 +367,6 @@ func compact(shards []*Shard, lim limits) {
 			memory.Track(s, -int64(before), wasCompact)
 			memory.Track(s, int64(s.Bytes()), s.Compacted())
 		}
-	}
-}
-
-// numbers reads the shard's stored numbers (mantissas for decimals) in
-// order, a block of them decoded at a time by the shard's kernels.
-func (s *Shard) numbers() func(q int) float64 {
-	const block = 4096
-	read, n, lo := s.kernels().reader(s), s.NNZ(), 0
-	var cols []int32
-	var buf []float64
-	return func(q int) float64 {
-		if q < lo || q >= lo+len(buf) {
-			lo = q
-			cols, buf = read(q, min(q+block, n), nil, cols[:0], buf[:0])
-		}
-		return buf[q-lo]
 	}
 }
 
@@ -416,19 +400,28 @@ type codeSlot struct {
 	code uint32 // code+1, 0 for an empty slot
 }
 
-// encode gives s codes for its n values, num(q) being value q in the
-// storage's terms, when codes and table take less room than the numbers
+// encode gives s codes for its values, read in the storage's terms
+// (mantissas for decimals) a block at a time through the shard's
+// kernels, when codes and table take less room than the numbers
 // (s.Values says how wide they are); it reports whether it did.
-func (c *coder) encode(s *Shard, n int, num func(q int) float64) bool {
+func (c *coder) encode(s *Shard) bool {
+	const block = 4096
+	n := s.NNZ()
 	if !c.start(s, n) {
 		return false
 	}
-	for q := range c.codes {
-		code, ok := c.code(num(q))
-		if !ok {
-			return false
+	read := s.kernels().reader(s)
+	var cols []int32
+	var nums []float64
+	for a := 0; a < n; a += block {
+		cols, nums = read(a, min(a+block, n), nil, cols[:0], nums[:0])
+		for q, v := range nums {
+			code, ok := c.code(v)
+			if !ok {
+				return false
+			}
+			c.codes[a+q] = code
 		}
-		c.codes[q] = code
 	}
 	c.finish(s)
 	return true
