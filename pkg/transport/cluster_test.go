@@ -82,7 +82,9 @@ type clusterOptions struct {
 	// to the first and worker i to the (i+1)th, round the list, each
 	// failing over to the others in turn.
 	servers []*server.Server
-	config  func(*ClusterConfig) // changes the test's defaults
+	// coordinatorURL, when set, is the coordinator's server list.
+	coordinatorURL string
+	config         func(*ClusterConfig) // changes the test's defaults
 }
 
 // startCluster starts n in-process workers and a Cluster backend over the
@@ -107,6 +109,15 @@ func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, se
 	if len(o.servers) > 0 {
 		url = func(at int) string { return clusterURLs(o.servers, at) }
 		opts = append(opts, nats.DontRandomize())
+	}
+	if o.coordinatorURL != "" {
+		others := url
+		url = func(at int) string {
+			if at == 0 {
+				return o.coordinatorURL
+			}
+			return others(at)
+		}
 	}
 	// connect connects the at-th client (0: the coordinator).
 	connect := func(name string, at int, extra ...nats.Option) *nats.Conn {

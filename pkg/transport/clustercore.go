@@ -189,6 +189,7 @@ type peer struct {
 	read       uint64    // its heartbeat's Read
 	progress   time.Time // when its loads last read something, or it had none
 	ownPoints  bool      // it takes points on its own subject
+	assigned   time.Time // when it was last told its shards
 }
 
 type upMsg struct {

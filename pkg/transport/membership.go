@@ -64,9 +64,37 @@ func (c *clusterCore) onHeartbeat(hb wire.Heartbeat) {
 			}
 		}
 	}
-	if want := c.assigned(hb.ID); hb.Job != c.cfg.Job && len(want) > 0 {
+	want := c.assigned(hb.ID)
+	switch {
+	case hb.Job != c.cfg.Job && len(want) > 0:
 		c.sendAssign(hb.ID) // it lost our assignment (a restart): say it again
+	case !p.assigned.IsZero() && !hasShards(hb, want) && p.lastSeen.Sub(p.assigned) > c.cfg.HeartbeatTimeout:
+		// The assignment went out on a connection that broke before it
+		// was delivered (a cut link is found dead only by pings): the
+		// worker would never load the shards a round waits on. One not
+		// yet assigned anything keeps what it holds (a last job's
+		// shards) for the first assignment.
+		c.log.Info("worker's shards are not those assigned: saying them again", zap.String("worker", hb.ID),
+			zap.Ints("held", hb.Held), zap.Ints("loading", hb.Loading), zap.Ints("assigned", want))
+		c.sendAssign(hb.ID)
 	}
+}
+
+// hasShards reports whether a heartbeat shows its worker holding or
+// loading every shard in want and holding none other: what a worker that
+// got its assignment says.
+func hasShards(hb wire.Heartbeat, want []int) bool {
+	for _, s := range want {
+		if !slices.Contains(hb.Held, s) && !slices.Contains(hb.Loading, s) {
+			return false
+		}
+	}
+	for _, s := range hb.Held {
+		if !slices.Contains(want, s) {
+			return false
+		}
+	}
+	return true
 }
 
 // noResponders is the status the server gives a message with a reply
@@ -338,6 +366,9 @@ func (c *clusterCore) sendAssign(id string, describe ...int) {
 		for _, s := range c.assigned(id) {
 			a.Shards = append(a.Shards, c.cfg.Ranges[s])
 		}
+	}
+	if p := c.workers[id]; p != nil {
+		p.assigned = c.now()
 	}
 	if err := c.io.assign(id, a); err != nil {
 		c.log.Error("assign", zap.String("worker", id), zap.Error(err))

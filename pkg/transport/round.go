@@ -378,14 +378,17 @@ func (r *roundState) onTick() error {
 		return nil
 	}
 	if c.due(c.now()) {
+		// Broadcasts that went out on a link found dead since were not
+		// heard: workers' silence counts from this one.
 		c.log.Info("back on NATS after an outage: broadcasting the point again", zap.Uint64("round", c.round))
+		r.resends = 0
 		return r.again()
 	}
-	if c.now().Sub(r.lastProgress) <= r.resendAfter() {
-		return nil
+	if !c.resendAt.IsZero() || c.now().Sub(r.lastProgress) <= r.resendAfter() {
+		return nil // a reconnection's broadcast is coming, or it is not yet time
 	}
 	r.resends++
-	if r.resends >= stuckResends && c.unstick(r.got, c.now().Sub(r.began)) {
+	if r.resends >= stuckResends && c.unstick(r.got, c.now().Sub(r.began), r.lastProgress) {
 		r.lastProgress, r.resends = c.now(), 0
 		return nil
 	}
@@ -406,10 +409,11 @@ func (r *roundState) onTick() error {
 	return r.again()
 }
 
-// A worker is stuck when it heartbeats, holds its subject and the shards
-// it owes, and yet sends nothing for a round that has gone out
-// stuckResends times and taken stuckFactor times the longest of the last
-// rounds: a hung evaluation. Waiting would fail the round after
+// A worker is stuck when it heartbeats (since the last broadcast, sent),
+// holds its subject and the shards it owes, and yet sends nothing for a
+// round that has gone out stuckResends times since the last reconnection
+// and taken stuckFactor times the longest of the last rounds: a hung
+// evaluation. Waiting would fail the round after
 // maxResends. One still loading a shard it owes (moved to it from a lost
 // worker) is not stuck: large shards take seconds to read.
 const (
@@ -424,14 +428,17 @@ const (
 // round that has no history to compare with, or that every live worker
 // owes, is left to its resends: that is a slow round, or a point every
 // worker refuses.
-func (c *clusterCore) unstick(got []bool, waited time.Duration) bool {
+func (c *clusterCore) unstick(got []bool, waited time.Duration, sent time.Time) bool {
 	longest := slices.Max(c.took[:])
 	if longest == 0 || waited < stuckFactor*longest {
 		return false
 	}
+	// Only a heartbeat heard since the last broadcast says a worker is
+	// alive and silent: when this coordinator's own link is cut and it
+	// does not know it yet, every worker is silent, and none is stuck.
 	var owing []string
 	for s, ok := range got {
-		if p := c.workers[c.owner[s]]; !ok && p != nil && !p.dead && slices.Contains(p.held, s) {
+		if p := c.workers[c.owner[s]]; !ok && p != nil && !p.dead && slices.Contains(p.held, s) && p.lastSeen.After(sent) {
 			owing = append(owing, p.id)
 		}
 	}

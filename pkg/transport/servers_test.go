@@ -2,13 +2,18 @@ package transport
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/osgm-svm/osgm/pkg/train"
 )
@@ -203,5 +208,118 @@ func TestLeafNode(t *testing.T) {
 			}
 			sameModel(t, res, want)
 		})
+	}
+}
+
+// TestCoordinatorLinkCut: the coordinator's link to its server goes dead
+// without closing, as when its server's host is cut off: what it sends
+// is lost until pings find the connection dead and it fails over to
+// another server of the cluster. Meanwhile every worker falls silent to
+// it, one after another, so the first lost have their shards given to
+// the others in assignments that never arrive; back on the bus, it must
+// tell them again (the heartbeats say what each holds) or a round waits
+// on shards nobody loads until it fails. The model is the local one.
+func TestCoordinatorLinkCut(t *testing.T) {
+	path := bandedData(t, 4000, 2, 1)
+	// Thousands of cheap iterations: rounds go on through the cut.
+	cfg := train.Config{C: 1, Eps: 1e-12, Bias: 1, Method: "hdm", MaxIter: 4000}
+	want := localModel(t, path, 16, cfg)
+	servers := serverCluster(t, 3)
+	link := newLink(t, servers[0].Addr().String())
+	quick := nats.CustomReconnectDelay(func(int) time.Duration { return 20 * time.Millisecond })
+	// Pings every second find the link dead after 3 to 4 s, past the
+	// heartbeat timeout of 2 s. Heartbeats at different paces, as workers started at different
+	// times beat at different phases: they fall silent to the
+	// coordinator one after another, not all in one tick.
+	core, seen := observer.New(zap.InfoLevel)
+	n := 0
+	pace := func(w *Worker) {
+		if n++; n == 4 {
+			w.cfg.Heartbeat = 800 * time.Millisecond
+		} else {
+			w.cfg.Heartbeat = 100 * time.Millisecond
+		}
+	}
+	c, _, stops := startCluster(t, path, 4, 16, clusterOptions{
+		parallel: 1, servers: servers, worker: []nats.Option{quick},
+		coordinator:    []nats.Option{quick, nats.PingInterval(time.Second)},
+		coordinatorURL: "nats://" + link.addr() + "," + servers[1].ClientURL() + "," + servers[2].ClientURL(),
+		config:         func(cfg *ClusterConfig) { cfg.Log = zap.New(core) },
+	}, pace)
+	// Cut while rounds go on, not between them: the coordinator then
+	// takes heartbeats as they come, up to the cut.
+	cfg.Trace = stopAt(2, func() {
+		time.AfterFunc(300*time.Millisecond, func() { link.cut(); stops[3]() })
+	})
+	res, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, res, want)
+	if !link.dead.Load() {
+		t.Fatalf("the run ended after %d iterations, before the link was cut", res.Opt.Iters[0])
+	}
+	// The silence was the coordinator's own: no worker that came back
+	// is taken for stuck and left out for the rest of the job.
+	for _, e := range seen.FilterMessageSnippet("worker stuck").All() {
+		t.Errorf("%s %v", e.Message, e.ContextMap())
+	}
+}
+
+// link forwards TCP connections to a server until cut, then swallows
+// what either side sends and accepts no new connection: a partition,
+// which neither end sees but by timeouts.
+type link struct {
+	ln   net.Listener
+	dead atomic.Bool
+}
+
+func newLink(t *testing.T, to string) *link {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &link{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", to)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			t.Cleanup(func() { in.Close(); out.Close() })
+			go l.pipe(out, in)
+			go l.pipe(in, out)
+		}
+	}()
+	return l
+}
+
+func (l *link) addr() string { return l.ln.Addr().String() }
+
+func (l *link) cut() {
+	l.dead.Store(true)
+	l.ln.Close()
+}
+
+// pipe copies from src to dst while the link is up, and reads and drops
+// src's bytes once it is cut.
+func (l *link) pipe(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		if !l.dead.Load() {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
 	}
 }
