@@ -49,6 +49,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/transport"
 )
 
@@ -125,12 +126,8 @@ func main() {
 	flag.StringVar(&t.liblinear, "liblinear", "liblinear-train", "LIBLINEAR's train binary")
 	flag.StringVar(&t.method, "method", "", "our method (default: the trainer's default)")
 	flag.StringVar(&t.svmeval, "svmeval", "", "our svmeval binary (default: beside -coordinator)")
-	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "Usage: osgmbench [options] file...\n\nTimes our coordinator and liblinear-train on each file in one run and prints the ratios.\n\nOptions:\n")
-		flag.PrintDefaults()
-		fmt.Fprintf(os.Stderr, "\nExample: osgmbench -coordinator ./coordinator -method newton gen100k.svm\n")
-	}
-	flag.Parse()
+	cli.Simple("osgmbench [options] file...", "Times our coordinator and liblinear-train on each file in one run and prints the ratios.",
+		"osgmbench -coordinator ./coordinator -method newton gen100k.svm", -1)
 	beside := func(name string) string {
 		if !strings.Contains(t.coordinator, "/") {
 			return name

@@ -9,27 +9,19 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 )
 
 func main() {
 	quiet := flag.Bool("q", false, "quiet: do not print the accuracy")
 	prob := flag.Int("b", 0, "probability estimates, as liblinear-predict: 1 for logistic regression models (-s 0), else 0")
-	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "Usage: predict [options] test_file model_file output_file\n\nOptions:\n")
-		flag.PrintDefaults()
-		fmt.Fprintf(os.Stderr, "\nExample: predict a9a.t a9a.model a9a.out\n")
-	}
-	flag.Parse()
-	if flag.NArg() != 3 {
-		flag.Usage()
-		os.Exit(2)
-	}
+	args := cli.Simple("predict [options] test_file model_file output_file", "", "predict a9a.t a9a.model a9a.out", 3)
 	if *prob != 0 && *prob != 1 {
 		fmt.Fprintf(os.Stderr, "predict: -b %d: want 0 or 1\n", *prob)
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), flag.Arg(1), flag.Arg(2), *quiet, *prob == 1); err != nil {
+	if err := run(args[0], args[1], args[2], *quiet, *prob == 1); err != nil {
 		fmt.Fprintln(os.Stderr, "predict:", err)
 		os.Exit(1)
 	}

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 
+	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/train"
 )
@@ -20,17 +21,10 @@ import (
 func main() {
 	c := flag.Float64("c", 1, "cost C the model was trained with")
 	p := flag.Float64("p", 0.1, "epsilon of -s 11's loss the model was trained with")
-	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "Usage: svmeval [-c C] [-p P] data_file model_file\n\nPrints LIBLINEAR's objective F of each problem of a model on a data set, and its training accuracy.\n\nOptions:\n")
-		flag.PrintDefaults()
-		fmt.Fprintf(os.Stderr, "\nExample: svmeval -c 1 a9a a9a.model\n")
-	}
-	flag.Parse()
-	if flag.NArg() != 2 {
-		flag.Usage()
-		os.Exit(2)
-	}
-	if err := run(flag.Arg(0), flag.Arg(1), *c, *p); err != nil {
+	args := cli.Simple("svmeval [-c C] [-p P] data_file model_file",
+		"Prints LIBLINEAR's objective F of each problem of a model on a data set, and its training accuracy.",
+		"svmeval -c 1 a9a a9a.model", 2)
+	if err := run(args[0], args[1], *c, *p); err != nil {
 		fmt.Fprintln(os.Stderr, "svmeval:", err)
 		os.Exit(1)
 	}

@@ -18,6 +18,8 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+
+	"github.com/osgm-svm/osgm/internal/cli"
 )
 
 type params struct {
@@ -73,12 +75,10 @@ func main() {
 	var testOut string
 	flag.StringVar(&testOut, "test", "", "also write -test-rows further rows of the same data (held out from -o) to this file")
 	flag.IntVar(&p.testRows, "test-rows", 0, "rows of the -test file (default: a fifth of -rows)")
-	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "Usage: svmgen [options]\n\nWrites a synthetic LIBSVM file with text-like (power-law) features.\n\nOptions:\n")
-		flag.PrintDefaults()
-		fmt.Fprintf(os.Stderr, "\nExample: svmgen -rows 100000 -features 100000 -nnz 60 -o gen100k.svm\n         svmgen -size 1G -features 1000000 -o gen1g.svm\n         svmgen -images -rows 60000 -features 784 -classes 10 -o images.svm -test images.t\n")
-	}
-	flag.Parse()
+	cli.Simple("svmgen [options]", "Writes a synthetic LIBSVM file with text-like (power-law) features.",
+		"svmgen -rows 100000 -features 100000 -nnz 60 -o gen100k.svm\n"+
+			"         svmgen -size 1G -features 1000000 -o gen1g.svm\n"+
+			"         svmgen -images -rows 60000 -features 784 -classes 10 -o images.svm -test images.t", -1)
 	if size != "" {
 		n, err := parseSize(size)
 		if err != nil {

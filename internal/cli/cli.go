@@ -75,3 +75,26 @@ func PrintFlag(w io.Writer, f *flag.Flag) {
 	}
 	fmt.Fprintf(w, "%s\n    \t%s\n", line, strings.ReplaceAll(text, "\n", "\n    \t"))
 }
+
+// Simple parses a small command's flags (flag.CommandLine) with this
+// usage: its synopsis, what it does (about, may be empty), its options
+// and an example. A command line with other than nargs arguments (nargs
+// < 0: any number) prints the usage and exits 2. It returns the
+// arguments.
+func Simple(synopsis, about, example string, nargs int) []string {
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "Usage: %s\n\n", synopsis)
+		if about != "" {
+			fmt.Fprintf(os.Stderr, "%s\n\n", about)
+		}
+		fmt.Fprintf(os.Stderr, "Options:\n")
+		flag.PrintDefaults()
+		fmt.Fprintf(os.Stderr, "\nExample: %s\n", example)
+	}
+	flag.Parse()
+	if nargs >= 0 && flag.NArg() != nargs {
+		flag.Usage()
+		os.Exit(2)
+	}
+	return flag.Args()
+}
