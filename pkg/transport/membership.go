@@ -68,33 +68,31 @@ func (c *clusterCore) onHeartbeat(hb wire.Heartbeat) {
 	switch {
 	case hb.Job != c.cfg.Job && len(want) > 0:
 		c.sendAssign(hb.ID) // it lost our assignment (a restart): say it again
-	case !p.assigned.IsZero() && !hasShards(hb, want) && p.lastSeen.Sub(p.assigned) > c.cfg.HeartbeatTimeout:
+	case !p.assigned.IsZero() && lacks(hb, want) && p.lastSeen.Sub(p.assigned) > c.cfg.HeartbeatTimeout:
 		// The assignment went out on a connection that broke before it
 		// was delivered (a cut link is found dead only by pings): the
-		// worker would never load the shards a round waits on. One not
-		// yet assigned anything keeps what it holds (a last job's
-		// shards) for the first assignment.
-		c.log.Info("worker's shards are not those assigned: saying them again", zap.String("worker", hb.ID),
+		// worker would never load the shards a round waits on. Only
+		// missing shards call for it: one that holds more than its share
+		// (back after it was taken for lost) keeps them until a balance
+		// moves shards, for a copy in memory may be the only one left
+		// when the store is cut off too. One not yet assigned anything
+		// keeps what it holds (a last job's shards) for the first
+		// assignment.
+		c.log.Info("worker lacks shards assigned to it: saying them again", zap.String("worker", hb.ID),
 			zap.Ints("held", hb.Held), zap.Ints("loading", hb.Loading), zap.Ints("assigned", want))
 		c.sendAssign(hb.ID)
 	}
 }
 
-// hasShards reports whether a heartbeat shows its worker holding or
-// loading every shard in want and holding none other: what a worker that
-// got its assignment says.
-func hasShards(hb wire.Heartbeat, want []int) bool {
+// lacks reports whether a heartbeat shows its worker neither holding nor
+// loading some shard in want.
+func lacks(hb wire.Heartbeat, want []int) bool {
 	for _, s := range want {
 		if !slices.Contains(hb.Held, s) && !slices.Contains(hb.Loading, s) {
-			return false
+			return true
 		}
 	}
-	for _, s := range hb.Held {
-		if !slices.Contains(want, s) {
-			return false
-		}
-	}
-	return true
+	return false
 }
 
 // noResponders is the status the server gives a message with a reply
