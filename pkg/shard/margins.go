@@ -1,17 +1,8 @@
 package shard
 
-import "unsafe"
-
 // rowMargins writes each row's a·w into z (wl gathered, one problem, no
 // bias), summed as m.dot sums: the kernels' margins to the bit.
 func (s *Shard) rowMargins(wl, z []float64) { s.kernels().margins(s, wl, z) }
-
-func marginsBinary[V value, I colID](rowPtr []uint32, idx []I, vs values[V], wl, z []float64) {
-	m, wp, inv := newRowView(rowPtr, idx, vs), unsafe.Pointer(unsafe.SliceData(wl)), 1/vs.scale
-	for i := range z {
-		z[i] = float64(m.dot(wp, uintptr(rowPtr[i]), uintptr(rowPtr[i+1])) * inv)
-	}
-}
 
 // Tally counts, per class, the rows and the rows whose predicted class
 // (LIBLINEAR's rule) is their class. With p.Holdout set it counts only

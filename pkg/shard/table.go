@@ -2,7 +2,6 @@ package shard
 
 import (
 	"slices"
-	"unsafe"
 
 	"github.com/osgm-svm/osgm/pkg/reduce"
 )
@@ -60,6 +59,8 @@ func (s *Shard) kernels() *kernels {
 	}
 	return tables[w][v]
 }
+
+//go:generate go run ./internal/kernelgen
 
 // tables are the kernels of every storage: by the width of the column
 // ids (16, 24, 32 bits), then by the values (ones, 1- and 2-byte codes,
@@ -156,26 +157,21 @@ func onesKernels[I colID, C idsIn[I]]() *kernels {
 			if seq {
 				return evalSeqOnes(s.RowPtr, c.ids(s), r.class, r, x)
 			}
-			return evalOnes(s.RowPtr, c.ids(s), r.class, r, x)
+			return evalBinaryOnes(s.RowPtr, c.ids(s), r.class, r, x)
 		},
 		diagOne: func(s *Shard, r *rows, x vecs, _ bool) [3]float64 {
-			return evalDiagOnes(s.RowPtr, c.ids(s), r.class, r, x)
+			return evalDiagBinaryOnes(s.RowPtr, c.ids(s), r.class, r, x)
 		},
 		hessVecOne: func(s *Shard, r *rows, x vecs, seq bool) float64 {
 			if seq {
 				return hessVecSeqOnes(s.RowPtr, c.ids(s), r.class, r, x)
 			}
-			return hessVecOnes(s.RowPtr, c.ids(s), r.class, r, x)
+			return hessVecBinaryOnes(s.RowPtr, c.ids(s), r.class, r, x)
 		},
 		evalMany: func(s *Shard, p *Point, wl []float64, sc *Scratch, out *reduce.Partial) {
 			evalMultiOnes(s, c.ids(s), p, wl, sc, out)
 		},
-		margins: func(s *Shard, wl, z []float64) {
-			m, wp := newColView(s.RowPtr, c.ids(s)), unsafe.Pointer(unsafe.SliceData(wl))
-			for i := range z {
-				z[i] = m.dotOnes(wp, uintptr(s.RowPtr[i]), uintptr(s.RowPtr[i+1]))
-			}
-		},
+		margins: func(s *Shard, wl, z []float64) { marginsBinaryOnes(s.RowPtr, c.ids(s), wl, z) },
 		reader: func(s *Shard) rowReader {
 			m := newColView(s.RowPtr, c.ids(s))
 			return func(a, b int, global []uint32, cols []int32, vals []float64) ([]int32, []float64) {
