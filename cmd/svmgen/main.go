@@ -26,6 +26,7 @@ type params struct {
 	rows, features, nnz, classes int
 	binary                       bool
 	images                       bool // dense rows of pixels 0-255 (see imageRow)
+	real                         bool // values to float64's full precision (see rowValues)
 	regression                   bool // real targets: the hidden model's score plus noise
 	noise, zipf                  float64
 	seed                         uint64
@@ -44,6 +45,8 @@ func (p params) check() error {
 		return errors.New("-regression writes text-like rows with real targets: no -images or -classes")
 	case p.images && p.binary:
 		return errors.New("-images and -binary exclude each other: pixels take values 0-255")
+	case p.real && (p.images || p.binary):
+		return errors.New("-real writes text-like rows of real values: no -images or -binary")
 	case !p.images && (p.nnz < 1 || p.nnz > p.features):
 		return fmt.Errorf("-nnz must be between 1 and -features (%d): a row holds each feature at most once", p.features)
 	case p.classes < 2:
@@ -65,6 +68,7 @@ func main() {
 	flag.IntVar(&p.nnz, "nnz", 30, "average nonzeros per row")
 	flag.IntVar(&p.classes, "classes", 2, "classes (labels +1/-1 for 2, 1..K otherwise)")
 	flag.BoolVar(&p.binary, "binary", false, "binary features (all values 1)")
+	flag.BoolVar(&p.real, "real", false, "real values: each nonzero drawn from a continuous distribution and written to float64's full precision, as measurements are (no value repeats; no compact storage holds them exactly)")
 	flag.BoolVar(&p.images, "images", false, "image-like rows instead of text-like: every feature a pixel with an integer value 0-255 (zeros left out), classes drawn around correlated prototypes; -nnz and -zipf are not used")
 	flag.Float64Var(&p.noise, "noise", 0.05, "fraction of labels flipped at random (with -regression: the standard deviation of the targets' Gaussian noise)")
 	flag.BoolVar(&p.regression, "regression", false, "real-valued targets, for -s 11: a hidden linear model's score of the row plus noise")
@@ -282,14 +286,17 @@ func rowFeatures(p params, rng *rand.Rand, zipf *rand.Zipf, idx []int) []int {
 	return slices.Compact(idx)
 }
 
-// rowValues draws n values into val: ones, or term counts scaled to a
-// unit row.
+// rowValues draws n values into val: ones, term counts scaled to a unit
+// row, or with -real continuous values scaled to a unit row.
 func rowValues(p params, rng *rand.Rand, n int, val []float64) []float64 {
 	val = val[:0]
 	norm := 0.0
 	for range n {
 		v := 1.0
-		if !p.binary {
+		switch {
+		case p.real:
+			v = rng.ExpFloat64()
+		case !p.binary:
 			v = 1 + math.Floor(rng.ExpFloat64()*3) // term counts
 		}
 		val = append(val, v)
@@ -298,7 +305,10 @@ func rowValues(p params, rng *rand.Rand, n int, val []float64) []float64 {
 	if !p.binary && norm > 0 {
 		s := 1 / math.Sqrt(norm)
 		for q := range val {
-			val[q] = float64(float32(val[q] * s)) // six digits suffice; float32 keeps files small
+			val[q] *= s
+			if !p.real {
+				val[q] = float64(float32(val[q])) // six digits suffice; float32 keeps files small
+			}
 		}
 	}
 	return val
@@ -388,6 +398,8 @@ func appendFeatures(line []byte, p params, idx []int, val []float64) []byte {
 			line = append(line, '1')
 		} else if p.images {
 			line = strconv.AppendInt(line, int64(val[q]), 10)
+		} else if p.real {
+			line = strconv.AppendFloat(line, val[q], 'g', -1, 64)
 		} else {
 			line = strconv.AppendFloat(line, val[q], 'g', 6, 32)
 		}

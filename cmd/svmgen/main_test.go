@@ -96,6 +96,7 @@ func TestParamsCheck(t *testing.T) {
 		{"noise above 1", func(p *params) { p.noise = 1.5 }, "-noise must be between 0 and 1"},
 		{"images ignore -nnz", func(p *params) { p.images, p.nnz = true, 0 }, ""},
 		{"binary images", func(p *params) { p.images, p.binary = true, true }, "-images and -binary exclude each other"},
+		{"real ones", func(p *params) { p.real, p.binary = true, true }, "-real writes text-like rows"},
 	} {
 		p := ok
 		tc.edit(&p)
@@ -189,5 +190,33 @@ func TestRegressionTargets(t *testing.T) {
 	}
 	if integers > 5 {
 		t.Fatalf("%d of %d targets are integers: class labels, not targets", integers, p.rows)
+	}
+}
+
+// TestReal: -real values are real: unit rows whose values do not repeat
+// and need float64's precision (no float32 or short decimal holds them),
+// read back to the bit.
+func TestReal(t *testing.T) {
+	p := params{rows: 300, features: 2000, nnz: 30, classes: 2, noise: 0.05, zipf: 1.1, seed: 3, real: true}
+	var b bytes.Buffer
+	if err := generate(&b, io.Discard, p); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[float64]bool{}
+	var row libsvm.Row
+	for i, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		if ok, err := libsvm.ParseLine([]byte(l), &row); err != nil || !ok {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		norm := 0.0
+		for _, v := range row.Value {
+			if v == float64(float32(v)) || seen[v] {
+				t.Fatalf("line %d: value %v is float32's or repeats", i+1, v)
+			}
+			seen[v], norm = true, norm+v*v
+		}
+		if math.Abs(norm-1) > 1e-12 {
+			t.Fatalf("line %d: squared norm %v, want 1", i+1, norm)
+		}
 	}
 }
