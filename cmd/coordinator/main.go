@@ -50,6 +50,7 @@ type options struct {
 	local       bool
 	compact     shard.Compaction
 	cpuProfile  string
+	memProfile  string
 	objectStore bool
 	auth        transport.Auth
 	checkpoint  string
@@ -127,6 +128,7 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.StringVar(&o.near, "near", os.Getenv("NATS_NEAR"), "with a cluster's URLs, connect first to the server on this host, the one named NAME@HOST (or NATS_NEAR)")
 	fs.BoolVar(&o.check, "check", false, "check what no restart can fix and exit: the flags, the output files, the input files, and with -nats the server's acceptance of the credentials (compose runs this before training)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile (pprof) to this file when the run ends")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at this address (e.g. 127.0.0.1:9100); off by default")
 	fs.StringVar(&o.plot, "plot", "", "draw the convergence curve (or, with -compare, every method's) to this .png or .svg file")
 	compare = fs.String("compare", "", "run these methods on the same shards (comma-separated) and print and plot their comparison")

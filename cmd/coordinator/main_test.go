@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -903,6 +904,45 @@ func TestInitFeaturesSaysWhatWasFitted(t *testing.T) {
 	} {
 		if got := initFeatures(c.n, c.dim, c.bias); !strings.HasPrefix(got, c.want) {
 			t.Errorf("initFeatures(%d, %d, %g) = %q, want it to begin %q", c.n, c.dim, c.bias, got, c.want)
+		}
+	}
+}
+
+// TestProfiles: -cpuprofile and -memprofile leave pprof profiles, the
+// heap's with its in-use and allocated samples.
+func TestProfiles(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "train")
+	os.WriteFile(data, []byte("+1 1:1 2:0.5\n-1 1:-1 3:0.25\n+1 2:1\n-1 3:-1\n"), 0o644)
+	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
+	o, err := parse([]string{"-q", "-local", "-cpuprofile", cpu, "-memprofile", mem, data, filepath.Join(dir, "m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(o); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{{cpu, []string{"cpu"}}, {mem, []string{"inuse_space", "alloc_space"}}} {
+		f, err := os.Open(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		zr, err := gzip.NewReader(f) // pprof's protobuf, gzipped
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		b, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		for _, w := range tc.want {
+			if !bytes.Contains(b, []byte(w)) {
+				t.Errorf("%s has no %q samples", filepath.Base(tc.path), w)
+			}
 		}
 	}
 }

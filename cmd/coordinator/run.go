@@ -35,7 +35,7 @@ func run(o *options) error {
 	memory.TuneGC()
 	log := logging.New(o.quiet)
 	defer log.Sync()
-	stopProfile, err := cpuProfile(o.cpuProfile)
+	stopProfile, err := profiles(o.cpuProfile, o.memProfile)
 	if err != nil {
 		return err
 	}
@@ -194,20 +194,36 @@ func save(o *options, res *train.Result, single *curve) error {
 	return nil
 }
 
-// cpuProfile starts a CPU profile to path, if any, until stop.
-func cpuProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
+// profiles starts a CPU profile to cpu, if named, and returns what stops
+// it and writes the heap's profile to mem, if named: what is resident at
+// the end beside the shards, and (its alloc_space) who allocated what
+// over the run.
+func profiles(cpu, mem string) (stop func(), err error) {
+	var files []*os.File
+	for _, path := range []string{cpu, mem} {
+		var f *os.File
+		if path != "" {
+			if f, err = os.Create(path); err != nil {
+				return nil, err
+			}
+		}
+		files = append(files, f)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
+	if files[0] != nil {
+		if err := pprof.StartCPUProfile(files[0]); err != nil {
+			return nil, err
+		}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return func() {
+		if files[0] != nil {
+			pprof.StopCPUProfile()
+			files[0].Close()
+		}
+		if files[1] != nil {
+			pprof.Lookup("heap").WriteTo(files[1], 0)
+			files[1].Close()
+		}
+	}, nil
 }
 
 // printAccuracy prints the model's accuracy on the test file, as
