@@ -19,22 +19,35 @@ type Local struct {
 
 	scratch []shard.Scratch
 	// acts is each shard's rows' activity at the last stamped point.
-	acts []shard.Activity
-	// Partials handed back for reuse. A list, not a sync.Pool: a pool is
-	// emptied by every collection, and on wide multi-class data each
-	// partial lost was megabytes to allocate and zero again (news20.t).
-	// It never holds more partials than were out at once.
-	freeMu sync.Mutex
-	free   []*reduce.Partial
-	folds  int // the fold count the shards are numbered for (0: none)
+	acts  []shard.Activity
+	pool  *partials
+	folds int // the fold count the shards are numbered for (0: none)
 	// The shards' descriptions, made once: each decodes a column map.
 	meta     []shard.Meta
 	metaOnce sync.Once
 }
 
+// partials are partials handed back for reuse. A list, not a
+// sync.Pool: a pool is emptied by every collection, and on wide
+// multi-class data each partial lost was megabytes to allocate and zero
+// again (news20.t). It never holds more partials than were out at once
+// from the Locals that share it.
+type partials struct {
+	mu   sync.Mutex
+	free []*reduce.Partial
+}
+
 // NewLocal evaluates shards with parallel goroutines.
 func NewLocal(shards []*shard.Shard, parallel int) *Local {
-	return &Local{Shards: shards, Parallel: max(parallel, 1)}
+	return &Local{Shards: shards, Parallel: max(parallel, 1), pool: &partials{}}
+}
+
+// Sub evaluates some of l's shards (a worker's resend, or its shards
+// loaded so far) with l's partials: whoever releases them releases them
+// to l (a worker's sums do), so a Local of its own would hand its new
+// partials to l's list at every such pass, which kept them all.
+func (l *Local) Sub(shards []*shard.Shard) *Local {
+	return &Local{Shards: shards, Parallel: l.Parallel, pool: l.pool, folds: l.folds}
 }
 
 func (l *Local) Meta() []shard.Meta {
@@ -56,22 +69,23 @@ func (l *Local) SetClasses(order []float64) error {
 
 // Release hands a partial back for reuse once it has been added.
 func (l *Local) Release(p *reduce.Partial) {
-	l.freeMu.Lock()
-	l.free = append(l.free, p)
-	l.freeMu.Unlock()
+	l.pool.mu.Lock()
+	l.pool.free = append(l.pool.free, p)
+	l.pool.mu.Unlock()
 }
 
 // reuse is a released partial, or a new one.
 func (l *Local) reuse() *reduce.Partial {
-	l.freeMu.Lock()
-	defer l.freeMu.Unlock()
-	n := len(l.free)
+	pool := l.pool
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	n := len(pool.free)
 	if n == 0 {
 		return new(reduce.Partial)
 	}
-	p := l.free[n-1]
-	l.free[n-1] = nil
-	l.free = l.free[:n-1]
+	p := pool.free[n-1]
+	pool.free[n-1] = nil
+	pool.free = pool.free[:n-1]
 	return p
 }
 
@@ -140,7 +154,7 @@ func (l *Local) Fork(live *cols.LiveMap) (Backend, error) {
 	if err := shard.CheckLive(l.Shards, live); err != nil {
 		return nil, err
 	}
-	return &Local{Shards: l.Shards, Parallel: 1, folds: l.folds}, nil
+	return &Local{Shards: l.Shards, Parallel: 1, folds: l.folds, pool: &partials{}}, nil
 }
 
 // SetFolds numbers every row's fold over the shards in order, as if the

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/osgm-svm/osgm/internal/svmdata"
+	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -840,7 +841,7 @@ func TestPartialsOutliveCollections(t *testing.T) {
 	runtime.GC()
 	runtime.GC()
 	local := reused.Backend.(*Local)
-	if len(local.free) == 0 {
+	if len(local.pool.free) == 0 {
 		t.Fatal("no released partial survived two collections")
 	}
 	x := svmdata.NormalVectors(rng, K, n)
@@ -897,4 +898,27 @@ func storageResults(t *testing.T, o *Objective, x, v [][]float64) []float64 {
 		out = append(out, h[0]...)
 	}
 	return out
+}
+
+// TestSubSharesPartials: passes over some of the shards (a worker's
+// resends, or its shards loaded so far) take their partials from the
+// whole set's list and give them back to it, as a worker's sums release
+// them: however many such passes, the list holds no more partials than
+// were out at once. Locals of their own grew it by a pass's partials at
+// every pass.
+func TestSubSharesPartials(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	path := svmdata.WriteFile(t, svmdata.Random(rng, 200, 30, 2, "f64").Text)
+	whole := objectiveFor(t, path, 4, 1, 0.01, 1).Backend.(*Local)
+	p := shard.NewPoint([][]float64{make([]float64, 31)}, 1, 30)
+	for range 10 {
+		sub := whole.Sub(whole.Shards[:3])
+		err := sub.Eval(osgm.OpEval, p, nil, func(part *reduce.Partial) error { whole.Release(part); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(whole.pool.free); n != 1 {
+		t.Fatalf("the whole set's list holds %d partials after passes with one out at a time, want 1", n)
+	}
 }

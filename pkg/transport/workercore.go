@@ -485,7 +485,7 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 	// only a resend or a late load evaluates a subset.
 	local := w.local
 	if len(shards) != len(w.local.Shards) {
-		local = objective.NewLocal(shards, w.cfg.Parallel)
+		local = w.local.Sub(shards)
 	}
 	start := w.now()
 	if p.Op == wire.OpCorrect {
