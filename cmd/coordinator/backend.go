@@ -20,10 +20,20 @@ import (
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
+// built is the backend openBackend made, with the concrete pieces behind
+// it that the command reads (the bus's counters, the live workers, the
+// job, the shards in this process): the command keeps what it built
+// rather than find them in Backend by type assertion.
+type built struct {
+	Backend objective.Backend  // what the methods evaluate on
+	cluster *transport.Cluster // the workers; nil: -local
+	local   *objective.Local   // the shards in this process (-local, or the embedded workers'); nil: on other hosts
+}
+
 // openBackend puts the shards where they will be evaluated: in this
 // process (-local), on in-process workers behind an embedded NATS server
 // (the default), or on external workers (-nats).
-func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *shard.Shared, log *zap.Logger) (objective.Backend, *nats.Conn, func(), error) {
+func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *shard.Shared, log *zap.Logger) (*built, *nats.Conn, func(), error) {
 	id, err := shard.Identify(o.train)
 	if err != nil {
 		return nil, nil, nil, err
@@ -33,7 +43,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		return l, nil, func() {}, nil
+		return &built{Backend: l, local: l}, nil, func() {}, nil
 	}
 	var cs closers
 	c, nc, err := openCluster(ctx, o, ranges, id, shared, log, &cs)
@@ -41,10 +51,11 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *
 		cs.close()
 		return nil, nil, nil, err
 	}
-	var b objective.Backend = c
+	b := &built{Backend: c, cluster: c}
 	if o.natsURL == "" {
 		if shards := shared.Loaded(o.train, id, len(ranges)); shards != nil {
-			b = &inProcess{Cluster: c, local: objective.NewLocal(shards, o.workers)}
+			b.local = objective.NewLocal(shards, o.workers)
+			b.Backend = &inProcess{Cluster: c, local: b.local}
 		}
 	} else if o.cluster.Place != transport.PlaceRows {
 		p, err := placeOn(ctx, c, o, log)
@@ -54,7 +65,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *
 		}
 		if p != nil {
 			cs.add(p.Placer.Close)
-			b, o.placeSlots = p, p.Slots
+			b.Backend, o.placeSlots = p, p.Slots
 		}
 	}
 	return b, nc, func() {

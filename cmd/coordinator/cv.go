@@ -17,15 +17,16 @@ import (
 // crossValidate runs -v (one C) or -C (a search over C) on the loaded
 // shards and prints LIBLINEAR's lines, so scripts that read its output
 // read ours.
-func crossValidate(o *options, b objective.Backend, cfg train.Config, log *zap.Logger, out io.Writer) error {
+func crossValidate(o *options, be *built, cfg train.Config, log *zap.Logger, out io.Writer) error {
 	start := time.Now()
 	cfg.Started = nil // a line for each fold and C would drown the log
-	if ip, ok := b.(*inProcess); ok {
-		// The embedded workers' shards are in this process: the many short
-		// trainings of -v and -C run on them here, to the same bits, as a
-		// round on the bus costs more than a small file's pass (-C for
-		// -s 11 on housing: 29,000 rounds).
-		b = ip.local
+	b := be.Backend
+	if be.local != nil {
+		// The shards are in this process (the embedded workers' too):
+		// the many short trainings of -v and -C run on them here, to the
+		// same bits, as a round on the bus costs more than a small
+		// file's pass (-C for -s 11 on housing: 29,000 rounds).
+		b = be.local
 	}
 	if rows := train.Rows(b.Meta()); o.folds > rows {
 		// LIBLINEAR's warning, in words: its -v and -C do the same.

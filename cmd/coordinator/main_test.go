@@ -821,7 +821,7 @@ func TestTrainAccuracyOnlyAtOnce(t *testing.T) {
 	}{{0, true}, {1, false}, {2, false}} {
 		res.Batch, backend.n = c.batch, 0
 		got := false
-		for _, f := range trainedFields(res, backend, transport.Stats{}, 0, 0, time.Second) {
+		for _, f := range trainedFields(res, &built{Backend: backend}, transport.Stats{}, 0, 0, time.Second) {
 			if f.Key == "train_accuracy" {
 				got = f.Interface == nil && math.Float64frombits(uint64(f.Integer)) > 0.5
 			}

@@ -62,7 +62,7 @@ func run(o *options) error {
 	ranges := shard.Layout(info.Size, o.shards)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	backend, nc, closeBackend, err := openBackend(ctx, o, ranges, shared, log)
+	be, nc, closeBackend, err := openBackend(ctx, o, ranges, shared, log)
 	release() // the shards are loaded
 	if err != nil {
 		if ctx.Err() != nil { // whatever failed, the signal came first
@@ -72,13 +72,13 @@ func run(o *options) error {
 	}
 	defer closeBackend()
 	loaded := time.Since(start)
-	logLoaded(log, o.train, backend, o.cfg.Loss, len(ranges), loaded)
-	obs, closeWatch, err := watch(o, log, backend)
+	logLoaded(log, o.train, be.Backend, o.cfg.Loss, len(ranges), loaded)
+	obs, closeWatch, err := watch(o, log, be)
 	defer closeWatch() // what it opened before failing too
 	if err != nil {
 		return err
 	}
-	ck, resume, err := checkpointing(o, log, nc, backend, ranges)
+	ck, resume, err := checkpointing(o, log, nc, be, ranges)
 	if err != nil {
 		return err
 	}
@@ -89,15 +89,15 @@ func run(o *options) error {
 	defer shelf.Close()
 	cfg := trainConfig(o, init, func() bool { return ctx.Err() != nil }, obs, ck, resume, shelf)
 	if o.folds > 0 {
-		return crossValidate(o, backend, cfg, log, os.Stdout)
+		return crossValidate(o, be, cfg, log, os.Stdout)
 	}
 	trainStart := time.Now()
-	busBefore := busStats(backend)
+	busBefore := be.busStats()
 	var res *train.Result
 	if o.compare != nil {
-		res, err = compare(backend, cfg, o.compare, o.plot, os.Stdout)
+		res, err = compare(be.Backend, cfg, o.compare, o.plot, os.Stdout)
 	} else {
-		res, err = train.Train(backend, cfg)
+		res, err = train.Train(be.Backend, cfg)
 	}
 	if err != nil {
 		// The state is in the checkpoint if this run wrote one, or
@@ -108,7 +108,7 @@ func run(o *options) error {
 	if err := save(o, res, obs.single); err != nil {
 		return err
 	}
-	fields := trainedFields(res, backend, busBefore, loaded, trainStart.Sub(start)+res.FirstGradient, trainTime)
+	fields := trainedFields(res, be, busBefore, loaded, trainStart.Sub(start)+res.FirstGradient, trainTime)
 	return finish(o, log, res, fields)
 }
 
@@ -145,13 +145,12 @@ func logLoaded(log *zap.Logger, file string, b objective.Backend, loss shard.Los
 	log.Info("loaded", fields...)
 }
 
-// busStats is what a cluster backend has sent and received (zero in
-// process).
-func busStats(b objective.Backend) transport.Stats {
-	if c, ok := b.(interface{ Stats() transport.Stats }); ok {
-		return c.Stats()
+// busStats is what the workers' bus has carried (zero in process).
+func (b *built) busStats() transport.Stats {
+	if b.cluster == nil {
+		return transport.Stats{}
 	}
-	return transport.Stats{}
+	return b.cluster.Stats()
 }
 
 // trainConfig is the training o asks for, built in one place: the
@@ -362,7 +361,7 @@ func initFeatures(n, dim int, bias float64) string {
 
 // watch opens what the run reports to; end ends what it opened, in
 // reverse.
-func watch(o *options, log *zap.Logger, backend objective.Backend) (ob *watcher, end func(), err error) {
+func watch(o *options, log *zap.Logger, backend *built) (ob *watcher, end func(), err error) {
 	var closers []func()
 	end = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -380,8 +379,8 @@ func watch(o *options, log *zap.Logger, backend objective.Backend) (ob *watcher,
 		fmt.Fprintln(trace, "problem,iter,evals,f,grad_norm,accepted,seconds")
 	}
 	var alive func() int
-	if c, ok := backend.(interface{ Live() int }); ok {
-		alive = c.Live
+	if backend.cluster != nil {
+		alive = backend.cluster.Live
 	}
 	prog := newProgress(log, alive)
 	if o.metricsAddr != "" {
@@ -392,8 +391,8 @@ func watch(o *options, log *zap.Logger, backend objective.Backend) (ob *watcher,
 		}
 		closers = append(closers, stop)
 		log.Info("metrics", zap.String("url", "http://"+addr+"/metrics"))
-		if c, ok := backend.(interface{ Stats() transport.Stats }); ok {
-			prog.bus = c.Stats
+		if backend.cluster != nil {
+			prog.bus = backend.cluster.Stats
 		}
 	}
 	return &watcher{log: log, trace: trace, prog: prog, single: newCurve(o.cfg.Method), bias: o.cfg.Bias}, end, nil
@@ -401,7 +400,7 @@ func watch(o *options, log *zap.Logger, backend objective.Backend) (ob *watcher,
 
 // checkpointing is where -checkpoint saves and, with -resume, the
 // checkpoint to continue from (nil: none); nil without -checkpoint.
-func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend objective.Backend, ranges []shard.Range) (ck *checkpoints, resume *train.Checkpoint, err error) {
+func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend *built, ranges []shard.Range) (ck *checkpoints, resume *train.Checkpoint, err error) {
 	if o.checkpoint == "" {
 		return nil, nil, nil
 	}
@@ -411,8 +410,8 @@ func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend objective
 		// embedded server ends with this process.
 		ck.nc = nc
 	}
-	if c, ok := backend.(interface{ Job() uint64 }); ok && o.objectStore {
-		ck.objects = objectPrefix(c.Job())
+	if backend.cluster != nil && o.objectStore {
+		ck.objects = objectPrefix(backend.cluster.Job())
 	}
 	if o.resume == resumeOff {
 		return ck, nil, nil
@@ -469,7 +468,7 @@ func trainingFailed(o *options, err error, saved bool) error {
 
 // trainedFields are the "trained" log line's: the outcome, and where the
 // time went.
-func trainedFields(res *train.Result, backend objective.Backend, busBefore transport.Stats, loaded, firstGradient, trainTime time.Duration) []zap.Field {
+func trainedFields(res *train.Result, backend *built, busBefore transport.Stats, loaded, firstGradient, trainTime time.Duration) []zap.Field {
 	conv := 0
 	for _, c := range res.Opt.Converged {
 		if c {
@@ -480,9 +479,9 @@ func trainedFields(res *train.Result, backend objective.Backend, busBefore trans
 	// passes side by side in this process; the rest of training is the
 	// method's own arithmetic on the coordinator.
 	compute, comm := res.PassTime, time.Duration(0)
-	if c, ok := backend.(interface{ Stats() transport.Stats }); ok {
+	if backend.cluster != nil {
 		bus := res.PassTime - res.SideTime
-		compute = min(c.Stats().Compute-busBefore.Compute, bus)
+		compute = min(backend.cluster.Stats().Compute-busBefore.Compute, bus)
 		comm = bus - compute
 		compute += res.SideTime
 	}
@@ -498,7 +497,7 @@ func trainedFields(res *train.Result, backend objective.Backend, busBefore trans
 	// worker: only where the problems' state went at once too, not where
 	// the batches kept the state within the data's size.
 	if res.Batch == 0 && !res.Model.Regression() && res.Full() == nil {
-		if t, err := backend.Tally(res.Obj.ModelPoint(res.Model.W)); err == nil {
+		if t, err := backend.Backend.Tally(res.Obj.ModelPoint(res.Model.W)); err == nil {
 			rows, correct := t.Total()
 			fields = append(fields, zap.Float64("train_accuracy", float64(correct)/float64(rows)))
 		}
