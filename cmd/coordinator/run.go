@@ -516,12 +516,7 @@ func maxInt(v []int) int {
 // readModel reads a warm start's model, which must be of the problem of
 // loss l.
 func readModel(path string, l shard.Loss) (*libsvm.Model, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	m, err := libsvm.ReadModel(f, path)
+	m, err := libsvm.ReadModelFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -28,12 +28,7 @@ func main() {
 }
 
 func run(testPath, modelPath, outPath string, quiet, prob bool) error {
-	mf, err := os.Open(modelPath)
-	if err != nil {
-		return err
-	}
-	model, err := libsvm.ReadModel(mf, modelPath)
-	mf.Close()
+	model, err := libsvm.ReadModelFile(modelPath)
 	if err != nil {
 		return err
 	}

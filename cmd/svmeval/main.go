@@ -31,12 +31,7 @@ func main() {
 }
 
 func run(dataPath, modelPath string, c, p float64) error {
-	mf, err := os.Open(modelPath)
-	if err != nil {
-		return err
-	}
-	m, err := libsvm.ReadModel(mf, modelPath)
-	mf.Close()
+	m, err := libsvm.ReadModelFile(modelPath)
 	if err != nil {
 		return err
 	}

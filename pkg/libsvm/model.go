@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -200,6 +201,16 @@ func (d dense) Coordinate(j int, dst []float64) error {
 		dst[k] = x[j]
 	}
 	return nil
+}
+
+// ReadModelFile reads the LIBLINEAR model file at path.
+func ReadModelFile(path string) (*Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadModel(f, path)
 }
 
 // ReadModel parses a LIBLINEAR model file; name is used in errors.

@@ -20,6 +20,17 @@ func (t *tracker) init(x []float64, f float64, g []float64) {
 	t.X, t.G, t.F = clone(x), clone(g), f
 }
 
+// best is the best point as Method.Best gives it.
+func (t *tracker) best() ([]float64, float64, []float64) { return t.X, t.F, t.G }
+
+// step takes a reply at x whose gradient is g's from now on: the step of
+// a method that moves every time (gradient descent and its kin).
+func (t *tracker) step(x, g []float64, r Reply) Step {
+	copy(g, r.G)
+	t.offer(x, r.F, r.G)
+	return Step{Iterated: true, Accepted: true}
+}
+
 func (t *tracker) offer(x []float64, f float64, g []float64) {
 	if f <= t.F {
 		copy(t.X, x)
@@ -49,13 +60,8 @@ func (m *gd) Next() Request {
 	return Request{Op: OpEval, X: m.S.X}
 }
 
-func (m *gd) Tell(r Reply) Step {
-	copy(m.S.G, r.G)
-	m.S.Best.offer(m.S.X, r.F, r.G)
-	return Step{Iterated: true, Accepted: true}
-}
-
-func (m *gd) Best() ([]float64, float64, []float64) { return m.S.Best.X, m.S.Best.F, m.S.Best.G }
+func (m *gd) Tell(r Reply) Step                     { return m.S.Best.step(m.S.X, m.S.G, r) }
+func (m *gd) Best() ([]float64, float64, []float64) { return m.S.Best.best() }
 func (m *gd) state() any                            { return &m.S }
 func (m *gd) fits(n int) error {
 	return vectors(n, field{"X", m.S.X}, field{"G", m.S.G}, field{"Best.X", m.S.Best.X}, field{"Best.G", m.S.Best.G})
@@ -92,13 +98,8 @@ func (m *adaGrad) Next() Request {
 	return Request{Op: OpEval, X: s.X}
 }
 
-func (m *adaGrad) Tell(r Reply) Step {
-	copy(m.S.G, r.G)
-	m.S.Best.offer(m.S.X, r.F, r.G)
-	return Step{Iterated: true, Accepted: true}
-}
-
-func (m *adaGrad) Best() ([]float64, float64, []float64) { return m.S.Best.X, m.S.Best.F, m.S.Best.G }
+func (m *adaGrad) Tell(r Reply) Step                     { return m.S.Best.step(m.S.X, m.S.G, r) }
+func (m *adaGrad) Best() ([]float64, float64, []float64) { return m.S.Best.best() }
 func (m *adaGrad) state() any                            { return &m.S }
 func (m *adaGrad) fits(n int) error {
 	s := &m.S
@@ -155,7 +156,7 @@ func (m *agd) Tell(r Reply) Step {
 	return Step{Iterated: true, Accepted: true}
 }
 
-func (m *agd) Best() ([]float64, float64, []float64) { return m.S.Best.X, m.S.Best.F, m.S.Best.G }
+func (m *agd) Best() ([]float64, float64, []float64) { return m.S.Best.best() }
 func (m *agd) state() any                            { return &m.S }
 func (m *agd) fits(n int) error {
 	s := &m.S

@@ -88,4 +88,4 @@ func (m *gonumLBFGS) Tell(r Reply) Step {
 	}
 }
 
-func (m *gonumLBFGS) Best() ([]float64, float64, []float64) { return m.best.X, m.best.F, m.best.G }
+func (m *gonumLBFGS) Best() ([]float64, float64, []float64) { return m.best.best() }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,27 +110,13 @@ type Cluster struct {
 
 // NewCluster subscribes to the job's subjects.
 func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
-	if cfg.Job == 0 {
-		cfg.Job = rand.Uint64() | 1
-	}
-	if cfg.HeartbeatTimeout == 0 {
-		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
-	}
-	if cfg.ResendAfter == 0 {
-		cfg.ResendAfter = DefaultResendAfter
-	}
-	if cfg.WaitReport == 0 {
-		cfg.WaitReport = DefaultWaitReport
-	}
-	if cfg.LoadStall == 0 {
-		cfg.LoadStall = DefaultLoadStall
-	}
-	if cfg.MinWorkers < 1 {
-		cfg.MinWorkers = 1
-	}
-	if cfg.Log == nil {
-		cfg.Log = zap.NewNop()
-	}
+	cfg.Job = cmp.Or(cfg.Job, rand.Uint64()|1)
+	cfg.HeartbeatTimeout = cmp.Or(cfg.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	cfg.ResendAfter = cmp.Or(cfg.ResendAfter, DefaultResendAfter)
+	cfg.WaitReport = cmp.Or(cfg.WaitReport, DefaultWaitReport)
+	cfg.LoadStall = cmp.Or(cfg.LoadStall, DefaultLoadStall)
+	cfg.MinWorkers = max(cfg.MinWorkers, 1)
+	cfg.Log = cmp.Or(cfg.Log, zap.NewNop())
 	n := len(cfg.Ranges)
 	c := &Cluster{nc: nc, ups: make(chan upMsg, upQueue), hbs: make(chan wire.Heartbeat, 256), reconnected: make(chan struct{}, 1), gone: make(chan string, 16)}
 	c.clusterCore = newClusterCore(cfg, c)

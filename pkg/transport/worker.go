@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,15 +123,9 @@ type bus interface {
 
 // NewWorker prepares a worker on an open connection.
 func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
-	if cfg.Heartbeat == 0 {
-		cfg.Heartbeat = DefaultHeartbeat
-	}
-	if cfg.Parallel < 1 {
-		cfg.Parallel = 1
-	}
-	if cfg.Log == nil {
-		cfg.Log = zap.NewNop()
-	}
+	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, DefaultHeartbeat)
+	cfg.Parallel = max(cfg.Parallel, 1)
+	cfg.Log = cmp.Or(cfg.Log, zap.NewNop())
 	id := nuid.Next()
 	if cfg.Name != "" {
 		id = cfg.Name + "-" + id

@@ -373,23 +373,21 @@ func (e *enc) rawF64s(v []float64) {
 		e.f64(x)
 	}
 }
-func (e *enc) u64s(v []uint64) {
-	e.u32(uint32(len(v)))
-	for _, x := range v {
-		e.u64(x)
-	}
-}
+func (e *enc) u64s(v []uint64) { encList(e, v, e.u64) }
+func (e *enc) u32s(v []uint32) { encList(e, v, e.u32) }
 func (e *enc) strs(v []string) {
-	e.u32(uint32(len(v)))
-	for _, x := range v {
+	encList(e, v, func(x string) {
 		e.u32(uint32(len(x)))
 		e.b = append(e.b, x...)
-	}
+	})
 }
-func (e *enc) u32s(v []uint32) {
+
+// encList appends v's length, then each entry as put writes it: the
+// short lists of a point's header (classes, owners, relays).
+func encList[T any](e *enc, v []T, put func(T)) {
 	e.u32(uint32(len(v)))
 	for _, x := range v {
-		e.u32(x)
+		put(x)
 	}
 }
 
