@@ -51,6 +51,13 @@ func run(o *options) error {
 	if o.check {
 		return checkOnly(o, log)
 	}
+	return loadAndTrain(o, log, init, start)
+}
+
+// loadAndTrain loads the shards where they will be evaluated, trains on
+// them and writes the model (or cross-validates, or compares methods);
+// start is when the run began.
+func loadAndTrain(o *options, log *zap.Logger, init *libsvm.Model, start time.Time) error {
 	// What the loads in this process share: the text statAndHold
 	// decompressed, and the memory their shards may take.
 	shared := &shard.Shared{}

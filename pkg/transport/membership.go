@@ -260,27 +260,48 @@ func (c *clusterCore) balance(moves bool) {
 	if len(live) == 0 {
 		return // nobody to give shards to: keep waiting for someone
 	}
-	isLive := map[string]bool{}
-	for _, id := range live {
-		isLive[id] = true
-	}
-	changed, moved := map[string]bool{}, 0
+	changed := map[string]bool{}
 	if !slices.ContainsFunc(c.owner, func(o string) bool { return o != "" }) {
-		// Contiguous blocks, of whole groups when there are enough of
-		// them: a worker holding a block of groups sends a few node sums
-		// up (see reduce.Combiner), not a partial per shard of a split
-		// group.
-		n, G, W := len(c.owner), reduce.NumGroups(len(c.owner)), len(live)
-		for s := range c.owner {
-			if G >= 2*W {
-				c.owner[s] = live[reduce.GroupOf(s)*W/G]
-			} else {
-				c.owner[s] = live[s*W/n]
-			}
-		}
+		c.firstOwners(live)
 		for _, id := range live {
 			changed[id] = true
 		}
+	}
+	moved := c.reassignLost(live, changed)
+	if moves {
+		moved += c.evenOut(live, changed)
+	}
+	c.stats.count(func(s *Stats) { s.Reassignments += moved })
+	for _, id := range live {
+		if changed[id] {
+			c.sendAssign(id)
+		}
+	}
+}
+
+// firstOwners hands out contiguous blocks, of whole groups when there
+// are enough of them: a worker holding a block of groups sends a few
+// node sums up (see reduce.Combiner), not a partial per shard of a split
+// group.
+func (c *members) firstOwners(live []string) {
+	n, G, W := len(c.owner), reduce.NumGroups(len(c.owner)), len(live)
+	for s := range c.owner {
+		if G >= 2*W {
+			c.owner[s] = live[reduce.GroupOf(s)*W/G]
+		} else {
+			c.owner[s] = live[s*W/n]
+		}
+	}
+}
+
+// reassignLost gives the shards of workers no longer live to their
+// incoming owners, else to the least loaded, and forgets moves to
+// workers no longer live; it marks the new owners changed and returns
+// how many shards it gave.
+func (c *clusterCore) reassignLost(live []string, changed map[string]bool) (moved int) {
+	isLive := map[string]bool{}
+	for _, id := range live {
+		isLive[id] = true
 	}
 	for s := range c.owner {
 		if to, ok := c.incoming[s]; ok && !isLive[to] {
@@ -298,11 +319,17 @@ func (c *clusterCore) balance(moves bool) {
 			moved++
 		}
 	}
-	// Moves go in whole groups when there are enough groups (a split
-	// group costs a partial per shard on the bus), in shards otherwise,
-	// and only while a move narrows the gap.
+	return moved
+}
+
+// evenOut moves shards from the most to the least loaded worker while a
+// move narrows the gap: in whole groups when there are enough groups (a
+// split group costs a partial per shard on the bus), in shards
+// otherwise. It marks the receivers changed and returns how many shards
+// it moved.
+func (c *members) evenOut(live []string, changed map[string]bool) (moved int) {
 	byGroup := reduce.NumGroups(len(c.owner)) >= 2*len(live)
-	for moves {
+	for {
 		hi, lo := c.mostLoaded(live), c.leastLoaded(live)
 		var batch []int // hi's last shard, or the shards of its last group it has
 		for s := len(c.owner) - 1; s >= 0; s-- {
@@ -315,7 +342,7 @@ func (c *clusterCore) balance(moves bool) {
 			batch = append(batch, s)
 		}
 		if len(batch) == 0 || c.load(hi)-c.load(lo) <= len(batch) {
-			break
+			return moved
 		}
 		for _, s := range batch {
 			if c.owner[s] == lo {
@@ -326,12 +353,6 @@ func (c *clusterCore) balance(moves bool) {
 			moved++
 		}
 		changed[lo] = true
-	}
-	c.stats.count(func(s *Stats) { s.Reassignments += moved })
-	for _, id := range live {
-		if changed[id] {
-			c.sendAssign(id)
-		}
 	}
 }
 
