@@ -99,15 +99,6 @@ type Options struct {
 	// Shared, when set, is what this load shares with the process's
 	// other loads (in-process workers): held text, and the memory fit.
 	Shared *Shared
-
-	lim *limits // nil: defaultLimits (tests lower them)
-}
-
-func (o Options) limits() limits {
-	if o.lim != nil {
-		return *o.lim
-	}
-	return defaultLimits()
 }
 
 // Counted counts what r reads into n (nil: it is r).
@@ -159,7 +150,7 @@ func loadFrom(src source, ranges []Range, opt Options) ([]*Shard, error) {
 			late = append(late, s)
 		}
 	}
-	compact(late, opt.limits())
+	compact(late, storageLimits)
 	return shards, nil
 }
 
@@ -223,7 +214,7 @@ type loader struct {
 }
 
 func newLoader(opt Options) *loader {
-	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, opt.Compact, opt.limits())}
+	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, opt.Compact, storageLimits)}
 }
 
 // source is what a load reads: the file; or, when text is set, the
@@ -352,7 +343,7 @@ func countLines(b []byte) int { return bytes.Count(b, []byte{'\n'}) }
 func loadStream(r io.Reader, path string, ranges []Range, opt Options, fit *fit, build func(*builder, int) *Shard, out []*Shard) error {
 	rd := libsvm.NewReader(r, path)
 	var row libsvm.Row
-	b := newBuilder(0, opt.Compact, opt.limits())
+	b := newBuilder(0, opt.Compact, storageLimits)
 	for i, rg := range ranges {
 		b.reset(rg.ID)
 		b.compact = opt.Compact || fit.on()
@@ -417,7 +408,7 @@ func ReadEach(ranges []Range, opt Options, read func(Range) (*Shard, error)) ([]
 			return nil, err
 		}
 		if opt.Compact || f.on() {
-			compact([]*Shard{s}, opt.limits())
+			compact([]*Shard{s}, storageLimits)
 		} else {
 			plain++
 		}
@@ -425,7 +416,7 @@ func ReadEach(ranges []Range, opt Options, read func(Range) (*Shard, error)) ([]
 		f.built(s, r.End-r.Start)
 	}
 	if f.on() {
-		compact(out[:plain], opt.limits())
+		compact(out[:plain], storageLimits)
 	}
 	return out, nil
 }

@@ -129,6 +129,10 @@ func defaultLimits() limits {
 	return limits{narrowColumns: 1 << 16, mediumColumns: 1 << 24, maxCode8: 1 << 8, maxCodes: 1 << 16}
 }
 
+// storageLimits are the loads' limits: the defaults but in the test that
+// lowers them to reach every storage on small files.
+var storageLimits = defaultLimits()
+
 // Compacted says whether the shard is stored compact (see Compact): its
 // values as codes or its ids in 3 bytes.
 func (s *Shard) Compacted() bool { return s.Code8 != nil || s.Code16 != nil || s.Idx24 != nil }

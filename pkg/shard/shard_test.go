@@ -54,9 +54,10 @@ func TestStoragesGiveTheSameBits(t *testing.T) {
 			}
 			var want []float64
 			for _, vr := range variants {
-				lim := defaultLimits()
-				vr.lower(&lim)
-				shards := loaded(t, path, 4, Options{Parallel: 2, Compact: true, lim: &lim})
+				storageLimits = defaultLimits()
+				vr.lower(&storageLimits)
+				shards := loaded(t, path, 4, Options{Parallel: 2, Compact: true})
+				storageLimits = defaultLimits()
 				for _, s := range shards {
 					if !vr.ok(s) {
 						t.Fatalf("%s, %s: shard %d does not hold the storage meant", st.Name(), vr.name, s.ID)
@@ -585,7 +586,9 @@ func TestSparseRowsKeepTheBits(t *testing.T) {
 				for _, s := range shards {
 					var sparse, dense reduce.Partial
 					s.Eval(p, &Scratch{}, &sparse)
-					s.Eval(p, &Scratch{denseRows: true}, &dense)
+					sparseRows = false
+					s.Eval(p, &Scratch{}, &dense)
+					sparseRows = true
 					got, want := slices.Concat(sparse.Loss, sparse.Grad, sparse.BiasGrad), slices.Concat(dense.Loss, dense.Grad, dense.BiasGrad)
 					for i := range want {
 						if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
