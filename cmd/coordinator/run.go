@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
@@ -205,30 +206,31 @@ func save(o *options, res *train.Result, single *curve) error {
 // the end beside the shards, and (its alloc_space) who allocated what
 // over the run.
 func profiles(cpu, mem string) (stop func(), err error) {
-	var files []*os.File
-	for _, path := range []string{cpu, mem} {
-		var f *os.File
-		if path != "" {
-			if f, err = os.Create(path); err != nil {
-				return nil, err
-			}
-		}
-		files = append(files, f)
-	}
-	if files[0] != nil {
-		if err := pprof.StartCPUProfile(files[0]); err != nil {
+	stopCPU := func() {}
+	if cpu != "" {
+		f, err := os.Create(cpu)
+		if err != nil {
 			return nil, err
 		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		stopCPU = func() { pprof.StopCPUProfile(); f.Close() }
+	}
+	if mem == "" {
+		return stopCPU, nil
+	}
+	f, err := os.Create(mem)
+	if err != nil {
+		stopCPU()
+		return nil, err
 	}
 	return func() {
-		if files[0] != nil {
-			pprof.StopCPUProfile()
-			files[0].Close()
-		}
-		if files[1] != nil {
-			pprof.Lookup("heap").WriteTo(files[1], 0)
-			files[1].Close()
-		}
+		stopCPU()
+		runtime.GC() // the heap profile is as of the last collection
+		pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
 	}, nil
 }
 

@@ -308,14 +308,14 @@ func margins(p *Point, class int32, z, coef, loss []float64, act []int32) (n int
 // one-vs-rest problems, and skipping a zero coefficient changes no bit
 // (a sum that starts at +0 never becomes -0, so adding +0 or -0 leaves
 // it as it is).
-func (sc *Scratch) sparseRow(n, K int) bool { return 2*n < K && sparseRows }
+func sparseRow(n, K int) bool { return 2*n < K && sparseRows }
 
 // sparseRows is off only in the test that sparse rows change no bit.
 var sparseRows = true
 
 // sparse is act when sparseRow holds, else nil: scatterRow's problems.
-func (sc *Scratch) sparse(act []int32, K int) []int32 {
-	if sc.sparseRow(len(act), K) {
+func sparse(act []int32, K int) []int32 {
+	if sparseRow(len(act), K) {
 		return act
 	}
 	return nil

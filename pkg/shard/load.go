@@ -150,7 +150,7 @@ func loadFrom(src source, ranges []Range, opt Options) ([]*Shard, error) {
 			late = append(late, s)
 		}
 	}
-	compact(late, storageLimits)
+	compact(late)
 	return shards, nil
 }
 
@@ -214,7 +214,7 @@ type loader struct {
 }
 
 func newLoader(opt Options) *loader {
-	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, opt.Compact, storageLimits)}
+	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, opt.Compact)}
 }
 
 // source is what a load reads: the file; or, when text is set, the
@@ -343,7 +343,7 @@ func countLines(b []byte) int { return bytes.Count(b, []byte{'\n'}) }
 func loadStream(r io.Reader, path string, ranges []Range, opt Options, fit *fit, build func(*builder, int) *Shard, out []*Shard) error {
 	rd := libsvm.NewReader(r, path)
 	var row libsvm.Row
-	b := newBuilder(0, opt.Compact, storageLimits)
+	b := newBuilder(0, opt.Compact)
 	for i, rg := range ranges {
 		b.reset(rg.ID)
 		b.compact = opt.Compact || fit.on()
@@ -379,7 +379,7 @@ func loadStream(r io.Reader, path string, ranges []Range, opt Options, fit *fit,
 // within the shard.
 func Read(r io.Reader, name string, id int) (*Shard, error) {
 	rd := libsvm.NewReader(r, name)
-	b := newBuilder(id, false, defaultLimits()) // Compact follows, one shard at a time
+	b := newBuilder(id, false) // Compact follows, one shard at a time
 	var row libsvm.Row
 	for {
 		err := rd.Next(&row)
@@ -408,7 +408,7 @@ func ReadEach(ranges []Range, opt Options, read func(Range) (*Shard, error)) ([]
 			return nil, err
 		}
 		if opt.Compact || f.on() {
-			compact([]*Shard{s}, storageLimits)
+			compact([]*Shard{s})
 		} else {
 			plain++
 		}
@@ -416,7 +416,7 @@ func ReadEach(ranges []Range, opt Options, read func(Range) (*Shard, error)) ([]
 		f.built(s, r.End-r.Start)
 	}
 	if f.on() {
-		compact(out[:plain], storageLimits)
+		compact(out[:plain])
 	}
 	return out, nil
 }

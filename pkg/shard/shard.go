@@ -129,8 +129,9 @@ func defaultLimits() limits {
 	return limits{narrowColumns: 1 << 16, mediumColumns: 1 << 24, maxCode8: 1 << 8, maxCodes: 1 << 16}
 }
 
-// storageLimits are the loads' limits: the defaults but in the test that
-// lowers them to reach every storage on small files.
+// storageLimits bound the storages every shard is built in (loads,
+// Read, Compact): the defaults but in the test that lowers them to reach
+// every storage on small files.
 var storageLimits = defaultLimits()
 
 // Compacted says whether the shard is stored compact (see Compact): its
@@ -177,8 +178,8 @@ type builder struct {
 	ones, f32         bool // every value is 1; every value is a float32
 }
 
-func newBuilder(id int, compact bool, lim limits) *builder {
-	b := &builder{compact: compact, lim: lim, coder: coder{lim: lim}}
+func newBuilder(id int, compact bool) *builder {
+	b := &builder{compact: compact, lim: storageLimits, coder: coder{lim: storageLimits}}
 	b.reset(id)
 	return b
 }
@@ -354,9 +355,10 @@ func (b *builder) setValues(s *Shard) {
 // id; BENCHMARKS.md), so this is for data that would not fit otherwise.
 // Options.Compact does the same as shards are built, without the plain
 // copy.
-func Compact(shards []*Shard) { compact(shards, defaultLimits()) }
+func Compact(shards []*Shard) { compact(shards) }
 
-func compact(shards []*Shard, lim limits) {
+func compact(shards []*Shard) {
+	lim := storageLimits
 	c := coder{lim: lim}
 	for _, s := range shards {
 		before, wasCompact := s.Bytes(), s.Compacted()

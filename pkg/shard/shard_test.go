@@ -22,6 +22,7 @@ import (
 // 16-bit against 24-bit against 32-bit column ids, and 8-bit codes
 // against 16-bit codes against the plain numbers.
 func TestStoragesGiveTheSameBits(t *testing.T) {
+	t.Cleanup(func() { storageLimits = defaultLimits() }) // should a load fail with them lowered
 	variants := []struct {
 		name  string
 		lower func(*limits)
@@ -568,6 +569,7 @@ func TestLayoutTiles(t *testing.T) {
 // list of active problems gives the bits of the loop over every problem,
 // at points where rows are active in few problems and in many.
 func TestSparseRowsKeepTheBits(t *testing.T) {
+	t.Cleanup(func() { sparseRows = true }) // should a pass fail with them off
 	for _, st := range []svmdata.Storage{svmdata.Storages[0], svmdata.Storages[1], svmdata.Storages[2]} {
 		for _, scale := range []float64{0.1, 3} {
 			t.Run(fmt.Sprintf("%s/scale=%v", st.Name(), scale), func(t *testing.T) {

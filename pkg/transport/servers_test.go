@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -228,9 +229,10 @@ func TestCoordinatorLinkCut(t *testing.T) {
 	link := newLink(t, servers[0].Addr().String())
 	quick := nats.CustomReconnectDelay(func(int) time.Duration { return 20 * time.Millisecond })
 	// Pings every second find the link dead after 3 to 4 s, past the
-	// heartbeat timeout of 2 s. Heartbeats at different paces, as workers started at different
-	// times beat at different phases: they fall silent to the
-	// coordinator one after another, not all in one tick.
+	// heartbeat timeout of 2 s. Heartbeats at different paces, as
+	// workers started at different times beat at different phases: they
+	// fall silent to the coordinator one after another, not all in one
+	// tick.
 	core, seen := observer.New(zap.InfoLevel)
 	n := 0
 	pace := func(w *Worker) {
@@ -270,8 +272,10 @@ func TestCoordinatorLinkCut(t *testing.T) {
 // what either side sends and accepts no new connection: a partition,
 // which neither end sees but by timeouts.
 type link struct {
-	ln   net.Listener
-	dead atomic.Bool
+	ln    net.Listener
+	dead  atomic.Bool
+	mu    sync.Mutex
+	conns []net.Conn // both ends of every connection, closed at the test's end
 }
 
 func newLink(t *testing.T, to string) *link {
@@ -280,7 +284,14 @@ func newLink(t *testing.T, to string) *link {
 		t.Fatal(err)
 	}
 	l := &link{ln: ln}
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() {
+		ln.Close()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, c := range l.conns {
+			c.Close()
+		}
+	})
 	go func() {
 		for {
 			in, err := ln.Accept()
@@ -292,7 +303,9 @@ func newLink(t *testing.T, to string) *link {
 				in.Close()
 				continue
 			}
-			t.Cleanup(func() { in.Close(); out.Close() })
+			l.mu.Lock()
+			l.conns = append(l.conns, in, out)
+			l.mu.Unlock()
 			go l.pipe(out, in)
 			go l.pipe(in, out)
 		}

@@ -78,14 +78,6 @@ func (v variant) Term(w, q string) string {
 	return fmt.Sprintf("float64(m.val(%s) * %s)", q, at)
 }
 
-// Times is c times nonzero q's value.
-func (v variant) Times(c, q string) string {
-	if v.Ones {
-		return c
-	}
-	return fmt.Sprintf("float64(%s * m.val(%s))", c, q)
-}
-
 // Inv is expr times the scale's inverse, inv; Div is expr divided by the
 // scale. Both are expr itself for ones.
 func (v variant) Inv(expr string) string {

@@ -73,13 +73,13 @@ func {{.Name "evalBinary"}}{{.TypeParams}}(rowPtr []uint32, idx []I,{{.Values}} 
 			ci := {{.Inv "c"}}
 			q := a
 			for ; q+4 <= b; q += 4 {
-				*at(gp, m.col(q)) += {{.Times "ci" "q"}}
-				*at(gp, m.col(q+1)) += {{.Times "ci" "q+1"}}
-				*at(gp, m.col(q+2)) += {{.Times "ci" "q+2"}}
-				*at(gp, m.col(q+3)) += {{.Times "ci" "q+3"}}
+				*at(gp, m.col(q)) += {{.Mul "ci" "m.val(q)"}}
+				*at(gp, m.col(q+1)) += {{.Mul "ci" "m.val(q+1)"}}
+				*at(gp, m.col(q+2)) += {{.Mul "ci" "m.val(q+2)"}}
+				*at(gp, m.col(q+3)) += {{.Mul "ci" "m.val(q+3)"}}
 			}
 			for ; q < b; q++ {
-				*at(gp, m.col(q)) += {{.Times "ci" "q"}}
+				*at(gp, m.col(q)) += {{.Mul "ci" "m.val(q)"}}
 			}
 			if hasBias {
 				gb += float64(c * bias)
@@ -133,7 +133,7 @@ func {{.Name "evalSeq"}}{{.TypeParams}}(rowPtr []uint32, idx []I,{{.Values}} cla
 			c /= scale
 			{{- end}}
 			for q := a; q < b; q++ {
-				*at(gp, m.col(q)) += {{.Times "c" "q"}}
+				*at(gp, m.col(q)) += {{.Mul "c" "m.val(q)"}}
 			}
 		}
 	}
@@ -188,7 +188,7 @@ func {{.Name "evalMulti"}}{{.TypeParams}}(s *Shard, idx []I,{{.Values}} p *Point
 			continue
 		}
 		addBiasGrad(p, coef, out.BiasGrad)
-		if sc.sparseRow(n, K) {
+		if sparseRow(n, K) {
 			act := sc.act[:n]
 			{{- if not .Ones}}
 			for _, k := range act {
@@ -387,13 +387,13 @@ func {{.Name "hessVecBinary"}}{{.TypeParams}}(rowPtr []uint32, idx []I,{{.Values
 		t := float64(({{.Inv "((s0 + s1) + (s2 + s3))"}} + tb) * h)
 		ti := {{.Inv "t"}}
 		for q = a; q+4 <= b; q += 4 {
-			*at(hp, m.col(q)) += {{.Times "ti" "q"}}
-			*at(hp, m.col(q+1)) += {{.Times "ti" "q+1"}}
-			*at(hp, m.col(q+2)) += {{.Times "ti" "q+2"}}
-			*at(hp, m.col(q+3)) += {{.Times "ti" "q+3"}}
+			*at(hp, m.col(q)) += {{.Mul "ti" "m.val(q)"}}
+			*at(hp, m.col(q+1)) += {{.Mul "ti" "m.val(q+1)"}}
+			*at(hp, m.col(q+2)) += {{.Mul "ti" "m.val(q+2)"}}
+			*at(hp, m.col(q+3)) += {{.Mul "ti" "m.val(q+3)"}}
 		}
 		for ; q < b; q++ {
-			*at(hp, m.col(q)) += {{.Times "ti" "q"}}
+			*at(hp, m.col(q)) += {{.Mul "ti" "m.val(q)"}}
 		}
 		if bias >= 0 {
 			hb += float64(t * bias)
@@ -456,7 +456,7 @@ func {{.Name "hessVecSeq"}}{{.TypeParams}}(rowPtr []uint32, idx []I,{{.Values}} 
 		}
 		coef := {{.Div "c"}}
 		for q := a; q < b; q++ {
-			*at(hp, m.col(q)) += {{.Times "coef" "q"}}
+			*at(hp, m.col(q)) += {{.Mul "coef" "m.val(q)"}}
 		}
 	}
 	return hb
