@@ -104,6 +104,7 @@ func TestComposeCommands(t *testing.T) {
 		for i, a := range argv {
 			a = strings.ReplaceAll(a, "nats://nats:4222", fmt.Sprintf("nats://127.0.0.1:%d", port))
 			a = strings.Replace(a, "/etc/nats/nats.conf", confPath, 1)
+			a = strings.Replace(a, "0.0.0.0:8080", "127.0.0.1:0", 1) // the status page
 			if strings.HasPrefix(a, "/data/") {
 				a = filepath.Join(dataDir, strings.TrimPrefix(a, "/data/"))
 			}

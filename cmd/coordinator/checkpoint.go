@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/internal/cli"
+	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
 )
@@ -82,7 +83,7 @@ func (c *checkpoints) save(cp *train.Checkpoint) error {
 	if c.written == 1 {
 		level = zap.InfoLevel
 	}
-	c.log.Log(level, "checkpoint written", zap.String("path", c.path), zap.Int("passes", cp.Opt.Evals),
+	c.log.Log(level, "checkpoint written", logging.Event("checkpoint"), zap.String("path", c.path), zap.Int("passes", cp.Opt.Evals),
 		zap.Bool("copied to the object store", remote))
 	return nil
 }

@@ -17,12 +17,14 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/s3"
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/status"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
 )
@@ -59,6 +61,8 @@ type options struct {
 	plot        string
 	compare     []string
 	metricsAddr string
+	httpAddr    string
+	httpLinger  time.Duration
 	folds       int
 	findC       bool
 	check       bool
@@ -130,6 +134,8 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile (pprof) to this file when the run ends")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at this address (e.g. 127.0.0.1:9100); off by default")
+	fs.StringVar(&o.httpAddr, "http", "", "serve a live status page (and its state as JSON at /api/status) at this address: :8080 is this host's loopback only; name another interface (0.0.0.0:8080) to show it beyond; off by default")
+	fs.DurationVar(&o.httpLinger, "http-linger", 0, "with -http, keep the final page up this long after the model is written (or until a signal)")
 	fs.StringVar(&o.plot, "plot", "", "draw the convergence curve (or, with -compare, every method's) to this .png or .svg file")
 	compare = fs.String("compare", "", "run these methods on the same shards (comma-separated) and print and plot their comparison")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the optimiser's state to this file (atomically) every -checkpoint-every passes and on SIGINT/SIGTERM")
@@ -176,6 +182,14 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	}
 	if o.shards < 0 {
 		return errors.New("-shards must be 0 (automatic) or positive")
+	}
+	if o.httpAddr != "" {
+		if _, err := status.Addr(o.httpAddr); err != nil {
+			return err
+		}
+	}
+	if o.httpLinger < 0 {
+		return errors.New("-http-linger must not be negative")
 	}
 	return nil
 }

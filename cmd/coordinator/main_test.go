@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,10 +26,12 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/osgm-svm/osgm/internal/testport"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/status"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -821,7 +824,7 @@ func TestTrainAccuracyOnlyAtOnce(t *testing.T) {
 	}{{0, true}, {1, false}, {2, false}} {
 		res.Batch, backend.n = c.batch, 0
 		got := false
-		for _, f := range trainedFields(res, &built{Backend: backend}, transport.Stats{}, 0, 0, time.Second) {
+		for _, f := range trainedFields(res, &built{Backend: backend}, timeSplit{}, 0, 0, time.Second) {
 			if f.Key == "train_accuracy" {
 				got = f.Interface == nil && math.Float64frombits(uint64(f.Integer)) > 0.5
 			}
@@ -944,5 +947,44 @@ func TestProfiles(t *testing.T) {
 				t.Errorf("%s has no %q samples", filepath.Base(tc.path), w)
 			}
 		}
+	}
+}
+
+// TestStatusPageFlag: -http serves the run's state while it lingers
+// after the model (the job, passes, the embedded workers, the end with
+// the model and the -t accuracy); a bad address is refused naming -http.
+func TestStatusPageFlag(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "train")
+	os.WriteFile(data, []byte("+1 1:1 2:0.5\n-1 1:-1 3:0.25\n+1 2:1\n-1 3:-1\n"), 0o644)
+	addr := fmt.Sprintf("127.0.0.1:%d", testport.Free(t))
+	o, err := parse([]string{"-q", "-workers", "2", "-http", addr, "-http-linger", "3s", "-t", data, data, filepath.Join(dir, "m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run(o) }()
+	var s status.Status
+	deadline := time.Now().Add(time.Minute)
+	for s.Phase != status.PhaseDone && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		r, err := http.Get("http://" + addr + "/api/status")
+		if err != nil {
+			continue
+		}
+		json.NewDecoder(r.Body).Decode(&s)
+		r.Body.Close()
+	}
+	if s.Phase != status.PhaseDone || s.End == nil || s.End.Model != o.model || !strings.HasPrefix(s.End.Accuracy, "Accuracy = ") {
+		t.Fatalf("the end: phase %q, %+v", s.Phase, s.End)
+	}
+	if s.Job.Rows != 4 || s.Job.File != data || s.Passes == 0 || len(s.Workers) != 2 || len(s.Curve) == 0 {
+		t.Fatalf("job %+v, %d passes, workers %+v, %d points", s.Job, s.Passes, s.Workers, len(s.Curve))
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parse([]string{"-http", "8080", data}); err == nil || !strings.Contains(err.Error(), "-http") {
+		t.Fatalf("-http 8080: %v", err)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/s3"
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/status"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -52,19 +53,25 @@ func run(o *options) error {
 	if o.check {
 		return checkOnly(o, log)
 	}
-	return loadAndTrain(o, log, init, start)
+	page, log, err := openStatus(o, log)
+	if err != nil {
+		return err
+	}
+	end, err := loadAndTrain(o, log, init, start, page)
+	page.finish(end, err)
+	return err
 }
 
 // loadAndTrain loads the shards where they will be evaluated, trains on
 // them and writes the model (or cross-validates, or compares methods);
-// start is when the run began.
-func loadAndTrain(o *options, log *zap.Logger, init *libsvm.Model, start time.Time) error {
+// start is when the run began. It says how the run ended for the page.
+func loadAndTrain(o *options, log *zap.Logger, init *libsvm.Model, start time.Time, page *statusPage) (end status.End, err error) {
 	// What the loads in this process share: the text statAndHold
 	// decompressed, and the memory their shards may take.
 	shared := &shard.Shared{}
 	info, release, err := statAndHold(o, shared)
 	if err != nil {
-		return err
+		return end, err
 	}
 	defer release()
 	ranges := shard.Layout(info.Size, o.shards)
@@ -74,30 +81,32 @@ func loadAndTrain(o *options, log *zap.Logger, init *libsvm.Model, start time.Ti
 	release() // the shards are loaded
 	if err != nil {
 		if ctx.Err() != nil { // whatever failed, the signal came first
-			return fmt.Errorf("interrupted before training began (%w)", err)
+			return end, fmt.Errorf("interrupted before training began (%w)", err)
 		}
-		return err
+		return end, err
 	}
 	defer closeBackend()
 	loaded := time.Since(start)
+	end.Load = loaded.Seconds()
 	logLoaded(log, o.train, be.Backend, o.cfg.Loss, len(ranges), loaded)
-	obs, closeWatch, err := watch(o, log, be)
+	page.loaded(o, be)
+	obs, closeWatch, err := watch(o, log, be, page)
 	defer closeWatch() // what it opened before failing too
 	if err != nil {
-		return err
+		return end, err
 	}
 	ck, resume, err := checkpointing(o, log, nc, be, ranges)
 	if err != nil {
-		return err
+		return end, err
 	}
 	shelf, err := openShelf(o)
 	if err != nil {
-		return err
+		return end, err
 	}
 	defer shelf.Close()
 	cfg := trainConfig(o, init, func() bool { return ctx.Err() != nil }, obs, ck, resume, shelf)
 	if o.folds > 0 {
-		return crossValidate(o, be, cfg, log, os.Stdout)
+		return end, crossValidate(o, be, cfg, log, os.Stdout)
 	}
 	trainStart := time.Now()
 	busBefore := be.busStats()
@@ -110,14 +119,18 @@ func loadAndTrain(o *options, log *zap.Logger, init *libsvm.Model, start time.Ti
 	if err != nil {
 		// The state is in the checkpoint if this run wrote one, or
 		// resumed from it and wrote none since.
-		return trainingFailed(o, err, ck != nil && (ck.written > 0 || cfg.Resume != nil))
+		return end, trainingFailed(o, err, ck != nil && (ck.written > 0 || cfg.Resume != nil))
 	}
 	trainTime := time.Since(trainStart)
+	page.phase(status.PhaseWriting)
 	if err := save(o, res, obs.single); err != nil {
-		return err
+		return end, err
 	}
-	fields := trainedFields(res, be, busBefore, loaded, trainStart.Sub(start)+res.FirstGradient, trainTime)
-	return finish(o, log, res, fields)
+	split := splitTime(res, be, busBefore, trainTime)
+	end.Compute, end.Communication, end.Method = split.compute.Seconds(), split.comm.Seconds(), split.method.Seconds()
+	fields := trainedFields(res, be, split, loaded, trainStart.Sub(start)+res.FirstGradient, trainTime)
+	end.Model, end.Accuracy, err = finish(o, log, res, fields)
+	return end, err
 }
 
 // openShelf is where batches' weights wait beside the model for its
@@ -129,17 +142,22 @@ func openShelf(o *options) (*train.FileShelf, error) {
 	return train.NewShelf(filepath.Dir(o.model))
 }
 
-// finish says what the training did and, with -t, tests the model.
-func finish(o *options, log *zap.Logger, res *train.Result, fields []zap.Field) error {
+// finish says what the training did and, with -t, tests the model; it
+// returns where the model went (none with -compare) and its accuracy.
+func finish(o *options, log *zap.Logger, res *train.Result, fields []zap.Field) (model, accuracy string, err error) {
 	log.Info("trained", append(fields, zap.String("model", o.model))...)
 	warnShort(log, res.Opt, o.cfg.MaxIter)
+	if o.compare == nil {
+		model = o.model
+	}
 	if o.test == "" {
-		return nil
+		return model, "", nil
 	}
 	if err := res.Full(); err != nil { // the test predicts with every weight
-		return fmt.Errorf("model %s: %w", o.model, err)
+		return model, "", fmt.Errorf("model %s: %w", o.model, err)
 	}
-	return printAccuracy(o.test, res.Model)
+	accuracy, err = printAccuracy(o.test, res.Model)
+	return model, accuracy, err
 }
 
 // logLoaded says what the shards hold, once they are loaded.
@@ -236,17 +254,17 @@ func profiles(cpu, mem string) (stop func(), err error) {
 
 // printAccuracy prints the model's accuracy on the test file, as
 // liblinear-predict does, and fails on rows whose labels it cannot have.
-func printAccuracy(test string, m *libsvm.Model) error {
+func printAccuracy(test string, m *libsvm.Model) (string, error) {
 	acc, err := testAccuracy(test, m)
 	if err != nil {
-		return err
+		return "", err
 	}
 	fmt.Println(acc)
 	if acc.Unknown > 0 {
-		return fmt.Errorf("%s: %d of %d rows have labels the training file does not have (model labels %v): wrong test file?",
+		return acc.String(), fmt.Errorf("%s: %d of %d rows have labels the training file does not have (model labels %v): wrong test file?",
 			test, acc.Unknown, acc.Total, m.Labels)
 	}
-	return nil
+	return acc.String(), nil
 }
 
 // checkTestFile opens the -t file, an s3:// object's metadata.
@@ -328,6 +346,7 @@ func checkInputs(o *options) (*libsvm.Model, error) {
 // and the curve -plot draws.
 type watcher struct {
 	log    *zap.Logger
+	page   *statusPage
 	trace  *bufio.Writer
 	prog   *progress
 	single *curve
@@ -341,6 +360,7 @@ func (ob *watcher) record(r osgm.Record) {
 			strconv.FormatFloat(r.F, 'g', 17, 64), strconv.FormatFloat(r.GradNorm, 'g', 17, 64), r.Accepted, r.Elapsed.Seconds())
 	}
 	ob.prog.record(r)
+	ob.page.record(r)
 }
 
 func (ob *watcher) started(p train.Plan) {
@@ -350,6 +370,7 @@ func (ob *watcher) started(p train.Plan) {
 		fields = append(fields, zap.Int("problems_at_a_time", p.Batch), zap.Bool("memory_bound", p.MemoryBound))
 	}
 	ob.log.Info("plan", fields...)
+	ob.page.started(p)
 	if p.InitFeatures > 0 {
 		ob.log.Warn(initFeatures(p.InitFeatures, p.Dim, ob.bias))
 	}
@@ -370,7 +391,7 @@ func initFeatures(n, dim int, bias float64) string {
 
 // watch opens what the run reports to; end ends what it opened, in
 // reverse.
-func watch(o *options, log *zap.Logger, backend *built) (ob *watcher, end func(), err error) {
+func watch(o *options, log *zap.Logger, backend *built, page *statusPage) (ob *watcher, end func(), err error) {
 	var closers []func()
 	end = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -404,7 +425,7 @@ func watch(o *options, log *zap.Logger, backend *built) (ob *watcher, end func()
 			prog.bus = backend.cluster.Stats
 		}
 	}
-	return &watcher{log: log, trace: trace, prog: prog, single: newCurve(o.cfg.Method), bias: o.cfg.Bias}, end, nil
+	return &watcher{log: log, page: page, trace: trace, prog: prog, single: newCurve(o.cfg.Method), bias: o.cfg.Bias}, end, nil
 }
 
 // checkpointing is where -checkpoint saves and, with -resume, the
@@ -477,16 +498,13 @@ func trainingFailed(o *options, err error, saved bool) error {
 
 // trainedFields are the "trained" log line's: the outcome, and where the
 // time went.
-func trainedFields(res *train.Result, backend *built, busBefore transport.Stats, loaded, firstGradient, trainTime time.Duration) []zap.Field {
-	conv := 0
-	for _, c := range res.Opt.Converged {
-		if c {
-			conv++
-		}
-	}
-	// Time in passes is the workers' compute plus the bus, and the
-	// passes side by side in this process; the rest of training is the
-	// method's own arithmetic on the coordinator.
+// timeSplit is where training's time went.
+type timeSplit struct{ compute, comm, method time.Duration }
+
+// splitTime splits training's time: time in passes is the workers'
+// compute plus the bus, and the passes side by side in this process; the
+// rest of training is the method's own arithmetic on the coordinator.
+func splitTime(res *train.Result, backend *built, busBefore transport.Stats, trainTime time.Duration) timeSplit {
 	compute, comm := res.PassTime, time.Duration(0)
 	if backend.cluster != nil {
 		bus := res.PassTime - res.SideTime
@@ -494,11 +512,21 @@ func trainedFields(res *train.Result, backend *built, busBefore transport.Stats,
 		comm = bus - compute
 		compute += res.SideTime
 	}
+	return timeSplit{compute: compute, comm: comm, method: trainTime - res.PassTime}
+}
+
+func trainedFields(res *train.Result, backend *built, split timeSplit, loaded, firstGradient, trainTime time.Duration) []zap.Field {
+	conv := 0
+	for _, c := range res.Opt.Converged {
+		if c {
+			conv++
+		}
+	}
 	fields := []zap.Field{zap.String("method", res.Method), zap.Float64("lambda", res.Lambda),
 		zap.Int("iterations", maxInt(res.Opt.Iters)), zap.Int("passes", res.Opt.Evals),
 		zap.Float64s("objective", res.Primal), zap.Int("converged", conv), zap.Int("problems", len(res.Primal)),
 		zap.Duration("load", loaded), zap.Duration("first_gradient", firstGradient), zap.Duration("train", trainTime),
-		zap.Duration("compute", compute), zap.Duration("communication", comm), zap.Duration("method_time", trainTime-res.PassTime)}
+		zap.Duration("compute", split.compute), zap.Duration("communication", split.comm), zap.Duration("method_time", split.method)}
 	if res.Batch > 0 {
 		fields = append(fields, zap.Int("problems_at_a_time", res.Batch))
 	}

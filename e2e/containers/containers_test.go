@@ -80,6 +80,7 @@ func newStack(t *testing.T, name string, files []string, extra ...string) *stack
 		"OSGM_IMAGE=" + osgmImage, "NATS_IMAGE=" + natsImage,
 		"DATA_DIR=" + dataDir, "OUT_DIR=" + s.out, "TRAIN_FILE=" + s.train,
 		fmt.Sprintf("NATS_PUBLISH=127.0.0.1:%d", s.port),
+		fmt.Sprintf("OSGM_HTTP=%d", e2etest.FreePort(t)),
 	}, extra...)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -275,6 +276,12 @@ func TestContainerTraining(t *testing.T) {
 				t.Errorf("%s publishes %q on the host, want %q", service, ports, want)
 			}
 		}
+	}
+	// The status page, on the host's loopback only (an exited container
+	// keeps its bindings in its host config).
+	bound := e2etest.Docker(t, "inspect", "-f", `{{range $p, $b := .HostConfig.PortBindings}}{{$p}}{{range $b}} {{.HostIp}}{{end}}{{end}}`, s.container("coordinator"))
+	if strings.TrimSpace(bound) != "8080/tcp 127.0.0.1" {
+		t.Errorf("the coordinator binds %q on the host, want 8080/tcp on 127.0.0.1 only", bound)
 	}
 }
 

@@ -3,9 +3,11 @@ package logging
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -66,5 +68,30 @@ func TestEnvLevel(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), strconv.Quote(tc.in)) {
 			t.Errorf("envLevel(%q): the error does not name the value: %v", tc.in, err)
 		}
+	}
+}
+
+// TestWithEvents: entries marked as events reach the sink, with the
+// logger's and the entry's fields as text, at any level and even where
+// the log itself writes errors only; other entries do not.
+func TestWithEvents(t *testing.T) {
+	var got []string
+	var buf bytes.Buffer
+	log := WithEvents(NewTo(&buf, "json", zapcore.ErrorLevel), func(kind string, at time.Time, text string) {
+		if at.IsZero() {
+			t.Error("an event without its time")
+		}
+		got = append(got, kind+": "+text)
+	})
+	log = log.With(zap.String("job", "j"))
+	log.Info("plain")
+	log.Warn("worker lost", Event("lost"), zap.String("worker", "w1"), zap.Duration("silent", 2*time.Second))
+	log.Debug("checkpoint written", Event("checkpoint"), zap.Int("passes", 7))
+	want := []string{"lost: worker lost job=j silent=2s worker=w1", "checkpoint: checkpoint written job=j passes=7"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("the error-level log wrote %q", buf.String())
 	}
 }

@@ -200,3 +200,19 @@ func field(b []byte, key string) (int64, bool) {
 	}
 	return 0, false
 }
+
+// Resident is this process's resident memory in bytes, as the kernel
+// counts it (/proc/self/statm); where that cannot be read, the memory the
+// Go runtime holds from the system.
+func Resident() int64 {
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			if pages, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				return pages * int64(os.Getpagesize())
+			}
+		}
+	}
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
+}

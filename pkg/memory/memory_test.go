@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"runtime"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -145,4 +146,21 @@ func TestCached(t *testing.T) {
 	if calls != 2 {
 		t.Fatalf("%d reads after the answer aged once", calls)
 	}
+}
+
+// TestResidentGrows: memory written to is resident, so a 64 MB slice
+// touched page by page raises Resident by most of its size.
+func TestResidentGrows(t *testing.T) {
+	before := Resident()
+	if before <= 0 {
+		t.Fatalf("Resident() = %d", before)
+	}
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	if grew := Resident() - before; grew < 48<<20 {
+		t.Fatalf("64 MB written raised Resident by %d bytes", grew)
+	}
+	runtime.KeepAlive(b)
 }

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,6 +22,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/status"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -310,4 +313,80 @@ func BenchmarkSparsePartial(b *testing.B) {
 	for b.Loop() {
 		buf = wire.AppendPartial(buf[:0], p)
 	}
+}
+
+// BenchmarkStatusPage measures what an open status page costs a pass
+// (issue 57's target: within 2%): value+gradient rounds at 32 in-process
+// workers on a 1 M-feature file (OSGM_BENCH_FILE, or a generated one),
+// without the page and with it, fed every round, listing the workers and
+// read twice a second as the page reads it. Run with -count to alternate.
+func BenchmarkStatusPage(b *testing.B) {
+	path := os.Getenv("OSGM_BENCH_FILE")
+	if path == "" {
+		path = wideData(b, 40000, 1_000_000, 60)
+	}
+	info, err := shard.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := len(shard.Layout(info.Size, 0))
+	c, _, _ := startCluster(b, path, 32, n, clusterOptions{inProcess: true, parallel: 1})
+	sum := train.Summarize(c.Meta(), shard.SquaredHinge)
+	labels, _, err := train.Classes(sum)
+	if err != nil || c.SetClasses(labels) != nil {
+		b.Fatal(err)
+	}
+	features := int(sum.MaxIndex)
+	o := objective.New(c, features, 1e-4, 1)
+	x, f, g := [][]float64{make([]float64, features+1)}, make([]float64, 1), [][]float64{make([]float64, features+1)}
+	for _, page := range []bool{false, true} {
+		b.Run(fmt.Sprintf("page=%t", page), func(b *testing.B) {
+			var board *status.Board
+			if page {
+				board = statusPage(b, c)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if err := o.Eval(x, f, g); err != nil {
+					b.Fatal(err)
+				}
+				if board != nil {
+					board.Record(status.Record{Passes: i + 1, F: f[0], GradNorm: 1, GradTol: 1e-3})
+				}
+			}
+		})
+	}
+}
+
+// statusPage serves a board listing c's workers and reads it twice a
+// second until b ends, as an open page does.
+func statusPage(b *testing.B, c *Cluster) *status.Board {
+	board := status.NewBoard(time.Now)
+	board.SetWorkers(func() []status.Worker {
+		var out []status.Worker
+		for _, v := range c.Workers() {
+			out = append(out, status.Worker{Name: v.ID, State: v.State, Shards: v.Shards, Passes: v.Rounds})
+		}
+		return out
+	})
+	addr, stop, err := board.Serve("127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for t := time.NewTicker(500 * time.Millisecond); ; {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if r, err := http.Get("http://" + addr + "/api/status"); err == nil {
+					io.Copy(io.Discard, r.Body)
+					r.Body.Close()
+				}
+			}
+		}
+	}()
+	b.Cleanup(func() { close(done); stop() })
+	return board
 }

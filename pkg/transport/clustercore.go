@@ -35,6 +35,7 @@ type clusterCore struct {
 	roundMemory
 	layouts
 	stats statsBox
+	view  viewBox
 
 	bad counter
 }
@@ -190,6 +191,13 @@ type peer struct {
 	progress   time.Time // when its loads last read something, or it had none
 	ownPoints  bool      // it takes points on its own subject
 	assigned   time.Time // when it was last told its shards
+	left       bool      // it said goodbye (dead too)
+
+	// What its last heartbeat said for a status page (see WorkerView).
+	host              string
+	rss               int64
+	rounds            uint64
+	bytesIn, bytesOut int64
 }
 
 type upMsg struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/osgm-svm/osgm/pkg/logging"
 	"go.uber.org/zap"
 )
 
@@ -153,11 +154,11 @@ func Connect(url, name string, auth Auth, log *zap.Logger, extra ...nats.Option)
 		}),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
 			if !c.IsClosed() {
-				log.Warn("disconnected from NATS; retrying", zap.Error(err))
+				log.Warn("disconnected from NATS; retrying", logging.Event("reconnect"), zap.Error(err))
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info("reconnected to NATS", zap.String("url", c.ConnectedUrl()), zap.String("server", c.ConnectedServerName()))
+			log.Info("reconnected to NATS", logging.Event("reconnect"), zap.String("url", c.ConnectedUrl()), zap.String("server", c.ConnectedServerName()))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
 			subj := ""

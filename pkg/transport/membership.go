@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -17,19 +18,20 @@ import (
 // (target, assigned, load, live) only read that state.
 
 func (c *clusterCore) onHeartbeat(hb wire.Heartbeat) {
+	defer c.publishView()
 	p := c.workers[hb.ID]
 	if hb.Leaving {
 		// Its shards move at the next check (checkWorkers).
 		if p != nil && !p.dead {
-			p.dead = true
-			c.log.Info("worker left", zap.String("worker", hb.ID))
+			p.dead, p.left = true, true
+			c.log.Info("worker left", logging.Event("left"), zap.String("worker", hb.ID))
 		}
 		return
 	}
 	if p == nil {
 		p = &peer{id: hb.ID, name: hb.Name, reconnects: hb.Reconnects}
 		c.workers[hb.ID] = p
-		c.log.Info("worker joined", zap.String("worker", hb.ID))
+		c.log.Info("worker joined", logging.Event("joined"), zap.String("worker", hb.ID))
 	}
 	if p.stuck {
 		return // alive, but not to be given shards again in this job
@@ -37,16 +39,17 @@ func (c *clusterCore) onHeartbeat(hb wire.Heartbeat) {
 	if p.dead {
 		// Back after an outage: it counts again and gets shards at the
 		// next round boundary.
-		p.dead = false
-		c.log.Info("worker back", zap.String("worker", hb.ID))
+		p.dead, p.left = false, false
+		c.log.Info("worker back", logging.Event("joined"), zap.String("worker", hb.ID))
 	}
 	p.lastSeen, p.noSub = c.now(), time.Time{}
 	if len(hb.Loading) == 0 || hb.Read != p.read || !slices.Equal(hb.Loading, p.loading) {
 		p.progress = p.lastSeen
 	}
 	p.read, p.held, p.loading, p.ownPoints = hb.Read, hb.Held, hb.Loading, hb.OwnPoints
+	p.host, p.rss, p.rounds, p.bytesIn, p.bytesOut = hb.Host, hb.RSS, hb.Rounds, hb.BytesIn, hb.BytesOut
 	if hb.Reconnects > p.reconnects {
-		c.log.Info("worker reconnected to NATS", zap.String("worker", hb.ID))
+		c.log.Info("worker reconnected to NATS", logging.Event("reconnect"), zap.String("worker", hb.ID))
 		p.reconnects = hb.Reconnects
 		c.soon()
 	}
@@ -58,7 +61,7 @@ func (c *clusterCore) onHeartbeat(hb wire.Heartbeat) {
 			from := c.owner[s]
 			c.owner[s] = to
 			delete(c.incoming, s)
-			c.log.Info("shard moved", zap.Int("shard", s), zap.String("from", from), zap.String("to", to))
+			c.log.Info("shard moved", logging.Event("moved"), zap.Int("shard", s), zap.String("from", from), zap.String("to", to))
 			if from != "" && !c.workers[from].dead {
 				c.sendAssign(from)
 			}
@@ -78,7 +81,7 @@ func (c *clusterCore) onHeartbeat(hb wire.Heartbeat) {
 		// when the store is cut off too. One not yet assigned anything
 		// keeps what it holds (a last job's shards) for the first
 		// assignment.
-		c.log.Info("worker lacks shards assigned to it: saying them again", zap.String("worker", hb.ID),
+		c.log.Info("worker lacks shards assigned to it: saying them again", logging.Event("resent"), zap.String("worker", hb.ID),
 			zap.Ints("held", hb.Held), zap.Ints("loading", hb.Loading), zap.Ints("assigned", want))
 		c.sendAssign(hb.ID)
 	}
@@ -148,9 +151,10 @@ func (c *clusterCore) onGone(id string) bool {
 		return false
 	}
 	p.dead = true
-	c.log.Warn("worker lost", zap.String("worker", id), zap.String("why", "its connection closed"),
+	c.log.Warn("worker lost", logging.Event("lost"), zap.String("worker", id), zap.String("why", "its connection closed"),
 		zap.Duration("silent", now.Sub(p.lastSeen)))
 	c.balance(false)
+	c.publishView()
 	return true
 }
 
@@ -198,7 +202,7 @@ func (c *clusterCore) checkWorkers(moves bool) {
 	if !c.deafSince.IsZero() {
 		// Heartbeats could not reach us: count silence, and loads that
 		// read nothing, from now.
-		c.log.Info("back on NATS", zap.Duration("cut off", now.Sub(c.deafSince)))
+		c.log.Info("back on NATS", logging.Event("reconnect"), zap.Duration("cut off", now.Sub(c.deafSince)))
 		c.deafSince = time.Time{}
 		c.sawReconnect()
 		for _, p := range c.workers {
@@ -209,11 +213,12 @@ func (c *clusterCore) checkWorkers(moves bool) {
 		p := c.workers[id]
 		if now.Sub(p.lastSeen) > c.cfg.HeartbeatTimeout {
 			p.dead = true
-			c.log.Warn("worker lost", zap.String("worker", id), zap.Duration("silent", now.Sub(p.lastSeen)))
+			c.log.Warn("worker lost", logging.Event("lost"), zap.String("worker", id), zap.Duration("silent", now.Sub(p.lastSeen)))
 		}
 	}
 	c.unstickLoads(now)
 	c.balance(moves)
+	c.publishView()
 }
 
 // unstickLoads takes a worker for stuck, as unstick does, when a load of
@@ -247,8 +252,9 @@ func (c *clusterCore) takeStuck(id, why string, fields ...zap.Field) {
 	p := c.workers[id]
 	p.dead, p.stuck = true, true
 	c.log.Warn("worker stuck: "+why+"; its shards move for the rest of the job",
-		append([]zap.Field{zap.String("worker", id)}, fields...)...)
+		append([]zap.Field{logging.Event("lost"), zap.String("worker", id)}, fields...)...)
 	c.sendAssign(id)
+	c.publishView()
 }
 
 // balance gives out shards whose worker is gone and, with moves, moves
@@ -312,7 +318,7 @@ func (c *clusterCore) reassignLost(live []string, changed map[string]bool) (move
 			if !ok {
 				to = c.leastLoaded(live)
 			}
-			c.log.Info("shard reassigned", zap.Int("shard", s), zap.String("from", c.owner[s]), zap.String("to", to))
+			c.log.Info("shard reassigned", logging.Event("moved"), zap.Int("shard", s), zap.String("from", c.owner[s]), zap.String("to", to))
 			c.owner[s] = to
 			delete(c.incoming, s)
 			changed[to] = true

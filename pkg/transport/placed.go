@@ -10,6 +10,7 @@ import (
 
 	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
@@ -155,7 +156,7 @@ func (pl *Placer) send(id string, p *placement) error {
 		pl.log.Debug("pass placed", zap.String("worker", id), zap.Ints("problems", p.req.Pass.Ks))
 		return nil
 	}
-	pl.log.Info("problem placed", zap.String("worker", id), zap.Int("problem", p.req.K), zap.Bool("resumed", p.req.Settings.Resume != nil))
+	pl.log.Info("problem placed", logging.Event("placed"), zap.String("worker", id), zap.Int("problem", p.req.K), zap.Bool("resumed", p.req.Settings.Resume != nil))
 	return nil
 }
 

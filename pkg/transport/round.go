@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -305,9 +306,9 @@ func (r *roundState) again() error {
 func (r *roundState) wholeIfMoved() error {
 	switch {
 	case r.layout != nil && !slices.Equal(r.c.layoutOf, r.c.owner):
-		r.c.log.Info("broadcasting the point whole", zap.Uint64("round", r.c.round), zap.String("why", "shards changed hands"))
+		r.c.log.Info("broadcasting the point whole", logging.Event("resent"), zap.Uint64("round", r.c.round), zap.String("why", "shards changed hands"))
 	case r.tree != nil && !slices.Equal(r.tree, r.c.owner):
-		r.c.log.Info("broadcasting the point again, sums to come here", zap.Uint64("round", r.c.round), zap.String("why", "shards changed hands"))
+		r.c.log.Info("broadcasting the point again, sums to come here", logging.Event("resent"), zap.Uint64("round", r.c.round), zap.String("why", "shards changed hands"))
 	default:
 		return nil
 	}
@@ -324,7 +325,7 @@ func (r *roundState) onUp(m upMsg) error {
 			if r.pt.Op != wire.OpHessVecAt {
 				why = "a worker's own point lacks columns of its shards"
 			}
-			c.log.Info("broadcasting the point whole", zap.Uint64("round", c.round), zap.String("why", why), zap.String("worker", string(m.payload)))
+			c.log.Info("broadcasting the point whole", logging.Event("resent"), zap.Uint64("round", c.round), zap.String("why", why), zap.String("worker", string(m.payload)))
 			if err := r.again(); err != nil {
 				return err
 			}
@@ -380,7 +381,7 @@ func (r *roundState) onTick() error {
 	if c.due(c.now()) {
 		// Broadcasts that went out on a link found dead since were not
 		// heard: workers' silence counts from this one.
-		c.log.Info("back on NATS after an outage: broadcasting the point again", zap.Uint64("round", c.round))
+		c.log.Info("back on NATS after an outage: broadcasting the point again", logging.Event("resent"), zap.Uint64("round", c.round))
 		r.resends = 0
 		return r.again()
 	}
@@ -404,7 +405,7 @@ func (r *roundState) onTick() error {
 			missing = append(missing, s)
 		}
 	}
-	c.log.Warn("round waiting on shards; broadcasting the point again",
+	c.log.Warn("round waiting on shards; broadcasting the point again", logging.Event("resent"),
 		zap.Uint64("round", c.round), zap.Ints("shards", missing))
 	return r.again()
 }

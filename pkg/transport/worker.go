@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,11 +106,15 @@ type Worker struct {
 	// load from a hung network mount does.
 	loader func(src wire.Source, ranges []shard.Range) ([]*shard.Shard, int, error)
 
-	read   atomic.Int64 // bytes its loads have read (shard.Options.Read)
-	mu     sync.Mutex   // guards hb, read by the heartbeat goroutine
-	hb     wire.Heartbeat
-	beat   chan struct{} // a heartbeat now, not at the next tick
-	badMsg counter
+	read atomic.Int64 // bytes its loads have read (shard.Options.Read)
+	// For the heartbeat's status fields: bytes received and sent, the
+	// rounds answered and the last of them.
+	bytesIn, bytesOut atomic.Int64
+	rounds, lastRound atomic.Uint64
+	mu                sync.Mutex // guards hb, read by the heartbeat goroutine
+	hb                wire.Heartbeat
+	beat              chan struct{} // a heartbeat now, not at the next tick
+	badMsg            counter
 }
 
 // bus is what a worker sends and receives its messages through: the NATS
@@ -136,7 +141,8 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 	w.loader = w.readShards
 	w.core = newWorkerCore(id, &w.cfg, w, w.log, &w.badMsg)
 	w.solver = newSolver(w)
-	w.hb = wire.Heartbeat{ID: id, Name: cfg.Name, OwnPoints: true, Solves: true, Slots: cfg.Parallel}
+	host, _ := os.Hostname()
+	w.hb = wire.Heartbeat{ID: id, Name: cfg.Name, Host: host, OwnPoints: true, Solves: true, Slots: cfg.Parallel}
 	return w
 }
 
@@ -198,6 +204,7 @@ func (w *Worker) ownMessages(ctx context.Context) nats.MsgHandler {
 	var own wire.Assembler
 	own.MaxPending = 4
 	return func(m *nats.Msg) {
+		w.bytesIn.Add(int64(len(m.Data)))
 		h, payload, err := wire.DecodeChunk(m.Data)
 		switch {
 		case err != nil:
@@ -251,6 +258,8 @@ func (w *Worker) sendHeartbeat() {
 	w.mu.Lock()
 	w.hb.Read = uint64(w.read.Load())
 	w.hb.Avail, w.hb.Placed = memory.Available(), w.solver.under()
+	w.hb.RSS, w.hb.Rounds = memory.Resident(), w.rounds.Load()
+	w.hb.BytesIn, w.hb.BytesOut = w.bytesIn.Load(), w.bytesOut.Load()
 	hb, _ := json.Marshal(w.hb)
 	w.mu.Unlock()
 	wire.Chunks(wire.KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {
@@ -292,6 +301,9 @@ func (w *Worker) heartbeats(ctx context.Context) {
 
 // send is workerIO's: one message up, in chunks the server takes.
 func (w *Worker) send(kind wire.Kind, job, round uint64, shardID uint32, pieces ...[]byte) {
+	if last := w.lastRound.Load(); round > last && w.lastRound.CompareAndSwap(last, round) {
+		w.rounds.Add(1)
+	}
 	w.publish(wire.UpSubject(job), "up", kind, job, round, shardID, pieces)
 }
 
@@ -302,6 +314,7 @@ func (w *Worker) relay(to string, kind wire.Kind, job, round uint64, id uint32, 
 
 func (w *Worker) publish(subj, direction string, kind wire.Kind, job, round uint64, id uint32, pieces [][]byte) {
 	err := w.chunks.SendPieces(kind, job, round, id, pieces, int(w.nc.MaxPayload()), func(b []byte) error {
+		w.bytesOut.Add(int64(len(b)))
 		if m := w.cfg.Metrics; m != nil {
 			m.Bytes.WithLabelValues(direction).Add(float64(len(b)))
 		}
@@ -329,6 +342,7 @@ func (w *Worker) listen(job uint64) {
 	var asm wire.Assembler
 	asm.MaxPending = 4
 	sub, err := w.bus.Subscribe(wire.DownSubject(job), func(m *nats.Msg) {
+		w.bytesIn.Add(int64(len(m.Data)))
 		h, payload, err := wire.DecodeChunk(m.Data)
 		if err != nil || h.Kind != wire.KindPoint || h.Job != job {
 			w.badMsg.add(err, h.Kind)
@@ -353,6 +367,7 @@ func (w *Worker) listenRelays(job uint64) {
 	var asm wire.Assembler
 	asm.MaxPending = 64
 	sub, err := w.bus.Subscribe(wire.RelaySubject(job, w.ID), func(m *nats.Msg) {
+		w.bytesIn.Add(int64(len(m.Data)))
 		h, payload, err := wire.DecodeChunk(m.Data)
 		if err != nil || (h.Kind != wire.KindRelayNode && h.Kind != wire.KindRelayShard) || h.Job != job {
 			w.badMsg.add(err, h.Kind)
@@ -380,11 +395,17 @@ func (w *Worker) load(job uint64, src wire.Source, ranges []shard.Range) {
 	}()
 }
 
-// holding is workerIO's: what the next heartbeats say.
+// holding is workerIO's: what the next heartbeats say. A load that ended
+// is told at once: a moved shard changes hands at its new owner's
+// heartbeat, and a status page shows the worker ready.
 func (w *Worker) holding(job uint64, held, loading []int) {
 	w.mu.Lock()
+	loaded := len(loading) < len(w.hb.Loading)
 	w.hb.Job, w.hb.Held, w.hb.Loading = job, held, loading
 	w.mu.Unlock()
+	if loaded {
+		w.beatNow()
+	}
 	if m := w.cfg.Metrics; m != nil {
 		m.Shards.Set(float64(len(held)))
 	}

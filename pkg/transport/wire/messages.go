@@ -648,6 +648,15 @@ type Heartbeat struct {
 	// many it runs at once.
 	Placed []uint64 `json:"placed,omitempty"`
 	Slots  int      `json:"slots,omitempty"`
+	// What a status page shows of the worker: its host, its process's
+	// resident memory, the rounds it answered and the bytes its
+	// subscriptions took in and its messages sent out. Only the worker
+	// counts these exactly (broadcasts, relays between workers).
+	Host     string `json:"host,omitempty"`
+	RSS      int64  `json:"rss,omitempty"`
+	Rounds   uint64 `json:"rounds,omitempty"`
+	BytesIn  int64  `json:"bytes_in,omitempty"`
+	BytesOut int64  `json:"bytes_out,omitempty"`
 }
 
 // LoadError reports a shard a worker could not load.

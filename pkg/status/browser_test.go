@@ -1,0 +1,66 @@
+package status
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/osgm-svm/osgm/internal/browser"
+)
+
+// TestPageAtScale opens the page in Chromium on a board of 32 workers
+// and 1,000 classes: it must paint and show the state within a second,
+// list every worker and class, and request nothing from another host.
+func TestPageAtScale(t *testing.T) {
+	p := browser.Open(t, time.Minute)
+	b := NewBoard(time.Now)
+	labels := make([]string, 1000)
+	for i := range labels {
+		labels[i] = fmt.Sprint(i)
+	}
+	b.SetJob(Job{File: "big.svm", Rows: 1e6, Classes: 1000, Problems: 1000, Method: "lbfgs", C: 1, Eps: 0.01}, labels)
+	workers := make([]Worker, 32)
+	for i := range workers {
+		workers[i] = Worker{Name: fmt.Sprint("w", i), Host: "h", State: "ready", Shards: []int{2 * i, 2*i + 1}, LastSeen: time.Now()}
+	}
+	b.SetWorkers(func() []Worker { return workers })
+	for pass := 1; pass <= 3000; pass++ {
+		b.Record(Record{Problem: pass % 1000, Passes: pass, F: 1e4 / float64(pass), GradNorm: 100 / float64(pass), GradTol: 0.01, Converged: pass > 2000})
+	}
+	for i := 0; i < 300; i++ {
+		b.Event("moved", time.Now(), fmt.Sprint("shard moved shard=", i))
+	}
+	addr, stop, err := b.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	origin := "http://" + addr + "/"
+	if err := p.Go(origin); err != nil {
+		t.Fatal(err)
+	}
+	var painted, rendered float64
+	deadline := time.Now().Add(20 * time.Second)
+	for rendered == 0 && time.Now().Before(deadline) {
+		rendered, _ = browser.Eval[float64](p, `(performance.getEntriesByName("rendered")[0] || {startTime: 0}).startTime`)
+		time.Sleep(20 * time.Millisecond)
+	}
+	painted, _ = browser.Eval[float64](p, `(performance.getEntriesByName("first-contentful-paint")[0] || {startTime: 0}).startTime`)
+	t.Logf("first contentful paint %.0f ms, the state shown at %.0f ms", painted, rendered)
+	if rendered == 0 || rendered > 1000 || painted > 1000 {
+		t.Fatalf("first paint at %.0f ms, the state shown at %.0f ms: want both under 1 s", painted, rendered)
+	}
+	rows, _ := browser.Eval[int](p, `document.querySelectorAll("#workers tr").length`)
+	cells, _ := browser.Eval[int](p, `document.querySelectorAll("#cells .cell").length`)
+	points, _ := browser.Eval[string](p, `document.getElementById("gplot").dataset.points`)
+	if rows != 32 || cells != 1000 || points == "0" {
+		t.Fatalf("%d worker rows, %d class cells, %s points plotted", rows, cells, points)
+	}
+	for _, u := range p.Requests() {
+		if !strings.HasPrefix(u, origin) {
+			t.Fatalf("the page requested %s, outside %s", u, origin)
+		}
+	}
+	p.Screenshot(t, "status-1000-classes.png")
+}
