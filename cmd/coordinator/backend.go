@@ -274,6 +274,7 @@ func startWorkers(ctx context.Context, url string, n int, compact shard.Compacti
 			<-done
 		}
 	}
+	cpus := objective.NewCPUs(runtime.NumCPU())
 	for i := 0; i < n; i++ {
 		nc, err := transport.Connect(url, fmt.Sprintf("worker-%d", i), transport.Auth{}, zap.NewNop(), opts...)
 		if err != nil {
@@ -294,7 +295,7 @@ func startWorkers(ctx context.Context, url string, n int, compact shard.Compacti
 		if zapcore.LevelOf(log.Core()) < zap.WarnLevel {
 			wlog = wlog.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 		}
-		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: runtime.NumCPU(), Compact: compact, Shared: shared, Log: wlog})
+		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: runtime.NumCPU(), Compact: compact, Shared: shared, Log: wlog, CPUs: cpus})
 		started++
 		go func() {
 			w.Run(wctx)
