@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -173,7 +172,7 @@ func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard
 		if url, inProcess, err = embedded(o, log, cs); err != nil {
 			return nil, nil, err
 		}
-		cfg.MinWorkers = o.workers
+		cfg.MinWorkers = 1
 	}
 	auth, err := o.auth.FromEnv()
 	if err != nil {
@@ -202,7 +201,7 @@ func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard
 	if o.natsURL == "" {
 		// In-process workers speak the same protocol over the embedded
 		// server: one code path for a laptop and a cluster.
-		stopWorkers, err := startWorkers(ctx, url, o.workers, o.compact, shared, inProcess, log)
+		stopWorkers, err := startWorker(ctx, url, o.workers, o.compact, shared, inProcess, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -238,7 +237,7 @@ func embedded(o *options, log *zap.Logger, cs *closers) (string, []nats.Option, 
 		return "", nil, err
 	}
 	cs.add(srv.Shutdown)
-	log.Info("embedded NATS server", zap.String("url", srv.ClientURL()), zap.Int("workers", o.workers))
+	log.Info("embedded NATS server", zap.String("url", srv.ClientURL()), zap.Int("goroutines", o.workers))
 	return srv.ClientURL(), []nats.Option{nats.InProcessServer(srv)}, nil
 }
 
@@ -261,49 +260,42 @@ func publish(ctx context.Context, o *options, nc *nats.Conn, job uint64, ranges 
 	return src, nil
 }
 
-func startWorkers(ctx context.Context, url string, n int, compact shard.Compaction, shared *shard.Shared, opts []nats.Option, log *zap.Logger) (stop func(), err error) {
-	// The workers outlive a SIGINT or SIGTERM, which ends ctx: the round
-	// under way completes and the state after it is saved, then stop
-	// ends them.
+// startWorker starts the worker in this process, with parallel
+// goroutines evaluating its shards, on the embedded server at url.
+//
+// One worker with every core, not one per core: its goroutines share the
+// shards, so none waits on a slower sibling's static share, and a
+// worker's sums are one dense vector per level of its tree whatever its
+// shards (on a 1 M-feature file, two workers held 90 MB more than one,
+// and sent the coordinator two sums to add instead of one). Goroutines
+// beyond the cores preempt each other mid-shard, and the partials after a
+// preempted shard wait for it (a worker sums in shard order), so parallel
+// is the cores by default.
+func startWorker(ctx context.Context, url string, parallel int, compact shard.Compaction, shared *shard.Shared, opts []nats.Option, log *zap.Logger) (stop func(), err error) {
+	nc, err := transport.Connect(url, "worker-0", transport.Auth{}, zap.NewNop(), opts...)
+	if err != nil {
+		return nil, err
+	}
+	// Its warnings and errors go to the coordinator's log: a message it
+	// drops would otherwise leave the round's "see their logs" with no
+	// logs to see. A log already quieter than that (-q) keeps its level:
+	// zap refuses to lower one, and says so on stderr.
+	wlog := log.Named("local0")
+	if zapcore.LevelOf(log.Core()) < zap.WarnLevel {
+		wlog = wlog.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
+	}
+	w := transport.NewWorker(nc, transport.WorkerConfig{Name: "local0", Parallel: parallel, Compact: compact, Shared: shared, Log: wlog})
+	// The worker outlives a SIGINT or SIGTERM, which ends ctx: the round
+	// under way completes and the state after it is saved, then stop ends
+	// it.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{}, n)
-	started := 0
-	stop = func() {
-		cancel()
-		for i := 0; i < started; i++ {
-			<-done
-		}
-	}
-	cpus := objective.NewCPUs(runtime.NumCPU())
-	for i := 0; i < n; i++ {
-		nc, err := transport.Connect(url, fmt.Sprintf("worker-%d", i), transport.Auth{}, zap.NewNop(), opts...)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		// Each gets every core: they share one Go runtime, whose scheduler
-		// then evens out the static split of the shards (a worker done
-		// early lends its cores), as the in-process backend's goroutines
-		// do. With one goroutine each, the slower worker set the pace:
-		// NATS rounds took 1.23x the in-process ones instead of 1.14x.
-		// Their warnings and errors go to the coordinator's log: a
-		// message they drop would otherwise leave the round's "see their
-		// logs" with no logs to see. A log already quieter than that
-		// (-q) keeps its level: zap refuses to lower one, and says so
-		// on stderr.
-		wlog := log.Named(fmt.Sprintf("local%d", i))
-		if zapcore.LevelOf(log.Core()) < zap.WarnLevel {
-			wlog = wlog.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
-		}
-		w := transport.NewWorker(nc, transport.WorkerConfig{Name: fmt.Sprintf("local%d", i), Parallel: runtime.NumCPU(), Compact: compact, Shared: shared, Log: wlog, CPUs: cpus})
-		started++
-		go func() {
-			w.Run(wctx)
-			nc.Close()
-			done <- struct{}{}
-		}()
-	}
-	return stop, nil
+	done := make(chan struct{})
+	go func() {
+		w.Run(wctx)
+		nc.Close()
+		close(done)
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // objectPrefix is where a job's shards go in the object store.

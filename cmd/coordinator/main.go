@@ -124,7 +124,7 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	o.cluster.Flags(fs)
 	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
 	fs.StringVar(&o.trace, "trace", "", "write one CSV line per iteration to this file")
-	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "local workers (without -nats)")
+	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "goroutines evaluating in this process (without -nats: the embedded worker's, or -local's), and classes trained side by side")
 	fs.IntVar(&o.shards, "shards", 0, "number of shards (0: from the file size)")
 	fs.BoolVar(&o.quiet, "q", false, "quiet: only errors")
 	fs.StringVar(&o.initModel, "i", "", "initial model file (warm start)")

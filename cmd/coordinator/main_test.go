@@ -725,7 +725,7 @@ func TestInProcessWorkersLog(t *testing.T) {
 	defer srv.Shutdown()
 	inProcess := []nats.Option{nats.InProcessServer(srv)}
 	core, logs := observer.New(zap.WarnLevel)
-	stop, err := startWorkers(context.Background(), srv.ClientURL(), 1, shard.CompactAuto, &shard.Shared{}, inProcess, zap.New(core))
+	stop, err := startWorker(context.Background(), srv.ClientURL(), 1, shard.CompactAuto, &shard.Shared{}, inProcess, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -978,7 +978,7 @@ func TestStatusPageFlag(t *testing.T) {
 	if s.Phase != status.PhaseDone || s.End == nil || s.End.Model != o.model || !strings.HasPrefix(s.End.Accuracy, "Accuracy = ") {
 		t.Fatalf("the end: phase %q, %+v", s.Phase, s.End)
 	}
-	if s.Job.Rows != 4 || s.Job.File != data || s.Passes == 0 || len(s.Workers) != 2 || len(s.Curve) == 0 {
+	if s.Job.Rows != 4 || s.Job.File != data || s.Passes == 0 || len(s.Workers) != 1 || len(s.Curve) == 0 {
 		t.Fatalf("job %+v, %d passes, workers %+v, %d points", s.Job, s.Passes, s.Workers, len(s.Curve))
 	}
 	if err := <-done; err != nil {

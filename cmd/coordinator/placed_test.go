@@ -39,11 +39,13 @@ func TestPlacedClasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	stop, err := startWorkers(context.Background(), srv.ClientURL(), 2, shard.CompactAuto, nil, nil, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
+	for range 2 {
+		stop, err := startWorker(context.Background(), srv.ClientURL(), 2, shard.CompactAuto, nil, nil, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
 	}
-	defer stop()
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)

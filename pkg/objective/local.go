@@ -16,9 +16,6 @@ import (
 type Local struct {
 	Shards   []*shard.Shard
 	Parallel int
-	// CPUs, when set, bounds the shards evaluated at once across the
-	// Locals sharing it (see CPUs).
-	CPUs CPUs
 
 	scratch []shard.Scratch
 	// acts is each shard's rows' activity at the last stamped point.
@@ -40,19 +37,6 @@ type partials struct {
 	free []*reduce.Partial
 }
 
-// CPUs is a count of shards that may be evaluated at once, shared by the
-// Locals of one process (the coordinator's in-process workers). Each
-// worker runs a goroutine per core, so that one done early lends its
-// cores to the others; but more goroutines than cores preempt each other
-// mid-shard, and a worker's shards are summed in order: behind a shard
-// preempted for a time slice its sibling goroutine evaluates ten more,
-// whose partials wait, megabytes each (real-valued wide data). Only the
-// goroutines holding a token run a shard; the others wait, not runnable.
-type CPUs chan struct{}
-
-// NewCPUs lets n shards be evaluated at once.
-func NewCPUs(n int) CPUs { return make(CPUs, max(n, 1)) }
-
 // NewLocal evaluates shards with parallel goroutines.
 func NewLocal(shards []*shard.Shard, parallel int) *Local {
 	return &Local{Shards: shards, Parallel: max(parallel, 1), pool: &partials{}}
@@ -63,7 +47,7 @@ func NewLocal(shards []*shard.Shard, parallel int) *Local {
 // to l (a worker's sums do), so a Local of its own would hand its new
 // partials to l's list at every such pass, which kept them all.
 func (l *Local) Sub(shards []*shard.Shard) *Local {
-	return &Local{Shards: shards, Parallel: l.Parallel, CPUs: l.CPUs, pool: l.pool, folds: l.folds}
+	return &Local{Shards: shards, Parallel: l.Parallel, pool: l.pool, folds: l.folds}
 }
 
 func (l *Local) Meta() []shard.Meta {
@@ -141,18 +125,12 @@ func (l *Local) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) er
 				if i >= len(l.Shards) {
 					return
 				}
-				if l.CPUs != nil {
-					l.CPUs <- struct{}{}
-				}
 				part := l.evalShard(op, i, p, v, sc)
 				mu.Lock()
 				if err == nil {
 					err = add(part)
 				}
 				mu.Unlock()
-				if l.CPUs != nil {
-					<-l.CPUs
-				}
 			}
 		}(&l.scratch[w])
 	}

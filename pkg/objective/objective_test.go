@@ -10,9 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/osgm-svm/osgm/internal/svmdata"
 	"github.com/osgm-svm/osgm/pkg/osgm"
@@ -922,51 +920,5 @@ func TestSubSharesPartials(t *testing.T) {
 	}
 	if n := len(whole.pool.free); n != 1 {
 		t.Fatalf("the whole set's list holds %d partials after passes with one out at a time, want 1", n)
-	}
-}
-
-// TestCPUsGate: Locals sharing CPUs evaluate at most that many shards
-// at once, counting a shard from its evaluation to its partial's add. With
-// one token, a Local whose add holds its partial stops the other; once it
-// lets go, both finish, each with the bits of a Local of its own.
-func TestCPUsGate(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	path := svmdata.WriteFile(t, svmdata.Random(rng, 800, 20, 2, "f64").Text)
-	a, b := objectiveFor(t, path, 8, 4, 1e-3, 1), objectiveFor(t, path, 8, 4, 1e-3, 1)
-	la, lb := a.Backend.(*Local), b.Backend.(*Local)
-	la.CPUs = NewCPUs(1)
-	lb.CPUs = la.CPUs
-	p := a.Point([][]float64{make([]float64, a.Dim())})
-	sums := func(l *Local, add func()) (loss float64) {
-		byShard := make([]float64, len(l.Shards)) // summed in shard order: the same bits
-		err := l.Eval(osgm.OpEval, p, nil, func(part *reduce.Partial) error {
-			add()
-			byShard[part.Shard] = part.Loss[0]
-			l.Release(part)
-			return nil
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		for _, v := range byShard {
-			loss += v
-		}
-		return loss
-	}
-	want := sums(NewLocal(la.Shards, 1), func() {})
-	hold, held := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	gotA, gotB, bAdded := make(chan float64, 1), make(chan float64, 1), make(chan struct{}, 8)
-	go func() { gotA <- sums(la, func() { once.Do(func() { close(held); <-hold }) }) }()
-	<-held
-	go func() { gotB <- sums(lb, func() { bAdded <- struct{}{} }) }()
-	select {
-	case <-bAdded:
-		t.Fatal("a shard was evaluated while the only token was held")
-	case <-time.After(200 * time.Millisecond):
-	}
-	close(hold)
-	if la, lb := <-gotA, <-gotB; la != want || lb != want {
-		t.Fatalf("losses %v and %v, want %v", la, lb, want)
 	}
 }

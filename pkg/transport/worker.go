@@ -20,7 +20,6 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/memory"
 	"github.com/osgm-svm/osgm/pkg/metrics"
-	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 
@@ -73,9 +72,6 @@ type WorkerConfig struct {
 	// loads share with it and each other (text it decompressed, the
 	// memory fit); nil for a worker of its own.
 	Shared *shard.Shared
-	// CPUs, for workers in the coordinator's process, bounds the shards
-	// they evaluate at once, all of them together (objective.CPUs).
-	CPUs objective.CPUs
 }
 
 // Worker holds shards for a coordinator and evaluates them on request:

@@ -291,7 +291,6 @@ func (w *workerCore) rebuildLocal() {
 		list[i] = w.shards[id]
 	}
 	w.local = objective.NewLocal(list, w.cfg.Parallel)
-	w.local.CPUs = w.cfg.CPUs
 	w.comb, w.grouped, w.dense, w.colsAt = nil, nil, nil, nil
 	if w.total == 0 {
 		return
