@@ -193,7 +193,7 @@ func TestWorkerKilledMidPlacedClass(t *testing.T) {
 	model := filepath.Join(dir, "model")
 	c := start(t, "coordinator", "-shards", "9", "-heartbeat-timeout", "1h", "-nats", url, "-min-workers", "3",
 		"-checkpoint", filepath.Join(dir, "ck"), "-checkpoint-every", "100", data, model)
-	placed := regexp.MustCompile(`"msg":"problem placed","worker":"p(\d)-`)
+	placed := regexp.MustCompile(`"msg":"problem placed","event":"placed","worker":"p(\d)-`)
 	checkFor(t, time.Minute, "three classes placed", func() bool { return len(placed.FindAllString(c.Output(), 3)) == 3 })
 	// The worker placed last, killed as soon as that shows: its class
 	// has just begun (a news20.t class takes 0.1 to 0.8 s), where one

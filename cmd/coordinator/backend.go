@@ -77,7 +77,7 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *
 
 // inProcess is the embedded cluster, whose workers' shards are in this
 // process: problems that train side by side do so on forks over those
-// shards (objective.Forker), without a round on the bus, to the same bits.
+// shards (objective.Backend's Fork), without a round on the bus, to the same bits.
 type inProcess struct {
 	*transport.Cluster
 	local *objective.Local

@@ -14,6 +14,7 @@ import (
 // Local is a Backend over shards held in this process, evaluated by a
 // fixed number of goroutines.
 type Local struct {
+	Alone    // places nothing: Fork and Release are its own
 	Shards   []*shard.Shard
 	Parallel int
 

@@ -1,6 +1,7 @@
 package objective
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -26,7 +27,47 @@ type Backend interface {
 	// Tally counts rows and correct predictions by class (only the
 	// held-out fold's rows when p.Holdout is set).
 	Tally(p *shard.Point) (shard.Tally, error)
+
+	// What a backend can do beyond passes over its shards, each
+	// answering "cannot" where it cannot (Alone answers so for all).
+	//
+	// Fork is a copy of the backend over the same data for another
+	// goroutine (Local: the shards are in this process); ErrNoFork where
+	// its shards are elsewhere.
+	Fork(live *cols.LiveMap) (Backend, error)
+	// Place minimises a whole problem where its data is (a worker that
+	// holds every shard) over an objective of the same constants; ok
+	// false: it cannot (see osgm.Objective's Place).
+	Place(c Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (r *osgm.Result, ok bool, err error)
+	// PlacePass makes a whole pass where its data is, reduced there to
+	// the sums this objective would have added; ok false: it cannot
+	// (this pass, or any).
+	PlacePass(c Constants, b *osgm.Pass) (ok bool, err error)
+	// Release takes back a partial Eval gave, once added, for reuse.
+	Release(p *reduce.Partial)
 }
+
+// ErrNoFork is Fork's error where the shards are not in this process.
+var ErrNoFork = errors.New("objective: the shards are not in this process: no fork")
+
+// Alone is a Backend's answers where it can do nothing beyond its
+// passes: it does not fork, place problems or passes, or reuse
+// partials. Embed it.
+type Alone struct{}
+
+// Fork fails: ErrNoFork.
+func (Alone) Fork(*cols.LiveMap) (Backend, error) { return nil, ErrNoFork }
+
+// Place declines.
+func (Alone) Place(Constants, int, []float64, osgm.Problem, osgm.Settings) (*osgm.Result, bool, error) {
+	return nil, false, nil
+}
+
+// PlacePass declines.
+func (Alone) PlacePass(Constants, *osgm.Pass) (bool, error) { return false, nil }
+
+// Release lets the partial go.
+func (Alone) Release(*reduce.Partial) {}
 
 // Objective is the L2-regularised objective of K problems over a
 // backend's shards:
@@ -77,24 +118,15 @@ func New(b Backend, features int, lambda, bias float64) *Objective {
 	return o
 }
 
-// Forker is a Backend that can make a copy of itself over the same data
-// for another goroutine (Local: the shards are in this process).
-type Forker interface {
-	Fork(live *cols.LiveMap) (Backend, error)
-}
-
-// Fork is the objective over a fork of its backend, for minimising some
-// problems on another goroutine, side by side with this objective and its
-// other forks: every sum comes out as it would here, the reduction tree
-// being the same. It is nil when the backend cannot fork (its shards are
-// on workers) or its shards cannot take the live coordinates (which the
-// first pass would then report). Call it after LeaveOutDead.
-func (o *Objective) Fork() osgm.Objective {
-	f, ok := o.Backend.(Forker)
-	if !ok {
-		return nil
-	}
-	b, err := f.Fork(o.live)
+// Forked is the objective over a fork of its backend, for minimising
+// some problems on another goroutine, side by side with this objective
+// and its other forks: every sum comes out as it would here, the
+// reduction tree being the same. It is nil when the backend cannot fork
+// (its shards are on workers) or its shards cannot take the live
+// coordinates (which the first pass would then report). Call it after
+// LeaveOutDead.
+func (o *Objective) Forked() *Objective {
+	b, err := o.Backend.Fork(o.live)
 	if err != nil {
 		return nil
 	}
@@ -102,18 +134,12 @@ func (o *Objective) Fork() osgm.Objective {
 		Weights: o.Weights, Holdout: o.Holdout, Loss: o.Loss, Epsilon: o.Epsilon, cols: o.cols, live: o.live, normSq: o.normSq, red: newReducer(b, o.cols)}
 }
 
-// Placer is a Backend that can minimise a whole problem where its data
-// is: on a worker that holds every shard, over an objective of the same
-// constants (osgm.Placer; ok false: it cannot).
-type Placer interface {
-	Place(c Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (r *osgm.Result, ok bool, err error)
-}
-
-// PassPlacer is a Backend that can make a whole pass where its data is
-// (a worker that holds every shard), reduced there to the sums this
-// objective would have added (ok false: it cannot; this pass, or any).
-type PassPlacer interface {
-	PlacePass(c Constants, b *osgm.Pass) (ok bool, err error)
+// Fork is Forked as the methods take it (osgm.Objective's Fork).
+func (o *Objective) Fork() osgm.Objective {
+	if f := o.Forked(); f != nil {
+		return f
+	}
+	return nil
 }
 
 // Constants are what an Objective adds to its backend's shards: with
@@ -149,20 +175,14 @@ func (c Constants) Build(b Backend) *Objective {
 
 // Place minimises problem k where the backend places it (see Placer).
 func (o *Objective) Place(k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
-	pl, ok := o.Backend.(Placer)
-	if !ok {
-		return nil, false, nil
-	}
-	return pl.Place(o.Constants(), k, x0, p, s)
+	return o.Backend.Place(o.Constants(), k, x0, p, s)
 }
 
 // newReducer is a reduction of b's shards' partials, handing each back to
-// b for reuse once added when b takes them.
+// b once added.
 func newReducer(b Backend, cols [][]uint32) *reduce.Reducer {
 	red := reduce.NewReducer(cols)
-	if r, ok := b.(interface{ Release(*reduce.Partial) }); ok {
-		red.Release = r.Release
-	}
+	red.Release = b.Release
 	return red
 }
 
@@ -323,10 +343,8 @@ func (o *Objective) Ops() osgm.Op { return osgm.OpEval | osgm.OpDiag | osgm.OpHe
 // (nil: all) held in b's vectors in that order: a pass costs in
 // proportion to the problems it carries.
 func (o *Objective) Evaluate(b *osgm.Pass) error {
-	if pp, ok := o.Backend.(PassPlacer); ok {
-		if ok, err := pp.PlacePass(o.Constants(), b); ok || err != nil {
-			return err
-		}
+	if ok, err := o.Backend.PlacePass(o.Constants(), b); ok || err != nil {
+		return err
 	}
 	switch b.Op {
 	case osgm.OpEval:

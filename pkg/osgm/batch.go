@@ -183,9 +183,10 @@ func (res *Result) unshelved(shelf Shelf, x0 [][]float64) ([][]float64, error) {
 // subset is problems ks of an objective, as problems 0, 1, ... of their
 // own: a batch's, or one problem's side by side.
 type subset struct {
-	obj Objective
-	ks  []int
-	buf []int
+	Here // a view of some problems: its own minimisation's, not forked
+	obj  Objective
+	ks   []int
+	buf  []int
 }
 
 func (b *subset) Ops() Op { return b.obj.Ops() }

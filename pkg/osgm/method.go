@@ -74,25 +74,28 @@ type Pass struct {
 type Objective interface {
 	Ops() Op
 	Evaluate(b *Pass) error
-}
-
-// Forker is an Objective that can copy itself for another goroutine: a
-// fork evaluates the same problems to the same bits, side by side with
-// the original and other forks (each used by one goroutine). Fork is nil
-// when it cannot be made (the data is not in this process).
-type Forker interface {
-	Objective
+	// Fork is a copy for another goroutine: it evaluates the same
+	// problems to the same bits, side by side with the original and
+	// other forks (each used by one goroutine); nil where none can be
+	// made (the data is not in this process).
 	Fork() Objective
-}
-
-// Placer is an objective that can minimise a whole problem where its
-// data is, in another process (a worker that holds every shard): Place
-// is then Solve of problem k from x0 there, to the same bits, with s's
-// callbacks (Trace, Checkpoint, Interrupt) called here. ok is false when
-// it cannot place the problem, which is then minimised here.
-type Placer interface {
+	// Place minimises problem k where its data is, in another process
+	// (a worker that holds every shard): Solve of problem k from x0
+	// there, to the same bits, with s's callbacks (Trace, Checkpoint,
+	// Interrupt) called here. ok is false where it cannot place the
+	// problem, which is then minimised here.
 	Place(k int, x0 []float64, p Problem, s Settings) (r *Result, ok bool, err error)
 }
+
+// Here is an Objective's Fork and Place for one evaluated here alone,
+// which neither forks nor places: embed it.
+type Here struct{}
+
+// Fork is nil: no fork.
+func (Here) Fork() Objective { return nil }
+
+// Place declines: the problem is minimised here.
+func (Here) Place(int, []float64, Problem, Settings) (*Result, bool, error) { return nil, false, nil }
 
 // Solve minimises problem k of obj alone from x0: what a side-by-side
 // run does with each problem, and what a Placer's far end runs.

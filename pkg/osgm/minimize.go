@@ -69,7 +69,7 @@ type Settings struct {
 	// problems' own), so that what such a pass brings is held a batch at
 	// a time too.
 	BatchStart func(obj Objective, ks []int) (Start, error)
-	// Parallel, with Batch 1 and an objective that forks (Forker), is how
+	// Parallel, with Batch 1 and an objective that forks (its Fork is not nil), is how
 	// many problems are minimised side by side, each alone on its own
 	// fork (see minimizeSide): one-vs-rest classes on the cores of the
 	// machine that holds the data, with the bits of one at a time.

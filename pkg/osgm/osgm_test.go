@@ -14,6 +14,7 @@ import (
 // symmetric positive definite: a problem with a known minimiser c_k and a
 // known Lipschitz constant max(D).
 type quadratic struct {
+	Here
 	A     [][]float64
 	c     [][]float64
 	evals int

@@ -10,7 +10,7 @@ import (
 
 // Side by side: with one problem at a time (Batch 1) a pass carries one
 // problem, so nothing ties one problem's rounds to another's. On an
-// objective whose data is in this process (a Forker), Parallel problems
+// objective whose data is in this process (one whose Fork is not nil), Parallel problems
 // then run at once, each a Minimize of its own on its own fork, a fork
 // taking the next problem when its problem ends: a one-vs-rest model's
 // classes spread over the cores without a round between them, and each
@@ -89,9 +89,9 @@ func minimizeSide(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*
 // when it cannot fork.
 func forks(obj Objective, w int) []Objective {
 	var out []Objective
-	if f, ok := obj.(Forker); ok && w > 1 {
+	if w > 1 {
 		for range w {
-			if o := f.Fork(); o != nil {
+			if o := obj.Fork(); o != nil {
 				out = append(out, o)
 			}
 		}
@@ -167,10 +167,8 @@ func (sd *side) one(obj Objective, k int, resumed *Snapshot) error {
 
 // solveOn minimises problem k where obj places it, or else here.
 func solveOn(obj Objective, k int, x0 []float64, p Problem, s Settings) (*Result, error) {
-	if pl, ok := obj.(Placer); ok {
-		if r, ok, err := pl.Place(k, x0, p, s); ok || err != nil {
-			return r, err
-		}
+	if r, ok, err := obj.Place(k, x0, p, s); ok || err != nil {
+		return r, err
 	}
 	return Solve(obj, k, x0, p, s)
 }

@@ -718,8 +718,8 @@ func (t *timedObjective) Place(k int, x0 []float64, p osgm.Problem, s osgm.Setti
 }
 
 func (t *timedObjective) Fork() osgm.Objective {
-	f, ok := t.obj.Fork().(*objective.Objective)
-	if !ok {
+	f := t.obj.Forked()
+	if f == nil {
 		return nil
 	}
 	t.clock.forks.Add(1)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -85,6 +86,9 @@ const stopGrace = 2 * time.Second
 // ticks, from one goroutine.
 type Cluster struct {
 	*clusterCore
+	// Its shards are on workers: it neither forks nor places (Placed
+	// does), and its partials are decoded into memory of its own.
+	objective.Alone
 	nc *nats.Conn
 
 	ups  chan upMsg

@@ -176,7 +176,7 @@ func (pl *Placer) publish(id string, kind wire.Kind, p *placement, b []byte) err
 }
 
 // Place minimises problem k of the objective of constants c on a worker
-// (objective.Placer), calling s's callbacks here with what the worker sends.
+// (objective.Backend's Place), calling s's callbacks here with what the worker sends.
 func (pl *Placer) Place(c objective.Constants, order []float64, folds, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
 	set := s
 	set.Trace, set.Checkpoint, set.Interrupt, set.Now = nil, nil, nil, nil
@@ -190,7 +190,7 @@ func (pl *Placer) Place(c objective.Constants, order []float64, folds, k int, x0
 }
 
 // PlacePass makes pass b of the objective of constants c on a worker
-// (objective.PassPlacer): the pass that starts a placed problem, OpEval or
+// (objective.Backend's PlacePass): the pass that starts a placed problem, OpEval or
 // OpEvalDiag (ok false for another).
 func (pl *Placer) PlacePass(c objective.Constants, order []float64, folds int, b *osgm.Pass) (bool, error) {
 	if b.Op != osgm.OpEval && b.Op != osgm.OpEvalDiag || len(b.X) == 0 {
@@ -283,7 +283,7 @@ func ended(m *wire.Solved, k int) (*osgm.Result, bool, error) {
 }
 
 // Placed is a Cluster whose one-vs-rest problems go whole to workers
-// that hold every shard (objective.Forker): each fork places its problems,
+// that hold every shard (its Fork): each fork places its problems,
 // and the pass that starts each, through the Placer. Any other pass a
 // fork makes is a round on the cluster, one fork at a time.
 type Placed struct {

@@ -14,7 +14,7 @@ import (
 )
 
 // Solve asks a worker to minimise one problem over every shard of a job
-// (osgm.Placer): the worker loads the shards, builds the objective the
+// (osgm.Objective's Place): the worker loads the shards, builds the objective the
 // coordinator has (the same shards, classes, folds and constants make
 // the same bits) and runs osgm.Solve. The settings cross without their
 // callbacks: the worker sends what they would have been given as
