@@ -54,8 +54,9 @@ func TestPageAtScale(t *testing.T) {
 	rows, _ := browser.Eval[int](p, `document.querySelectorAll("#workers tr").length`)
 	cells, _ := browser.Eval[int](p, `document.querySelectorAll("#cells .cell").length`)
 	points, _ := browser.Eval[string](p, `document.getElementById("gplot").dataset.points`)
-	if rows != 32 || cells != 1000 || points == "0" {
-		t.Fatalf("%d worker rows, %d class cells, %s points plotted", rows, cells, points)
+	classRows, _ := browser.Eval[int](p, `document.querySelectorAll("#classrows tr").length`)
+	if rows != 32 || cells != 1000 || points == "0" || classRows == 0 {
+		t.Fatalf("%d worker rows, %d class cells, %s points plotted, %d classes listed", rows, cells, points, classRows)
 	}
 	for _, u := range p.Requests() {
 		if !strings.HasPrefix(u, origin) {
