@@ -49,9 +49,7 @@ type workerCore struct {
 	laidOut  [][]byte                          // memory of this round's sums sent sparse
 	spare    [][]byte                          // and of the last rounds', free again
 	total    int                               // shards in the job
-	comb     *reduce.Combiner                  // sums the tree's nodes this worker holds whole
-	grouped  *reduce.GroupSums                 // and their groups' shards, into comb
-	dense    *reduce.DenseSum                  // or, on wide data, this does
+	adder    adder                             // adds the shards under nodes held whole (nil: none)
 	started  time.Time                         // when this round's evaluation began
 	local    *objective.Local
 	tree     *treeRound                 // this round's tree among the workers (nil: sums go to the coordinator)
@@ -291,7 +289,7 @@ func (w *workerCore) rebuildLocal() {
 		list[i] = w.shards[id]
 	}
 	w.local = objective.NewLocal(list, w.cfg.Parallel)
-	w.comb, w.grouped, w.dense, w.colsAt = nil, nil, nil, nil
+	w.adder, w.colsAt = nil, nil
 	if w.total == 0 {
 		return
 	}
@@ -306,14 +304,52 @@ func (w *workerCore) rebuildLocal() {
 	}
 	if d := reduce.NewDenseSum(w.total, lists); d != nil && d.Pays() {
 		d.Emit, d.Release = w.sendNode, w.local.Release
-		w.dense = d
+		w.adder = denseAdder{d}
 		return
 	}
 	groups := reduce.HeldGroups(w.total, lists)
-	w.comb = reduce.NewCombiner(w.total, reduce.BuildNodes(w.total, groups), w.sendNode)
+	comb := reduce.NewCombiner(w.total, reduce.BuildNodes(w.total, groups), w.sendNode)
 	// Group sums go out as views of their memory, kept for resends until
 	// the next round: each round's are new.
-	w.grouped = reduce.NewGroupSums(w.total, func(g int) *reduce.Group { return groups[g] }, w.comb, w.local.Release, false)
+	w.adder = groupAdder{comb, reduce.NewGroupSums(w.total, func(g int) *reduce.Group { return groups[g] }, comb, w.local.Release, false)}
+}
+
+// adder is how a worker adds the partials of its shards under the tree's
+// nodes it holds whole, which then go up as one sum each: in dense
+// vectors on wide data, else in the groups' and nodes' own columns.
+type adder interface {
+	reset() // a round begins
+	// add takes a shard's partial (hess: its Hessian's length); held
+	// false: the shard is under no node held whole, and its partial goes
+	// up alone.
+	add(p *reduce.Partial, hess int) (held bool, err error)
+}
+
+// denseAdder adds in dense vectors (reduce.DenseSum).
+type denseAdder struct{ d *reduce.DenseSum }
+
+func (a denseAdder) reset() { a.d.Reset() }
+
+func (a denseAdder) add(p *reduce.Partial, _ int) (bool, error) {
+	if !a.d.Holds(p.Shard) {
+		return false, nil
+	}
+	_, err := a.d.Add(p) // false: a partial already added, dropped
+	return true, err
+}
+
+// groupAdder adds each group's shards in its columns (reduce.GroupSums),
+// and the groups' sums along the nodes above them (reduce.Combiner).
+type groupAdder struct {
+	comb   *reduce.Combiner
+	groups *reduce.GroupSums
+}
+
+func (a groupAdder) reset() { a.comb.Reset(); a.groups.Reset() }
+
+func (a groupAdder) add(p *reduce.Partial, hess int) (bool, error) {
+	held, _, err := a.groups.Add(p, len(p.Loss), hess)
+	return held, err
 }
 
 func (w *workerCore) sendNode(id reduce.NodeID, sum *reduce.Partial) error {
@@ -502,23 +538,15 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 		hess = shard.HessLen(len(p.X[0]))
 	}
 	w.started = start
-	if grouped && w.comb != nil {
-		w.comb.Reset()
-		w.grouped.Reset()
-	}
-	if grouped && w.dense != nil {
-		w.dense.Reset()
+	if grouped && w.adder != nil {
+		w.adder.reset()
 	}
 	if m := w.cfg.Metrics; m != nil {
 		defer func(start time.Time) { m.Eval.Observe(w.now().Sub(start).Seconds()) }(w.now())
 	}
 	local.Eval(evalOf(p.Op), pt, vp, func(part *reduce.Partial) error {
-		if grouped && w.dense != nil && w.dense.Holds(part.Shard) {
-			_, err := w.dense.Add(part)
-			return err
-		}
-		if grouped && w.grouped != nil {
-			if held, _, err := w.grouped.Add(part, len(part.Loss), hess); held || err != nil {
+		if grouped && w.adder != nil {
+			if held, err := w.adder.add(part, hess); held || err != nil {
 				return err
 			}
 		}
