@@ -24,7 +24,7 @@ type Page struct {
 
 // Open starts Chromium for t (stopped at its end) with a tab; it skips t
 // where no Chromium is installed, unless OSGM_BROWSER_TESTS=require.
-func Open(t *testing.T, timeout time.Duration) *Page {
+func Open(t testing.TB, timeout time.Duration) *Page {
 	t.Helper()
 	exe := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {

