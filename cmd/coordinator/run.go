@@ -496,8 +496,6 @@ func trainingFailed(o *options, err error, saved bool) error {
 	return fmt.Errorf("%s: %w", o.train, err)
 }
 
-// trainedFields are the "trained" log line's: the outcome, and where the
-// time went.
 // timeSplit is where training's time went.
 type timeSplit struct{ compute, comm, method time.Duration }
 
@@ -515,6 +513,8 @@ func splitTime(res *train.Result, backend *built, busBefore transport.Stats, tra
 	return timeSplit{compute: compute, comm: comm, method: trainTime - res.PassTime}
 }
 
+// trainedFields are the "trained" log line's: the outcome, and where the
+// time went.
 func trainedFields(res *train.Result, backend *built, split timeSplit, loaded, firstGradient, trainTime time.Duration) []zap.Field {
 	conv := 0
 	for _, c := range res.Opt.Converged {

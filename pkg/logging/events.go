@@ -48,19 +48,21 @@ func (c *eventCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Ch
 	return ce.AddCore(e, c)
 }
 
+// Write hands an event to the sink; every other entry (most of them,
+// debug lines included: the core is enabled at every level) costs only
+// the look for its event field.
 func (c *eventCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 	all := append(slices.Clip(c.fields), fs...)
-	kind := ""
-	enc := zapcore.NewMapObjectEncoder()
-	for _, f := range all {
-		if f.Key == EventKey {
-			kind = f.String
-			continue
-		}
-		f.AddTo(enc)
-	}
-	if kind == "" {
+	at := slices.IndexFunc(all, func(f zapcore.Field) bool { return f.Key == EventKey })
+	if at < 0 {
 		return nil
+	}
+	kind := all[at].String
+	enc := zapcore.NewMapObjectEncoder()
+	for i, f := range all {
+		if i != at {
+			f.AddTo(enc)
+		}
 	}
 	var b strings.Builder
 	b.WriteString(e.Message)

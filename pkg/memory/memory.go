@@ -30,9 +30,7 @@ import (
 func Available() int64 {
 	avail := systemAvailable(os.DirFS("/"))
 	if limit := debug.SetMemoryLimit(-1); limit < math.MaxInt64 {
-		s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
-		metrics.Read(s)
-		avail = least(avail, max(limit-int64(s[0].Value.Uint64()-s[1].Value.Uint64()), 0))
+		avail = least(avail, max(limit-runtimeHeld(), 0))
 	}
 	return avail
 }
@@ -212,6 +210,12 @@ func Resident() int64 {
 			}
 		}
 	}
+	return runtimeHeld()
+}
+
+// runtimeHeld is the memory the Go runtime holds from the system: what
+// it mapped, less what it gave back (what Go's memory limit counts).
+func runtimeHeld() int64 {
 	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
 	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())

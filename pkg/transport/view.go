@@ -11,7 +11,7 @@ import (
 // page: the heartbeat's counters as the worker last sent them, and the
 // shards as the coordinator gave them out.
 type WorkerView struct {
-	ID, Name, Host string
+	ID, Host string
 	// State is "loading" (it has shards assigned that it does not hold
 	// yet), "ready", "lost" (silent, gone from NATS, or stuck) or "left"
 	// (it said goodbye).
@@ -46,7 +46,7 @@ func (c *clusterCore) Workers() []WorkerView {
 func (c *clusterCore) publishView() {
 	v := make([]WorkerView, 0, len(c.workers))
 	for id, p := range c.workers {
-		w := WorkerView{ID: id, Name: p.name, Host: p.host, Rounds: p.rounds, BytesIn: p.bytesIn,
+		w := WorkerView{ID: id, Host: p.host, Rounds: p.rounds, BytesIn: p.bytesIn,
 			BytesOut: p.bytesOut, RSS: p.rss, LastSeen: p.lastSeen, State: p.state(c.assigned(id))}
 		for s, owner := range c.owner {
 			if owner == id {
