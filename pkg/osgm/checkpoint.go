@@ -52,7 +52,7 @@ func (m *lbfgs) fits(n int) error {
 func (m *newton) fits(n int) error {
 	s := &m.S
 	err := vectors(n, field{"X", s.X}, field{"G", s.G}, field{"M", s.M}, field{"Step", s.Step}, field{"R", s.R},
-		field{"D", s.D}, field{"HD", s.HD}, field{"Z", s.Z}, field{"XT", s.XT})
+		field{"D", s.D}, field{"XT", s.XT})
 	if err != nil {
 		return err
 	}

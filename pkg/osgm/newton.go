@@ -28,11 +28,16 @@ import (
 // rounding, which on ill-conditioned data (separable sets such as
 // mushrooms) is not the same path, though in far fewer passes.
 type newton struct {
-	mu         float64   // lambda: the objective is lambda times LIBLINEAR's F
-	m0         []float64 // the preconditioner from the Hessian's diagonal at 0
-	hd         bool      // the objective gives the Hessian's diagonal with an evaluation
+	mu float64 // lambda: the objective is lambda times LIBLINEAR's F
+	// dim and diag0 describe the problem: its coordinates, and the
+	// Hessian's diagonal at 0 (the problem's, not a copy: at 1 M
+	// features every vector held is 8 MB more resident).
+	dim        int
+	diag0      []float64
+	hd         bool // the objective gives the Hessian's diagonal with an evaluation
 	full       bool
-	hessPasses float64 // newton-full: a Hessian pass's cost, in ordinary passes
+	hessPasses float64   // newton-full: a Hessian pass's cost, in ordinary passes
+	scratch    []float64 // newton-full: H d, and the held Hessian's diagonal
 	S          newtonState
 }
 
@@ -60,10 +65,10 @@ type newtonState struct {
 	CGSteps int
 
 	// The preconditioned CG solve of H s = -g within ||s||_M <= Delta.
+	// z = M^-1 r is not kept but computed where it is used, from r and M.
 	InCG     bool
 	Step     []float64 // s
-	R, D, HD []float64 // residual -g - H s, direction, H d
-	Z        []float64 // M^-1 r
+	R, D     []float64 // residual -g - H s, direction
 	RZ       float64   // r·z
 	CGTol    float64
 	Boundary bool
@@ -103,19 +108,32 @@ func newNewton(p Problem, _ Params) Method {
 func newNewtonFull(p Problem, _ Params) Method { return newTRON(p, true) }
 
 func newTRON(p Problem, full bool) *newton {
-	m := &newton{mu: p.Mu, hd: p.EvalDiag, full: full, hessPasses: p.HessPasses}
+	m := &newton{mu: p.Mu, dim: p.Dim, hd: p.EvalDiag, full: full, hessPasses: p.HessPasses}
 	if m.mu <= 0 {
 		m.mu = 1
 	}
-	m.m0 = make([]float64, p.Dim)
-	for j := range m.m0 {
-		d := 1.0
-		if len(p.Diag) == p.Dim {
-			d = p.Diag[j]
-		}
-		m.m0[j] = m.precond(d)
+	if len(p.Diag) == p.Dim {
+		m.diag0 = p.Diag
 	}
 	return m
+}
+
+// precond0 is the preconditioner at 0, for n coordinates: from the
+// problem's diagonal, from a diagonal of ones without it, and the
+// identity (plain CG) for a problem not described.
+func (m *newton) precond0(n int) []float64 {
+	M := make([]float64, n)
+	for j := range M {
+		switch {
+		case m.dim != n:
+			M[j] = 1
+		case m.diag0 != nil:
+			M[j] = m.precond(m.diag0[j])
+		default:
+			M[j] = m.precond(1)
+		}
+	}
+	return M
 }
 
 // precond is the preconditioner's entry for a Hessian diagonal entry d of
@@ -141,15 +159,8 @@ func (m *newton) Init(x []float64, f float64, g []float64) {
 	s.X, s.G, s.F = clone(x), clone(g), f
 	s.Points++
 	s.XAt = s.Points
-	if len(m.m0) != n { // no problem description: plain CG
-		m.m0 = make([]float64, n)
-		for j := range m.m0 {
-			m.m0[j] = 1
-		}
-	}
-	s.M = clone(m.m0)
-	s.Step, s.R, s.D, s.HD, s.XT = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
-	s.Z = make([]float64, n)
+	s.M = m.precond0(n)
+	s.Step, s.R, s.D, s.XT = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	// At 0 the problem's Diag is the Hessian's diagonal (train computes
 	// it there, class weights included, as LIBLINEAR does). Elsewhere (a
 	// warm start) the first solve waits for the diagonal at x.
@@ -171,10 +182,9 @@ func (m *newton) startCG() {
 	clear(s.Step)
 	for j, gj := range s.G {
 		s.R[j] = -gj
-		s.Z[j] = s.R[j] / s.M[j]
+		s.D[j] = s.R[j] / s.M[j] // z
 	}
-	copy(s.D, s.Z)
-	s.RZ = vec.Dot(s.R, s.Z)
+	s.RZ = vec.Dot(s.R, s.D)
 	s.CGTol = float64(cgRelTol * math.Sqrt(s.RZ))
 	s.Boundary, s.InCG, s.CGSteps = false, true, 0
 	if s.Iter == 0 {
@@ -218,23 +228,32 @@ func (m *newton) solving() bool {
 	return s.InCG && math.Sqrt(s.RZ) > s.CGTol && s.CGSteps < max(len(s.X), 5)
 }
 
-// hessVec is H d from the Hessian held (full only), into S.HD.
+// hessVec is H d from the Hessian held (full only), in scratch memory.
 func (m *newton) hessVec(d []float64) []float64 {
 	n := len(d)
+	hd := m.scratchOf(n)
 	for i := range n {
-		m.S.HD[i] = vec.Dot(m.S.H[i*n:(i+1)*n], d)
+		hd[i] = vec.Dot(m.S.H[i*n:(i+1)*n], d)
 	}
-	return m.S.HD
+	return hd
 }
 
-// diag is the diagonal of a dim x dim Hessian, in S.Z's memory (free
+// diag is the diagonal of a dim x dim Hessian, in scratch memory (free
 // between solves).
 func (m *newton) diag(h []float64) []float64 {
-	n := len(m.S.Z)
+	n := len(m.S.X)
+	d := m.scratchOf(n)
 	for j := range n {
-		m.S.Z[j] = h[j*n+j]
+		d[j] = h[j*n+j]
 	}
-	return m.S.Z
+	return d
+}
+
+func (m *newton) scratchOf(n int) []float64 {
+	if len(m.scratch) != n {
+		m.scratch = make([]float64, n)
+	}
+	return m.scratch
 }
 
 func (m *newton) Tell(r Reply) Step {
@@ -252,13 +271,12 @@ func (m *newton) Tell(r Reply) Step {
 	return m.trial(r.F, r.G, r.D, r.H)
 }
 
-// cgStep advances the CG solve by one Hessian-vector product, stopping at
-// the trust region's boundary.
+// cgStep advances the CG solve by one Hessian-vector product hd = H d,
+// stopping at the trust region's boundary.
 func (m *newton) cgStep(hd []float64) {
 	s := &m.S
 	s.CGSteps++
-	copy(s.HD, hd)
-	dHd := vec.Dot(s.D, s.HD)
+	dHd := vec.Dot(s.D, hd)
 	if !(dHd > 0) {
 		s.InCG = false // no curvature along d (cannot happen here: H >= lambda I)
 		return
@@ -290,20 +308,37 @@ func (m *newton) cgStep(hd []float64) {
 			alpha = (rad - std) / dtd
 		}
 		vec.AddScaled(s.Step, alpha, s.D)
-		vec.AddScaled(s.R, -alpha, s.HD)
+		vec.AddScaled(s.R, -alpha, hd)
 		s.Boundary, s.InCG = true, false
 		return
 	}
-	for j, h := range s.HD {
-		r := s.R[j] + float64(-alpha*h)
-		s.R[j], s.Z[j] = r, r/s.M[j]
+	for j, h := range hd {
+		s.R[j] += float64(-alpha * h)
 	}
-	rz := vec.Dot(s.R, s.Z)
+	rz := dotZ(s.R, s.M)
 	beta := rz / s.RZ
-	for j := range s.D {
-		s.D[j] = s.Z[j] + float64(beta*s.D[j])
+	for j, r := range s.R {
+		s.D[j] = r/s.M[j] + float64(beta*s.D[j]) // z + beta d
 	}
 	s.RZ = rz
+}
+
+// dotZ is r·z for z = M^-1 r, summed in vec.Dot's order (so the bits are
+// those of z held and vec.Dot(r, z)), without z's memory.
+func dotZ(r, m []float64) float64 {
+	m = m[:len(r)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(r); i += 4 {
+		s0 += float64(r[i] * (r[i] / m[i]))
+		s1 += float64(r[i+1] * (r[i+1] / m[i+1]))
+		s2 += float64(r[i+2] * (r[i+2] / m[i+2]))
+		s3 += float64(r[i+3] * (r[i+3] / m[i+3]))
+	}
+	for ; i < len(r); i++ {
+		s0 += float64(r[i] * (r[i] / m[i]))
+	}
+	return (s0 + s2) + (s1 + s3)
 }
 
 // setPrecond builds M from the Hessian's diagonal d at the iterate.
