@@ -22,12 +22,12 @@ import (
 // of a Cluster's job on its workers (see Placed). The Cluster's
 // subscriptions hand it the heartbeats, the probes' answers and the
 // workers' Solving and Solved, which it decodes and queues; one
-// goroutine steps the core.
+// goroutine steps the core and does what it hands back.
 type Placer struct {
 	c   *Cluster
 	log *zap.Logger
 
-	in   chan func(now time.Time) // steps of the core, run by loop
+	in   chan placerInput // stepped by loop, in order
 	quit chan struct{}
 	done chan struct{}
 	asm  wire.Assembler // the workers' Solving and Solved
@@ -41,9 +41,9 @@ const stopGraceSolve = 10 * time.Second
 
 // NewPlacer starts placing problems of c's job on its workers.
 func NewPlacer(c *Cluster) (*Placer, error) {
-	pl := &Placer{c: c, log: c.log, in: make(chan func(time.Time), 256), quit: make(chan struct{}), done: make(chan struct{})}
+	pl := &Placer{c: c, log: c.log, in: make(chan placerInput, 256), quit: make(chan struct{}), done: make(chan struct{})}
 	pl.asm.MaxPending = 64
-	pl.core = newPlacerCore(pl, c.cfg.HeartbeatTimeout)
+	pl.core = newPlacerCore(c.cfg.HeartbeatTimeout)
 	c.placed.Store(pl)
 	go pl.loop()
 	// Workers running already answer the hello with their heartbeat.
@@ -69,37 +69,75 @@ func (pl *Placer) loop() {
 		select {
 		case <-pl.quit:
 			return
-		case step := <-pl.in:
-			step(time.Now())
+		case in := <-pl.in:
+			if q := in.fits; q != nil {
+				q.slots, q.ok = pl.core.fits(q.bytes)
+				q.res <- *q
+				continue
+			}
+			pl.do(pl.core.Step(in.msg, time.Now()))
 		case now := <-t.C:
-			pl.core.onTick(now)
+			pl.do(pl.core.Tick(now))
 		}
 	}
 }
 
-// step runs f on the loop, or not at all once it has stopped.
-func (pl *Placer) step(f func(time.Time)) {
-	select {
-	case pl.in <- f:
-	case <-pl.quit:
+// do sends what a step of the core hands back, then tells the
+// placements' callers what they hear.
+func (pl *Placer) do(rd placerReady) {
+	for _, o := range rd.out {
+		switch o.kind {
+		case outSend:
+			pl.send(o.worker, o.p)
+		case outStop:
+			pl.publish(o.worker, wire.KindSolveStop, o.p, nil)
+		case outProbe:
+			pl.c.probeSubject(o.worker)
+		}
 	}
+	for _, h := range rd.heard {
+		h.p.events <- h.ev
+	}
+}
+
+// placerInput is a message for the core, or a question: one queue keeps
+// them in order, so that Fits, asked after the workers' hello, counts
+// the heartbeats that answered it.
+type placerInput struct {
+	msg  placerMsg
+	fits *fitsQuery
+}
+
+// step queues m for the loop, or drops it once the loop has stopped.
+func (pl *Placer) step(m placerMsg) { pl.queue(placerInput{msg: m}) }
+
+func (pl *Placer) queue(in placerInput) bool {
+	select {
+	case pl.in <- in:
+		return true
+	case <-pl.quit:
+		return false
+	}
+}
+
+// fitsQuery asks the loop for the core's fits, and carries the answer.
+type fitsQuery struct {
+	bytes int64
+	slots int
+	ok    bool
+	res   chan fitsQuery
 }
 
 // Fits reports whether every worker that solves has memory for bytes
 // more, and how many problems they run at once.
 func (pl *Placer) Fits(bytes int64) (slots int, ok bool) {
-	type fit struct {
-		slots int
-		ok    bool
+	q := fitsQuery{bytes: bytes, res: make(chan fitsQuery, 1)}
+	if !pl.queue(placerInput{fits: &q}) {
+		return 0, false
 	}
-	res := make(chan fit, 1)
-	pl.step(func(time.Time) {
-		n, ok := pl.core.fits(bytes)
-		res <- fit{n, ok}
-	})
 	select {
-	case r := <-res:
-		return r.slots, r.ok
+	case q = <-q.res:
+		return q.slots, q.ok
 	case <-pl.quit:
 		return 0, false
 	}
@@ -109,12 +147,10 @@ func (pl *Placer) Fits(bytes int64) (slots int, ok bool) {
 // worker's heartbeat, and the server's word that nobody holds a worker's
 // subject.
 func (pl *Placer) heartbeat(hb wire.Heartbeat) {
-	pl.step(func(now time.Time) { pl.core.onHeartbeat(hb, now) })
+	pl.step(placerBeat{hb})
 }
 
-func (pl *Placer) gone(id string) {
-	pl.step(func(now time.Time) { pl.core.onGone(id, now) })
-}
+func (pl *Placer) gone(id string) { pl.step(placerGone{id}) }
 
 // receive takes a chunk of a worker's Solving or Solved (the Cluster's
 // up subscription hands them over).
@@ -131,7 +167,7 @@ func (pl *Placer) receive(h wire.Header, payload []byte) {
 			pl.c.bad.add(err, h.Kind)
 			return
 		}
-		pl.step(func(now time.Time) { pl.core.onSolving(id, m, now) })
+		pl.step(placerSolving{id, m})
 		return
 	}
 	m, err := wire.DecodeSolved(b)
@@ -139,10 +175,10 @@ func (pl *Placer) receive(h wire.Header, payload []byte) {
 		pl.c.bad.add(err, h.Kind)
 		return
 	}
-	pl.step(func(now time.Time) { pl.core.onSolved(id, m, now) })
+	pl.step(placerSolved{id, m})
 }
 
-// send is placerIO's.
+// send gives placement p to worker id.
 func (pl *Placer) send(id string, p *placement) error {
 	b, err := wire.EncodeSolve(p.req)
 	if err == nil {
@@ -158,14 +194,6 @@ func (pl *Placer) send(id string, p *placement) error {
 	}
 	pl.log.Info("problem placed", logging.Event("placed"), zap.String("worker", id), zap.Int("problem", p.req.K), zap.Bool("resumed", p.req.Settings.Resume != nil))
 	return nil
-}
-
-// probe is placerIO's: the Cluster's probe, whose answer comes to gone.
-func (pl *Placer) probe(id string) error { return pl.c.probeSubject(id) }
-
-// stop is placerIO's.
-func (pl *Placer) stop(id string, p *placement) error {
-	return pl.publish(id, wire.KindSolveStop, p, nil)
 }
 
 func (pl *Placer) publish(id string, kind wire.Kind, p *placement, b []byte) error {
@@ -239,7 +267,7 @@ func (pl *Placer) request(c objective.Constants, order []float64, folds int) *wi
 // its progress and stopping it once s.Interrupt says so.
 func (pl *Placer) await(req *wire.Solve, s osgm.Settings) (*wire.Solved, error) {
 	pd := &placement{req: req, events: make(chan placerEvent, 256)}
-	pl.step(func(now time.Time) { pl.core.submit(pd, now) })
+	pl.step(placerSubmit{pd})
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	var stopped time.Time
@@ -251,7 +279,8 @@ func (pl *Placer) await(req *wire.Solve, s osgm.Settings) (*wire.Solved, error) 
 				s.Trace(*ev.record)
 			case ev.snap != nil && s.Checkpoint != nil:
 				if err := s.Checkpoint(ev.snap); err != nil {
-					pl.step(func(time.Time) { pl.core.stop(pd.id); pl.core.forget(pd.id) })
+					pl.step(placerStop{pd})
+					pl.step(placerForget{pd})
 					return nil, err
 				}
 			case ev.end != nil:
@@ -261,9 +290,9 @@ func (pl *Placer) await(req *wire.Solve, s osgm.Settings) (*wire.Solved, error) 
 			switch {
 			case stopped.IsZero() && s.Interrupt != nil && s.Interrupt():
 				stopped = time.Now()
-				pl.step(func(time.Time) { pl.core.stop(pd.id) })
+				pl.step(placerStop{pd})
 			case !stopped.IsZero() && time.Since(stopped) > stopGraceSolve:
-				pl.step(func(time.Time) { pl.core.forget(pd.id) })
+				pl.step(placerForget{pd})
 				return nil, osgm.ErrInterrupted // its last state is what was saved
 			}
 		case <-pl.quit:

@@ -11,16 +11,16 @@ import (
 
 // placerCore is the coordinator's side of placed problems: which worker
 // runs which placement, those waiting for a worker, and each one's last
-// state. It is stepped by heartbeats, the workers' messages, new
-// placements, stops and ticks, from one goroutine, and acts through its
-// placerIO; it has no connection, so tests step it by hand.
+// state. Like raft's core it has one input for messages (Step: the
+// workers', and the placements' callers') and one for time (Tick), both
+// from one goroutine, and hands back what to do (placerReady); it has no
+// connection and no clock, so tests step it by hand (testdata/placer).
 //
 // A placement is deterministic from its start or from any state it
 // saved, so a worker lost mid-problem costs time, not bits: the problem
 // goes to the next free worker from its last state, and whichever copy
 // ends first gives the result.
 type placerCore struct {
-	io      placerIO
 	timeout time.Duration // a worker silent this long is lost
 	// longest is the longest a placement has gone between two messages
 	// of progress, which tells a hung worker from a slow class.
@@ -30,17 +30,69 @@ type placerCore struct {
 	waiting []*placement // in the order they go out
 	byID    map[uint64]*placement
 	next    uint64
+
+	rd placerReady // what the step under way leaves to do
 }
 
-// placerIO is what the core asks of the world around it.
-type placerIO interface {
-	// send gives placement p to worker id.
-	send(id string, p *placement) error
-	// stop asks worker id to stop placement p, saving its state.
-	stop(id string, p *placement) error
-	// probe asks the server whether worker id is still connected: the
-	// core hears by onGone if it is not.
-	probe(id string) error
+// placerMsg is one input of the core's Step: a placement's caller's
+// (placerSubmit, placerStop, placerForget) or the workers' (placerBeat,
+// placerGone, placerSolving, placerSolved). The callers name their
+// placement by pointer: its id is the core's, set by the step that
+// submits it.
+type placerMsg interface{ placerMsg() }
+
+type (
+	placerSubmit  struct{ p *placement }
+	placerStop    struct{ p *placement }
+	placerForget  struct{ p *placement }
+	placerBeat    struct{ hb wire.Heartbeat }
+	placerGone    struct{ worker string } // the server: nobody holds its subject
+	placerSolving struct {
+		id uint64
+		m  *wire.Solving
+	}
+	placerSolved struct {
+		id uint64
+		m  *wire.Solved
+	}
+)
+
+func (placerSubmit) placerMsg()  {}
+func (placerStop) placerMsg()    {}
+func (placerForget) placerMsg()  {}
+func (placerBeat) placerMsg()    {}
+func (placerGone) placerMsg()    {}
+func (placerSolving) placerMsg() {}
+func (placerSolved) placerMsg()  {}
+
+// placerReady is what a step leaves to do, in order: the messages to
+// workers, then what each placement's caller hears.
+type placerReady struct {
+	out   []placerOut
+	heard []placerHeard
+}
+
+// placerOut is a message to a worker: a Solve (send), a stop, or a probe
+// of the server for the worker's subject (p nil), whose answer comes
+// back as placerGone if nobody holds it.
+type placerOut struct {
+	kind   placerOutKind
+	worker string
+	p      *placement
+}
+
+type placerOutKind int
+
+const (
+	outSend placerOutKind = iota
+	outStop
+	outProbe
+)
+
+// placerHeard is an event for placement p's caller.
+type placerHeard struct {
+	p  *placement
+	ev placerEvent
 }
 
 // solverPeer is a worker that takes placements, slots at a time.
@@ -78,8 +130,49 @@ type placerEvent struct {
 	end    *wire.Solved
 }
 
-func newPlacerCore(io placerIO, timeout time.Duration) *placerCore {
-	return &placerCore{io: io, timeout: timeout, workers: map[string]*solverPeer{}, byID: map[uint64]*placement{}}
+func newPlacerCore(timeout time.Duration) *placerCore {
+	return &placerCore{timeout: timeout, workers: map[string]*solverPeer{}, byID: map[uint64]*placement{}}
+}
+
+// Step takes one message at time now.
+func (c *placerCore) Step(m placerMsg, now time.Time) placerReady {
+	switch m := m.(type) {
+	case placerSubmit:
+		c.submit(m.p, now)
+	case placerStop:
+		c.stop(m.p)
+	case placerForget:
+		c.forget(m.p)
+	case placerBeat:
+		c.onHeartbeat(m.hb, now)
+	case placerGone:
+		c.onGone(m.worker, now)
+	case placerSolving:
+		c.onSolving(m.id, m.m, now)
+	case placerSolved:
+		c.onSolved(m.id, m.m, now)
+	}
+	return c.ready()
+}
+
+// Tick takes the time: workers silent too long are lost, or probed.
+func (c *placerCore) Tick(now time.Time) placerReady {
+	c.onTick(now)
+	return c.ready()
+}
+
+func (c *placerCore) ready() placerReady {
+	rd := c.rd
+	c.rd = placerReady{}
+	return rd
+}
+
+func (c *placerCore) emit(kind placerOutKind, worker string, p *placement) {
+	c.rd.out = append(c.rd.out, placerOut{kind: kind, worker: worker, p: p})
+}
+
+func (c *placerCore) hear(p *placement, ev placerEvent) {
+	c.rd.heard = append(c.rd.heard, placerHeard{p: p, ev: ev})
 }
 
 // submit queues a new placement and hands it out if a worker is free.
@@ -126,7 +219,7 @@ func (c *placerCore) onHeartbeat(hb wire.Heartbeat, now time.Time) {
 		}
 		if p.missed++; p.missed >= 2 {
 			p.missed, p.sent = 0, now
-			c.io.send(hb.ID, p)
+			c.emit(outSend, hb.ID, p)
 		}
 	}
 	c.dispatch(now)
@@ -148,7 +241,7 @@ func (c *placerCore) onTick(now time.Time) {
 			c.lose(id, w)
 		case len(w.busy) > 0 && silent > probeAfter && now.Sub(w.probed) > probeAfter/2:
 			w.probed = now
-			c.io.probe(id)
+			c.emit(outProbe, id, nil)
 		case c.hung(w, now):
 			w.stuck = true
 			c.lose(id, w)
@@ -217,7 +310,7 @@ func (c *placerCore) dispatch(now time.Time) {
 			if p.last != nil {
 				p.req.Settings.Resume, p.req.Settings.F0, p.req.Settings.G0 = p.last, nil, nil
 			}
-			c.io.send(id, p)
+			c.emit(outSend, id, p)
 		}
 	}
 }
@@ -235,10 +328,10 @@ func (c *placerCore) onSolving(id uint64, m *wire.Solving, now time.Time) {
 	case p == nil:
 	case m.Record != nil && m.Record.Evals > p.evals:
 		p.evals = m.Record.Evals
-		p.events <- placerEvent{record: m.Record}
+		c.hear(p, placerEvent{record: m.Record})
 	case m.Snapshot != nil && (p.last == nil || m.Snapshot.Evals > p.last.Evals):
 		p.last = m.Snapshot
-		p.events <- placerEvent{snap: m.Snapshot}
+		c.hear(p, placerEvent{snap: m.Snapshot})
 	}
 }
 
@@ -255,18 +348,17 @@ func (c *placerCore) onSolved(id uint64, m *wire.Solved, now time.Time) {
 
 // forget drops a placement its caller no longer waits for; a worker
 // running it is free once it ends.
-func (c *placerCore) forget(id uint64) {
-	if p := c.byID[id]; p != nil {
-		delete(c.byID, id)
+func (c *placerCore) forget(p *placement) {
+	if c.byID[p.id] == p {
+		delete(c.byID, p.id)
 		c.waiting = slices.DeleteFunc(c.waiting, func(q *placement) bool { return q == p })
 	}
 }
 
 // stop ends a placement as soon as its worker has saved its state, or at
 // once if it waits.
-func (c *placerCore) stop(id uint64) {
-	p := c.byID[id]
-	if p == nil || p.stopping {
+func (c *placerCore) stop(p *placement) {
+	if c.byID[p.id] != p || p.stopping {
 		return
 	}
 	p.stopping = true
@@ -275,12 +367,12 @@ func (c *placerCore) stop(id uint64) {
 		c.finish(p, &wire.Solved{Interrupted: true})
 		return
 	}
-	c.io.stop(p.worker, p)
+	c.emit(outStop, p.worker, p)
 }
 
 func (c *placerCore) finish(p *placement, m *wire.Solved) {
 	delete(c.byID, p.id)
-	p.events <- placerEvent{end: m}
+	c.hear(p, placerEvent{end: m})
 }
 
 // fits reports whether every live worker that solves could take bytes

@@ -1,189 +1,326 @@
 package transport
 
 import (
+	"fmt"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/datadriven"
 
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
-// fakePlacerIO records what the core sends.
-type fakePlacerIO struct{ sent, stopped, probed []string }
-
-func (f *fakePlacerIO) send(id string, p *placement) error {
-	f.sent = append(f.sent, id)
-	return nil
+// placerTranscript is a placer's core with a clock that moves only when
+// the transcript says so, and the placements submitted, by id.
+type placerTranscript struct {
+	core   *placerCore
+	t0     time.Time
+	clock  time.Time
+	byID   map[uint64]*placement
+	snaps  map[*osgm.Snapshot]int // the states handed on, by their Evals
+	submit int
 }
 
-func (f *fakePlacerIO) probe(id string) error {
-	f.probed = append(f.probed, id)
-	return nil
+func newPlacerTranscript(timeout time.Duration) *placerTranscript {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return &placerTranscript{core: newPlacerCore(timeout), t0: t0, clock: t0,
+		byID: map[uint64]*placement{}, snaps: map[*osgm.Snapshot]int{}}
 }
 
-func (f *fakePlacerIO) stop(id string, p *placement) error {
-	f.stopped = append(f.stopped, id)
-	return nil
-}
-
-func newPlacement(k int) *placement {
-	return &placement{req: &wire.Solve{K: k, Settings: osgm.Settings{F0: []float64{1}, G0: [][]float64{{1}}}}, events: make(chan placerEvent, 16)}
-}
-
-// drain is what a placement's caller has heard so far.
-func drain(p *placement) (evs []placerEvent) {
-	for {
-		select {
-		case ev := <-p.events:
-			evs = append(evs, ev)
-		default:
-			return evs
-		}
-	}
-}
-
-// TestPlacerCore steps the coordinator's side of placed problems
-// through a worker's loss, a lost Solve, stale progress from the lost
-// worker and stops: each problem ends once, from the last state when it
-// moves, and a worker runs one problem at a time.
-func TestPlacerCore(t *testing.T) {
-	io := &fakePlacerIO{}
-	t0 := time.Unix(1000, 0)
-	c := newPlacerCore(io, 3*time.Second)
-	hb := func(id string, at time.Duration, placed ...uint64) {
-		c.onHeartbeat(wire.Heartbeat{ID: id, Solves: true, Avail: 1 << 30, Placed: placed}, t0.Add(at))
-	}
-	hb("a", 0)
-	hb("b", 0)
-	c.onHeartbeat(wire.Heartbeat{ID: "old"}, t0) // a worker that does not solve
-	ps := []*placement{newPlacement(0), newPlacement(1), newPlacement(2)}
-	for _, p := range ps {
-		c.submit(p, t0)
-	}
-	if !slices.Equal(io.sent, []string{"a", "b"}) || ps[2].worker != "" {
-		t.Fatalf("sent to %v; the third waits on %q", io.sent, ps[2].worker)
-	}
-	if n, ok := c.fits(1 << 20); n != 2 || !ok {
-		t.Fatalf("fits: %d workers, %v", n, ok)
-	}
-	if _, ok := c.fits(2 << 30); ok {
-		t.Fatal("fits more than the workers have")
-	}
-	// A worker that heartbeats while its class makes no progress, its
-	// loads reading nothing, for ten times the longest gap seen (and
-	// minHung) is hung: the class goes to another, and it gets no more.
-	c3 := newPlacerCore(&fakePlacerIO{}, time.Minute)
-	beat := func(id string, at time.Duration, read uint64) {
-		c3.onHeartbeat(wire.Heartbeat{ID: id, Solves: true, Read: read}, t0.Add(at))
-	}
-	beat("h", 0, 0)
-	hp := newPlacement(0)
-	c3.submit(hp, t0)
-	beat("h", 30*time.Second, 1000) // loading: progress
-	c3.onSolving(hp.id, &wire.Solving{Record: &osgm.Record{Evals: 1}}, t0.Add(40*time.Second))
-	c3.onSolving(hp.id, &wire.Solving{Record: &osgm.Record{Evals: 2}}, t0.Add(100*time.Second)) // longest gap 60 s
-	tick := func(from, to time.Duration, ids ...string) {
-		for at := from; at <= to; at += 10 * time.Second {
-			for _, id := range ids {
-				beat(id, at, 1000)
+// TestPlacerTranscripts steps the coordinator's core of placed problems
+// through the cases in testdata/placer and compares what it hands back
+// (the messages to workers, what each placement's caller hears) with
+// the transcripts (-rewrite writes them anew). Placements are named by
+// the ids the core gives them, p1, p2, ...
+//
+// Commands (any may carry at=D: the clock moves to D after the start
+// first; it never goes back):
+//
+//	core timeout=D             a new core: workers silent for D are lost
+//	beat W [slots=N] [avail=B] [placed=1,2] [read=R] [leaving] [nosolve]
+//	submit                     a new placement (problem k = its number)
+//	solving P record=E | state=E   P's progress: a record, a state
+//	solved P [interrupted]     P's end, from a worker
+//	stop P | forget P          P's caller stops it, or no longer waits
+//	gone W                     the server: nobody holds W's subject
+//	tick [from=D every=D beat=W,... read=R placed=P,...]   the ticker
+//	                           fires at the clock, or every D from D,
+//	                           the workers named beating just before each
+//	fits B                     the slots, and whether every worker has B free
+//	show                       each placement's worker, and the stuck workers
+func TestPlacerTranscripts(t *testing.T) {
+	datadriven.Walk(t, "testdata/placer", func(t *testing.T, path string) {
+		pt := newPlacerTranscript(time.Second)
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			out, err := pt.step(d)
+			if err != nil {
+				out += fmt.Sprintf("error: %v\n", err)
 			}
-			c3.onTick(t0.Add(at))
+			return out
+		})
+	})
+}
+
+// args is a command's arguments: the first bare word (a worker or a
+// placement), and key=value pairs (bare flags map to "").
+func args(d *datadriven.TestData) (string, map[string]string) {
+	var name string
+	kv := map[string]string{}
+	for i, a := range d.CmdArgs {
+		if i == 0 && len(a.Vals) == 0 && a.Key != "leaving" && a.Key != "nosolve" && a.Key != "interrupted" {
+			name = a.Key
+			continue
+		}
+		kv[a.Key] = strings.Join(a.Vals, ",")
+	}
+	return name, kv
+}
+
+func (pt *placerTranscript) step(d *datadriven.TestData) (string, error) {
+	name, kv := args(d)
+	if at, ok := kv["at"]; ok {
+		if err := pt.moveTo(at); err != nil {
+			return "", err
 		}
 	}
-	tick(110*time.Second, 690*time.Second, "h")
-	if hp.worker != "h" || c3.workers["h"].stuck {
-		t.Fatal("taken for hung before ten times the longest gap")
+	c, now := pt.core, pt.clock
+	var rd placerReady
+	switch d.Cmd {
+	case "core":
+		dt, err := time.ParseDuration(kv["timeout"])
+		if err != nil {
+			return "", err
+		}
+		*pt = *newPlacerTranscript(dt)
+		return "", nil
+	case "beat":
+		hb, err := pt.heartbeat(name, kv)
+		if err != nil {
+			return "", err
+		}
+		rd = c.Step(placerBeat{hb}, now)
+	case "submit":
+		p := &placement{req: &wire.Solve{K: pt.submit, Settings: osgm.Settings{F0: []float64{1}, G0: [][]float64{{1}}}},
+			events: make(chan placerEvent, 16)}
+		pt.submit++
+		rd = c.Step(placerSubmit{p}, now)
+		pt.byID[p.id] = p
+	case "solving", "solved", "stop", "forget":
+		id, err := placementID(name)
+		if err != nil {
+			return "", err
+		}
+		rd = pt.toPlacement(d.Cmd, id, kv, now)
+	case "gone":
+		rd = c.Step(placerGone{name}, now)
+	case "tick":
+		return pt.ticks(kv)
+	case "fits":
+		b, err := strconv.ParseInt(name, 10, 64)
+		if err != nil {
+			return "", err
+		}
+		n, ok := c.fits(b)
+		return fmt.Sprintf("slots=%d ok=%v\n", n, ok), nil
+	case "show":
+		return pt.show(), nil
+	default:
+		return "", fmt.Errorf("unknown command %q", d.Cmd)
 	}
-	tick(700*time.Second, 720*time.Second, "h", "i")
-	if hp.worker != "i" || !c3.workers["h"].stuck {
-		t.Fatalf("the hung worker's class on %q", hp.worker)
+	return pt.ready(rd), nil
+}
+
+// moveTo sets the clock to at after the start.
+func (pt *placerTranscript) moveTo(at string) error {
+	dt, err := time.ParseDuration(at)
+	if err != nil {
+		return err
 	}
-	if n, _ := c3.fits(0); n != 1 {
-		t.Fatalf("%d slots with a hung worker's", n)
+	if t := pt.t0.Add(dt); t.Before(pt.clock) {
+		return fmt.Errorf("at=%s: the clock is at %s already", at, pt.clock.Sub(pt.t0))
+	} else {
+		pt.clock = t
 	}
-	// A worker of two slots takes two placements at once.
-	c2 := newPlacerCore(&fakePlacerIO{}, time.Second)
-	c2.onHeartbeat(wire.Heartbeat{ID: "w", Solves: true, Slots: 2}, t0)
-	two := []*placement{newPlacement(0), newPlacement(1), newPlacement(2)}
-	for _, p := range two {
-		c2.submit(p, t0)
+	return nil
+}
+
+func placementID(s string) (uint64, error) {
+	id, ok := strings.CutPrefix(s, "p")
+	if !ok {
+		return 0, fmt.Errorf("%q is no placement (p1, p2, ...)", s)
 	}
-	if n, _ := c2.fits(0); n != 2 || two[0].worker != "w" || two[1].worker != "w" || two[2].worker != "" {
-		t.Fatalf("two slots: %d, placed on %q %q %q", n, two[0].worker, two[1].worker, two[2].worker)
+	return strconv.ParseUint(id, 10, 64)
+}
+
+func (pt *placerTranscript) heartbeat(w string, kv map[string]string) (wire.Heartbeat, error) {
+	hb := wire.Heartbeat{ID: w, Solves: true, Avail: 1 << 30}
+	_, hb.Leaving = kv["leaving"]
+	_, nosolve := kv["nosolve"]
+	hb.Solves = !nosolve
+	var err error
+	num := func(key string) int64 {
+		v, ok := kv[key]
+		if !ok || err != nil {
+			return -1
+		}
+		var n int64
+		n, err = strconv.ParseInt(v, 10, 64)
+		return n
 	}
-	// a's progress: a record and a state, then the same record again.
-	snap := &osgm.Snapshot{Evals: 7}
-	c.onSolving(ps[0].id, &wire.Solving{Record: &osgm.Record{Evals: 5}}, t0)
-	c.onSolving(ps[0].id, &wire.Solving{Snapshot: snap}, t0)
-	c.onSolving(ps[0].id, &wire.Solving{Record: &osgm.Record{Evals: 5}}, t0)
-	if evs := drain(ps[0]); len(evs) != 2 || evs[0].record == nil || evs[1].snap != snap {
-		t.Fatalf("progress handed on: %+v", evs)
+	if n := num("slots"); n >= 0 {
+		hb.Slots = int(n)
 	}
-	// b's heartbeats list its placement; a's stop: a is lost, and its
-	// problem goes first to the next free worker, from its state.
-	for s := 1; s <= 4; s++ {
-		hb("b", time.Duration(s)*time.Second, ps[1].id)
+	if n := num("avail"); n >= 0 {
+		hb.Avail = n
 	}
-	c.onTick(t0.Add(4 * time.Second))
-	if ps[0].worker != "" || c.waiting[0] != ps[0] {
-		t.Fatalf("a's problem on %q, waiting %v", ps[0].worker, c.waiting)
+	if n := num("read"); n >= 0 {
+		hb.Read = uint64(n)
 	}
-	c.onSolved(ps[1].id, &wire.Solved{Result: &osgm.Result{}}, t0.Add(4*time.Second))
-	if evs := drain(ps[1]); len(evs) != 1 || evs[0].end.Result == nil {
-		t.Fatalf("b's end: %+v", evs)
+	if s, ok := kv["placed"]; ok && err == nil {
+		for _, f := range strings.Split(s, ",") {
+			var id uint64
+			if id, err = placementID(f); err != nil {
+				break
+			}
+			hb.Placed = append(hb.Placed, id)
+		}
 	}
-	if ps[0].worker != "b" || ps[0].req.Settings.Resume != snap || ps[0].req.Settings.F0 != nil {
-		t.Fatalf("moved to %q, resuming from %v", ps[0].worker, ps[0].req.Settings.Resume)
+	return hb, err
+}
+
+// toPlacement steps a worker's message about placement id, or its
+// caller's.
+func (pt *placerTranscript) toPlacement(cmd string, id uint64, kv map[string]string, now time.Time) placerReady {
+	c := pt.core
+	switch cmd {
+	case "solving":
+		m := &wire.Solving{}
+		if e, ok := kv["record"]; ok {
+			n, _ := strconv.Atoi(e)
+			m.Record = &osgm.Record{Evals: n}
+		} else {
+			n, _ := strconv.Atoi(kv["state"])
+			m.Snapshot = &osgm.Snapshot{Evals: n}
+		}
+		return c.Step(placerSolving{id, m}, now)
+	case "solved":
+		_, interrupted := kv["interrupted"]
+		m := &wire.Solved{Interrupted: interrupted}
+		if !interrupted {
+			m.Result = &osgm.Result{}
+		}
+		return c.Step(placerSolved{id, m}, now)
+	case "stop":
+		return c.Step(placerStop{pt.byID[id]}, now)
 	}
-	// a comes back and takes the third; its Solve is lost: heartbeats
-	// that miss it twice send it again.
-	hb("a", 5*time.Second)
-	if ps[2].worker != "a" {
-		t.Fatalf("third on %q", ps[2].worker)
+	return c.Step(placerForget{pt.byID[id]}, now)
+}
+
+// ticks fires the ticker at the clock, or every D from D to the clock,
+// with the workers named beating before each.
+func (pt *placerTranscript) ticks(kv map[string]string) (string, error) {
+	end, at := pt.clock, pt.clock
+	if from, ok := kv["from"]; ok {
+		f, err := time.ParseDuration(from)
+		if err != nil {
+			return "", err
+		}
+		at = pt.t0.Add(f)
 	}
-	n := len(io.sent)
-	hb("a", 7*time.Second)
-	hb("a", 8*time.Second)
-	if len(io.sent) != n+1 || io.sent[n] != "a" {
-		t.Fatalf("sent %v after the Solve was lost", io.sent[n:])
+	every := time.Duration(1) // once, at the clock
+	if e, ok := kv["every"]; ok {
+		var err error
+		if every, err = time.ParseDuration(e); err != nil || every <= 0 {
+			return "", fmt.Errorf("every=%s: %v", e, err)
+		}
+	} else if at != end {
+		return "", fmt.Errorf("tick from=%s needs every=", kv["from"])
 	}
-	// Stale progress of the problem that moved, from a: an older state is
-	// not handed on; its end is taken, once, whoever sends it.
-	c.onSolving(ps[0].id, &wire.Solving{Snapshot: &osgm.Snapshot{Evals: 3}}, t0.Add(9*time.Second))
-	c.onSolved(ps[0].id, &wire.Solved{Result: &osgm.Result{}}, t0.Add(9*time.Second))
-	c.onSolved(ps[0].id, &wire.Solved{Result: &osgm.Result{}}, t0.Add(9*time.Second))
-	if evs := drain(ps[0]); len(evs) != 1 || evs[0].end == nil {
-		t.Fatalf("the moved problem's end: %+v", evs)
+	var out strings.Builder
+	for ; !at.After(end); at = at.Add(every) {
+		for _, w := range strings.FieldsFunc(kv["beat"], func(r rune) bool { return r == ',' }) {
+			beat := map[string]string{}
+			for _, k := range []string{"read", "placed"} {
+				if v, ok := kv[k]; ok {
+					beat[k] = v
+				}
+			}
+			hb, err := pt.heartbeat(w, beat)
+			if err != nil {
+				return "", err
+			}
+			out.WriteString(pt.ready(pt.core.Step(placerBeat{hb}, at)))
+		}
+		out.WriteString(pt.ready(pt.core.Tick(at)))
 	}
-	// A stop of a problem under way goes to its worker; of one waiting,
-	// it ends at once.
-	c.stop(ps[2].id)
-	p4 := newPlacement(3)
-	c.submit(p4, t0.Add(9*time.Second))
-	if p4.worker != "b" {
-		t.Fatalf("fourth on %q", p4.worker)
+	return out.String(), nil
+}
+
+// ready writes what a step hands back, and checks that each caller hears
+// on its placement's channel as the loop would deliver it.
+func (pt *placerTranscript) ready(rd placerReady) string {
+	var out strings.Builder
+	for _, o := range rd.out {
+		switch o.kind {
+		case outSend:
+			// A problem starts from its first gradient (F0), or resumes
+			// from its last state, never both.
+			fmt.Fprintf(&out, "send p%d to %s from", o.p.id, o.worker)
+			set := o.p.req.Settings
+			if set.Resume != nil {
+				fmt.Fprintf(&out, " the state of %d passes", set.Resume.Evals)
+			}
+			if set.F0 != nil {
+				out.WriteString(" F0")
+			}
+			out.WriteString("\n")
+		case outStop:
+			fmt.Fprintf(&out, "stop p%d on %s\n", o.p.id, o.worker)
+		case outProbe:
+			fmt.Fprintf(&out, "probe %s\n", o.worker)
+		}
 	}
-	p5 := newPlacement(4)
-	c.submit(p5, t0.Add(9*time.Second))
-	c.stop(p5.id)
-	if evs := drain(p5); !slices.Equal(io.stopped, []string{"a"}) || len(evs) != 1 || !evs[0].end.Interrupted {
-		t.Fatalf("stops sent to %v; the waiting one heard %+v", io.stopped, evs)
+	for _, h := range rd.heard {
+		fmt.Fprintf(&out, "p%d hears ", h.p.id)
+		switch ev := h.ev; {
+		case ev.record != nil:
+			fmt.Fprintf(&out, "a record of %d passes\n", ev.record.Evals)
+		case ev.snap != nil:
+			fmt.Fprintf(&out, "a state of %d passes\n", ev.snap.Evals)
+		case ev.end.Interrupted:
+			out.WriteString("its end: interrupted\n")
+		default:
+			out.WriteString("its end: a result\n")
+		}
 	}
-	// A worker that leaves while stopping its problem ends it.
-	c.onHeartbeat(wire.Heartbeat{ID: "a", Solves: true, Leaving: true}, t0.Add(10*time.Second))
-	if evs := drain(ps[2]); len(evs) != 1 || !evs[0].end.Interrupted {
-		t.Fatalf("the stopped problem of a worker that left: %+v", evs)
+	return out.String()
+}
+
+// show is where each placement runs ("waiting", in the queue's order),
+// and the workers taken for stuck.
+func (pt *placerTranscript) show() string {
+	var out strings.Builder
+	c := pt.core
+	for _, id := range slices.Sorted(maps.Keys(pt.byID)) {
+		p := pt.byID[id]
+		switch i := slices.Index(c.waiting, p); {
+		case c.byID[id] != p:
+			fmt.Fprintf(&out, "p%d ended\n", id)
+		case p.worker != "":
+			fmt.Fprintf(&out, "p%d on %s\n", id, p.worker)
+		case i >= 0:
+			fmt.Fprintf(&out, "p%d waiting %d\n", id, i+1)
+		}
 	}
-	// A busy worker silent for probeAfter is probed, and lost when the
-	// server finds nobody on its subject; its problem waits for a worker.
-	hb("b", 10*time.Second, p4.id)
-	c.onTick(t0.Add(11*time.Second + 500*time.Millisecond))
-	if !slices.Equal(io.probed, []string{"b"}) {
-		t.Fatalf("probed %v", io.probed)
+	for _, w := range slices.Sorted(maps.Keys(c.workers)) {
+		if c.workers[w].stuck {
+			fmt.Fprintf(&out, "%s stuck\n", w)
+		}
 	}
-	c.onGone("b", t0.Add(11*time.Second+600*time.Millisecond))
-	if p4.worker != "" || c.waiting[0] != p4 {
-		t.Fatalf("the lost worker's problem on %q", p4.worker)
-	}
+	return out.String()
 }
