@@ -12,6 +12,7 @@ package swarm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -29,6 +30,10 @@ import (
 func TestMain(m *testing.M) { e2etest.Main(m, "../..", e2etest.BuildImages, makeSwarm) }
 
 const swarmScript = "../../scripts/swarm.sh"
+
+// swarmState is where scripts/swarm.sh keeps its nodes, and marks a
+// swarm it made.
+var swarmState = cmp.Or(os.Getenv("OSGM_SWARM_DIR"), "/var/lib/osgm-swarm")
 
 // errSwarm is why there is no swarm to test on; nil once makeSwarm has
 // made it.
@@ -51,6 +56,11 @@ func makeSwarm() {
 	out, _ := exec.Command("docker", "info", "-f", "{{.Swarm.LocalNodeState}}").Output()
 	if s := strings.TrimSpace(string(out)); s != "inactive" {
 		errSwarm = fmt.Errorf("this engine is in a swarm already (%s): the tests make their own, and would leave yours", s)
+		if _, err := os.Stat(swarmState + "/made-swarm"); err == nil {
+			// Two test runs on one engine (or a run killed before its
+			// cleanup) find this: the swarm is scripts/swarm.sh's.
+			errSwarm = fmt.Errorf("%w; scripts/swarm.sh made it (%s/made-swarm): another run's, under way or killed; `scripts/swarm.sh down` removes it", errSwarm, swarmState)
+		}
 		return
 	}
 	osgm, nats, err := e2etest.ImageNames()
