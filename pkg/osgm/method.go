@@ -120,7 +120,10 @@ type Request struct {
 
 // Reply is the evaluation of a Request: F and G for OpEval, HV for
 // OpHessVec, F, G and D for OpEvalDiag, F, G and H (Dim x Dim, row by
-// row) for OpEvalHess. The method copies what it keeps.
+// row) for OpEvalHess. The method copies what it keeps; the vectors are
+// the driver's, written anew by each pass, so a method may also use them
+// as scratch once Tell has read them (Newton keeps z = M^-1 r in HV's
+// memory, where a vector of its own would cost 8 MB a million features).
 type Reply struct {
 	F           float64
 	G, HV, D, H []float64

@@ -65,7 +65,7 @@ type newtonState struct {
 	CGSteps int
 
 	// The preconditioned CG solve of H s = -g within ||s||_M <= Delta.
-	// z = M^-1 r is not kept but computed where it is used, from r and M.
+	// z = M^-1 r lives in the reply's memory (see cgStep).
 	InCG     bool
 	Step     []float64 // s
 	R, D     []float64 // residual -g - H s, direction
@@ -271,8 +271,9 @@ func (m *newton) Tell(r Reply) Step {
 	return m.trial(r.F, r.G, r.D, r.H)
 }
 
-// cgStep advances the CG solve by one Hessian-vector product hd = H d,
-// stopping at the trust region's boundary.
+// cgStep advances the CG solve by one Hessian-vector product hd = H d
+// (overwritten: it ends holding z), stopping at the trust region's
+// boundary.
 func (m *newton) cgStep(hd []float64) {
 	s := &m.S
 	s.CGSteps++
@@ -312,33 +313,37 @@ func (m *newton) cgStep(hd []float64) {
 		s.Boundary, s.InCG = true, false
 		return
 	}
-	for j, h := range hd {
-		s.R[j] += float64(-alpha * h)
-	}
-	rz := dotZ(s.R, s.M)
+	z := hd // H d is read once, element by element: its memory takes z
+	rz := residualZ(s.R, z, s.M, alpha)
 	beta := rz / s.RZ
-	for j, r := range s.R {
-		s.D[j] = r/s.M[j] + float64(beta*s.D[j]) // z + beta d
+	for j, zj := range z {
+		s.D[j] = zj + float64(beta*s.D[j])
 	}
 	s.RZ = rz
 }
 
-// dotZ is r·z for z = M^-1 r, summed in vec.Dot's order (so the bits are
-// those of z held and vec.Dot(r, z)), without z's memory.
-func dotZ(r, m []float64) float64 {
-	m = m[:len(r)]
-	var s0, s1, s2, s3 float64
+// residualZ moves r by -alpha h, with h in z's memory, and leaves z = M^-1 r
+// there; it returns r·z, summed in vec.Dot's order, so the bits are
+// those of a z of its own and vec.Dot(r, z), in one sweep instead of two.
+func residualZ(r, z, m []float64, alpha float64) float64 {
+	z, m = z[:len(r)], m[:len(r)]
+	var s [4]float64
 	i := 0
 	for ; i+4 <= len(r); i += 4 {
-		s0 += float64(r[i] * (r[i] / m[i]))
-		s1 += float64(r[i+1] * (r[i+1] / m[i+1]))
-		s2 += float64(r[i+2] * (r[i+2] / m[i+2]))
-		s3 += float64(r[i+3] * (r[i+3] / m[i+3]))
+		for l := range 4 {
+			rl := r[i+l] + float64(-alpha*z[i+l])
+			zl := rl / m[i+l]
+			r[i+l], z[i+l] = rl, zl
+			s[l] += float64(rl * zl)
+		}
 	}
 	for ; i < len(r); i++ {
-		s0 += float64(r[i] * (r[i] / m[i]))
+		ri := r[i] + float64(-alpha*z[i])
+		zi := ri / m[i]
+		r[i], z[i] = ri, zi
+		s[0] += float64(ri * zi)
 	}
-	return (s0 + s2) + (s1 + s3)
+	return (s[0] + s[2]) + (s[1] + s[3])
 }
 
 // setPrecond builds M from the Hessian's diagonal d at the iterate.
