@@ -183,9 +183,10 @@ func (s *stack) waitTrained(timeout time.Duration) []byte {
 // slowRun replaces the coordinator's training flags with a run long
 // enough to be hit mid-way (HDM for a fixed number of iterations,
 // checkpoints every 20 passes), keeping everything else of its command;
-// want is what the same flags give in one undisturbed local run.
+// want is what the same flags give in one undisturbed local run. Its 16
+// shards (a9a's default is 3) give each of the workers some to lose.
 func slowRun(t *testing.T, urls string, iters int, extra ...string) (override string, flags []string) {
-	flags = append([]string{"-method", "hdm", "-e", "1e-12", "-max-iter", strconv.Itoa(iters)}, extra...)
+	flags = append([]string{"-method", "hdm", "-e", "1e-12", "-max-iter", strconv.Itoa(iters), "-shards", "16"}, extra...)
 	cmd := append([]string{"-nats", urls, "-user", "coordinator", "-min-workers", "2", "-heartbeat-timeout", "2s",
 		"-checkpoint-every", "20", "-checkpoint", "/out/${TRAIN_FILE}.ckpt", "-resume=auto"}, flags...)
 	cmd = append(cmd, "/data/${TRAIN_FILE}", "/out/${TRAIN_FILE}.model")

@@ -338,12 +338,13 @@ func localModel(t *testing.T, flags []string) []byte {
 // (with NATS at urls, by default stack.yaml's server) a run long enough
 // to be hit mid-way (HDM for a fixed number of iterations, a checkpoint
 // every 20 passes, lost workers noticed after 2 s), keeping the rest of
-// its command; flags are its training flags.
+// its command; flags are its training flags. Its 16 shards (a9a's
+// default is 3) give each of the workers some to lose.
 func slowRun(t *testing.T, iters int, urls ...string) (file string, flags []string) {
 	if len(urls) == 0 {
 		urls = []string{"nats://nats:4222"}
 	}
-	flags = []string{"-method", "hdm", "-e", "1e-12", "-max-iter", strconv.Itoa(iters)}
+	flags = []string{"-method", "hdm", "-e", "1e-12", "-max-iter", strconv.Itoa(iters), "-shards", "16"}
 	cmd := append([]string{"coordinator", "-nats", urls[0], "-user", "coordinator", "-objstore",
 		"-min-workers", "2", "-heartbeat-timeout", "2s", "-checkpoint-every", "20",
 		"-checkpoint", "/ckpt/${TRAIN_FILE}.ckpt", "-resume=auto"}, flags...)

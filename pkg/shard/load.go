@@ -24,10 +24,15 @@ type Range struct {
 	Start, End int64
 }
 
-// Layout limits, chosen so small files still split for parallel loading and
-// large files keep shards small enough to move between workers quickly.
+// Layout limits, chosen so large files keep shards small enough to move
+// between workers quickly, and small files make few shards: every shard
+// costs each pass a gather of the point over its columns and a scatter of
+// its sums, which on a small wide file outweighs its rows (news20.t, 2.2
+// MB and 62,060 features: 16 shards of 256 KB made a pass a third longer
+// than 3 of 1 MB; BENCHMARKS.md). A file this small loads in milliseconds
+// whatever its shards.
 const (
-	minShardBytes = 256 << 10
+	minShardBytes = 1 << 20
 	maxShardBytes = 64 << 20
 	targetShards  = 64
 )
