@@ -125,7 +125,7 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
 	fs.StringVar(&o.trace, "trace", "", "write one CSV line per iteration to this file")
 	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "goroutines evaluating in this process (without -nats: the embedded worker's, or -local's), and classes trained side by side")
-	fs.IntVar(&o.shards, "shards", 0, "number of shards (0: from the file size)")
+	fs.IntVar(&o.shards, "shards", 0, "number of shards (0: from the file size: 64, of 1 MB at least and 64 MB at most; a worker beyond the shards holds none)")
 	fs.BoolVar(&o.quiet, "q", false, "quiet: only errors")
 	fs.StringVar(&o.initModel, "i", "", "initial model file (warm start)")
 	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL, or a cluster's URLs comma-separated (default: embedded server)")

@@ -1,6 +1,7 @@
 package objective
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -142,8 +143,23 @@ func (l *Local) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) er
 // evalShard is shard i's partial of op at p (and v).
 func (l *Local) evalShard(op osgm.Op, i int, p, v *shard.Point, sc *shard.Scratch) *reduce.Partial {
 	part := l.reuse()
-	l.Shards[i].Pass(op, p, v, sc, &l.acts[i], part)
+	l.Shards[i].Pass(passKind(op), p, v, sc, &l.acts[i], part)
 	return part
+}
+
+// passKind is the shard pass that computes op.
+func passKind(op osgm.Op) shard.PassKind {
+	switch op {
+	case osgm.OpEval:
+		return shard.PassEval
+	case osgm.OpHessVec:
+		return shard.PassHessVec
+	case osgm.OpEvalDiag:
+		return shard.PassEvalDiag
+	case osgm.OpEvalHess:
+		return shard.PassEvalHess
+	}
+	panic(fmt.Sprintf("objective: no shard pass computes op %d", op))
 }
 
 // Fork is a backend over the same shards for another goroutine, which

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
-	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
@@ -159,21 +158,34 @@ func (s *Shard) gather(p *Point, sc *Scratch) []float64 {
 	return wl
 }
 
-// Pass evaluates op at p (and v, for Hessian-vector products) into out,
-// with sc's memory and act, the activity this caller keeps for s.
-func (s *Shard) Pass(op osgm.Op, p, v *Point, sc *Scratch, act *Activity, out *reduce.Partial) {
+// PassKind is what a pass over a shard computes: the value and gradient
+// (osgm.OpEval), with the Hessian's diagonal (OpEvalDiag) or whole
+// (OpEvalHess), or a Hessian-vector product (OpHessVec). Shards know
+// passes, not the methods that ask for them.
+type PassKind uint8
+
+const (
+	PassEval PassKind = iota
+	PassHessVec
+	PassEvalDiag
+	PassEvalHess
+)
+
+// Pass evaluates kind at p (and v, for Hessian-vector products) into
+// out, with sc's memory and act, the activity this caller keeps for s.
+func (s *Shard) Pass(kind PassKind, p, v *Point, sc *Scratch, act *Activity, out *reduce.Partial) {
 	sc.cache = act
-	switch op {
-	case osgm.OpEval:
+	switch kind {
+	case PassEval:
 		s.Eval(p, sc, out)
-	case osgm.OpHessVec:
+	case PassHessVec:
 		s.HessVec(p, v, sc, out)
-	case osgm.OpEvalDiag:
+	case PassEvalDiag:
 		s.EvalDiag(p, sc, out)
-	case osgm.OpEvalHess:
+	case PassEvalHess:
 		s.EvalHess(p, sc, out)
 	default:
-		panic(fmt.Sprintf("shard: unknown op %d", op))
+		panic(fmt.Sprintf("shard: unknown pass %d", kind))
 	}
 }
 

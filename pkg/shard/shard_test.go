@@ -13,7 +13,6 @@ import (
 	"github.com/osgm-svm/osgm/internal/gcwait"
 	"github.com/osgm-svm/osgm/internal/svmdata"
 	"github.com/osgm-svm/osgm/pkg/memory"
-	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
@@ -109,12 +108,12 @@ func loaded(t testing.TB, path string, nShards int, opt Options) []*Shard {
 func passResults(shards []*Shard, x, v [][]float64, bias float64) []float64 {
 	features := len(x[0]) - 1
 	p, vp := NewPoint(x, bias, features), NewPoint(v, bias, features)
-	ops := []osgm.Op{osgm.OpEval, osgm.OpHessVec}
+	ops := []PassKind{PassEval, PassHessVec}
 	if len(x) == 1 {
-		ops = append(ops, osgm.OpEvalDiag)
+		ops = append(ops, PassEvalDiag)
 	}
 	if len(x) == 1 && len(x[0]) <= 100 {
-		ops = append(ops, osgm.OpEvalHess)
+		ops = append(ops, PassEvalHess)
 	}
 	var out []float64
 	for _, s := range shards {
