@@ -85,7 +85,7 @@ const stopGrace = 2 * time.Second
 // and queue, and Load and the rounds step the core on what comes, and on
 // ticks, from one goroutine.
 type Cluster struct {
-	*clusterCore
+	core *clusterCore
 	// Its shards are on workers: it neither forks nor places (Placed
 	// does), and its partials are decoded into memory of its own.
 	objective.Alone
@@ -112,6 +112,47 @@ type Cluster struct {
 	placed atomic.Pointer[Placer] // takes placed problems' messages (nil: none)
 }
 
+// The job as the core holds it, for the coordinator's goroutines: the
+// setters before Load, the readers at any time (what they read is set up
+// before the rounds, or kept apart for other goroutines: the stats, the
+// drop counts and the workers' view).
+
+// Live is the number of workers currently alive.
+func (c *Cluster) Live() int { return len(c.core.live()) }
+
+// SetSource says where workers find the data; call before Load.
+func (c *Cluster) SetSource(s wire.Source) { c.core.cfg.Source = s }
+
+// Job is the job id on the bus.
+func (c *Cluster) Job() uint64 { return c.core.cfg.Job }
+
+// Meta is the shards as their holders described them; set by Load.
+func (c *Cluster) Meta() []shard.Meta { return c.core.metas }
+
+// SetClasses gives the labels' order, which every later point carries.
+func (c *Cluster) SetClasses(order []float64) error {
+	c.core.order = slices.Clone(order)
+	return nil
+}
+
+// SetFolds makes every later point carry what workers need to number
+// their rows' folds themselves.
+func (c *Cluster) SetFolds(n int) error { return c.core.setFolds(n) }
+
+// Stats returns what crossed the bus so far.
+func (c *Cluster) Stats() Stats { return c.core.stats.get() }
+
+// Dropped counts bad messages by reason.
+func (c *Cluster) Dropped() map[string]int { return c.core.bad.Dropped() }
+
+// Late returns how many results came after their round had gone out
+// again or ended: harmless, counted apart from Dropped.
+func (c *Cluster) Late() int { return c.core.bad.Late() }
+
+// Workers returns every worker the job has heard from, by ID, as of the
+// last heartbeat or membership change the coordinator handled.
+func (c *Cluster) Workers() []WorkerView { return c.core.view.get() }
+
 // NewCluster subscribes to the job's subjects.
 func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	cfg.Job = cmp.Or(cfg.Job, rand.Uint64()|1)
@@ -123,7 +164,7 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	cfg.Log = cmp.Or(cfg.Log, zap.NewNop())
 	n := len(cfg.Ranges)
 	c := &Cluster{nc: nc, ups: make(chan upMsg, upQueue), hbs: make(chan wire.Heartbeat, 256), reconnected: make(chan struct{}, 1), gone: make(chan string, 16)}
-	c.clusterCore = newClusterCore(cfg, c)
+	c.core = newClusterCore(cfg, c)
 	c.asm.MaxPending = 4 * max(n, 16)
 	up, err := nc.Subscribe(wire.UpSubject(cfg.Job), c.receiveUp)
 	if err != nil {
@@ -169,7 +210,7 @@ func (c *Cluster) connected() bool { return c.nc.IsConnected() }
 // sendPoint is clusterIO's: the point in chunks the server takes.
 func (c *Cluster) sendPoint(subj string, round uint64, pieces [][]byte) (int64, error) {
 	var sent int64
-	err := c.chunks.SendPieces(wire.KindPoint, c.cfg.Job, round, 0, pieces, int(c.nc.MaxPayload()), func(b []byte) error {
+	err := c.chunks.SendPieces(wire.KindPoint, c.core.cfg.Job, round, 0, pieces, int(c.nc.MaxPayload()), func(b []byte) error {
 		sent += int64(len(b))
 		return c.nc.Publish(subj, b)
 	})
@@ -185,7 +226,7 @@ func (c *Cluster) assign(id string, a wire.Assign) error {
 	if err != nil {
 		return err
 	}
-	return wire.Chunks(wire.KindAssign, c.cfg.Job, 0, 0, body, int(c.nc.MaxPayload()), func(b []byte) error {
+	return wire.Chunks(wire.KindAssign, c.core.cfg.Job, 0, 0, body, int(c.nc.MaxPayload()), func(b []byte) error {
 		return c.nc.Publish(wire.WorkerSubject(id), b)
 	})
 }
@@ -194,7 +235,7 @@ func (c *Cluster) assign(id string, a wire.Assign) error {
 // subject that names it, which the server answers (receiveProbe) only
 // when nobody holds the subject. Workers never answer probes.
 func (c *Cluster) probeSubject(id string) error {
-	return wire.Chunks(wire.KindProbe, c.cfg.Job, 0, 0, nil, int(c.nc.MaxPayload()), func(b []byte) error {
+	return wire.Chunks(wire.KindProbe, c.core.cfg.Job, 0, 0, nil, int(c.nc.MaxPayload()), func(b []byte) error {
 		return c.nc.PublishMsg(&nats.Msg{Subject: wire.WorkerSubject(id), Reply: c.probeInbox + "." + id, Data: b})
 	})
 }
@@ -207,14 +248,14 @@ func (c *Cluster) recycle(payload []byte) { c.asm.Recycle(payload) }
 // waiting (onUp). The receive methods run on the subscriptions'
 // goroutines: they check what needs no state, and queue.
 func (c *Cluster) receiveUp(m *nats.Msg) {
-	n := len(c.cfg.Ranges)
+	n := len(c.core.cfg.Ranges)
 	h, payload, err := wire.DecodeChunk(m.Data)
 	switch {
 	case err != nil:
-		c.bad.add(err, h.Kind)
+		c.core.bad.add(err, h.Kind)
 		return
-	case h.Job != c.cfg.Job:
-		c.bad.add(errors.New("wrong job id"), h.Kind)
+	case h.Job != c.core.cfg.Job:
+		c.core.bad.add(errors.New("wrong job id"), h.Kind)
 		return
 	case h.Kind == wire.KindSolving || h.Kind == wire.KindSolved:
 		if pl := c.placed.Load(); pl != nil {
@@ -222,22 +263,22 @@ func (c *Cluster) receiveUp(m *nats.Msg) {
 		}
 		return
 	case h.Kind != wire.KindPartial && h.Kind != wire.KindMeta && h.Kind != wire.KindError && h.Kind != wire.KindGroup && h.Kind != wire.KindNeedX && h.Kind != wire.KindRelayNode:
-		c.bad.add(nil, h.Kind)
+		c.core.bad.add(nil, h.Kind)
 		return
 	case h.Kind == wire.KindRelayNode && h.Shard != reduce.Root(n).Wire():
-		c.bad.add(errors.New("a relayed sum that is not the root's"), h.Kind)
+		c.core.bad.add(errors.New("a relayed sum that is not the root's"), h.Kind)
 		return
 	case h.Kind != wire.KindGroup && h.Kind != wire.KindRelayNode && int(h.Shard) >= n:
-		c.bad.add(errors.New("shard id out of range"), h.Kind)
+		c.core.bad.add(errors.New("shard id out of range"), h.Kind)
 		return
 	}
 	if h.Kind == wire.KindGroup {
 		if _, err := reduce.NodeFromWire(h.Shard, n); err != nil {
-			c.bad.add(errors.New("shard id out of range"), h.Kind)
+			c.core.bad.add(errors.New("shard id out of range"), h.Kind)
 			return
 		}
 	}
-	c.stats.count(func(s *Stats) { s.BytesUp += int64(len(m.Data)) })
+	c.core.stats.count(func(s *Stats) { s.BytesUp += int64(len(m.Data)) })
 	if whole, ok := c.asm.Add(h, payload); ok {
 		c.ups <- upMsg{kind: h.Kind, round: h.Round, shard: int(h.Shard), payload: whole}
 	}
@@ -248,16 +289,16 @@ func (c *Cluster) receiveUp(m *nats.Msg) {
 func (c *Cluster) receiveHeartbeat(m *nats.Msg) {
 	h, payload, err := wire.DecodeChunk(m.Data)
 	if err != nil || h.Kind != wire.KindHeartbeat {
-		c.bad.add(err, h.Kind)
+		c.core.bad.add(err, h.Kind)
 		return
 	}
 	var b wire.Heartbeat
 	if err := json.Unmarshal(payload, &b); err != nil {
-		c.bad.add(fmt.Errorf("heartbeat: %w", err), h.Kind)
+		c.core.bad.add(fmt.Errorf("heartbeat: %w", err), h.Kind)
 		return
 	}
 	if b.ID == "" {
-		c.bad.add(errors.New("heartbeat without a worker id"), h.Kind)
+		c.core.bad.add(errors.New("heartbeat without a worker id"), h.Kind)
 		return
 	}
 	if pl := c.placed.Load(); pl != nil {
@@ -299,48 +340,48 @@ func (c *Cluster) Close() {
 // Load waits for MinWorkers workers, assigns every shard and collects the
 // shards' descriptions.
 func (c *Cluster) Load(ctx context.Context) error {
-	c.log.Info("waiting for workers", zap.Int("min", c.cfg.MinWorkers))
+	c.core.log.Info("waiting for workers", zap.Int("min", c.core.cfg.MinWorkers))
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	began := time.Now()
-	report := began.Add(c.cfg.WaitReport)
-	for len(c.live()) < c.cfg.MinWorkers {
+	report := began.Add(c.core.cfg.WaitReport)
+	for len(c.core.live()) < c.core.cfg.MinWorkers {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case hb := <-c.hbs:
-			c.onHeartbeat(hb)
+			c.core.onHeartbeat(hb)
 		case now := <-tick.C:
 			if err := closedError(c.nc); err != nil {
 				return err
 			}
 			if now.After(report) {
-				c.log.Warn("still waiting for workers", zap.Int("min", c.cfg.MinWorkers),
-					zap.Int("joined", len(c.live())), zap.Duration("waited", now.Sub(began).Round(time.Second)))
-				report = now.Add(c.cfg.WaitReport)
+				c.core.log.Warn("still waiting for workers", zap.Int("min", c.core.cfg.MinWorkers),
+					zap.Int("joined", len(c.core.live())), zap.Duration("waited", now.Sub(began).Round(time.Second)))
+				report = now.Add(c.core.cfg.WaitReport)
 			}
 		}
 	}
-	c.balance(true)
-	for slices.Contains(c.haveMet, false) {
+	c.core.balance(true)
+	for slices.Contains(c.core.haveMet, false) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case hb := <-c.hbs:
-			c.onHeartbeat(hb)
+			c.core.onHeartbeat(hb)
 		case m := <-c.ups:
-			if err := c.onUp(m, nil); err != nil {
+			if err := c.core.onUp(m, nil); err != nil {
 				return err
 			}
 		case <-c.reconnected:
-			c.soon()
+			c.core.soon()
 		case id := <-c.gone:
-			c.onGone(id)
+			c.core.onGone(id)
 		case <-tick.C:
 			if err := closedError(c.nc); err != nil {
 				return err
 			}
-			c.onLoadTick()
+			c.core.onLoadTick()
 		}
 	}
 	return nil
@@ -348,13 +389,13 @@ func (c *Cluster) Load(ctx context.Context) error {
 
 // Eval runs one round: broadcast the point, gather every shard's partial.
 func (c *Cluster) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) error) error {
-	pt, err := c.point(wireOpOf(op), p)
+	pt, err := c.core.point(wireOpOf(op), p)
 	if err != nil {
 		return err
 	}
 	if op == osgm.OpHessVec {
 		pt.V = v.W
-		c.withoutX(pt)
+		c.core.withoutX(pt)
 	}
 	return c.round1(pt, add)
 }
@@ -362,17 +403,17 @@ func (c *Cluster) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) 
 // Tally counts rows and correct predictions on the workers: each shard's
 // partial carries rows per class in Loss and correct ones in BiasGrad.
 func (c *Cluster) Tally(p *shard.Point) (shard.Tally, error) {
-	pt, err := c.point(wire.OpCorrect, p)
+	pt, err := c.core.point(wire.OpCorrect, p)
 	if err != nil {
 		return shard.Tally{}, err
 	}
 	if p.Loss.Regression() {
 		return c.regressionTally(pt)
 	}
-	t := shard.Tally{Rows: make([]int, len(c.order)), Correct: make([]int, len(c.order))}
+	t := shard.Tally{Rows: make([]int, len(c.core.order)), Correct: make([]int, len(c.core.order))}
 	err = c.round1(pt, func(part *reduce.Partial) error {
-		if len(part.Loss) != len(c.order) {
-			return fmt.Errorf("shard %d: tally of %d classes, want %d", part.Shard, len(part.Loss), len(c.order))
+		if len(part.Loss) != len(c.core.order) {
+			return fmt.Errorf("shard %d: tally of %d classes, want %d", part.Shard, len(part.Loss), len(c.core.order))
 		}
 		for k := range part.Loss {
 			t.Rows[k] += int(part.Loss[k])
@@ -408,16 +449,16 @@ func (c *Cluster) round1(pt *wire.Point, add func(*reduce.Partial) error) error 
 	// before it need no other.
 	select {
 	case <-c.reconnected:
-		c.sawReconnect()
+		c.core.sawReconnect()
 	default:
 	}
-	r, err := c.startRound(pt, add)
+	r, err := c.core.startRound(pt, add)
 	if err != nil {
 		return err
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	stop := c.cfg.Stop
+	stop := c.core.cfg.Stop
 	var stopped <-chan time.Time
 	for r.left > 0 {
 		var err error
@@ -425,9 +466,9 @@ func (c *Cluster) round1(pt *wire.Point, add func(*reduce.Partial) error) error 
 		case <-stop:
 			stop, stopped = nil, time.After(stopGrace)
 		case <-stopped:
-			return fmt.Errorf("round %d: %w", c.round, ErrStopped)
+			return fmt.Errorf("round %d: %w", c.core.round, ErrStopped)
 		case <-c.reconnected:
-			c.soon()
+			c.core.soon()
 		case hb := <-c.hbs:
 			err = r.onHeartbeat(hb)
 		case id := <-c.gone:
@@ -436,7 +477,7 @@ func (c *Cluster) round1(pt *wire.Point, add func(*reduce.Partial) error) error 
 			err = r.onUp(m)
 		case <-tick.C:
 			if err = closedError(c.nc); err != nil {
-				return fmt.Errorf("round %d: %w", c.round, err) // it never comes back
+				return fmt.Errorf("round %d: %w", c.core.round, err) // it never comes back
 			}
 			err = r.onTick()
 		}

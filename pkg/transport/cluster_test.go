@@ -371,7 +371,7 @@ func TestHessVecPointsGoWithoutX(t *testing.T) {
 			})
 			// A worker without x asks for it: no round waits for a resend.
 			stop := make(chan struct{})
-			c.cfg.ResendAfter, c.cfg.Stop = time.Hour, stop
+			c.core.cfg.ResendAfter, c.core.cfg.Stop = time.Hour, stop
 			defer time.AfterFunc(20*time.Second, func() { close(stop) }).Stop()
 			got, err := train.Train(c, cfg)
 			if err != nil {
@@ -531,7 +531,7 @@ func sameMetas(t *testing.T, c *Cluster, path string, n int) {
 // stopped, set up by cfg first; the round's error comes on the channel.
 func roundWithoutWorkers(t *testing.T, cfg func(*ClusterConfig)) (*Cluster, <-chan error) {
 	c, _, stops := clusterWithStops(t, testData(t), 1, 4)
-	cfg(&c.cfg)
+	cfg(&c.core.cfg)
 	stops[0]()
 	features := uint32(0)
 	for _, m := range c.Meta() {
@@ -572,7 +572,7 @@ func TestStopEndsAWaitingRound(t *testing.T) {
 	select {
 	case err := <-done:
 		t.Fatalf("a round with no worker ended before the stop: %v", err)
-	case <-time.After(c.cfg.HeartbeatTimeout + 500*time.Millisecond):
+	case <-time.After(c.core.cfg.HeartbeatTimeout + 500*time.Millisecond):
 	}
 	close(stop)
 	roundEndsWith(t, done, ErrStopped, 5*time.Second)
@@ -586,7 +586,7 @@ func TestStopLetsAGoingRoundEnd(t *testing.T) {
 	stop := make(chan struct{})
 	close(stop)
 	c, _ := cluster(t, path, 2, 8)
-	c.cfg.Stop = stop
+	c.core.cfg.Stop = stop
 	cfg := train.Config{C: 1, Eps: 1e-3, Bias: 1, Method: "lbfgs", MaxIter: 300}
 	got, err := train.Train(c, cfg)
 	if err != nil {
@@ -599,7 +599,7 @@ func TestStopLetsAGoingRoundEnd(t *testing.T) {
 // has had no live worker for that long fails with ErrNoWorkers.
 func TestRoundGivesUpWithoutWorkers(t *testing.T) {
 	c, done := roundWithoutWorkers(t, func(cfg *ClusterConfig) { cfg.NoWorkerTimeout = 300 * time.Millisecond })
-	roundEndsWith(t, done, ErrNoWorkers, c.cfg.HeartbeatTimeout+10*time.Second)
+	roundEndsWith(t, done, ErrNoWorkers, c.core.cfg.HeartbeatTimeout+10*time.Second)
 }
 
 // TestLeavingWorkerHandsOver: a worker that stops says so, and its
@@ -615,7 +615,7 @@ func TestLeavingWorkerHandsOver(t *testing.T) {
 		cfg.HeartbeatTimeout, cfg.ResendAfter, cfg.Stop = time.Hour, time.Hour, stop
 	}})
 	core, logs := observer.New(zap.InfoLevel)
-	c.log = zap.New(core)
+	c.core.log = zap.New(core)
 	stops[0]()
 	got, err := train.Train(c, cfg)
 	if err != nil {
@@ -668,7 +668,7 @@ func TestKilledWorkerIsProbed(t *testing.T) {
 				cfg.HeartbeatTimeout, cfg.ResendAfter, cfg.Stop = time.Hour, time.Hour, stop
 			}}, keep)
 			core, logs := observer.New(zap.InfoLevel)
-			c.log = zap.New(core)
+			c.core.log = zap.New(core)
 			if during == "round" {
 				ws[0].nc.Close()
 				start = time.Now()
@@ -708,7 +708,7 @@ func TestStuckWorkerLosesItsShards(t *testing.T) {
 		}
 	})
 	core, logs := observer.New(zap.InfoLevel)
-	c.log = zap.New(core)
+	c.core.log = zap.New(core)
 	got, err := train.Train(c, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -1011,12 +1011,12 @@ func serverRestart(t *testing.T, path string, tc restartCase, points PointMode) 
 			}
 		})
 	core, logs := observer.New(zap.InfoLevel)
-	c.log = zap.New(core)
+	c.core.log = zap.New(core)
 	stop := make(chan struct{})
-	c.cfg.ResendAfter, c.cfg.HeartbeatTimeout, c.cfg.Stop, c.cfg.Points = tc.resendAfter, tc.silence, stop, points
+	c.core.cfg.ResendAfter, c.core.cfg.HeartbeatTimeout, c.core.cfg.Stop, c.core.cfg.Points = tc.resendAfter, tc.silence, stop, points
 	// Results compared one by one: a round that goes out again has each
 	// worker send its own, so the first goes the same way.
-	c.cfg.Reduce = ReduceStar
+	c.core.cfg.Reduce = ReduceStar
 	defer time.AfterFunc(30*time.Second, func() { close(stop) }).Stop()
 
 	features := uint32(0)
@@ -1102,17 +1102,17 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // the first, not one each nor later with every new one.
 func TestReconnectionsSettle(t *testing.T) {
 	c, _ := cluster(t, testData(t), 1, 2)
-	c.soon()
+	c.core.soon()
 	first := time.Now()
-	if c.due(first) {
+	if c.core.due(first) {
 		t.Fatal("due at once")
 	}
 	time.Sleep(10 * time.Millisecond)
-	c.soon() // a later one does not push the first back
-	if !c.due(first.Add(reconnectSettle)) {
+	c.core.soon() // a later one does not push the first back
+	if !c.core.due(first.Add(reconnectSettle)) {
 		t.Fatal("not due reconnectSettle after the first")
 	}
-	if c.due(first.Add(2 * reconnectSettle)) {
+	if c.core.due(first.Add(2 * reconnectSettle)) {
 		t.Fatal("due twice")
 	}
 }
@@ -1138,7 +1138,7 @@ func TestShardsOutliveTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	ccfg := first.cfg
+	ccfg := first.core.cfg
 	ccfg.Job = 0
 	ccfg.ResendAfter = time.Hour // kept shards are described unasked
 	second, err := NewCluster(nc, ccfg)

@@ -216,25 +216,6 @@ func newClusterCore(cfg ClusterConfig, io clusterIO) *clusterCore {
 	return c
 }
 
-// Live is the number of workers currently alive.
-func (c *clusterCore) Live() int { return len(c.live()) }
-
-// SetSource says where workers find the data; call before Load.
-func (c *clusterCore) SetSource(s wire.Source) { c.cfg.Source = s }
-
-// Job is the job id on the bus.
-func (c *clusterCore) Job() uint64 { return c.cfg.Job }
-
-// Stats returns what crossed the bus so far.
-func (c *clusterCore) Stats() Stats { return c.stats.get() }
-
-// Dropped counts bad messages by reason.
-func (c *clusterCore) Dropped() map[string]int { return c.bad.Dropped() }
-
-// Late returns how many results came after their round had gone out
-// again or ended: harmless, counted apart from Dropped.
-func (c *clusterCore) Late() int { return c.bad.Late() }
-
 // onLoadTick checks on the workers while Load waits for descriptions:
 // shards of lost workers move, descriptions long missing are asked for
 // again, and the workers owing some are probed.

@@ -336,7 +336,7 @@ func (ct *clusterTranscript) startRound(args map[string]string) error {
 			what = fmt.Sprintf("node %d.%d", p.Level, p.Shard)
 		}
 		if p.Dense {
-			what += fmt.Sprintf(" (the workers' root, %d hops)", ct.core.Stats().Hops)
+			what += fmt.Sprintf(" (the workers' root, %d hops)", ct.core.stats.get().Hops)
 		}
 		ct.added = append(ct.added, "added "+what)
 		return nil

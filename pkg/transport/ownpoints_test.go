@@ -165,7 +165,7 @@ func TestOwnPointsReachAnIdleWorker(t *testing.T) {
 	cl, _, stops := startCluster(t, path, 3, 2, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
 		cfg.Points, cfg.ResendAfter, cfg.Stop = PointsOwn, time.Hour, stop
 	}}, func(w *Worker) { ws = append(ws, w) })
-	victim := slices.IndexFunc(ws, func(w *Worker) bool { return w.ID == cl.owner[0] })
+	victim := slices.IndexFunc(ws, func(w *Worker) bool { return w.ID == cl.core.owner[0] })
 	cfg.Trace = stopAt(3, stops[victim])
 	res, err := train.Train(cl, cfg)
 	if err != nil {

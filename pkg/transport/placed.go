@@ -41,9 +41,9 @@ const stopGraceSolve = 10 * time.Second
 
 // NewPlacer starts placing problems of c's job on its workers.
 func NewPlacer(c *Cluster) (*Placer, error) {
-	pl := &Placer{c: c, log: c.log, in: make(chan placerInput, 256), quit: make(chan struct{}), done: make(chan struct{})}
+	pl := &Placer{c: c, log: c.core.log, in: make(chan placerInput, 256), quit: make(chan struct{}), done: make(chan struct{})}
 	pl.asm.MaxPending = 64
-	pl.core = newPlacerCore(c.cfg.HeartbeatTimeout)
+	pl.core = newPlacerCore(c.core.cfg.HeartbeatTimeout)
 	c.placed.Store(pl)
 	go pl.loop()
 	// Workers running already answer the hello with their heartbeat.
@@ -164,7 +164,7 @@ func (pl *Placer) receive(h wire.Header, payload []byte) {
 	if h.Kind == wire.KindSolving {
 		m, err := wire.DecodeSolving(b)
 		if err != nil {
-			pl.c.bad.add(err, h.Kind)
+			pl.c.core.bad.add(err, h.Kind)
 			return
 		}
 		pl.step(placerSolving{id, m})
@@ -172,7 +172,7 @@ func (pl *Placer) receive(h wire.Header, payload []byte) {
 	}
 	m, err := wire.DecodeSolved(b)
 	if err != nil {
-		pl.c.bad.add(err, h.Kind)
+		pl.c.core.bad.add(err, h.Kind)
 		return
 	}
 	pl.step(placerSolved{id, m})
@@ -198,7 +198,7 @@ func (pl *Placer) send(id string, p *placement) error {
 
 func (pl *Placer) publish(id string, kind wire.Kind, p *placement, b []byte) error {
 	subj := wire.WorkerSubject(id)
-	return pl.chunks.SendPieces(kind, pl.c.cfg.Job, p.id, uint32(p.req.K), [][]byte{b}, int(pl.c.nc.MaxPayload()), func(chunk []byte) error {
+	return pl.chunks.SendPieces(kind, pl.c.core.cfg.Job, p.id, uint32(p.req.K), [][]byte{b}, int(pl.c.nc.MaxPayload()), func(chunk []byte) error {
 		return pl.c.nc.Publish(subj, chunk)
 	})
 }
@@ -260,7 +260,7 @@ func (pl *Placer) PlacePass(c objective.Constants, order []float64, folds int, b
 // request is a Solve over the job's data and an objective of
 // constants c, classes order and folds.
 func (pl *Placer) request(c objective.Constants, order []float64, folds int) *wire.Solve {
-	return &wire.Solve{Source: pl.c.cfg.Source, Ranges: pl.c.cfg.Ranges, Order: order, Folds: folds, Constants: c}
+	return &wire.Solve{Source: pl.c.core.cfg.Source, Ranges: pl.c.core.cfg.Ranges, Order: order, Folds: folds, Constants: c}
 }
 
 // await places req and waits for its end, calling s's callbacks with
@@ -327,7 +327,7 @@ type Placed struct {
 
 // Fork is a fork that places problems.
 func (b *Placed) Fork(live *cols.LiveMap) (objective.Backend, error) {
-	return &placedFork{Placed: b, order: b.order, folds: int(b.folds)}, nil
+	return &placedFork{Placed: b, order: b.core.order, folds: int(b.core.folds)}, nil
 }
 
 type placedFork struct {

@@ -120,17 +120,10 @@ func sameMeta(a, b *shard.Meta) bool {
 		slices.Equal(a.Cols, b.Cols) && slices.Equal(a.Labels, b.Labels)
 }
 
-func (c *clusterCore) Meta() []shard.Meta { return c.metas }
-
-func (c *clusterCore) SetClasses(order []float64) error {
-	c.order = slices.Clone(order)
-	return nil
-}
-
-// SetFolds makes every later point carry what workers need to number
+// setFolds makes every later point carry what workers need to number
 // their rows' folds themselves: the fold count, the rows and where each
 // shard's rows start.
-func (c *clusterCore) SetFolds(n int) error {
+func (c *clusterCore) setFolds(n int) error {
 	if _, err := shard.Folds(2, n); err != nil { // the count's bounds
 		return err
 	}

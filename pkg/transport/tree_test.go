@@ -80,7 +80,7 @@ func TestTreeRoundsSurviveAnAdder(t *testing.T) {
 				cfg.HeartbeatTimeout, cfg.ResendAfter, cfg.Reduce = time.Hour, 300*time.Millisecond, ReduceTree
 			}}, setup)
 			core, logs := observer.New(zap.InfoLevel)
-			cl.log = zap.New(core)
+			cl.core.log = zap.New(core)
 			start := time.Now()
 			got, err := train.Train(cl, cfg)
 			if err != nil {

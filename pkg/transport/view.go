@@ -34,12 +34,11 @@ type viewBox struct {
 	v  []WorkerView
 }
 
-// Workers returns every worker the job has heard from, by ID, as of the
-// last heartbeat or membership change the coordinator handled.
-func (c *clusterCore) Workers() []WorkerView {
-	c.view.mu.Lock()
-	defer c.view.mu.Unlock()
-	return slices.Clone(c.view.v)
+// get is every worker the job has heard from, by ID, as last published.
+func (b *viewBox) get() []WorkerView {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.v)
 }
 
 // publishView brings Workers up to date with the core's state.
