@@ -345,7 +345,7 @@ func (c *Cluster) Load(ctx context.Context) error {
 	defer tick.Stop()
 	began := time.Now()
 	report := began.Add(c.core.cfg.WaitReport)
-	for len(c.core.live()) < c.core.cfg.MinWorkers {
+	for !c.core.enoughWorkers() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -363,7 +363,7 @@ func (c *Cluster) Load(ctx context.Context) error {
 		}
 	}
 	c.core.balance(true)
-	for slices.Contains(c.core.haveMet, false) {
+	for !c.core.described.all() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -460,7 +460,7 @@ func (c *Cluster) round1(pt *wire.Point, add func(*reduce.Partial) error) error 
 	defer tick.Stop()
 	stop := c.core.cfg.Stop
 	var stopped <-chan time.Time
-	for r.left > 0 {
+	for !r.done() {
 		var err error
 		select {
 		case <-stop:

@@ -61,6 +61,13 @@ type described struct {
 	starts  []uint64 // first global row of each shard
 }
 
+// all reports whether every shard has been described: what Load waits for.
+func (d *described) all() bool { return !slices.Contains(d.haveMet, false) }
+
+// enoughWorkers reports whether MinWorkers are alive: what Load waits
+// for before it assigns the shards.
+func (c *clusterCore) enoughWorkers() bool { return len(c.live()) >= c.cfg.MinWorkers }
+
 // clocks are the round's number and the times that decide when a round
 // goes out again and who is taken for stuck.
 type clocks struct {

@@ -196,6 +196,9 @@ func (c *clusterCore) startRound(pt *wire.Point, add func(*reduce.Partial) error
 	return r, nil
 }
 
+// done reports whether every shard's result is in.
+func (r *roundState) done() bool { return r.left == 0 }
+
 // finish records a complete round's time and counts.
 func (r *roundState) finish() {
 	c := r.c
