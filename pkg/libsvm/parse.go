@@ -329,7 +329,7 @@ func fastFloatPrefix(b []byte) (v float64, dec, n int, ok bool) {
 			digits++
 		}
 	}
-	if !any || digits > 15 {
+	if !any || digits > 19 { // past 19, mant overflowed
 		return 0, 0, 0, false
 	}
 	exp := -frac
@@ -355,6 +355,18 @@ func fastFloatPrefix(b []byte) (v float64, dec, n int, ok bool) {
 		}
 		exp += e
 	}
+	f, dec, ok := decimal(mant, exp, digits, neg)
+	return f, dec, i, ok
+}
+
+// decimal is mant·10^exp, of digits significant digits, correctly
+// rounded, and its digits after the point as Row.Decimals counts them
+// (NotDecimal past 15 digits); false where strconv must decide.
+func decimal(mant uint64, exp, digits int, neg bool) (float64, int, bool) {
+	if digits > 15 {
+		f, ok := eiselLemire64(mant, exp, neg)
+		return f, NotDecimal, ok
+	}
 	f := float64(mant)
 	switch {
 	case mant == 0:
@@ -363,10 +375,10 @@ func fastFloatPrefix(b []byte) (v float64, dec, n int, ok bool) {
 	case exp < 0 && exp >= -22:
 		f /= pow10[-exp]
 	default:
-		return 0, 0, 0, false
+		return 0, 0, false
 	}
 	if neg {
 		f = -f
 	}
-	return f, -exp, i, true
+	return f, -exp, true
 }

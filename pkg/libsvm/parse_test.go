@@ -2,6 +2,7 @@ package libsvm
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -315,8 +316,15 @@ func TestFastFloatAgainstStrconv(t *testing.T) {
 		if err != nil || n != len(num) || math.Float64bits(v) != math.Float64bits(want) {
 			t.Fatalf("%q then %q: %v (%d bytes), strconv %v (%v)", num, after, v, n, want, err)
 		}
-		if _, frac, found := strings.Cut(num, "."); found && !strings.Contains(num, "e") && dec != len(frac) {
-			t.Fatalf("%q: %d decimals, want %d", num, dec, len(frac))
+		// Decimals counts the digits after the point of a short decimal
+		// (15 significant digits at most); longer ones are NotDecimal.
+		_, frac, found := strings.Cut(num, ".")
+		wantDec := len(frac)
+		if sig := strings.TrimLeft(strings.NewReplacer("-", "", ".", "").Replace(num), "0"); len(sig) > 15 {
+			wantDec = NotDecimal
+		}
+		if found && !strings.Contains(num, "e") && dec != wantDec {
+			t.Fatalf("%q: %d decimals, want %d", num, dec, wantDec)
 		}
 	}
 }
@@ -340,6 +348,45 @@ func TestDigits8(t *testing.T) {
 		}
 		if v, n := digits8(b); n != k || v != want {
 			t.Fatalf("%q: %d digits %d, want %d digits %d", b, n, v, k, want)
+		}
+	}
+}
+
+// TestEiselLemireMatchesStrconv: numbers of 16 to 19 significant digits
+// (real values printed to full precision, shortest forms, random digit
+// strings over float64's exponents, subnormals and halfway cases
+// included) read to strconv's bits.
+func TestEiselLemireMatchesStrconv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var texts []string
+	for range 100000 {
+		v := math.Float64frombits(rng.Uint64())
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		texts = append(texts, strconv.FormatFloat(v, 'g', -1, 64), strconv.FormatFloat(v, 'e', 16, 64),
+			strconv.FormatFloat(v, 'e', 18, 64), strconv.FormatFloat(rng.Float64(), 'f', 17, 64))
+		digits := make([]byte, 16+rng.IntN(4))
+		for i := range digits {
+			digits[i] = byte('0' + rng.IntN(10))
+		}
+		digits[0] = byte('1' + rng.IntN(9))
+		texts = append(texts, fmt.Sprintf("%s.%se%d", digits[:1], digits[1:], rng.IntN(700)-350))
+	}
+	// 2^-1074 and halfway points between neighbouring float64s.
+	texts = append(texts, "4.9406564584124654e-324", "9007199254740993", "9007199254740992.5", "1.00000000000000011102230246251565",
+		"2.2250738585072011e-308", "1.7976931348623157e308", "-0.00000000000000000", "123456789012345678e-20")
+	for _, s := range texts {
+		want, werr := strconv.ParseFloat(s, 64)
+		got, _, err := parseNumber([]byte(s))
+		if werr != nil || math.IsInf(want, 0) {
+			if err == nil {
+				t.Fatalf("%q: read as %v, strconv: %v", s, got, werr)
+			}
+			continue
+		}
+		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("%q: %v (%v), strconv %v", s, got, err, want)
 		}
 	}
 }
