@@ -31,7 +31,7 @@ var powersOfTen = func() [maxExp10 - minExp10 + 1][2]uint64 {
 	ten, m := big.NewInt(10), new(big.Int)
 	mask := new(big.Int).SetUint64(math.MaxUint64)
 	for e := minExp10; e <= maxExp10; e++ {
-		p := new(big.Int).Exp(ten, big.NewInt(int64(abs(e))), nil)
+		p := new(big.Int).Exp(ten, big.NewInt(int64(max(e, -e))), nil)
 		if e >= 0 {
 			if n := p.BitLen(); n > 128 {
 				m.Rsh(p, uint(n-128))
@@ -49,22 +49,10 @@ var powersOfTen = func() [maxExp10 - minExp10 + 1][2]uint64 {
 	return t
 }()
 
-func abs(e int) int {
-	if e < 0 {
-		return -e
-	}
-	return e
-}
-
-// eiselLemire64 is man·10^exp10 correctly rounded, and false where it
-// cannot tell (then strconv decides).
+// eiselLemire64 is man·10^exp10 correctly rounded, for man > 0 (the
+// parser's are of 16 digits or more), and false where it cannot tell
+// (then strconv decides).
 func eiselLemire64(man uint64, exp10 int, neg bool) (float64, bool) {
-	if man == 0 {
-		if neg {
-			return math.Copysign(0, -1), true
-		}
-		return 0, true
-	}
 	if exp10 < minExp10 || exp10 > maxExp10 {
 		return 0, false
 	}

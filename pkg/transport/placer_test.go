@@ -18,18 +18,16 @@ import (
 // placerTranscript is a placer's core with a clock that moves only when
 // the transcript says so, and the placements submitted, by id.
 type placerTranscript struct {
-	core   *placerCore
-	t0     time.Time
-	clock  time.Time
-	byID   map[uint64]*placement
-	snaps  map[*osgm.Snapshot]int // the states handed on, by their Evals
-	submit int
+	core  *placerCore
+	t0    time.Time
+	clock time.Time
+	byID  map[uint64]*placement
 }
 
 func newPlacerTranscript(timeout time.Duration) *placerTranscript {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	return &placerTranscript{core: newPlacerCore(timeout), t0: t0, clock: t0,
-		byID: map[uint64]*placement{}, snaps: map[*osgm.Snapshot]int{}}
+		byID: map[uint64]*placement{}}
 }
 
 // TestPlacerTranscripts steps the coordinator's core of placed problems
@@ -105,9 +103,8 @@ func (pt *placerTranscript) step(d *datadriven.TestData) (string, error) {
 		}
 		rd = c.Step(placerBeat{hb}, now)
 	case "submit":
-		p := &placement{req: &wire.Solve{K: pt.submit, Settings: osgm.Settings{F0: []float64{1}, G0: [][]float64{{1}}}},
+		p := &placement{req: &wire.Solve{K: len(pt.byID), Settings: osgm.Settings{F0: []float64{1}, G0: [][]float64{{1}}}},
 			events: make(chan placerEvent, 16)}
-		pt.submit++
 		rd = c.Step(placerSubmit{p}, now)
 		pt.byID[p.id] = p
 	case "solving", "solved", "stop", "forget":
@@ -141,11 +138,11 @@ func (pt *placerTranscript) moveTo(at string) error {
 	if err != nil {
 		return err
 	}
-	if t := pt.t0.Add(dt); t.Before(pt.clock) {
+	t := pt.t0.Add(dt)
+	if t.Before(pt.clock) {
 		return fmt.Errorf("at=%s: the clock is at %s already", at, pt.clock.Sub(pt.t0))
-	} else {
-		pt.clock = t
 	}
+	pt.clock = t
 	return nil
 }
 
