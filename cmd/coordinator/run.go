@@ -500,11 +500,12 @@ func trainingFailed(o *options, err error, saved bool) error {
 type timeSplit struct{ compute, comm, method time.Duration }
 
 // splitTime splits training's time: time in passes is the workers'
-// compute plus the bus, and the passes side by side in this process; the
-// rest of training is the method's own arithmetic on the coordinator.
+// compute plus the bus (passes in this process, the embedded workers'
+// too, are compute only); the rest of training is the method's own
+// arithmetic on the coordinator.
 func splitTime(res *train.Result, backend *built, busBefore transport.Stats, trainTime time.Duration) timeSplit {
 	compute, comm := res.PassTime, time.Duration(0)
-	if backend.cluster != nil {
+	if backend.cluster != nil && backend.local == nil {
 		bus := res.PassTime - res.SideTime
 		compute = min(backend.cluster.Stats().Compute-busBefore.Compute, bus)
 		comm = bus - compute

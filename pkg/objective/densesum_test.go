@@ -1,6 +1,7 @@
 package objective
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -199,4 +200,50 @@ func sameBits(a, b []float64) bool {
 		}
 	}
 	return true
+}
+
+// TestSummedSameBits: a Local that sums its shards up the tree itself
+// (Summed, as the coordinator's does) hands the Objective the root's sum
+// instead of a partial per shard; every pass must come out to the bits
+// the Objective's own reduction gives, for one problem and several, with
+// the bias, over the live coordinates, whatever the goroutines, and on a
+// fork. Where the dense vectors do not pay, Summed changes nothing.
+func TestSummedSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, c := range []struct {
+		name   string
+		text   string
+		dense  bool // the dense sums pay
+		shards int
+	}{
+		{"binary", svmdata.Random(rng, 3000, 30, 2, "f64").Text, true, 45},
+		{"classes", svmdata.Random(rng, 3000, 30, 3, "f64").Text, true, 13},
+		{"banded", svmdata.Banded(rng, 3000, 400, 12), false, 45},
+	} {
+		path := svmdata.WriteFile(t, c.text)
+		for _, parallel := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/parallel=%d", c.name, parallel), func(t *testing.T) {
+				plain := objectiveFor(t, path, c.shards, parallel, 1e-3, 1)
+				summed := objectiveFor(t, path, c.shards, parallel, 1e-3, 1)
+				local := summed.Backend.(*Local).Summed()
+				if (local.whole != nil) != c.dense {
+					t.Fatalf("dense sums in use: %t, want %t", local.whole != nil, c.dense)
+				}
+				_, K := problems(plain)
+				for _, o := range []*Objective{plain, summed} {
+					o.LeaveOutDead()
+				}
+				x, v := svmdata.NormalVectors(rng, K, plain.Dim()), svmdata.NormalVectors(rng, K, plain.Dim())
+				want := storageResults(t, plain, x, v)
+				for i := range 2 { // the second pass reuses the sums' memory
+					if got := storageResults(t, summed, x, v); !sameBits(got, want) {
+						t.Fatalf("pass %d: summed results differ from the Objective's reduction", i)
+					}
+				}
+				if got := storageResults(t, summed.Forked(), x, v); !sameBits(got, want) {
+					t.Fatal("a fork's results differ from the Objective's reduction")
+				}
+			})
+		}
+	}
 }

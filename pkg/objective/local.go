@@ -27,6 +27,10 @@ type Local struct {
 	// The shards' descriptions, made once: each decodes a column map.
 	meta     []shard.Meta
 	metaOnce sync.Once
+	// whole, when Summed found it pays, adds the shards up the tree in
+	// dense vectors; emit is the pass's add, which gets its node sums.
+	whole *reduce.DenseSum
+	emit  func(*reduce.Partial) error
 }
 
 // partials are partials handed back for reuse. A list, not a
@@ -50,6 +54,31 @@ func NewLocal(shards []*shard.Shard, parallel int) *Local {
 // partials to l's list at every such pass, which kept them all.
 func (l *Local) Sub(shards []*shard.Shard) *Local {
 	return &Local{Shards: shards, Parallel: l.Parallel, pool: l.pool, folds: l.folds}
+}
+
+// Summed makes Eval add the shards up the reduction tree itself, in
+// dense vectors (reduce.DenseSum), and hand add the sums of the highest
+// nodes it holds whole rather than a partial per shard, as a worker
+// holding the shards does: the same additions in the same order, so the
+// same bits. The shards must be the tree's, in order, and the dense
+// vectors must take less memory than the Reducer's column maps and sums
+// (DenseSum.Pays: wide data whose shards touch most columns); otherwise
+// nothing changes. A worker keeps it off: it sums its shards itself,
+// and sends its nodes' sums on.
+func (l *Local) Summed() *Local {
+	lists := make(map[int]cols.List, len(l.Shards))
+	for i, s := range l.Shards {
+		if s.ID != i {
+			return l
+		}
+		lists[i] = s.Cols
+	}
+	if d := reduce.NewDenseSum(len(l.Shards), lists); d != nil && d.Pays() {
+		d.Emit = func(_ reduce.NodeID, p *reduce.Partial) error { return l.emit(p) }
+		d.Release = l.Release
+		l.whole = d
+	}
+	return l
 }
 
 func (l *Local) Meta() []shard.Meta {
@@ -104,6 +133,9 @@ func (l *Local) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) er
 	if len(l.acts) != len(l.Shards) {
 		l.acts = make([]shard.Activity, len(l.Shards))
 	}
+	if l.whole != nil {
+		add = l.sumWhole(add)
+	}
 	if l.Parallel == 1 { // a fork's, or one core's: no goroutine a pass
 		for i := range l.Shards {
 			if err := add(l.evalShard(op, i, p, v, &l.scratch[0])); err != nil {
@@ -140,6 +172,20 @@ func (l *Local) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) er
 	return err
 }
 
+// sumWhole is add behind the dense sums: shard partials go into them,
+// and add gets the nodes' sums as they complete.
+func (l *Local) sumWhole(add func(*reduce.Partial) error) func(*reduce.Partial) error {
+	l.whole.Reset()
+	l.emit = add
+	return func(p *reduce.Partial) error {
+		held, err := l.whole.Add(p)
+		if err == nil && !held {
+			return add(p)
+		}
+		return err
+	}
+}
+
 // evalShard is shard i's partial of op at p (and v).
 func (l *Local) evalShard(op osgm.Op, i int, p, v *shard.Point, sc *shard.Scratch) *reduce.Partial {
 	part := l.reuse()
@@ -171,7 +217,11 @@ func (l *Local) Fork(live *cols.LiveMap) (Backend, error) {
 	if err := shard.CheckLive(l.Shards, live); err != nil {
 		return nil, err
 	}
-	return &Local{Shards: l.Shards, Parallel: 1, folds: l.folds, pool: &partials{}}, nil
+	f := &Local{Shards: l.Shards, Parallel: 1, folds: l.folds, pool: &partials{}}
+	if l.whole != nil {
+		f.Summed()
+	}
+	return f, nil
 }
 
 // SetFolds numbers every row's fold over the shards in order, as if the
