@@ -255,21 +255,24 @@ func (l *Local) Tally(p *shard.Point) (shard.Tally, error) {
 	if err := shard.CheckLive(l.Shards, p.Live); err != nil {
 		return shard.Tally{}, err
 	}
+	if len(l.scratch) < l.Parallel {
+		l.scratch = make([]shard.Scratch, l.Parallel)
+	}
 	tallies := make([]shard.Tally, len(l.Shards))
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for w := 0; w < l.Parallel; w++ {
 		wg.Add(1)
-		go func() {
+		go func(sc *shard.Scratch) {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(l.Shards) {
 					return
 				}
-				tallies[i] = l.Shards[i].Tally(p)
+				tallies[i] = l.Shards[i].Tally(p, sc)
 			}
-		}()
+		}(&l.scratch[w])
 	}
 	wg.Wait()
 	var t shard.Tally

@@ -57,15 +57,16 @@ func (a *Tally) Total() (rows, correct int) {
 }
 
 // Tally counts the shard's rows and correct predictions at p, by class
-// (SetClasses fixes the classes).
-func (s *Shard) Tally(p *Point) Tally {
+// (SetClasses fixes the classes), in sc's memory: a tally over a wide
+// file's shards gathers a point's worth of weights for each, which
+// fresh scratch made garbage enough to raise a run's peak at its end.
+func (s *Shard) Tally(p *Point, sc *Scratch) Tally {
 	if p.Loss.Regression() {
-		return s.regressionTally(p)
+		return s.regressionTally(p, sc)
 	}
 	K, classes := p.K(), s.classes
 	t := Tally{Rows: make([]int, classes), Correct: make([]int, classes)}
-	var sc Scratch
-	wl := s.gather(p, &sc)
+	wl := s.gather(p, sc)
 	z := make([]float64, K)
 	sel := s.rowsFor(p, 0)
 	read := s.kernels().reader(s)
@@ -82,7 +83,7 @@ func (s *Shard) Tally(p *Point) Tally {
 			z[0] = zs[i]
 		} else {
 			clear(z)
-			cols, nums := s.rowInto(read, i, &sc)
+			cols, nums := s.rowInto(read, i, sc)
 			for q, j := range cols {
 				x := nums[q]
 				if s.Values == Decimal {
@@ -121,11 +122,10 @@ func (s *Shard) Tally(p *Point) Tally {
 // regressionTally is Tally for a regression: its rows (the held-out
 // fold's with p.Holdout), and the sums of their predictions against
 // their targets.
-func (s *Shard) regressionTally(p *Point) Tally {
+func (s *Shard) regressionTally(p *Point, sc *Scratch) Tally {
 	t := Tally{Rows: []int{0}, Correct: []int{0}, Sums: make([]float64, TallySums)}
-	var sc Scratch
 	z := make([]float64, s.Rows())
-	s.rowMargins(s.gather(p, &sc), z)
+	s.rowMargins(s.gather(p, sc), z)
 	sel := s.rowsFor(p, 0)
 	for i, pred := range z {
 		if p.Holdout > 0 && !sel.skip(i) {

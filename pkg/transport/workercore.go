@@ -608,8 +608,9 @@ func (w *workerCore) shardPoint(shards []*shard.Shard) (pt *shard.Point, at int,
 // tally answers a round that counts each shard's correct predictions, in
 // a partial's loss (rows by class) and bias gradient (correct by class).
 func (w *workerCore) tally(shards []*shard.Shard, pt *shard.Point, start time.Time) {
+	var sc shard.Scratch
 	for _, s := range shards {
-		t := s.Tally(pt)
+		t := s.Tally(pt, &sc)
 		if t.Sums != nil { // a regression's: its rows, then its sums (and a partial's zero bias gradients)
 			loss := append([]float64{float64(t.Rows[0])}, t.Sums...)
 			part := &reduce.Partial{Shard: s.ID, Loss: loss, BiasGrad: make([]float64, len(loss))}
