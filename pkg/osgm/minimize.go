@@ -243,6 +243,9 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 		for k := range r.outs {
 			copy(r.outs[k], s.G0[k])
 		}
+		// The methods take the gradient from the replies: holding G0 for
+		// the run would keep a vector of the dimension per problem.
+		r.s.F0, r.s.G0 = nil, nil
 	default:
 		if err := obj.Evaluate(&Pass{Op: OpEval, X: x0, F: r.f, G: r.outs}); err != nil {
 			return nil, err
