@@ -1,6 +1,9 @@
 package cols
 
-import "slices"
+import (
+	"iter"
+	"slices"
+)
 
 // List is a shard's column map: its distinct global feature indices,
 // increasing, kept as their low 16 bits and the runs that share the high
@@ -99,3 +102,23 @@ func (c List) ScatterAdd(dst, src []float64) {
 
 // Slice is the columns in a fresh slice.
 func (c List) Slice() []uint32 { return c.Append(make([]uint32, 0, len(c.lo))) }
+
+// All is the columns in order, for walks that need no slice of them.
+func (c List) All() iter.Seq[uint32] {
+	return func(yield func(uint32) bool) {
+		start := 0
+		for _, r := range c.runs {
+			for _, x := range c.lo[start:int(r.end)] {
+				if !yield(r.hi | uint32(x)) {
+					return
+				}
+			}
+			start = int(r.end)
+		}
+	}
+}
+
+// Equal reports whether the lists hold the same columns.
+func (c List) Equal(d List) bool {
+	return slices.Equal(c.lo, d.lo) && slices.Equal(c.runs, d.runs)
+}

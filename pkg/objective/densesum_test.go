@@ -247,3 +247,12 @@ func TestSummedSameBits(t *testing.T) {
 		}
 	}
 }
+
+// listsOf is the column maps of increasing lists.
+func listsOf(ids [][]uint32) []cols.List {
+	out := make([]cols.List, len(ids))
+	for i, c := range ids {
+		out[i] = cols.NewList(c)
+	}
+	return out
+}

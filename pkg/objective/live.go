@@ -22,7 +22,7 @@ const minDeadShare = 8
 func LiveBits(metas []shard.Meta, features, dim int) []uint64 {
 	b := make([]uint64, (dim+63)/64)
 	for _, m := range metas {
-		for _, c := range m.Cols {
+		for c := range m.Cols.All() {
 			b[c/64] |= 1 << (c % 64)
 		}
 	}

@@ -90,7 +90,7 @@ type Objective struct {
 	Loss    shard.Loss
 	Epsilon float64 // shard.Loss SquaredEpsilon's width (LIBLINEAR's -p)
 
-	cols [][]uint32
+	cols []cols.List
 	// live, when set, is the coordinates the objective works over (see
 	// LeaveOutDead); cols are then positions among them.
 	live *cols.LiveMap
@@ -180,8 +180,8 @@ func (o *Objective) Place(k int, x0 []float64, p osgm.Problem, s osgm.Settings) 
 
 // newReducer is a reduction of b's shards' partials, handing each back to
 // b once added.
-func newReducer(b Backend, cols [][]uint32) *reduce.Reducer {
-	red := reduce.NewReducer(cols)
+func newReducer(b Backend, lists []cols.List) *reduce.Reducer {
+	red := reduce.NewReducer(lists)
 	red.Release = b.Release
 	return red
 }
@@ -201,12 +201,13 @@ func (o *Objective) LeaveOutDead() []int {
 	if err != nil {
 		return nil // LiveBits sizes b for full: not reached
 	}
-	for i, cols := range o.cols {
-		ranked := make([]uint32, len(cols))
-		for l, c := range cols {
-			ranked[l], _ = live.Rank(c) // LiveBits set every shard's columns
+	var ranked []uint32
+	for i, c := range o.cols {
+		ranked = c.Append(ranked[:0])
+		for l, j := range ranked {
+			ranked[l], _ = live.Rank(j) // LiveBits set every shard's columns
 		}
-		o.cols[i] = ranked
+		o.cols[i] = cols.NewList(ranked)
 	}
 	release := o.red.Release
 	o.red = reduce.NewReducer(o.cols)

@@ -598,7 +598,7 @@ func TestReductionTreeIsFixed(t *testing.T) {
 		for k := range sum.Grad {
 			sum.Grad[k] = make([]float64, obj.Features)
 		}
-		r := reduce.NewReducer(cols)
+		r := reduce.NewReducer(listsOf(cols))
 		r.Reset(sum)
 		// A "worker" holding the groups in preSummed sends the sums of
 		// the highest nodes it holds whole, as a worker does.
@@ -719,7 +719,7 @@ func TestRootChildrenMatchRootSum(t *testing.T) {
 				return sum
 			}
 			got := newSum()
-			r := reduce.NewReducer(cols)
+			r := reduce.NewReducer(listsOf(cols))
 			r.Reset(got)
 			for _, q := range parts {
 				if _, err := r.Add(q); err != nil {

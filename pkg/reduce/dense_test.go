@@ -167,7 +167,7 @@ func BenchmarkRootSums(b *testing.B) {
 	}
 	for _, K := range []int{1, 20} {
 		b.Run(fmt.Sprintf("K=%d", K), func(b *testing.B) {
-			r := NewReducer(cols)
+			r := NewReducer(listsOf(cols))
 			var nodes [2]*Partial
 			for g := range nodes {
 				c, _ := r.tree.Cols(NodeID{0, g})

@@ -261,9 +261,9 @@ type Reducer struct {
 
 // NewReducer prepares reductions of shards with the given column maps;
 // the tree's maps are built as sums need them (see lazyTree).
-func NewReducer(cols [][]uint32) *Reducer {
-	n := len(cols)
-	r := &Reducer{tree: newLazyTree(cols), n: n}
+func NewReducer(lists []cols.List) *Reducer {
+	n := len(lists)
+	r := &Reducer{tree: newLazyTree(lists), n: n}
 	r.comb = NewCombiner(n, r.tree, func(id NodeID, p *Partial) error {
 		root, _ := r.tree.Cols(id)
 		r.apply(root, p)

@@ -21,7 +21,7 @@ func TestReducerBuildsWhatSumsNeed(t *testing.T) {
 		return &Sum{Loss: make([]float64, 1), BiasGrad: make([]float64, 1), Grad: [][]float64{make([]float64, width)}}
 	}
 	want := newSum()
-	r := NewReducer(cols)
+	r := NewReducer(listsOf(cols))
 	r.Reset(want)
 	for _, q := range parts {
 		r.Add(q)
@@ -31,7 +31,7 @@ func TestReducerBuildsWhatSumsNeed(t *testing.T) {
 	}
 
 	got := newSum()
-	r = NewReducer(cols)
+	r = NewReducer(listsOf(cols))
 	r.Reset(got)
 	groups := Groups(cols)
 	for _, half := range [][]int{{0, 1}, {2, 3}} {
@@ -125,6 +125,15 @@ func rangeOf(first, end int) []int {
 	var out []int
 	for s := first; s < end; s++ {
 		out = append(out, s)
+	}
+	return out
+}
+
+// listsOf is the column maps of increasing lists.
+func listsOf(ids [][]uint32) []cols.List {
+	out := make([]cols.List, len(ids))
+	for i, c := range ids {
+		out[i] = cols.NewList(c)
 	}
 	return out
 }

@@ -36,7 +36,7 @@ func TestRelayGivesTheTreesBits(t *testing.T) {
 				}
 			}
 			want := relaySum(c.K, width, c.hess)
-			r := NewReducer(cols)
+			r := NewReducer(listsOf(cols))
 			r.Reset(want)
 			for _, p := range parts {
 				r.Add(p)
@@ -50,7 +50,7 @@ func TestRelayGivesTheTreesBits(t *testing.T) {
 				}
 			}
 			got := relaySum(c.K, width, c.hess)
-			r = NewReducer(cols)
+			r = NewReducer(listsOf(cols))
 			r.Reset(got)
 			hops := relayRound(t, rng, cols, parts, owners, c.workers, width, r)
 			if !r.Done() {

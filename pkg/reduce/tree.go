@@ -3,6 +3,8 @@ package reduce
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/osgm-svm/osgm/pkg/cols"
 )
 
 // Above the groups the reduction tree is binary: node (l, i) covers
@@ -146,15 +148,27 @@ func positions(all, sub []uint32) []uint32 {
 // node's maps (on the 1 GB generated set, 64 shards, those were about 170
 // MB of its 260 MB heap).
 type lazyTree struct {
-	n      int
-	shards [][]uint32 // each shard's columns
+	n int
+	// Each shard's columns, kept in their compact form and decoded only
+	// for the nodes built: on wide data they are a coordinator's largest
+	// holding beside the optimiser's vectors.
+	shards []cols.List
 	cols   map[NodeID][]uint32
 	nodes  map[NodeID]*Node
 	groups map[int]*Group
 }
 
-func newLazyTree(shards [][]uint32) *lazyTree {
+func newLazyTree(shards []cols.List) *lazyTree {
 	return &lazyTree{n: len(shards), shards: shards, cols: map[NodeID][]uint32{}, nodes: map[NodeID]*Node{}, groups: map[int]*Group{}}
+}
+
+// decoded is shards [first, end)'s columns as slices.
+func (t *lazyTree) decoded(first, end int) [][]uint32 {
+	out := make([][]uint32, 0, end-first)
+	for _, c := range t.shards[first:end] {
+		out = append(out, c.Slice())
+	}
+	return out
 }
 
 func (t *lazyTree) Cols(id NodeID) ([]uint32, bool) {
@@ -169,8 +183,7 @@ func (t *lazyTree) Cols(id NodeID) ([]uint32, bool) {
 	}
 	c, ok := t.cols[id]
 	if !ok {
-		first, end := id.Shards(t.n)
-		c = unionOf(t.shards[first:end])
+		c = unionOf(t.decoded(id.Shards(t.n)))
 		t.cols[id] = c
 	}
 	return c, true
@@ -207,7 +220,7 @@ func (t *lazyTree) group(g int) *Group {
 	gr := t.groups[g]
 	if gr == nil {
 		first, end := GroupShards(g, t.n)
-		gr = NewGroup(g, t.shards[first:end])
+		gr = NewGroup(g, t.decoded(first, end))
 		t.groups[g] = gr
 		delete(t.cols, NodeID{0, g})
 	}

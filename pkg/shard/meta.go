@@ -1,5 +1,7 @@
 package shard
 
+import "github.com/osgm-svm/osgm/pkg/cols"
+
 // Meta describes one loaded shard to the coordinator.
 type Meta struct {
 	ID         int
@@ -10,11 +12,11 @@ type Meta struct {
 	MaxNormSq  float64
 	Labels     []float64
 	LabelCount []int
-	Cols       []uint32
+	Cols       cols.List // shared with the shard's, where it is in this process
 }
 
 // MetaOf summarises a shard.
 func MetaOf(s *Shard) Meta {
 	return Meta{ID: s.ID, Rows: s.Rows(), NNZ: s.NNZ(), Pairs: s.pairs(), MaxIndex: s.MaxIndex, NormSq: s.NormSq, MaxNormSq: s.MaxNormSq,
-		Labels: s.Labels, LabelCount: s.LabelCount, Cols: s.Cols.Slice()}
+		Labels: s.Labels, LabelCount: s.LabelCount, Cols: s.Cols}
 }

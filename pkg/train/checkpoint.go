@@ -123,7 +123,7 @@ func DataFingerprint(metas []shard.Meta) string {
 		for i, l := range m.Labels {
 			put(h, math.Float64bits(l), uint64(m.LabelCount[i]))
 		}
-		for _, c := range m.Cols {
+		for c := range m.Cols.All() {
 			put(h, uint64(c))
 		}
 	}

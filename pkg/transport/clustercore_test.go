@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -194,7 +195,7 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 			return err
 		}
 		for _, s := range ids {
-			m := shard.Meta{ID: s, Rows: 10, NNZ: 20, MaxIndex: 3, Labels: []float64{-1, 1}, LabelCount: []int{5, 5}, Cols: []uint32{0, 1, 2}}
+			m := shard.Meta{ID: s, Rows: 10, NNZ: 20, MaxIndex: 3, Labels: []float64{-1, 1}, LabelCount: []int{5, 5}, Cols: cols.NewList([]uint32{0, 1, 2})}
 			if err := ct.up(upMsg{kind: wire.KindMeta, shard: s, payload: wire.EncodeMeta(worker, &m)}); err != nil {
 				return err
 			}

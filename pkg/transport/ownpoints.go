@@ -109,7 +109,7 @@ func (c *clusterCore) newLayout(pt *wire.Point, full, dim int) *pointLayout {
 	for _, id := range ids {
 		o := &ownPoint{worker: id, bits: make([]uint64, (full+63)/64)}
 		for _, s := range held[id] {
-			for _, j := range c.metas[s].Cols {
+			for j := range c.metas[s].Cols.All() {
 				o.bits[j/64] |= 1 << (j % 64)
 			}
 		}

@@ -372,7 +372,7 @@ func (placeWords) Words() []string { return []string{"auto", "classes", "rows"} 
 func DataBytes(metas []shard.Meta) int64 {
 	var b int64
 	for _, m := range metas {
-		b += 12*int64(m.NNZ) + 16*int64(m.Rows) + 8*int64(len(m.Cols))
+		b += 12*int64(m.NNZ) + 16*int64(m.Rows) + 8*int64(m.Cols.Len())
 	}
 	return b
 }

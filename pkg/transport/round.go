@@ -117,7 +117,7 @@ type decodedPartial struct {
 
 func sameMeta(a, b *shard.Meta) bool {
 	return a.Rows == b.Rows && a.NNZ == b.NNZ && a.NormSq == b.NormSq && a.MaxNormSq == b.MaxNormSq && a.MaxIndex == b.MaxIndex &&
-		slices.Equal(a.Cols, b.Cols) && slices.Equal(a.Labels, b.Labels)
+		a.Cols.Equal(b.Cols) && slices.Equal(a.Labels, b.Labels)
 }
 
 // setFolds makes every later point carry what workers need to number

@@ -105,8 +105,8 @@ func (c *clusterCore) treePays(dim int) bool {
 func (c *clusterCore) starColumns() (total, workers int) {
 	width := 0
 	for _, m := range c.metas {
-		if n := len(m.Cols); n > 0 {
-			width = max(width, int(m.Cols[n-1])+1)
+		if m.Cols.Len() > 0 {
+			width = max(width, int(m.Cols.Last())+1)
 		}
 	}
 	seen := make([]int32, width) // the last worker counted at each column, +1
@@ -118,7 +118,7 @@ func (c *clusterCore) starColumns() (total, workers int) {
 	for _, shards := range byWorker {
 		w++
 		for _, s := range shards {
-			for _, j := range c.metas[s].Cols {
+			for j := range c.metas[s].Cols.All() {
 				if seen[j] != w {
 					seen[j] = w
 					total++

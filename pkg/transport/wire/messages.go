@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -533,7 +534,7 @@ func expand(vals, bitmap []float64, n int, buf *[]float64) []float64 {
 
 // EncodeMeta lays out a shard's description, tagged with the worker.
 func EncodeMeta(worker string, m *shard.Meta) []byte {
-	e := enc{b: make([]byte, 0, 64+len(worker)+2*len(m.Cols)+8*len(m.Labels)+4*len(m.LabelCount))}
+	e := enc{b: make([]byte, 0, 64+len(worker)+2*m.Cols.Len()+8*len(m.Labels)+4*len(m.LabelCount))}
 	e.u32(uint32(len(worker)))
 	e.b = append(e.b, worker...)
 	e.u64(uint64(m.Rows))
@@ -548,7 +549,7 @@ func EncodeMeta(worker string, m *shard.Meta) []byte {
 		counts[i] = uint32(c)
 	}
 	e.u32s(counts)
-	e.increasing(m.Cols)
+	e.increasing(m.Cols.Slice())
 	return e.b
 }
 
@@ -561,7 +562,7 @@ func DecodeMeta(id int, b []byte) (string, *shard.Meta, error) {
 	for _, c := range d.u32s() {
 		m.LabelCount = append(m.LabelCount, int(c))
 	}
-	m.Cols = d.increasing()
+	m.Cols = cols.NewList(d.increasing())
 	if err := d.done(); err != nil {
 		return "", nil, err
 	}
@@ -570,8 +571,8 @@ func DecodeMeta(id int, b []byte) (string, *shard.Meta, error) {
 	}
 	// Columns are zero-based, MaxIndex one-based: the coordinator sizes
 	// the problem by MaxIndex and indexes it by the columns.
-	if n := len(m.Cols); n > 0 && m.Cols[n-1] >= m.MaxIndex {
-		return "", nil, fmt.Errorf("transport: meta: column %d past the largest feature index %d", m.Cols[n-1], m.MaxIndex)
+	if m.Cols.Len() > 0 && m.Cols.Last() >= m.MaxIndex {
+		return "", nil, fmt.Errorf("transport: meta: column %d past the largest feature index %d", m.Cols.Last(), m.MaxIndex)
 	}
 	return worker, m, nil
 }

@@ -311,9 +311,9 @@ func TestMessagesRoundTrip(t *testing.T) {
 	}
 
 	m := &shard.Meta{Rows: 10, NNZ: 30, Pairs: 55, MaxIndex: math.MaxUint32, NormSq: 2.5, MaxNormSq: 0.75, Labels: []float64{1, -1}, LabelCount: []int{4, 6},
-		Cols: []uint32{0, 5, 98, 1 << 20, math.MaxUint32 - 2, math.MaxUint32 - 1}}
+		Cols: cols.NewList([]uint32{0, 5, 98, 1 << 20, math.MaxUint32 - 2, math.MaxUint32 - 1})}
 	w, gm, err := DecodeMeta(2, EncodeMeta("w1", m))
-	if err != nil || w != "w1" || gm.Rows != 10 || gm.Pairs != 55 || gm.MaxNormSq != 0.75 || !slices.Equal(gm.Cols, m.Cols) || !slices.Equal(gm.LabelCount, m.LabelCount) {
+	if err != nil || w != "w1" || gm.Rows != 10 || gm.Pairs != 55 || gm.MaxNormSq != 0.75 || !gm.Cols.Equal(m.Cols) || !slices.Equal(gm.LabelCount, m.LabelCount) {
 		t.Fatalf("meta: %v %s %+v", err, w, gm)
 	}
 }
@@ -321,16 +321,16 @@ func TestMessagesRoundTrip(t *testing.T) {
 // TestColumnMapBeyondUint32: column maps travel as gaps between columns;
 // gaps that add up past the largest uint32 are refused, not wrapped.
 func TestColumnMapBeyondUint32(t *testing.T) {
-	for _, cols := range [][]uint32{{math.MaxUint32}, {0, math.MaxUint32}} {
-		b := EncodeMeta("w", &shard.Meta{Cols: cols})
+	for _, ids := range [][]uint32{{math.MaxUint32}, {0, math.MaxUint32}} {
+		b := EncodeMeta("w", &shard.Meta{Cols: cols.NewList(ids)})
 		// The map ends the description: give it one more column, a gap
 		// of 0 after the last (one past it).
 		var e enc
-		e.increasing(cols)
-		grown := binary.LittleEndian.AppendUint32(bytes.Clone(b[:len(b)-len(e.b)]), uint32(len(cols)+1))
+		e.increasing(ids)
+		grown := binary.LittleEndian.AppendUint32(bytes.Clone(b[:len(b)-len(e.b)]), uint32(len(ids)+1))
 		grown = append(append(grown, e.b[4:]...), 0)
 		if _, _, err := DecodeMeta(0, grown); err == nil {
-			t.Errorf("columns %v and one more decoded", cols)
+			t.Errorf("columns %v and one more decoded", ids)
 		}
 	}
 }
@@ -364,7 +364,7 @@ func TestDecodeRejectsLies(t *testing.T) {
 				len(lie.Labels), len(lie.Weights), lie.Holdout, lie.Folds, lie.Live, lie.Full)
 		}
 	}
-	if _, _, err := DecodeMeta(0, EncodeMeta("w", &shard.Meta{MaxIndex: 8, Cols: []uint32{2, 8}})); err == nil {
+	if _, _, err := DecodeMeta(0, EncodeMeta("w", &shard.Meta{MaxIndex: 8, Cols: cols.NewList([]uint32{2, 8})})); err == nil {
 		t.Error("a description with column 8 (feature 9) of 8 features decoded")
 	}
 	// A length prefix claiming more items than the payload holds must be
@@ -405,7 +405,7 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(0), EncodePoint(&Point{Op: OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{1, 1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(0), EncodePoint(&Point{Op: OpEval, Labels: []float64{1, -1}, Relays: []string{"a", "bc"}, Owners: []uint32{0, 1, 1}, X: [][]float64{{1, 2}}}))
 	f.Add(uint8(3), slices.Concat(RelayPieces(2, &reduce.Partial{Loss: []float64{1}, BiasGrad: []float64{0}, Grad: sparse}, nil, false)...))
-	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{MaxIndex: 301, Labels: []float64{1}, LabelCount: []int{1}, Cols: []uint32{1, 7, 300}}))
+	f.Add(uint8(2), EncodeMeta("w", &shard.Meta{MaxIndex: 301, Labels: []float64{1}, LabelCount: []int{1}, Cols: cols.NewList([]uint32{1, 7, 300})}))
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		switch which % 4 {
 		case 0:
@@ -468,13 +468,14 @@ func FuzzDecodeMessages(f *testing.F) {
 			}
 		case 2:
 			if _, m, err := DecodeMeta(0, b); err == nil {
-				for i := 1; i < len(m.Cols); i++ {
-					if m.Cols[i] <= m.Cols[i-1] {
-						t.Fatalf("column map %v accepted: not increasing", m.Cols)
+				ids := m.Cols.Slice()
+				for i := 1; i < len(ids); i++ {
+					if ids[i] <= ids[i-1] {
+						t.Fatalf("column map %v accepted: not increasing", ids)
 					}
 				}
-				if n := len(m.Cols); n > 0 && m.Cols[n-1] >= m.MaxIndex {
-					t.Fatalf("column %d accepted with largest feature index %d", m.Cols[n-1], m.MaxIndex)
+				if n := len(ids); n > 0 && ids[n-1] >= m.MaxIndex {
+					t.Fatalf("column %d accepted with largest feature index %d", ids[n-1], m.MaxIndex)
 				}
 			}
 		}
