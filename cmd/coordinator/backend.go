@@ -56,6 +56,10 @@ func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *
 	if o.natsURL == "" {
 		if shards := shared.Loaded(o.train, id, len(ranges)); shards != nil {
 			b.local = objective.NewLocal(shards, o.workers).Summed()
+			if err := c.ShareMeta(b.local.Meta()); err != nil {
+				cs.close()
+				return nil, nil, nil, err
+			}
 			b.Backend = &inProcess{Cluster: c, local: b.local}
 		}
 	} else if o.cluster.Place != transport.PlaceRows {

@@ -129,6 +129,27 @@ func (c *Cluster) Job() uint64 { return c.core.cfg.Job }
 // Meta is the shards as their holders described them; set by Load.
 func (c *Cluster) Meta() []shard.Meta { return c.core.metas }
 
+// ShareMeta replaces the descriptions Load decoded with local, the same
+// shards' as a process holding them makes them (the embedded default's
+// in-process worker), which share the shards' column maps and labels:
+// they are then held once, not twice (16 MB on a 1 GB file with a
+// million features). Each must equal the description it replaces. Call
+// it after Load, before the first round.
+func (c *Cluster) ShareMeta(local []shard.Meta) error {
+	metas := c.core.metas
+	if len(local) != len(metas) {
+		return fmt.Errorf("transport: %d shard descriptions to share, the job has %d", len(local), len(metas))
+	}
+	for s := range local {
+		a, b := &metas[s], &local[s]
+		if a.ID != b.ID || a.Pairs != b.Pairs || !sameMeta(a, b) || !slices.Equal(a.LabelCount, b.LabelCount) {
+			return fmt.Errorf("transport: shard %d: the description held here is not the one its worker sent", s)
+		}
+	}
+	copy(metas, local)
+	return nil
+}
+
 // SetClasses gives the labels' order, which every later point carries.
 func (c *Cluster) SetClasses(order []float64) error {
 	c.core.order = slices.Clone(order)

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -1224,5 +1225,42 @@ func TestRoundEndsWhenTheConnectionCloses(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the round still waits on a closed connection")
+	}
+}
+
+// TestShareMeta: the descriptions a process holding the shards makes
+// replace those Load decoded when they are the same (the embedded
+// default then holds one copy of the column maps), and are refused when
+// any part differs.
+func TestShareMeta(t *testing.T) {
+	path := testData(t)
+	c, _, _ := startCluster(t, path, 2, 16, clusterOptions{parallel: 1})
+	local := func() []shard.Meta { return objective.NewLocal(loadShards(t, path, 16), 1).Meta() }
+	decoded := slices.Clone(c.Meta())
+	for _, bad := range []func(m *shard.Meta){
+		func(m *shard.Meta) { m.Cols = cols.NewList(m.Cols.Slice()[1:]) },
+		func(m *shard.Meta) { m.Labels = []float64{7} },
+		func(m *shard.Meta) { m.LabelCount = slices.Clone(m.LabelCount); m.LabelCount[0]++ },
+		func(m *shard.Meta) { m.Pairs++ },
+		func(m *shard.Meta) { m.ID++ },
+	} {
+		metas := local()
+		bad(&metas[5])
+		if err := c.ShareMeta(metas); err == nil {
+			t.Fatal("a description that differs replaced the decoded one")
+		}
+		if !reflect.DeepEqual(c.Meta(), decoded) {
+			t.Fatal("a refused share changed the descriptions")
+		}
+	}
+	if err := c.ShareMeta(local()[1:]); err == nil {
+		t.Fatal("descriptions of another number of shards were taken")
+	}
+	metas := local()
+	if err := c.ShareMeta(metas); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Meta(), metas) {
+		t.Fatal("the shared descriptions are not the cluster's")
 	}
 }
