@@ -94,7 +94,7 @@ type Objective struct {
 	// live, when set, is the coordinates the objective works over (see
 	// LeaveOutDead); cols are then positions among them.
 	live *cols.LiveMap
-	sum  reduce.Sum
+	sum  reduce.Total
 	// The last stamped point, as its problems and their methods' names
 	// for it (osgm.Request.At), and its stamp (see Point.Stamp).
 	lastKs    []int

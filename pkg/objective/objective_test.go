@@ -593,8 +593,8 @@ func TestReductionTreeIsFixed(t *testing.T) {
 		cols[i] = s.Cols.Slice()
 	}
 	groups := reduce.Groups(cols)
-	reduce := func(order []int, preSummed map[int]bool) *reduce.Sum {
-		sum := &reduce.Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K)}
+	reduce := func(order []int, preSummed map[int]bool) *reduce.Total {
+		sum := &reduce.Total{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K)}
 		for k := range sum.Grad {
 			sum.Grad[k] = make([]float64, obj.Features)
 		}
@@ -711,8 +711,8 @@ func TestRootChildrenMatchRootSum(t *testing.T) {
 					s.Eval(p, new(shard.Scratch), parts[i])
 				}
 			}
-			newSum := func() *reduce.Sum {
-				sum := &reduce.Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K), Hess: make([]float64, len(parts[0].Hess))}
+			newSum := func() *reduce.Total {
+				sum := &reduce.Total{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K), Hess: make([]float64, len(parts[0].Hess))}
 				for k := range sum.Grad {
 					sum.Grad[k] = make([]float64, obj.Features)
 				}

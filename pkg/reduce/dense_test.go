@@ -177,7 +177,7 @@ func BenchmarkRootSums(b *testing.B) {
 				}
 				nodes[g] = p
 			}
-			sum := &Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K)}
+			sum := &Total{Loss: make([]float64, K), BiasGrad: make([]float64, K), Grad: make([][]float64, K)}
 			for k := range sum.Grad {
 				sum.Grad[k] = make([]float64, width)
 			}

@@ -6,9 +6,9 @@ import (
 	"github.com/osgm-svm/osgm/pkg/cols"
 )
 
-// Sum is the data term of all shards: loss and gradient sums per problem
+// Total is the data term of all shards: loss and gradient sums per problem
 // over the global features, before the 1/m scaling and the regulariser.
-type Sum struct {
+type Total struct {
 	Loss     []float64
 	Grad     [][]float64 // Grad[k][j]
 	BiasGrad []float64
@@ -253,9 +253,9 @@ type Reducer struct {
 	tree   *lazyTree
 	n      int
 	cols   []uint32 // 0, 1, ...: a dense sum's columns, made when one comes
-	sum    *Sum
+	sum    *Total
 	comb   *Combiner
-	groups *GroupSums
+	groups *SparseSum
 	done   bool
 }
 
@@ -283,12 +283,12 @@ func NewReducer(lists []cols.List) *Reducer {
 			r.Release(p)
 		}
 	}
-	r.groups = NewGroupSums(n, r.tree.group, r.comb, release, true)
+	r.groups = NewSparseSum(n, r.tree.group, r.comb, release, true)
 	return r
 }
 
 // Reset starts a new reduction into sum, which it zeroes.
-func (r *Reducer) Reset(sum *Sum) {
+func (r *Reducer) Reset(sum *Total) {
 	clear(sum.Loss)
 	clear(sum.BiasGrad)
 	for _, g := range sum.Grad {

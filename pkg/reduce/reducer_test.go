@@ -17,8 +17,8 @@ import (
 func TestReducerBuildsWhatSumsNeed(t *testing.T) {
 	const n, width = 32, 40 // 4 groups, height 2
 	cols, parts := randomPartials(rand.New(rand.NewPCG(13, 14)), n, width, 1)
-	newSum := func() *Sum {
-		return &Sum{Loss: make([]float64, 1), BiasGrad: make([]float64, 1), Grad: [][]float64{make([]float64, width)}}
+	newSum := func() *Total {
+		return &Total{Loss: make([]float64, 1), BiasGrad: make([]float64, 1), Grad: [][]float64{make([]float64, width)}}
 	}
 	want := newSum()
 	r := NewReducer(listsOf(cols))

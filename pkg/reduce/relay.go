@@ -17,7 +17,7 @@ import (
 // That changes no bit: the tree's sums start from +0 and are never -0,
 // so a column a child lacks adds a +0 that changes nothing, and the
 // additions are the sparse tree's in the same order. The adding is the
-// one every reduction runs (GroupSums into a Combiner), over a tree whose
+// one every reduction runs (SparseSum into a Combiner), over a tree whose
 // nodes all hold every coordinate.
 type Relay struct {
 	n     int
@@ -27,7 +27,7 @@ type Relay struct {
 	nodes map[NodeID]*Node
 	group map[int]*Group
 	comb  *Combiner
-	sums  *GroupSums
+	sums  *SparseSum
 }
 
 // NewRelay prepares a worker's part of the tree over n shards whose sums
@@ -43,7 +43,7 @@ func NewRelay(n, width int, mine func(NodeID) bool, emit func(NodeID, *Partial) 
 	r.comb = NewCombiner(n, r, emit)
 	// A relay's sums go on as soon as they are complete, and are not
 	// kept for resends: their buffers serve again the next round.
-	r.sums = NewGroupSums(n, r.groupOf, r.comb, nil, true)
+	r.sums = NewSparseSum(n, r.groupOf, r.comb, nil, true)
 	return r
 }
 

@@ -76,15 +76,15 @@ func signedZeros(rng *rand.Rand, v []float64) {
 	}
 }
 
-func relaySum(K, width, hess int) *Sum {
-	s := &Sum{Loss: make([]float64, K), BiasGrad: make([]float64, K), Hess: make([]float64, hess)}
+func relaySum(K, width, hess int) *Total {
+	s := &Total{Loss: make([]float64, K), BiasGrad: make([]float64, K), Hess: make([]float64, hess)}
 	for range K {
 		s.Grad = append(s.Grad, make([]float64, width))
 	}
 	return s
 }
 
-func sameSum(t *testing.T, name string, got, want *Sum) {
+func sameSum(t *testing.T, name string, got, want *Total) {
 	t.Helper()
 	for _, v := range [][2][]float64{{got.Loss, want.Loss}, {got.BiasGrad, want.BiasGrad}, {got.Hess, want.Hess}} {
 		for i := range v[1] {
@@ -146,7 +146,7 @@ func relayRound(t *testing.T, rng *rand.Rand, cols [][]uint32, parts []*Partial,
 		comb := NewCombiner(n, nodes, func(id NodeID, p *Partial) error {
 			return relays[w].AddNode(id, Scatter(p, nodes[id].Cols, width, nil))
 		})
-		sums := NewGroupSums(n, func(g int) *Group { return held[g] }, comb, nil, false)
+		sums := NewSparseSum(n, func(g int) *Group { return held[g] }, comb, nil, false)
 		for s, p := range parts {
 			if owners[s] != w {
 				continue

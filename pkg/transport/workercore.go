@@ -311,7 +311,7 @@ func (w *workerCore) rebuildLocal() {
 	comb := reduce.NewCombiner(w.total, reduce.BuildNodes(w.total, groups), w.sendNode)
 	// Group sums go out as views of their memory, kept for resends until
 	// the next round: each round's are new.
-	w.adder = groupAdder{comb, reduce.NewGroupSums(w.total, func(g int) *reduce.Group { return groups[g] }, comb, w.local.Release, false)}
+	w.adder = groupAdder{comb, reduce.NewSparseSum(w.total, func(g int) *reduce.Group { return groups[g] }, comb, w.local.Release, false)}
 }
 
 // adder is how a worker adds the partials of its shards under the tree's
@@ -338,11 +338,11 @@ func (a denseAdder) add(p *reduce.Partial, _ int) (bool, error) {
 	return true, err
 }
 
-// groupAdder adds each group's shards in its columns (reduce.GroupSums),
+// groupAdder adds each group's shards in its columns (reduce.SparseSum),
 // and the groups' sums along the nodes above them (reduce.Combiner).
 type groupAdder struct {
 	comb   *reduce.Combiner
-	groups *reduce.GroupSums
+	groups *reduce.SparseSum
 }
 
 func (a groupAdder) reset() { a.comb.Reset(); a.groups.Reset() }

@@ -2,11 +2,12 @@ package reduce
 
 import "github.com/osgm-svm/osgm/pkg/cols"
 
-// GroupSums adds shard partials into the sums of the groups summed here,
-// each in shard order from zero, and hands every complete group's sum to
-// a Combiner. The coordinator's Reducer and each worker run this one
+// SparseSum adds shard partials into the sums of the groups summed here,
+// each over its group's own columns (DenseSum is the dense way), in
+// shard order from zero, and hands every complete group's sum to a
+// Combiner. The coordinator's Reducer and each worker run this one
 // path, which is what keeps their bits equal.
-type GroupSums struct {
+type SparseSum struct {
 	n       int
 	group   func(g int) *Group // group g's columns; nil: not summed here
 	comb    *Combiner
@@ -18,11 +19,11 @@ type GroupSums struct {
 	spare map[int]*Partial
 }
 
-// NewGroupSums sums, of n shards, the groups that group gives columns
+// NewSparseSum sums, of n shards, the groups that group gives columns
 // for, into comb. release, when set, gets each partial back once added;
 // reuse keeps the groups' sum buffers from one pass to the next.
-func NewGroupSums(n int, group func(g int) *Group, comb *Combiner, release func(*Partial), reuse bool) *GroupSums {
-	s := &GroupSums{n: n, group: group, comb: comb, release: release, open: map[int]*GroupSum{}}
+func NewSparseSum(n int, group func(g int) *Group, comb *Combiner, release func(*Partial), reuse bool) *SparseSum {
+	s := &SparseSum{n: n, group: group, comb: comb, release: release, open: map[int]*GroupSum{}}
 	if reuse {
 		s.spare = map[int]*Partial{}
 	}
@@ -30,13 +31,13 @@ func NewGroupSums(n int, group func(g int) *Group, comb *Combiner, release func(
 }
 
 // Reset starts a new pass; the combiner is its owner's to reset.
-func (s *GroupSums) Reset() { clear(s.open) }
+func (s *SparseSum) Reset() { clear(s.open) }
 
 // Add adds p, one of K problems with packed Hessians of hess entries (0:
 // none), into its group's sum. held is false when p's group is not
 // summed here: p is the caller's to pass on. took is false for a
 // duplicate, or a shard whose group the combiner already has.
-func (s *GroupSums) Add(p *Partial, K, hess int) (held, took bool, err error) {
+func (s *SparseSum) Add(p *Partial, K, hess int) (held, took bool, err error) {
 	g := GroupOf(p.Shard)
 	gr := s.group(g)
 	if gr == nil {
@@ -65,7 +66,7 @@ func (s *GroupSums) Add(p *Partial, K, hess int) (held, took bool, err error) {
 
 // Drop forgets the open sums of groups first to end-1: a sum over them
 // arrived whole.
-func (s *GroupSums) Drop(first, end int) {
+func (s *SparseSum) Drop(first, end int) {
 	for g := first; g < end; g++ {
 		delete(s.open, g)
 	}
@@ -73,7 +74,7 @@ func (s *GroupSums) Drop(first, end int) {
 
 // Missing lists group g's shards not yet added; open is false when the
 // group has no sum under way.
-func (s *GroupSums) Missing(g int) (shards []int, open bool) {
+func (s *SparseSum) Missing(g int) (shards []int, open bool) {
 	gs := s.open[g]
 	if gs == nil {
 		return nil, false
