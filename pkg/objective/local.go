@@ -2,7 +2,6 @@ package objective
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -24,9 +23,6 @@ type Local struct {
 	acts  []shard.Activity
 	pool  *partials
 	folds int // the fold count the shards are numbered for (0: none)
-	// The shards' descriptions, made once: each decodes a column map.
-	meta     []shard.Meta
-	metaOnce sync.Once
 	// whole, when Summed found it pays, adds the shards up the tree in
 	// dense vectors; emit is the pass's add, which gets its node sums.
 	whole *reduce.DenseSum
@@ -81,14 +77,23 @@ func (l *Local) Summed() *Local {
 	return l
 }
 
+// Meta describes the shards; the descriptions share their column maps
+// and labels.
 func (l *Local) Meta() []shard.Meta {
-	l.metaOnce.Do(func() {
-		l.meta = make([]shard.Meta, len(l.Shards))
-		for i, s := range l.Shards {
-			l.meta[i] = shard.MetaOf(s)
-		}
-	})
-	return slices.Clone(l.meta)
+	out := make([]shard.Meta, len(l.Shards))
+	for i, s := range l.Shards {
+		out[i] = shard.MetaOf(s)
+	}
+	return out
+}
+
+// scratches is a scratch memory for each of the goroutines, kept from
+// pass to pass.
+func (l *Local) scratches() []shard.Scratch {
+	if len(l.scratch) < l.Parallel {
+		l.scratch = make([]shard.Scratch, l.Parallel)
+	}
+	return l.scratch
 }
 
 func (l *Local) SetClasses(order []float64) error {
@@ -127,9 +132,7 @@ func (l *Local) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) er
 	if err := shard.CheckLive(l.Shards, p.Live); err != nil {
 		return err
 	}
-	if len(l.scratch) < l.Parallel {
-		l.scratch = make([]shard.Scratch, l.Parallel)
-	}
+	scratch := l.scratches()
 	if len(l.acts) != len(l.Shards) {
 		l.acts = make([]shard.Activity, len(l.Shards))
 	}
@@ -138,7 +141,7 @@ func (l *Local) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) er
 	}
 	if l.Parallel == 1 { // a fork's, or one core's: no goroutine a pass
 		for i := range l.Shards {
-			if err := add(l.evalShard(op, i, p, v, &l.scratch[0])); err != nil {
+			if err := add(l.evalShard(op, i, p, v, &scratch[0])); err != nil {
 				return err
 			}
 		}
@@ -166,7 +169,7 @@ func (l *Local) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) er
 				}
 				mu.Unlock()
 			}
-		}(&l.scratch[w])
+		}(&scratch[w])
 	}
 	wg.Wait()
 	return err
@@ -255,9 +258,7 @@ func (l *Local) Tally(p *shard.Point) (shard.Tally, error) {
 	if err := shard.CheckLive(l.Shards, p.Live); err != nil {
 		return shard.Tally{}, err
 	}
-	if len(l.scratch) < l.Parallel {
-		l.scratch = make([]shard.Scratch, l.Parallel)
-	}
+	scratch := l.scratches()
 	tallies := make([]shard.Tally, len(l.Shards))
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -272,7 +273,7 @@ func (l *Local) Tally(p *shard.Point) (shard.Tally, error) {
 				}
 				tallies[i] = l.Shards[i].Tally(p, sc)
 			}
-		}(&l.scratch[w])
+		}(&scratch[w])
 	}
 	wg.Wait()
 	var t shard.Tally
