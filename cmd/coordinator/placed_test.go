@@ -52,8 +52,9 @@ func TestPlacedClasses(t *testing.T) {
 	}
 	defer nc.Close()
 	var (
-		mu     sync.Mutex
-		placed = map[uint64]bool{} // placements sent, by id
+		mu      sync.Mutex
+		placed  = map[uint64]bool{} // placements sent, by id
+		numbers = map[[2]uint64]int{}
 	)
 	sub, err := nc.Subscribe("osgm.w.>", func(m *nats.Msg) {
 		if h, _, err := wire.DecodeChunk(m.Data); err == nil && h.Kind == wire.KindSolve {
@@ -66,6 +67,19 @@ func TestPlacedClasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	// Each of a placement's messages has a key of its own (see
+	// wire.KindSolving): chunks of two are never put together as one.
+	up, err := nc.Subscribe("osgm.j.*.up", func(m *nats.Msg) {
+		if h, _, err := wire.DecodeChunk(m.Data); err == nil && h.Seq == 0 && (h.Kind == wire.KindSolving || h.Kind == wire.KindSolved) {
+			mu.Lock()
+			numbers[[2]uint64{h.Round, uint64(h.Shard)}]++
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Unsubscribe()
 	url := srv.ClientURL()
 	// A placed class is two placements, its first pass and the rest:
 	// every class of every training (3 for -v 3) is placed.
@@ -107,6 +121,13 @@ func TestPlacedClasses(t *testing.T) {
 		if n != r.placed {
 			t.Fatalf("%v: %d placements, want %d", r.args, n, r.placed)
 		}
+		mu.Lock()
+		for k, n := range numbers {
+			if n > 1 {
+				t.Fatalf("%v: placement %d sent %d messages numbered %d", r.args, k[0], n, k[1])
+			}
+		}
+		mu.Unlock()
 		if o.folds > 0 {
 			if wantCV == "" {
 				wantCV = out

@@ -159,7 +159,6 @@ func (pl *Placer) receive(h wire.Header, payload []byte) {
 	if !ok {
 		return
 	}
-	pl.asm.Forget(h.Round)
 	id := h.Round
 	if h.Kind == wire.KindSolving {
 		m, err := wire.DecodeSolving(b)
@@ -170,6 +169,7 @@ func (pl *Placer) receive(h wire.Header, payload []byte) {
 		pl.step(placerSolving{id, m})
 		return
 	}
+	pl.asm.Drop(id) // the rest of a placement that ended, from a copy
 	m, err := wire.DecodeSolved(b)
 	if err != nil {
 		pl.c.core.bad.add(err, h.Kind)

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sync"
@@ -27,6 +28,12 @@ type solver struct {
 
 	mu      sync.Mutex
 	pending map[uint64]*atomic.Bool // placements queued or under way, and whether asked to stop
+
+	// sent numbers the Solving and Solved messages (their chunks'
+	// Shard): the coordinator puts together chunks of one key, and a
+	// placement's messages differ. It starts at random, so that a copy
+	// of the placement on another worker is unlikely to number alike.
+	sent atomic.Uint32
 
 	// held is the job whose shards it holds and the objective last built
 	// over views of them; each placement runs on a fork of it (its own
@@ -59,6 +66,7 @@ type placed struct {
 
 func newSolver(w *Worker) *solver {
 	s := &solver{w: w, queue: make(chan placed, 64), pending: map[uint64]*atomic.Bool{}}
+	s.sent.Store(rand.Uint32())
 	s.asm.MaxPending = 4
 	return s
 }
@@ -272,7 +280,7 @@ func (s *solver) send(p placed, kind wire.Kind, v wire.SolveMessage) {
 		s.w.log.Error("encoding a placed problem's message", zap.Error(err))
 		return
 	}
-	s.w.send(kind, p.job, p.id, uint32(p.m.K), b)
+	s.w.send(kind, p.job, p.id, s.sent.Add(1), b)
 }
 
 // keepOnly lets go of the shards of any job but job: a worker assigned

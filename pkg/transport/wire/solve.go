@@ -6,6 +6,7 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 
 	"github.com/osgm-svm/osgm/pkg/objective"
@@ -96,7 +97,9 @@ func appendInner(vs []*[]float64, outer [][]float64) []*[]float64 {
 
 // EncodeSolve is a solve message's bytes: the gob of the message with
 // its vectors left out (length-prefixed), then each vector's count (-1:
-// nil) and little-endian floats.
+// nil) and little-endian floats, then the CRC-32C of all that. The
+// chunks' CRCs cannot see chunks of two messages put together as one:
+// two copies of a placement, on two workers, may number theirs alike.
 func EncodeSolve(m SolveMessage) ([]byte, error) {
 	vs := m.vectors()
 	saved := make([][]float64, len(vs))
@@ -113,7 +116,7 @@ func EncodeSolve(m SolveMessage) ([]byte, error) {
 	if err := gob.NewEncoder(&buf).Encode(m); err != nil {
 		return nil, err
 	}
-	size := buf.Len()
+	size := buf.Len() + crcSize
 	for _, v := range saved {
 		size += 8 + 8*len(v)
 	}
@@ -129,14 +132,21 @@ func EncodeSolve(m SolveMessage) ([]byte, error) {
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
 		}
 	}
-	return b, nil
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
 }
+
+const crcSize = 4
 
 // decodeSolve is EncodeSolve's inverse.
 func decodeSolve(b []byte, m SolveMessage) error {
-	if len(b) > MaxMessageSize || len(b) < 8 {
+	if len(b) > MaxMessageSize || len(b) < 8+crcSize {
 		return ErrLength
 	}
+	end := len(b) - crcSize
+	if crc32.Checksum(b[:end], castagnoli) != binary.LittleEndian.Uint32(b[end:]) {
+		return ErrTorn
+	}
+	b = b[:end]
 	n := binary.LittleEndian.Uint64(b)
 	if n > uint64(len(b)-8) {
 		return ErrLength

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"bytes"
+	"errors"
 	"math"
 	"reflect"
 	"testing"
@@ -90,4 +92,49 @@ func FuzzDecodeSolve(f *testing.F) {
 			_ = m.Result.Stop[0].String() // a panic for an unknown stop
 		}
 	})
+}
+
+// TestTornSolvingRefused: two states of one placement sent under one
+// key (two copies of it numbering alike), one's first chunks lost: the
+// chunks put together are half of each, and decoding refuses them where
+// the chunks' own CRCs pass. Dropping the placement's partials first
+// leaves nothing of the first to mix in.
+func TestTornSolvingRefused(t *testing.T) {
+	state := func(b byte) []byte {
+		enc, err := EncodeSolve(&Solving{Snapshot: &osgm.Snapshot{Method: "newton", Evals: 101, States: [][]byte{bytes.Repeat([]byte{b}, 5000)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return enc
+	}
+	older, newer := state(1), state(2)
+	oc, nc := chunksOf(t, KindSolving, 4, 1, older, 1000), chunksOf(t, KindSolving, 4, 1, newer, 1000)
+	add := func(a *Assembler, chunks [][]byte) (whole []byte, ok bool) {
+		for _, c := range chunks {
+			h, p, err := DecodeChunk(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, done := a.Add(h, p); done {
+				whole, ok = b, true
+			}
+		}
+		return whole, ok
+	}
+	var a Assembler
+	add(&a, oc[len(oc)/2:]) // the older's first half lost
+	whole, ok := add(&a, nc)
+	if !ok {
+		t.Fatal("nothing put together")
+	}
+	if _, err := DecodeSolving(whole); !errors.Is(err, ErrTorn) {
+		t.Fatalf("decoding half of each gave %v, want ErrTorn", err)
+	}
+	var b Assembler
+	add(&b, oc[len(oc)/2:])
+	b.Drop(5)
+	b.Drop(4)
+	if whole, ok := add(&b, nc); !ok || !bytes.Equal(whole, newer) {
+		t.Fatal("after Drop, the newer state did not come through whole")
+	}
 }

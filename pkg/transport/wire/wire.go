@@ -50,8 +50,8 @@ const (
 	KindProbe                      // coordinator: is this worker still connected? (workers ignore it; see Cluster.probe)
 	KindSolve                      // coordinator: minimise a whole problem (Solve; Round is the placement)
 	KindSolveStop                  // coordinator: stop that placement, saving its state (Round)
-	KindSolving                    // worker: a placement's progress (Solving)
-	KindSolved                     // worker: a placement's end (Solved)
+	KindSolving                    // worker: a placement's progress (Solving; Round is the placement, Shard the message's number)
+	KindSolved                     // worker: a placement's end (Solved; numbered as Solving)
 	KindRelayNode                  // worker: a node's dense sum, to its parent's adder or (the root) the coordinator (Relay)
 	KindRelayShard                 // worker: a shard's dense partial, to its group's adder
 	maxKind
@@ -95,6 +95,7 @@ var (
 	ErrLength   = errors.New("transport: payload length does not match")
 	ErrChunk    = errors.New("transport: bad chunk number or count")
 	ErrChecksum = errors.New("transport: checksum mismatch")
+	ErrTorn     = errors.New("transport: a solve message's checksum does not match its chunks put together")
 )
 
 // DecodeChunk checks a chunk and splits it into header and payload.
@@ -193,9 +194,10 @@ func chunksIn(buf *[]byte, kind Kind, job, round uint64, shardID uint32, pieces 
 	return nil
 }
 
-// key identifies a logical message. Chunks of the same message sent by
-// different workers are interchangeable: results are bit-identical
-// whoever computes them.
+// key identifies a logical message, so chunks under one key must be of
+// one message's bytes. A round's results are: they are bit-identical
+// whoever computes them. A placement's messages are not, so a worker
+// numbers them (KindSolving).
 type key struct {
 	kind  Kind
 	job   uint64
@@ -308,6 +310,16 @@ func (a *Assembler) AddParts(h Header, payload []byte) ([][]byte, bool) {
 func (a *Assembler) Forget(round uint64) {
 	for k := range a.pend {
 		if k.round < round {
+			delete(a.pend, k)
+		}
+	}
+}
+
+// Drop drops incomplete messages of round alone: where rounds run side
+// by side (placements), a later one's end says nothing of an earlier's.
+func (a *Assembler) Drop(round uint64) {
+	for k := range a.pend {
+		if k.round == round {
 			delete(a.pend, k)
 		}
 	}
