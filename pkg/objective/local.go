@@ -126,31 +126,51 @@ func (l *Local) reuse() *reduce.Partial {
 }
 
 func (l *Local) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) error) error {
-	if err := shard.CheckFolds(l.Shards, p); err != nil {
+	if err := l.check(p); err != nil {
 		return err
 	}
-	if err := shard.CheckLive(l.Shards, p.Live); err != nil {
-		return err
-	}
-	scratch := l.scratches()
 	if len(l.acts) != len(l.Shards) {
 		l.acts = make([]shard.Activity, len(l.Shards))
 	}
 	if l.whole != nil {
 		add = l.sumWhole(add)
 	}
-	if l.Parallel == 1 { // a fork's, or one core's: no goroutine a pass
-		for i := range l.Shards {
-			if err := add(l.evalShard(op, i, p, v, &scratch[0])); err != nil {
-				return err
-			}
+	var (
+		mu  sync.Mutex
+		err error
+	)
+	l.eachShard(func(i int, sc *shard.Scratch) {
+		part := l.evalShard(op, i, p, v, sc)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			err = add(part)
 		}
-		return nil
+	})
+	return err
+}
+
+// check refuses a point whose folds or live columns are not the shards'.
+func (l *Local) check(p *shard.Point) error {
+	if err := shard.CheckFolds(l.Shards, p); err != nil {
+		return err
+	}
+	return shard.CheckLive(l.Shards, p.Live)
+}
+
+// eachShard calls do for every shard, Parallel at once, each goroutine
+// with its own scratch; with one (a fork's, or one core's) there is no
+// goroutine a pass.
+func (l *Local) eachShard(do func(i int, sc *shard.Scratch)) {
+	scratch := l.scratches()
+	if l.Parallel == 1 {
+		for i := range l.Shards {
+			do(i, &scratch[0])
+		}
+		return
 	}
 	var (
 		next atomic.Int64
-		mu   sync.Mutex
-		err  error
 		wg   sync.WaitGroup
 	)
 	for w := 0; w < l.Parallel; w++ {
@@ -162,17 +182,11 @@ func (l *Local) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) er
 				if i >= len(l.Shards) {
 					return
 				}
-				part := l.evalShard(op, i, p, v, sc)
-				mu.Lock()
-				if err == nil {
-					err = add(part)
-				}
-				mu.Unlock()
+				do(i, sc)
 			}
 		}(&scratch[w])
 	}
 	wg.Wait()
-	return err
 }
 
 // sumWhole is add behind the dense sums: shard partials go into them,
@@ -252,30 +266,11 @@ func (l *Local) SetFolds(n int) error {
 }
 
 func (l *Local) Tally(p *shard.Point) (shard.Tally, error) {
-	if err := shard.CheckFolds(l.Shards, p); err != nil {
+	if err := l.check(p); err != nil {
 		return shard.Tally{}, err
 	}
-	if err := shard.CheckLive(l.Shards, p.Live); err != nil {
-		return shard.Tally{}, err
-	}
-	scratch := l.scratches()
 	tallies := make([]shard.Tally, len(l.Shards))
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for w := 0; w < l.Parallel; w++ {
-		wg.Add(1)
-		go func(sc *shard.Scratch) {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(l.Shards) {
-					return
-				}
-				tallies[i] = l.Shards[i].Tally(p, sc)
-			}
-		}(&scratch[w])
-	}
-	wg.Wait()
+	l.eachShard(func(i int, sc *shard.Scratch) { tallies[i] = l.Shards[i].Tally(p, sc) })
 	var t shard.Tally
 	for _, s := range tallies {
 		t.Add(s)
