@@ -152,7 +152,7 @@ func (l *Local) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partial) er
 
 // check refuses a point whose folds or live columns are not the shards'.
 func (l *Local) check(p *shard.Point) error {
-	if err := shard.CheckFolds(l.Shards, p); err != nil {
+	if err := checkFolds(l.Shards, p); err != nil {
 		return err
 	}
 	return shard.CheckLive(l.Shards, p.Live)
@@ -251,7 +251,7 @@ func (l *Local) SetFolds(n int) error {
 	for _, s := range l.Shards {
 		m += s.Rows()
 	}
-	fold, err := shard.Folds(m, n)
+	fold, err := Folds(m, n)
 	if err != nil {
 		return err
 	}

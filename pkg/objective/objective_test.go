@@ -186,7 +186,7 @@ func testKernelMatchesDenseReference(t *testing.T, loss shard.Loss, st svmdata.S
 							}
 						}
 						var err error
-						if fold, err = shard.Folds(len(d.Rows), 3); err != nil {
+						if fold, err = Folds(len(d.Rows), 3); err != nil {
 							t.Fatal(err)
 						}
 						if err := obj.Backend.SetFolds(3); err != nil {

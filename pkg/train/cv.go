@@ -43,7 +43,7 @@ func (c *CV) better(d *CV) bool {
 
 // CrossValidate trains once per fold on the other folds' rows and
 // predicts the fold's, as liblinear-train -v does, with the same folds
-// (shard.Folds). warm, when not nil, holds a starting model per fold.
+// (objective.Folds). warm, when not nil, holds a starting model per fold.
 // The shards stay where they are: every fold is a mask on the same rows.
 func CrossValidate(b objective.Backend, cfg Config, folds int, warm []*libsvm.Model) (*CV, error) {
 	return crossValidate(b, cfg, folds, warm, false)
@@ -60,7 +60,7 @@ func crossValidate(b objective.Backend, cfg Config, folds int, warm []*libsvm.Mo
 		return nil, err
 	}
 	rows := Rows(b.Meta())
-	folds = min(folds, rows) // leave-one-out, as shard.Folds numbers it
+	folds = min(folds, rows) // leave-one-out, as objective.Folds numbers it
 	out := &CV{C: cfg.C, P: cfg.Epsilon, Folds: folds, Models: make([]*libsvm.Model, folds), Unchanged: warm != nil}
 	// The models held, the warm starts' and this run's, are memory each
 	// fold's training cannot have: it batches its problems to what is

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/logging"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -124,7 +125,7 @@ func sameMeta(a, b *shard.Meta) bool {
 // their rows' folds themselves: the fold count, the rows and where each
 // shard's rows start.
 func (c *clusterCore) setFolds(n int) error {
-	if _, err := shard.Folds(2, n); err != nil { // the count's bounds
+	if _, err := objective.Folds(2, n); err != nil { // the count's bounds
 		return err
 	}
 	c.folds = uint32(n)

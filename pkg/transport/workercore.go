@@ -248,7 +248,7 @@ func (w *workerCore) setFolds(shards []*shard.Shard) error {
 		if p.Rows > 1<<31-1 {
 			return fmt.Errorf("point: %d rows in folds", p.Rows)
 		}
-		ids, err := shard.Folds(int(p.Rows), int(p.Folds))
+		ids, err := objective.Folds(int(p.Rows), int(p.Folds))
 		if err != nil {
 			return err
 		}

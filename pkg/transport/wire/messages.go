@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
@@ -73,7 +74,7 @@ type Point struct {
 	Classes []uint32  // each problem's class, as shard.Point.Classes (empty: problem k is class k)
 	Stamp   uint64    // names X for Hessian-vector passes, as shard.Point.Stamp
 	// Cross-validation: with Folds > 0 the Rows rows of the job are split
-	// into folds as shard.Folds does, shard s's rows starting at global row
+	// into folds as objective.Folds does, shard s's rows starting at global row
 	// Starts[s]; Holdout (1..Folds, 0 none) is the fold left out.
 	Folds, Holdout uint32
 	Rows           uint64
@@ -277,7 +278,7 @@ func (p *Point) checkHeader(K, dim int) error {
 			return fmt.Errorf("transport: point: owner %d of %d workers", o, len(p.Relays))
 		}
 	}
-	if p.Holdout > p.Folds || (p.Folds > 0 && p.Folds > shard.MaxFolds) {
+	if p.Holdout > p.Folds || (p.Folds > 0 && p.Folds > objective.MaxFolds) {
 		return fmt.Errorf("transport: point: fold %d held out of %d", p.Holdout, p.Folds)
 	}
 	return nil

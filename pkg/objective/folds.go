@@ -1,6 +1,10 @@
-package shard
+package objective
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/osgm-svm/osgm/pkg/shard"
+)
 
 // MaxFolds bounds -v: fold numbers are stored in 16 bits per row.
 const MaxFolds = 1<<16 - 1
@@ -78,9 +82,9 @@ func (g *glibcRand) next() int32 {
 	return int32(uint32(v) >> 1)
 }
 
-// CheckFolds refuses a point that holds out a fold when some shard has no
+// checkFolds refuses a point that holds out a fold when some shard has no
 // folds: evaluating it would silently count every row.
-func CheckFolds(shards []*Shard, p *Point) error {
+func checkFolds(shards []*shard.Shard, p *shard.Point) error {
 	if p.Holdout <= 0 {
 		return nil
 	}
