@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
@@ -34,8 +35,8 @@ type built struct {
 // openBackend puts the shards where they will be evaluated: in this
 // process (-local), on in-process workers behind an embedded NATS server
 // (the default), or on external workers (-nats).
-func openBackend(ctx context.Context, o *options, ranges []shard.Range, shared *shard.Shared, log *zap.Logger) (*built, *nats.Conn, func(), error) {
-	id, err := shard.Identify(o.train)
+func openBackend(ctx context.Context, o *options, ranges []input.Range, shared *shard.Shared, log *zap.Logger) (*built, *nats.Conn, func(), error) {
+	id, err := input.Identify(o.train)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -154,7 +155,7 @@ func (cs closers) close() {
 // loadLocal loads the shards into this process. The load does not watch
 // ctx; a signal ends the wait for it (the process exits after), so
 // Ctrl-C does not wait out the load of a large file.
-func loadLocal(ctx context.Context, o *options, ranges []shard.Range, id shard.FileID, shared *shard.Shared) (*objective.Local, error) {
+func loadLocal(ctx context.Context, o *options, ranges []input.Range, id input.FileID, shared *shard.Shared) (*objective.Local, error) {
 	type loaded struct {
 		shards []*shard.Shard
 		err    error
@@ -178,7 +179,7 @@ func loadLocal(ctx context.Context, o *options, ranges []shard.Range, id shard.F
 // openCluster connects to the NATS server (the embedded one, with
 // in-process workers, without -nats), waits for the workers and has them
 // load their shards. What it opens is added to cs, closed by the caller.
-func openCluster(ctx context.Context, o *options, ranges []shard.Range, id shard.FileID, shared *shard.Shared, log *zap.Logger, cs *closers) (*transport.Cluster, *nats.Conn, error) {
+func openCluster(ctx context.Context, o *options, ranges []input.Range, id input.FileID, shared *shard.Shared, log *zap.Logger, cs *closers) (*transport.Cluster, *nats.Conn, error) {
 	url, cfg := o.natsURL, o.cluster
 	var inProcess []nats.Option
 	if url == "" {
@@ -257,7 +258,7 @@ func embedded(o *options, log *zap.Logger, cs *closers) (string, []nats.Option, 
 
 // publish puts the shards' text in the object store under the job's
 // prefix, to be deleted when the backend closes.
-func publish(ctx context.Context, o *options, nc *nats.Conn, job uint64, ranges []shard.Range, log *zap.Logger, cs *closers) (wire.Source, error) {
+func publish(ctx context.Context, o *options, nc *nats.Conn, job uint64, ranges []input.Range, log *zap.Logger, cs *closers) (wire.Source, error) {
 	src := wire.Source{Bucket: wire.ShardBucket, Prefix: objectPrefix(job)}
 	start := time.Now()
 	n, err := transport.PublishShards(ctx, nc, src, o.train, ranges, log)

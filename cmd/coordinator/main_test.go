@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/osgm-svm/osgm/internal/testport"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
@@ -623,7 +624,7 @@ func TestLocalLoadStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	be, _, closeBackend, err := openBackend(ctx, o, shard.Layout(info.Size(), 0), &shard.Shared{}, zap.NewNop())
+	be, _, closeBackend, err := openBackend(ctx, o, input.Layout(info.Size(), 0), &shard.Shared{}, zap.NewNop())
 	if !errors.Is(err, context.Canceled) {
 		if err == nil {
 			closeBackend()
@@ -699,7 +700,7 @@ func TestCrossValidateWarnsOfFewRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		info, _ := os.Stat(data)
-		b, _, closeBackend, err := openBackend(context.Background(), o, shard.Layout(info.Size(), 0), &shard.Shared{}, zap.NewNop())
+		b, _, closeBackend, err := openBackend(context.Background(), o, input.Layout(info.Size(), 0), &shard.Shared{}, zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -809,7 +810,7 @@ func TestTrainAccuracyOnlyAtOnce(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "three")
 	os.WriteFile(path, []byte(b.String()), 0o644)
-	shards, err := shard.Load(path, shard.Layout(int64(b.Len()), 2), shard.Options{})
+	shards, err := shard.Load(path, input.Layout(int64(b.Len()), 2), shard.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -850,7 +851,7 @@ func TestShelvedModel(t *testing.T) {
 		fmt.Fprintf(&b, "%d %d:1 %d:%g\n", c+1, 1+i, 40001+c, 0.2+0.1*float64(i%3))
 	}
 	os.WriteFile(data, []byte(b.String()), 0o644)
-	shards, err := shard.Load(data, shard.Layout(int64(b.Len()), 2), shard.Options{})
+	shards, err := shard.Load(data, input.Layout(int64(b.Len()), 2), shard.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/memory"
@@ -74,7 +75,7 @@ func loadAndTrain(o *options, log *zap.Logger, init *libsvm.Model, start time.Ti
 		return end, err
 	}
 	defer release()
-	ranges := shard.Layout(info.Size, o.shards)
+	ranges := input.Layout(info.Size, o.shards)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	be, nc, closeBackend, err := openBackend(ctx, o, ranges, shared, log)
@@ -285,7 +286,7 @@ func checkTestFile(name string) error {
 // credentials, are found here.
 func checkReadable(name string) error {
 	if s3.IsURL(name) {
-		_, err := shard.Identify(name)
+		_, err := input.Identify(name)
 		return err
 	}
 	f, err := os.Open(name)
@@ -430,7 +431,7 @@ func watch(o *options, log *zap.Logger, backend *built, page *statusPage) (ob *w
 
 // checkpointing is where -checkpoint saves and, with -resume, the
 // checkpoint to continue from (nil: none); nil without -checkpoint.
-func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend *built, ranges []shard.Range) (ck *checkpoints, resume *train.Checkpoint, err error) {
+func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend *built, ranges []input.Range) (ck *checkpoints, resume *train.Checkpoint, err error) {
 	if o.checkpoint == "" {
 		return nil, nil, nil
 	}
@@ -462,7 +463,7 @@ func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend *built, r
 // removeLeftShards removes from the object store the shards a run that
 // was killed left under its prefix, old, when this run is not using
 // them: a run ended in any other way removed its own.
-func removeLeftShards(log *zap.Logger, nc *nats.Conn, old, current string, ranges []shard.Range) {
+func removeLeftShards(log *zap.Logger, nc *nats.Conn, old, current string, ranges []input.Range) {
 	if old == "" || old == current || nc == nil {
 		return
 	}
@@ -618,22 +619,22 @@ func warnShort(log *zap.Logger, opt *osgm.Result, maxIter int) {
 	}
 }
 
-// statAndHold is shard.Stat that, when the loads run in this process,
+// statAndHold is input.Stat that, when the loads run in this process,
 // holds a compressed file's text for them (Shared.Hold) until release:
 // Stat decompresses it anyway, and each load would again. The text is
 // kept only if it takes at most an eighth of the free memory, and held
 // only if the file did not change while it was read.
-func statAndHold(o *options, shared *shard.Shared) (info shard.Info, release func(), err error) {
+func statAndHold(o *options, shared *shard.Shared) (info input.Info, release func(), err error) {
 	keep := int64(0)
 	if o.local || o.natsURL == "" && !o.objectStore {
 		keep = memory.Available() / 8
 	}
-	before, _ := shard.Identify(o.train)
-	info, text, err := shard.StatKeep(o.train, keep)
+	before, _ := input.Identify(o.train)
+	info, text, err := input.StatKeep(o.train, keep)
 	if err != nil {
-		return shard.Info{}, nil, err
+		return input.Info{}, nil, err
 	}
-	if after, err := shard.Identify(o.train); text != nil && err == nil && after == before {
+	if after, err := input.Identify(o.train); text != nil && err == nil && after == before {
 		release, err = shared.Hold(o.train, after, text)
 		return info, release, err
 	}

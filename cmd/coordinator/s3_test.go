@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/osgm-svm/osgm/internal/s3test"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
@@ -57,7 +58,7 @@ func TestTrainFromS3(t *testing.T) {
 	}
 	// A worker that loads its shards after the object was replaced
 	// refuses it: no model mixes two versions of the data.
-	id, err := shard.Identify(url)
+	id, err := input.Identify(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +66,8 @@ func TestTrainFromS3(t *testing.T) {
 	changed[0] = '3' // the same size: only the ETag tells
 	os.WriteFile(data, changed, 0o644)
 	srv.Put(t, "train", "sets/three", data)
-	ranges := shard.Layout(id.Size, 5)
-	if _, err := shard.LoadChecked(url, ranges, shard.Options{}, id); !errors.Is(err, shard.ErrChanged) {
+	ranges := input.Layout(id.Size, 5)
+	if _, err := shard.LoadChecked(url, ranges, shard.Options{}, id); !errors.Is(err, input.ErrChanged) {
 		t.Fatalf("a load of a replaced object: %v", err)
 	}
 	o, err := parse([]string{"-check", "-local", "s3://train/sets/missing", filepath.Join(dir, "x.model")})

@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/osgm-svm/osgm/internal/svmdata"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
@@ -30,7 +31,7 @@ func TestLoadCompactsWhatWouldNotFit(t *testing.T) {
 	if err := os.WriteFile(gzPath, gz.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ranges := shard.Layout(int64(len(d.Text)), 6)
+	ranges := input.Layout(int64(len(d.Text)), 6)
 	load := func(path string, opt shard.Options) []*shard.Shard {
 		t.Helper()
 		shards, err := shard.Load(path, ranges, opt)
@@ -70,12 +71,12 @@ func TestLoadCompactsWhatWouldNotFit(t *testing.T) {
 
 	// Shards read one at a time (from an object store's objects).
 	texts := map[int][]byte{}
-	if err := shard.Text(plainPath, ranges, func(r shard.Range, text []byte) error { texts[r.ID] = bytes.Clone(text); return nil }); err != nil {
+	if err := input.Text(plainPath, ranges, func(r input.Range, text []byte) error { texts[r.ID] = bytes.Clone(text); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	each := func(avail func() int64) []*shard.Shard {
 		t.Helper()
-		shards, err := shard.ReadEach(ranges, shard.Options{Available: avail}, func(r shard.Range) (*shard.Shard, error) {
+		shards, err := shard.ReadEach(ranges, shard.Options{Available: avail}, func(r input.Range) (*shard.Shard, error) {
 			return shard.Read(bytes.NewReader(texts[r.ID]), "object", r.ID)
 		})
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/osgm-svm/osgm/internal/svmdata"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -31,11 +32,11 @@ func objectiveOf(t testing.TB, path string, nShards, parallel int, lambda, bias 
 
 // objectiveWith is objectiveOf with the load's options.
 func objectiveWith(t testing.TB, path string, nShards int, lambda, bias float64, opt shard.Options) *Objective {
-	info, err := shard.Stat(path)
+	info, err := input.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := shard.Load(path, shard.Layout(info.Size, nShards), opt)
+	shards, err := shard.Load(path, input.Layout(info.Size, nShards), opt)
 	if err != nil {
 		t.Fatal(err)
 	}

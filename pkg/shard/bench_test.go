@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 )
 
@@ -150,11 +151,11 @@ func BenchmarkLoad(b *testing.B) {
 
 // loadBench loads a file into its default shards.
 func loadBench(b *testing.B, path string) ([]*Shard, int64) {
-	info, err := Stat(path)
+	info, err := input.Stat(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	shards, err := Load(path, Layout(info.Size, 0), Options{Parallel: 2, Compact: os.Getenv("OSGM_BENCH_COMPACT") != ""})
+	shards, err := Load(path, input.Layout(info.Size, 0), Options{Parallel: 2, Compact: os.Getenv("OSGM_BENCH_COMPACT") != ""})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,17 +6,18 @@ import (
 
 	"github.com/osgm-svm/osgm/internal/svmdata"
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/input"
 )
 
 // TestCheckLiveRefusesMissingColumns: a shard with a column the map does
 // not carry is refused.
 func TestCheckLiveRefusesMissingColumns(t *testing.T) {
 	path := svmdata.WriteFile(t, "1 1:1 3:2\n2 2:1\n")
-	info, err := Stat(path)
+	info, err := input.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := Load(path, Layout(info.Size, 1), Options{})
+	shards, err := Load(path, input.Layout(info.Size, 1), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/osgm-svm/osgm/internal/svmdata"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 )
 
@@ -42,13 +43,13 @@ func FuzzLoad(f *testing.F) {
 			w.Close()
 			path = svmdata.WriteFile(t, z.String())
 		}
-		ranges := Layout(int64(len(text)), int(n%8)+1)
+		ranges := input.Layout(int64(len(text)), int(n%8)+1)
 		shards, err := Load(path, ranges, Options{Parallel: 2})
 		if n&16 != 0 && n&8 != 0 {
 			// The text decompressed once and held, as a coordinator
 			// with in-process workers does.
-			if _, held, e := StatKeep(path, 1<<30); e == nil {
-				id, _ := Identify(path)
+			if _, held, e := input.StatKeep(path, 1<<30); e == nil {
+				id, _ := input.Identify(path)
 				shared := &Shared{}
 				release, _ := shared.Hold(path, id, held)
 				shards, err = LoadChecked(path, ranges, Options{Parallel: 2, Shared: shared}, id)
@@ -118,11 +119,10 @@ func equalRow(idx []uint32, val []float64, wantIdx []uint32, wantVal []float64) 
 }
 
 // TestLoadCountsWhatItReads: Options.Read grows by the bytes a load
-// reads, the whole file once at least, whether plain (ranges read in
-// parallel) or gzip (the decompressed stream), so that a load that stops
-// reading can be told from a slow one; and a range is read only to the
-// end of its last line, give or take windowTail (a range that filled the
-// reader's 1 MB buffer read a small file several times over).
+// reads, the whole file once at least and not twice, whether plain
+// (ranges read in parallel) or gzip (the decompressed stream), so that a
+// load that stops reading can be told from a slow one (how far past its
+// end a range reads is input's TestLinesReadToTheirLastLine).
 func TestLoadCountsWhatItReads(t *testing.T) {
 	var text strings.Builder
 	for i := range 5000 {
@@ -139,43 +139,13 @@ func TestLoadCountsWhatItReads(t *testing.T) {
 	}{{"plain", plain, 7}, {"gzip", svmdata.WriteFile(t, z.String()), 7}, {"plain, one shard", plain, 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			var read atomic.Int64
-			if _, err := Load(c.path, Layout(int64(text.Len()), c.shards), Options{Parallel: 2, Read: &read}); err != nil {
+			if _, err := Load(c.path, input.Layout(int64(text.Len()), c.shards), Options{Parallel: 2, Read: &read}); err != nil {
 				t.Fatal(err)
 			}
-			if n := read.Load(); n < int64(text.Len()) || n > int64(text.Len()+c.shards*windowTail) {
+			if n := read.Load(); n < int64(text.Len()) || n >= 2*int64(text.Len()) {
 				t.Fatalf("counted %d bytes read of a %d-byte text", n, text.Len())
 			}
 		})
-	}
-}
-
-// TestRangesEndInLongLines: a range whose last line runs on far past its
-// end (here 5 to 10 reads of windowTail) holds that whole line, and the
-// next range starts after it: the same rows as one range over the file.
-func TestRangesEndInLongLines(t *testing.T) {
-	var text strings.Builder
-	for i := range 40 {
-		fmt.Fprintf(&text, "%d", 2*(i%2)-1)
-		for j := range 9000 + 900*(i%10) {
-			fmt.Fprintf(&text, " %d:%d", j+1, (i+j)%7+1)
-		}
-		text.WriteByte('\n')
-	}
-	path := svmdata.WriteFile(t, text.String())
-	size := int64(text.Len())
-	one, err := Load(path, Layout(size, 1), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := rowsOf(one)
-	for _, n := range []int{3, 7, 16} {
-		shards, err := Load(path, Layout(size, n), Options{Parallel: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := rowsOf(shards); got != want {
-			t.Fatalf("%d ranges: the rows differ from one range's", n)
-		}
 	}
 }
 
@@ -195,14 +165,14 @@ func rowsOf(shards []*Shard) string {
 	return b.String()
 }
 
-// TestHeldTextLoadsAsTheFile: a compressed file's text, kept by StatKeep
-// and held, loads into the shards the file itself gives, ranges crossing
-// the text's chunks, with the same error for a bad line (the file and
-// the line); LoadChecked reads the held text while it is held and the
-// file once it is released; and a text over keep is not kept.
+// TestHeldTextLoadsAsTheFile: a compressed file's text, kept by
+// input.StatKeep and held, loads into the shards the file itself gives,
+// with the same error for a bad line (the file and the line);
+// LoadChecked reads the held text while it is held and the file once it
+// is released; and a text over keep is not kept.
 func TestHeldTextLoadsAsTheFile(t *testing.T) {
 	var text strings.Builder
-	for i := 0; text.Len() < 2*textChunk+textChunk/2; i++ {
+	for i := 0; text.Len() < 1<<20; i++ {
 		fmt.Fprintf(&text, "%d 1:%d 7:0.5 %d:1 %d:0.25\n", 2*(i%2)-1, i%1000, 10+i%90, 100+i%7)
 	}
 	gz := func(s string) string {
@@ -213,22 +183,22 @@ func TestHeldTextLoadsAsTheFile(t *testing.T) {
 		return svmdata.WriteFile(t, z.String())
 	}
 	path := gz(text.String())
-	info, held, err := StatKeep(path, 1<<30)
+	info, held, err := input.StatKeep(path, 1<<30)
 	if err != nil || held == nil {
-		t.Fatalf("StatKeep: %v, text kept: %v", err, held != nil)
+		t.Fatalf("input.StatKeep: %v, text kept: %v", err, held != nil)
 	}
-	if want, _ := Stat(path); info != want {
-		t.Fatalf("StatKeep's info %+v, Stat's %+v", info, want)
+	if want, _ := input.Stat(path); info != want {
+		t.Fatalf("input.StatKeep's info %+v, input.Stat's %+v", info, want)
 	}
-	if _, over, _ := StatKeep(path, int64(text.Len()-1)); over != nil {
+	if _, over, _ := input.StatKeep(path, int64(text.Len()-1)); over != nil {
 		t.Fatal("a text over keep was kept")
 	}
-	ranges := Layout(info.Size, 7)
+	ranges := input.Layout(info.Size, 7)
 	want, err := Load(path, ranges, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := Identify(path)
+	id, _ := input.Identify(path)
 	shared := &Shared{}
 	release, _ := shared.Hold(path, id, held)
 	got, err := LoadChecked(path, ranges, Options{Parallel: 2, Shared: shared}, id)
@@ -239,10 +209,10 @@ func TestHeldTextLoadsAsTheFile(t *testing.T) {
 		t.Fatal("the held text's shards differ from the file's")
 	}
 	// A decoy held in the file's place is what LoadChecked reads.
-	_, decoy, _ := StatKeep(gz("1 1:1\n-1 2:1\n"), 1<<30)
+	_, decoy, _ := input.StatKeep(gz("1 1:1\n-1 2:1\n"), 1<<30)
 	release()
 	release, _ = shared.Hold(path, id, decoy)
-	if got, _ := LoadChecked(path, Layout(decoy.size, 1), Options{Shared: shared}, id); rowsOf(got) != "1 0:1\n-1 1:1\n" {
+	if got, _ := LoadChecked(path, input.Layout(decoy.Size(), 1), Options{Shared: shared}, id); rowsOf(got) != "1 0:1\n-1 1:1\n" {
 		t.Fatalf("LoadChecked did not read the held text: %q", rowsOf(got))
 	}
 	if got, _ := LoadChecked(path, ranges, Options{}, id); rowsOf(got) != rowsOf(want) {
@@ -254,9 +224,9 @@ func TestHeldTextLoadsAsTheFile(t *testing.T) {
 	}
 
 	bad := gz(text.String() + "1 1:1 2:x\n" + text.String())
-	_, held, _ = StatKeep(bad, 1<<30)
-	id, _ = Identify(bad)
-	ranges = Layout(held.size, 7)
+	_, held, _ = input.StatKeep(bad, 1<<30)
+	id, _ = input.Identify(bad)
+	ranges = input.Layout(held.Size(), 7)
 	_, wantErr := Load(bad, ranges, Options{})
 	release, _ = shared.Hold(bad, id, held)
 	defer release()

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/osgm-svm/osgm/internal/cli"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/memory"
 )
 
@@ -47,7 +48,7 @@ type fit struct {
 
 // newFit is the decision for loading ranges as opt says: nil, deciding
 // nothing, when opt compacts anyway or has no Available. done ends it.
-func newFit(opt Options, ranges []Range) *fit {
+func newFit(opt Options, ranges []input.Range) *fit {
 	if opt.Compact || opt.Available == nil {
 		return nil
 	}

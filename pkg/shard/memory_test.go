@@ -3,6 +3,7 @@ package shard
 import (
 	"testing"
 
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/memory"
 )
 
@@ -10,7 +11,7 @@ import (
 // whose shards take 50 bytes each, so after the first shard the rest
 // need 150 bytes, after the second 100.
 func TestFitSwitches(t *testing.T) {
-	ranges := []Range{{0, 0, 100}, {1, 100, 200}, {2, 200, 300}, {3, 300, 400}}
+	ranges := input.Layout(400, 4)
 	s := &Shard{RowPtr: make([]uint32, 50/4), LabelOf: make([]int32, 1)} // 4*12 + 4 bytes
 	if s.Bytes() != 52 {
 		t.Fatalf("the test shard takes %d bytes", s.Bytes())
@@ -57,7 +58,7 @@ func TestFitSwitches(t *testing.T) {
 // its shards built and the rest at their rate: four shards of 52 bytes
 // make 208.
 func TestFitSwitchesOnLargeShards(t *testing.T) {
-	ranges := []Range{{0, 0, 100}, {1, 100, 200}, {2, 200, 300}, {3, 300, 400}}
+	ranges := input.Layout(400, 4)
 	s := &Shard{RowPtr: make([]uint32, 50/4), LabelOf: make([]int32, 1)} // 52 bytes
 	plenty := func() int64 { return 1 << 40 }
 	for _, tc := range []struct {
@@ -102,7 +103,7 @@ func TestFitSwitchesOnLargeShards(t *testing.T) {
 // one do not see each other; a load that failed part way leaves nothing
 // pending.
 func TestFitsShareTheProcess(t *testing.T) {
-	ranges := []Range{{0, 0, 100}, {1, 100, 200}, {2, 200, 300}, {3, 300, 400}}
+	ranges := input.Layout(400, 4)
 	s := &Shard{RowPtr: make([]uint32, 50/4), LabelOf: make([]int32, 1)} // 52 bytes
 	avail := func() int64 { return 300 }                                 // 2/3: 200
 	alone, other := newFit(Options{Available: avail}, ranges), newFit(Options{Available: avail}, ranges)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/osgm-svm/osgm/internal/gcwait"
 	"github.com/osgm-svm/osgm/internal/svmdata"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/memory"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 )
@@ -82,11 +83,11 @@ func TestStoragesGiveTheSameBits(t *testing.T) {
 // order, for the tests below the objective.
 func loaded(t testing.TB, path string, nShards int, opt Options) []*Shard {
 	t.Helper()
-	info, err := Stat(path)
+	info, err := input.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := Load(path, Layout(info.Size, nShards), opt)
+	shards, err := Load(path, input.Layout(info.Size, nShards), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestRangesCoverEveryLineOnce(t *testing.T) {
 	text := "1 1:1\n-1 2:1\n\n1 3:1 4:2 # long comment here\n-1\n1 5:1\n-1 6:1" // no final newline
 	path := svmdata.WriteFile(t, text)
 	for n := 1; n <= len(text)+3; n++ {
-		shards, err := Load(path, Layout(int64(len(text)), n), Options{Parallel: 2})
+		shards, err := Load(path, input.Layout(int64(len(text)), n), Options{Parallel: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +165,7 @@ func TestReusedLoaderMatchesFresh(t *testing.T) {
 		"\n# nothing\n" + // no rows
 		"1 3:0.5\n"
 	path := svmdata.WriteFile(t, text)
-	var ranges []Range
+	var ranges []input.Range
 	for i, start := 0, 0; start < len(text); i++ {
 		end := start
 		for n := 0; n < 2 && end < len(text); end++ {
@@ -172,7 +173,7 @@ func TestReusedLoaderMatchesFresh(t *testing.T) {
 				n++
 			}
 		}
-		ranges = append(ranges, Range{ID: i, Start: int64(start), End: int64(end)})
+		ranges = append(ranges, input.Range{ID: i, Start: int64(start), End: int64(end)})
 		start = end
 	}
 	reused, err := Load(path, ranges, Options{Parallel: 1})
@@ -180,7 +181,7 @@ func TestReusedLoaderMatchesFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range ranges {
-		fresh, err := Load(path, []Range{r}, Options{Parallel: 1})
+		fresh, err := Load(path, []input.Range{r}, Options{Parallel: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +198,7 @@ func TestReusedLoaderMatchesFresh(t *testing.T) {
 func TestLoadErrorNamesLine(t *testing.T) {
 	text := strings.Repeat("1 1:1 2:0.5\n", 5000) + "-1 3:oops\n" + strings.Repeat("1 1:1\n", 100)
 	path := svmdata.WriteFile(t, text)
-	_, err := Load(path, Layout(int64(len(text)), 8), Options{Parallel: 2})
+	_, err := Load(path, input.Layout(int64(len(text)), 8), Options{Parallel: 2})
 	want := path + `:5001: index 3: "oops" is not a number`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
@@ -221,17 +222,17 @@ func TestLabelOrder(t *testing.T) {
 
 func TestLoadCheckedNoticesAChangedFile(t *testing.T) {
 	path := svmdata.WriteFile(t, "1 1:1\n-1 2:1\n")
-	id, err := Identify(path)
+	id, err := input.Identify(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadChecked(path, Layout(12, 1), Options{Parallel: 1}, id); err != nil {
+	if _, err := LoadChecked(path, input.Layout(12, 1), Options{Parallel: 1}, id); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(path, []byte("1 1:1\n-1 2:1\n1 3:1\n"), 0o644)
-	_, err = LoadChecked(path, Layout(12, 1), Options{Parallel: 1}, id)
-	if !errors.Is(err, ErrChanged) {
-		t.Fatalf("got %v, want ErrChanged", err)
+	_, err = LoadChecked(path, input.Layout(12, 1), Options{Parallel: 1}, id)
+	if !errors.Is(err, input.ErrChanged) {
+		t.Fatalf("got %v, want input.ErrChanged", err)
 	}
 }
 
@@ -374,7 +375,7 @@ func rowsViaCalls[V float32 | float64 | int32, I plainID](s *Shard, idx []I, val
 func TestCompactAfterLoad(t *testing.T) {
 	for _, st := range svmdata.Storages {
 		d := svmdata.Random(rand.New(rand.NewPCG(5, 6)), 300, 12, 3, st.Data)
-		path, ranges := svmdata.WriteFile(t, d.Text), Layout(int64(len(d.Text)), 4)
+		path, ranges := svmdata.WriteFile(t, d.Text), input.Layout(int64(len(d.Text)), 4)
 		after, err := Load(path, ranges, Options{Parallel: 2})
 		if err != nil {
 			t.Fatal(err)
@@ -400,7 +401,7 @@ func TestHeldFollowsShards(t *testing.T) {
 	d := svmdata.Random(rand.New(rand.NewPCG(8, 9)), 2000, 50, 2, "f64-few")
 	path := svmdata.WriteFile(t, d.Text)
 	before := heldNow()
-	shards, err := Load(path, Layout(int64(len(d.Text)), 4), Options{Parallel: 2})
+	shards, err := Load(path, input.Layout(int64(len(d.Text)), 4), Options{Parallel: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,38 +529,6 @@ func TestWideShardIDs(t *testing.T) {
 	for i := range want {
 		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
 			t.Fatalf("result %d is %v with 24-bit ids, %v with 32-bit", i, got[i], want[i])
-		}
-	}
-}
-
-// TestLayoutTiles: ranges tile the file in order, as many as asked for (or
-// bytes, if fewer), and an automatic count past one group is a whole
-// number of groups.
-func TestLayoutTiles(t *testing.T) {
-	for _, c := range []struct {
-		size int64
-		n    int
-	}{{0, 0}, {1, 0}, {100, 0}, {100, 16}, {5, 9}, {2329875, 0}, {3478238, 0}, {871587, 0}, {134603135, 0}, {10 << 30, 0}, {4500 << 20, 0}, {1 << 20, 3}} {
-		r := Layout(c.size, c.n)
-		want := int64(c.n)
-		if c.n > 0 && want > c.size {
-			want = c.size
-		}
-		if c.n > 0 && int64(len(r)) != max(want, 1) {
-			t.Errorf("size %d, %d asked: %d ranges", c.size, c.n, len(r))
-		}
-		if c.n == 0 && len(r) > reduce.GroupSize && len(r)%reduce.GroupSize != 0 {
-			t.Errorf("size %d: %d ranges, not whole groups", c.size, len(r))
-		}
-		end := int64(0)
-		for i, g := range r {
-			if g.ID != i || g.Start != end || g.End < g.Start || (g.End == g.Start && c.size > 0) {
-				t.Fatalf("size %d: range %d is %+v after %d", c.size, i, g, end)
-			}
-			end = g.End
-		}
-		if end != c.size {
-			t.Errorf("size %d: ranges end at %d", c.size, end)
 		}
 	}
 }

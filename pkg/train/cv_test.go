@@ -13,17 +13,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
 func localBackend(t *testing.T, path string) *objective.Local {
-	info, err := shard.Stat(path)
+	info, err := input.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := shard.Load(path, shard.Layout(info.Size, 0), shard.Options{Parallel: 2})
+	shards, err := shard.Load(path, input.Layout(info.Size, 0), shard.Options{Parallel: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

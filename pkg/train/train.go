@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/osgm-svm/osgm/internal/vec"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
@@ -781,11 +782,11 @@ func ObjectiveFor(path string, m *libsvm.Model, c, epsilon float64, parallel int
 	if !ok {
 		return nil, fmt.Errorf("solver_type %s: not a problem this trainer has (LIBLINEAR -s 0, 1, 2 or 11)", m.Solver)
 	}
-	info, err := shard.Stat(path)
+	info, err := input.Stat(path)
 	if err != nil {
 		return nil, err
 	}
-	shards, err := shard.Load(path, shard.Layout(info.Size, 0), shard.Options{Parallel: parallel})
+	shards, err := shard.Load(path, input.Layout(info.Size, 0), shard.Options{Parallel: parallel})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -228,11 +229,11 @@ func BenchmarkRound(b *testing.B) {
 	if path == "" {
 		path = wideData(b, 40000, 100000, 60)
 	}
-	info, err := shard.Stat(path)
+	info, err := input.Stat(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := len(shard.Layout(info.Size, 0))
+	n := len(input.Layout(info.Size, 0))
 	shards := loadShards(b, path, n)
 	sum := train.Summarize(objective.NewLocal(shards, 1).Meta(), shard.SquaredHinge)
 	labels, _, err := train.Classes(sum)
@@ -325,11 +326,11 @@ func BenchmarkStatusPage(b *testing.B) {
 	if path == "" {
 		path = wideData(b, 40000, 1_000_000, 60)
 	}
-	info, err := shard.Stat(path)
+	info, err := input.Stat(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := len(shard.Layout(info.Size, 0))
+	n := len(input.Layout(info.Size, 0))
 	c, _, _ := startCluster(b, path, 32, n, clusterOptions{inProcess: true, parallel: 1})
 	sum := train.Summarize(c.Meta(), shard.SquaredHinge)
 	labels, _, err := train.Classes(sum)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
@@ -26,7 +27,7 @@ import (
 type ClusterConfig struct {
 	Job        uint64 // 0: random
 	Source     wire.Source
-	Ranges     []shard.Range
+	Ranges     []input.Range
 	MinWorkers int
 	// HeartbeatTimeout declares a silent worker dead.
 	HeartbeatTimeout time.Duration

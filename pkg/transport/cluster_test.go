@@ -23,6 +23,7 @@ import (
 
 	"github.com/osgm-svm/osgm/internal/testport"
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
@@ -132,12 +133,12 @@ func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, se
 		}
 		return nc
 	}
-	info, err := shard.Stat(path)
+	info, err := input.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := shard.Identify(path)
-	cfg := ClusterConfig{Ranges: shard.Layout(info.Size, shards), MinWorkers: n,
+	id, _ := input.Identify(path)
+	cfg := ClusterConfig{Ranges: input.Layout(info.Size, shards), MinWorkers: n,
 		Source: wire.Source{Path: path, File: id}, HeartbeatTimeout: 2 * time.Second, ResendAfter: 500 * time.Millisecond}
 	if o.config != nil {
 		o.config(&cfg)
@@ -215,11 +216,11 @@ func TestCrossValidationSurvivesAWorkerLoss(t *testing.T) {
 // loadShards loads path into n shards in this process.
 func loadShards(t testing.TB, path string, n int) []*shard.Shard {
 	t.Helper()
-	info, err := shard.Stat(path)
+	info, err := input.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := shard.Load(path, shard.Layout(info.Size, n), shard.Options{Parallel: 2})
+	shards, err := shard.Load(path, input.Layout(info.Size, n), shard.Options{Parallel: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -742,7 +743,7 @@ func TestHungLoadLosesItsShards(t *testing.T) {
 		// they read.
 		waitFor := func(gate chan struct{}) {
 			read := w.loader
-			w.loader = func(src wire.Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
+			w.loader = func(src wire.Source, ranges []input.Range) ([]*shard.Shard, int, error) {
 				<-gate
 				return read(src, ranges)
 			}
@@ -1182,7 +1183,7 @@ func TestLoadSaysItIsStillWaiting(t *testing.T) {
 	nc := connected(t, srv.ClientURL())
 	defer nc.Close()
 	core, logs := observer.New(zap.InfoLevel)
-	c, err := NewCluster(nc, ClusterConfig{MinWorkers: 2, Ranges: []shard.Range{{ID: 0, End: 1}}, Log: zap.New(core), WaitReport: 200 * time.Millisecond})
+	c, err := NewCluster(nc, ClusterConfig{MinWorkers: 2, Ranges: []input.Range{{ID: 0, End: 1}}, Log: zap.New(core), WaitReport: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

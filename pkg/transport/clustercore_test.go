@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -97,9 +98,9 @@ const transcriptJob = 1
 
 func newClusterTranscript() *clusterTranscript {
 	zc, logs := observer.New(zapcore.InfoLevel)
-	ranges := make([]shard.Range, 8)
+	ranges := make([]input.Range, 8)
 	for i := range ranges {
-		ranges[i] = shard.Range{ID: i, Start: int64(100 * i), End: int64(100 * (i + 1))}
+		ranges[i] = input.Range{ID: i, Start: int64(100 * i), End: int64(100 * (i + 1))}
 	}
 	cfg := ClusterConfig{Job: transcriptJob, Ranges: ranges, MinWorkers: 1, HeartbeatTimeout: 3 * time.Second,
 		ResendAfter: 3 * time.Second, LoadStall: time.Minute, Points: PointsBroadcast, Reduce: ReduceTree, Log: zap.New(zc)}

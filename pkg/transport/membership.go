@@ -7,9 +7,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/reduce"
-	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
@@ -386,7 +386,7 @@ func (c *members) mostLoaded(live []string) string {
 // them listed in describe. A stuck worker has none, though it still owns
 // its shards until the caller gives them out.
 func (c *clusterCore) sendAssign(id string, describe ...int) {
-	a := wire.Assign{Job: c.cfg.Job, Source: c.cfg.Source, Shards: []shard.Range{}, Total: len(c.owner), Describe: describe}
+	a := wire.Assign{Job: c.cfg.Job, Source: c.cfg.Source, Shards: []input.Range{}, Total: len(c.owner), Describe: describe}
 	if p := c.workers[id]; p == nil || !p.stuck {
 		for _, s := range c.assigned(id) {
 			a.Shards = append(a.Shards, c.cfg.Ranges[s])

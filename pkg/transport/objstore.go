@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
@@ -22,7 +22,7 @@ import (
 // workers on hosts that cannot see the file. It reads the file once and
 // holds one shard's text at a time. It returns the compressed bytes
 // stored. Requests that get no answer are tried again (RetryStore).
-func PublishShards(ctx context.Context, nc *nats.Conn, src wire.Source, path string, ranges []shard.Range, log *zap.Logger) (int64, error) {
+func PublishShards(ctx context.Context, nc *nats.Conn, src wire.Source, path string, ranges []input.Range, log *zap.Logger) (int64, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 0, err
@@ -45,7 +45,7 @@ func PublishShards(ctx context.Context, nc *nats.Conn, src wire.Source, path str
 	defer zw.Close()
 	var total int64
 	var buf bytes.Buffer
-	err = shard.Text(path, ranges, func(r shard.Range, text []byte) error {
+	err = input.Text(path, ranges, func(r input.Range, text []byte) error {
 		buf.Reset()
 		zw.Reset(&buf)
 		zw.Write(text)
@@ -96,7 +96,7 @@ func ObjectMeta(nc *nats.Conn, name string) jetstream.ObjectMeta {
 
 // DeleteShards removes a job's shards from the object store, and says
 // how many were there.
-func DeleteShards(ctx context.Context, nc *nats.Conn, src wire.Source, ranges []shard.Range) (int, error) {
+func DeleteShards(ctx context.Context, nc *nats.Conn, src wire.Source, ranges []input.Range) (int, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 0, err

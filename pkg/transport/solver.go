@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -44,7 +45,7 @@ type solver struct {
 
 type heldJob struct {
 	job    uint64
-	ranges []shard.Range
+	ranges []input.Range
 	shards []*shard.Shard
 	key    objectiveKey
 	obj    *objective.Objective

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/memory"
 	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -104,7 +105,7 @@ type Worker struct {
 
 	// loader reads shards: readShards, or in tests one that hangs, as a
 	// load from a hung network mount does.
-	loader func(src wire.Source, ranges []shard.Range) ([]*shard.Shard, int, error)
+	loader func(src wire.Source, ranges []input.Range) ([]*shard.Shard, int, error)
 
 	read atomic.Int64 // bytes its loads have read (shard.Options.Read)
 	// For the heartbeat's status fields: bytes received and sent, the
@@ -387,7 +388,7 @@ func (w *Worker) listenRelays(job uint64) {
 
 // load is workerIO's: the shards are read on a goroutine of their own and
 // handed to the Run loop when read.
-func (w *Worker) load(job uint64, src wire.Source, ranges []shard.Range) {
+func (w *Worker) load(job uint64, src wire.Source, ranges []input.Range) {
 	go func() {
 		start := time.Now()
 		shards, failed, err := w.loader(src, ranges)
@@ -411,7 +412,7 @@ func (w *Worker) holding(job uint64, held, loading []int) {
 	}
 }
 
-func (w *Worker) readShards(src wire.Source, ranges []shard.Range) ([]*shard.Shard, int, error) {
+func (w *Worker) readShards(src wire.Source, ranges []input.Range) ([]*shard.Shard, int, error) {
 	if src.Bucket == "" {
 		shards, err := shard.LoadChecked(src.Path, ranges, shard.Options{Parallel: w.cfg.Parallel, Read: &w.read, Shared: w.cfg.Shared}.Compacted(w.cfg.Compact), src.File)
 		return shards, 0, err
@@ -430,7 +431,7 @@ func (w *Worker) readShards(src wire.Source, ranges []shard.Range) ([]*shard.Sha
 		return nil, 0, fmt.Errorf("object store %s: %w", src.Bucket, err)
 	}
 	failed := 0
-	shards, err := shard.ReadEach(ranges, shard.Options{Shared: w.cfg.Shared}.Compacted(w.cfg.Compact), func(r shard.Range) (*shard.Shard, error) {
+	shards, err := shard.ReadEach(ranges, shard.Options{Shared: w.cfg.Shared}.Compacted(w.cfg.Compact), func(r input.Range) (*shard.Shard, error) {
 		failed = r.ID
 		name := src.ObjectName(r.ID)
 		var obj jetstream.ObjectResult
@@ -442,7 +443,7 @@ func (w *Worker) readShards(src wire.Source, ranges []shard.Range) ([]*shard.Sha
 			return nil, fmt.Errorf("object %s: %w", name, err)
 		}
 		defer obj.Close()
-		zr, err := zstd.NewReader(shard.Counted(obj, &w.read), zstd.WithDecoderConcurrency(1))
+		zr, err := zstd.NewReader(input.Counted(obj, &w.read), zstd.WithDecoderConcurrency(1))
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -23,16 +24,16 @@ import (
 // that decodes does to the kernels: one without labels once did.
 func FuzzWorkerPoint(f *testing.F) {
 	path := randomData(f, rand.New(rand.NewPCG(3, 4)), 200, 3, 1, 60)
-	id, err := shard.Identify(path)
+	id, err := input.Identify(path)
 	if err != nil {
 		f.Fatal(err)
 	}
-	info, err := shard.Stat(path)
+	info, err := input.Stat(path)
 	if err != nil {
 		f.Fatal(err)
 	}
 	const job = 7
-	ranges := shard.Layout(info.Size, 4)
+	ranges := input.Layout(info.Size, 4)
 	rec := &recorder{}
 	var bad counter
 	bad.log = zap.NewNop()

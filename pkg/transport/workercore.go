@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -35,7 +36,7 @@ type workerCore struct {
 	job      uint64
 	source   wire.Source
 	shards   map[int]*shard.Shard
-	want     map[int]shard.Range
+	want     map[int]input.Range
 	loading  map[int]bool
 	order    []float64
 	foldN    uint32   // the folds foldIDs numbers (0: none yet)
@@ -72,7 +73,7 @@ type workerIO interface {
 	listen(job uint64)
 	// load reads the ranges of src and, later, steps the core with the
 	// result (finishLoad).
-	load(job uint64, src wire.Source, ranges []shard.Range)
+	load(job uint64, src wire.Source, ranges []input.Range)
 	// holding says which shards the core holds and loads, for heartbeats.
 	holding(job uint64, held, loading []int)
 	// relay sends a sum to the worker that adds it (see treeRound).
@@ -91,12 +92,12 @@ type loadResult struct {
 	err    error
 	failed int
 	took   time.Duration
-	ranges []shard.Range
+	ranges []input.Range
 }
 
 func newWorkerCore(id string, cfg *WorkerConfig, io workerIO, log *zap.Logger, bad *counter) *workerCore {
 	return &workerCore{id: id, cfg: cfg, io: io, log: log, now: time.Now, bad: bad,
-		shards: map[int]*shard.Shard{}, want: map[int]shard.Range{}, loading: map[int]bool{}}
+		shards: map[int]*shard.Shard{}, want: map[int]input.Range{}, loading: map[int]bool{}}
 }
 
 func (w *workerCore) publishState() {
@@ -121,7 +122,7 @@ func (w *workerCore) assign(a wire.Assign) {
 		describe = append(w.switchJob(a), describe...)
 	}
 	w.source, w.total = a.Source, a.Total
-	w.want = map[int]shard.Range{}
+	w.want = map[int]input.Range{}
 	for _, r := range a.Shards {
 		w.want[r.ID] = r
 	}
@@ -131,7 +132,7 @@ func (w *workerCore) assign(a wire.Assign) {
 			w.log.Info("dropped shard", zap.Int("shard", id))
 		}
 	}
-	var todo []shard.Range
+	var todo []input.Range
 	for _, r := range a.Shards {
 		if w.shards[r.ID] == nil && !w.loading[r.ID] {
 			todo = append(todo, r)

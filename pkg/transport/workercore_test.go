@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -38,7 +39,7 @@ type recorder struct {
 type loadRequest struct {
 	job    uint64
 	src    wire.Source
-	ranges []shard.Range
+	ranges []input.Range
 }
 
 func (r *recorder) send(kind wire.Kind, job, round uint64, shardID uint32, pieces ...[]byte) {
@@ -61,7 +62,7 @@ func (r *recorder) listen(job uint64) {
 	}
 }
 
-func (r *recorder) load(job uint64, src wire.Source, ranges []shard.Range) {
+func (r *recorder) load(job uint64, src wire.Source, ranges []input.Range) {
 	r.loads = append(r.loads, loadRequest{job, src, ranges})
 	if r.keep {
 		fmt.Fprintf(&r.out, "load job=%d shards=%s\n", job, idList(ranges))
@@ -122,7 +123,7 @@ func floats(v []float64) string {
 	return "[" + strings.Join(s, " ") + "]"
 }
 
-func idList(ranges []shard.Range) string {
+func idList(ranges []input.Range) string {
 	ids := make([]int, len(ranges))
 	for i, r := range ranges {
 		ids[i] = r.ID
@@ -212,7 +213,7 @@ func newTranscript(t *testing.T) *transcript {
 	tr := &transcript{t: t, core: core, rec: rec, files: map[string]wire.Source{}, dim: transcriptFeatures + 1}
 	for i, name := range []string{"a", "b"} {
 		path := randomData(t, rand.New(rand.NewPCG(uint64(i), 9)), 320, transcriptClasses, 1, transcriptFeatures)
-		id, err := shard.Identify(path)
+		id, err := input.Identify(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,12 +233,12 @@ func (tr *transcript) evaluations() uint64 {
 }
 
 // layout is the file's cut into the transcripts' 16 shards.
-func (tr *transcript) layout(src wire.Source) []shard.Range {
-	info, err := shard.Stat(src.Path)
+func (tr *transcript) layout(src wire.Source) []input.Range {
+	info, err := input.Stat(src.Path)
 	if err != nil {
 		tr.t.Fatal(err)
 	}
-	ranges := shard.Layout(info.Size, transcriptShards)
+	ranges := input.Layout(info.Size, transcriptShards)
 	if len(ranges) != transcriptShards {
 		tr.t.Fatalf("%d shards, want %d", len(ranges), transcriptShards)
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
@@ -583,7 +584,7 @@ type Source struct {
 	// Path is the file, at the same path on every host, and the version
 	// of it the job started with.
 	Path string       `json:"path,omitempty"`
-	File shard.FileID `json:"file"`
+	File input.FileID `json:"file"`
 	// Bucket, when set, is a JetStream object store holding one object per
 	// shard (zstd-compressed text, named by ObjectName under Prefix), for
 	// hosts that cannot see the file.
@@ -611,7 +612,7 @@ func (s Source) ObjectName(id int) string {
 type Assign struct {
 	Job    uint64        `json:"job"`
 	Source Source        `json:"source"`
-	Shards []shard.Range `json:"shards"`
+	Shards []input.Range `json:"shards"`
 	Total  int           `json:"total"` // shards in the job, which fixes the groups
 	// Describe lists held shards whose descriptions the coordinator did
 	// not get (lost on the way): the worker sends them again.

@@ -9,9 +9,9 @@ import (
 	"hash/crc32"
 	"math"
 
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
-	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
 // Solve asks a worker to minimise one problem over every shard of a job
@@ -23,7 +23,7 @@ import (
 // problem. Floats cross exactly (EncodeSolve).
 type Solve struct {
 	Source    Source
-	Ranges    []shard.Range
+	Ranges    []input.Range
 	Order     []float64 // the classes, as SetClasses takes them
 	Folds     int
 	Constants objective.Constants
