@@ -362,48 +362,46 @@ func (c *Cluster) Close() {
 // Load waits for MinWorkers workers, assigns every shard and collects the
 // shards' descriptions.
 func (c *Cluster) Load(ctx context.Context) error {
-	c.core.log.Info("waiting for workers", zap.Int("min", c.core.cfg.MinWorkers))
+	c.core.waitForWorkers()
+	if err := c.until(ctx, c.core.enoughWorkers, nil); err != nil {
+		return err
+	}
+	if err := c.core.describe(); err != nil {
+		return err
+	}
+	return c.until(ctx, c.core.described.all, nil)
+}
+
+// until steps the core on what the subscriptions hear, and ticks it,
+// until done, ctx ends, the core fails, or the connection is closed for
+// good. stop is ClusterConfig.Stop in a round (nil in Load).
+func (c *Cluster) until(ctx context.Context, done func() bool, stop <-chan struct{}) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	began := time.Now()
-	report := began.Add(c.core.cfg.WaitReport)
-	for !c.core.enoughWorkers() {
+	for !done() {
+		var err error
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case hb := <-c.hbs:
-			c.core.onHeartbeat(hb)
-		case now := <-tick.C:
-			if err := closedError(c.nc); err != nil {
-				return err
-			}
-			if now.After(report) {
-				c.core.log.Warn("still waiting for workers", zap.Int("min", c.core.cfg.MinWorkers),
-					zap.Int("joined", len(c.core.live())), zap.Duration("waited", now.Sub(began).Round(time.Second)))
-				report = now.Add(c.core.cfg.WaitReport)
-			}
-		}
-	}
-	c.core.balance(true)
-	for !c.core.described.all() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case hb := <-c.hbs:
-			c.core.onHeartbeat(hb)
-		case m := <-c.ups:
-			if err := c.core.onUp(m, nil); err != nil {
-				return err
-			}
+		case <-stop:
+			stop = nil
+			err = c.core.Step(heardStop{})
 		case <-c.reconnected:
-			c.core.soon()
+			err = c.core.Step(heardReconnect{})
+		case hb := <-c.hbs:
+			err = c.core.Step(heardBeat{hb})
 		case id := <-c.gone:
-			c.core.onGone(id)
-		case <-tick.C:
-			if err := closedError(c.nc); err != nil {
-				return err
+			err = c.core.Step(heardGone{id})
+		case m := <-c.ups:
+			err = c.core.Step(heardUp{m})
+		case now := <-tick.C:
+			if err = closedError(c.nc); err != nil {
+				return c.core.wrap(err) // it never comes back
 			}
-			c.core.onLoadTick()
+			err = c.core.Tick(now)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -464,8 +462,8 @@ func (c *Cluster) regressionTally(pt *wire.Point) (shard.Tally, error) {
 }
 
 // round1 runs a round: it sends the point (a broadcast or own points)
-// and steps the round's state on results, heartbeats, lost workers and
-// ticks until every shard's result is in, or the round fails.
+// and steps the core until every shard's result is in, or the round
+// fails.
 func (c *Cluster) round1(pt *wire.Point, add func(*reduce.Partial) error) error {
 	// This broadcast reaches whoever is connected now: reconnections
 	// before it need no other.
@@ -478,34 +476,9 @@ func (c *Cluster) round1(pt *wire.Point, add func(*reduce.Partial) error) error 
 	if err != nil {
 		return err
 	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	stop := c.core.cfg.Stop
-	var stopped <-chan time.Time
-	for !r.done() {
-		var err error
-		select {
-		case <-stop:
-			stop, stopped = nil, time.After(stopGrace)
-		case <-stopped:
-			return fmt.Errorf("round %d: %w", c.core.round, ErrStopped)
-		case <-c.reconnected:
-			c.core.soon()
-		case hb := <-c.hbs:
-			err = r.onHeartbeat(hb)
-		case id := <-c.gone:
-			err = r.onGone(id)
-		case m := <-c.ups:
-			err = r.onUp(m)
-		case <-tick.C:
-			if err = closedError(c.nc); err != nil {
-				return fmt.Errorf("round %d: %w", c.core.round, err) // it never comes back
-			}
-			err = r.onTick()
-		}
-		if err != nil {
-			return err
-		}
+	defer c.core.endRound()
+	if err := c.until(context.Background(), r.done, c.core.cfg.Stop); err != nil {
+		return err
 	}
 	r.finish()
 	return nil

@@ -15,8 +15,8 @@ import (
 
 // clusterCore is the coordinator's side of the protocol: who holds which
 // shard, the round under way and what came back, and the clocks that tell
-// a slow worker from a lost one. It is stepped by heartbeats, results,
-// probes' answers, reconnections and ticks, and acts through its
+// a slow worker from a lost one. It takes what the Cluster hears through
+// Step and the time through Tick (clusterstep.go), and acts through its
 // clusterIO; it has no connection or goroutine, and reads the time from
 // now, so the transcript tests (testdata/cluster) step it by hand.
 //
@@ -34,6 +34,7 @@ type clusterCore struct {
 	clocks
 	roundMemory
 	layouts
+	stepping
 	stats statsBox
 	view  viewBox
 

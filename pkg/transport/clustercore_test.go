@@ -189,7 +189,7 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 		ct.beats[worker] = hb
 		return ct.beat(hb)
 	case "balance":
-		c.balance(true)
+		return c.describe()
 	case "meta":
 		ids, err := parseSpans(args["shard"])
 		if err != nil {
@@ -212,11 +212,7 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 		}
 		return ct.up(upMsg{kind: wire.KindNeedX, round: r, payload: []byte(worker)})
 	case "gone":
-		if ct.round != nil {
-			return ct.round.onGone(worker)
-		} else {
-			c.onGone(worker)
-		}
+		return c.Step(heardGone{worker})
 	case "reduce":
 		// Who adds the sums from now on: tree (the harness's default) or
 		// star.
@@ -234,15 +230,11 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 				}
 			}
 		}
-		if ct.round == nil {
-			c.onLoadTick()
-			return nil
-		}
-		return ct.round.onTick()
+		return c.Tick(ct.clock)
 	case "offline", "online":
 		ct.rec.offline = d.Cmd == "offline"
 	case "reconnected":
-		c.soon()
+		return c.Step(heardReconnect{})
 	case "owners":
 		for s, o := range c.owner {
 			fmt.Fprintf(&ct.rec.out, "shard %d: %s", s, o)
@@ -264,11 +256,7 @@ func (ct *clusterTranscript) step(d *datadriven.TestData) error {
 
 // beat hands the core a heartbeat.
 func (ct *clusterTranscript) beat(hb wire.Heartbeat) error {
-	if ct.round != nil {
-		return ct.round.onHeartbeat(hb)
-	}
-	ct.core.onHeartbeat(hb)
-	return nil
+	return ct.core.Step(heardBeat{hb})
 }
 
 func (ct *clusterTranscript) heartbeat(worker string, args map[string]string) (wire.Heartbeat, error) {
@@ -301,14 +289,12 @@ func (ct *clusterTranscript) heartbeat(worker string, args map[string]string) (w
 // up hands the core a message from a worker: to the round under way, or
 // to Load's collection of descriptions.
 func (ct *clusterTranscript) up(m upMsg) error {
-	if ct.round == nil {
-		return ct.core.onUp(m, nil)
-	}
-	if err := ct.round.onUp(m); err != nil {
+	if err := ct.core.Step(heardUp{m}); err != nil || ct.round == nil {
 		return err
 	}
-	if ct.round.left == 0 {
+	if ct.round.done() {
 		ct.round.finish()
+		ct.core.endRound()
 		ct.added = append(ct.added, fmt.Sprintf("round %d complete", ct.core.round))
 		ct.round = nil
 	}

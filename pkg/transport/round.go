@@ -194,6 +194,7 @@ func (c *clusterCore) startRound(pt *wire.Point, add func(*reduce.Partial) error
 	}
 	r.began = c.now()
 	r.lastProgress = r.began
+	c.phase, c.current = inRound, r
 	return r, nil
 }
 
