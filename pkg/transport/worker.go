@@ -185,13 +185,13 @@ func (w *Worker) Run(ctx context.Context) error {
 			return nil
 		case a := <-w.cmds:
 			w.solver.keepOnly(a.Job)
-			w.core.assign(a)
+			w.core.Step(gotAssign{a})
 		case r := <-w.loaded:
-			w.core.finishLoad(r)
+			w.core.Step(gotLoad{r})
 		case p := <-w.points:
-			w.core.onPoint(p)
+			w.core.Step(gotPoint{p})
 		case m := <-w.relays:
-			w.core.onRelay(m)
+			w.core.Step(gotRelay{m})
 		}
 	}
 }

@@ -24,7 +24,7 @@ import (
 // the worker hears (an assignment, a point, a finished load) and acts
 // through its workerIO. It has no connection, clock or goroutine of its
 // own, so the transcript tests (testdata/worker) step it message by
-// message; Worker is the NATS loop around it.
+// message through Step; Worker is the NATS loop around it.
 type workerCore struct {
 	id  string
 	cfg *WorkerConfig
@@ -58,6 +58,37 @@ type workerCore struct {
 	early    []relayMsg                 // sums relayed for a round whose point has not come
 	colsAt   map[reduce.NodeID][]uint32 // see pointCols
 
+}
+
+// workerEvent is one thing a worker's loop hands its core: an
+// assignment, a finished load, a point, or a sum another worker relayed.
+type workerEvent interface{ workerEvent() }
+
+type (
+	gotAssign struct{ a wire.Assign }
+	gotLoad   struct{ r loadResult }
+	gotPoint  struct{ m roundMsg }
+	gotRelay  struct{ m relayMsg }
+)
+
+func (gotAssign) workerEvent() {}
+func (gotLoad) workerEvent()   {}
+func (gotPoint) workerEvent()  {}
+func (gotRelay) workerEvent()  {}
+
+// Step is the core's one way in: the worker's protocol has no clock of
+// its own (the coordinator's decides when a round goes out again).
+func (w *workerCore) Step(ev workerEvent) {
+	switch ev := ev.(type) {
+	case gotAssign:
+		w.assign(ev.a)
+	case gotLoad:
+		w.finishLoad(ev.r)
+	case gotPoint:
+		w.onPoint(ev.m)
+	case gotRelay:
+		w.onRelay(ev.m)
+	}
 }
 
 var errNoX = errors.New("transport: a Hessian-vector point at an x this worker does not hold (waiting for the round with x)")

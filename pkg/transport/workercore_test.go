@@ -312,7 +312,7 @@ func (tr *transcript) step(d *datadriven.TestData) error {
 				return err
 			}
 		}
-		tr.core.assign(a)
+		tr.core.Step(gotAssign{a})
 	case "loaded":
 		if len(tr.rec.loads) == 0 {
 			return errors.New("no load was asked for")
@@ -329,7 +329,7 @@ func (tr *transcript) step(d *datadriven.TestData) error {
 				return r.err
 			}
 		}
-		tr.core.finishLoad(r)
+		tr.core.Step(gotLoad{r})
 	case "point":
 		p, err := tr.point(args, num("stamp", 0))
 		if err != nil {
@@ -339,7 +339,7 @@ func (tr *transcript) step(d *datadriven.TestData) error {
 		if n := num("cut", 0); n > 0 && n < uint64(len(b)) {
 			b = b[:n]
 		}
-		tr.core.onPoint(roundMsg{job: num("job", 1), round: num("round", 1), parts: [][]byte{b}})
+		tr.core.Step(gotPoint{roundMsg{job: num("job", 1), round: num("round", 1), parts: [][]byte{b}}})
 	case "relay":
 		return tr.relay(args, num("round", 1), num("hops", 1))
 	case "forget":
@@ -386,7 +386,7 @@ func (tr *transcript) relay(args map[string]string, round, hops uint64) error {
 		}
 	}
 	b := slices.Concat(wire.RelayPieces(int(hops), part, nil, false)...)
-	tr.core.onRelay(relayMsg{kind: kind, job: 1, round: round, id: id, payload: b})
+	tr.core.Step(gotRelay{relayMsg{kind: kind, job: 1, round: round, id: id, payload: b}})
 	return nil
 }
 
