@@ -32,8 +32,8 @@ import (
 // options are the command line, parsed.
 type options struct {
 	train, model string
-	// cfg holds LIBLINEAR's problem options and the method's (train
-	// registers and checks them); the rest is filled in at the run.
+	// cfg's Problem and Settings are the flags' (train registers and
+	// checks them); trainConfig adds the run's settings and Recorder.
 	cfg train.Config
 	// cluster holds how workers are waited for, judged lost and sent
 	// points (transport registers and checks them).

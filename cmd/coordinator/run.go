@@ -187,24 +187,25 @@ func (b *built) busStats() transport.Stats {
 // one to continue from) and the shelf (nil: cross-validation and
 // -compare, which write no model).
 func trainConfig(o *options, init *libsvm.Model, interrupted func() bool, obs *watcher, ck *checkpoints, resume *train.Checkpoint, shelf *train.FileShelf) train.Config {
-	cfg := o.cfg
-	cfg.MaxBytes, cfg.Init, cfg.Interrupt = max(memory.Available(), 0), init, interrupted
+	cfg := o.cfg // the problem and the method, from the flags
+	s := &cfg.Settings
+	s.MaxBytes, s.Init = max(memory.Available(), 0), init
 	// Classes trained one at a time go side by side: one a core where
 	// the shards are in this process, one a worker where they are placed.
-	cfg.Parallel = o.workers
+	s.Parallel = o.workers
 	if o.placeSlots > 0 {
-		cfg.Parallel = o.placeSlots // one a worker's slot, where they train whole
+		s.Parallel = o.placeSlots // one a worker's slot, where they train whole
 	}
-	cfg.Trace, cfg.Started = obs.record, obs.started
+	cfg.Recorder = train.Recorder{Trace: obs.record, Started: obs.started, Interrupt: interrupted}
 	if ck != nil {
-		cfg.Save, cfg.CheckpointEvery, cfg.Resume = ck.save, o.ckptEvery, resume
+		cfg.Recorder.Save, s.CheckpointEvery, s.Resume = ck.save, o.ckptEvery, resume
 		if !o.set["checkpoint-every"] {
-			cfg.CheckpointShare = checkpointShare
+			s.CheckpointShare = checkpointShare
 		}
 	}
 	if shelf != nil {
-		cfg.LiveModel = true // written before anything reads every weight
-		cfg.Shelf = shelf
+		s.LiveModel = true // written before anything reads every weight
+		s.Shelf = shelf
 	}
 	return cfg
 }

@@ -75,7 +75,7 @@ func TestDeadFeaturesLeftOut(t *testing.T) {
 			if len(live) == 0 || len(live) > 101 {
 				t.Fatalf("%d live coordinates, want 1..100 of 400", len(live))
 			}
-			cfg := Config{C: 1, Eps: 1e-8, Bias: -1, MaxIter: 100000, Method: c.method}
+			cfg := Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 1e-8, MaxIter: 100000, Method: c.method}}
 			got := trainFile(t, path, cfg)
 			model := filepath.Join(t.TempDir(), "model")
 			liblinear(t, "", "-q", "-s", "2", "-c", "1", "-e", "1e-10", path, model)
@@ -101,7 +101,7 @@ func TestDeadFeaturesLeftOut(t *testing.T) {
 // features the data lacks ends with those weights at their optimum, 0.
 func TestWarmStartZeroesDeadWeights(t *testing.T) {
 	path := sparseFeatureFile(t, 3)
-	cfg := Config{C: 1, Eps: 1e-8, Bias: 1, MaxIter: 100000}
+	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-8, MaxIter: 100000}}
 	cold := trainFile(t, path, cfg)
 	init := *cold.Model
 	init.W = make([][]float64, len(cold.Model.W))
@@ -134,7 +134,7 @@ func TestWarmStartZeroesDeadWeights(t *testing.T) {
 // is the cold run's.
 func TestWarmStartOfOtherFeatures(t *testing.T) {
 	path := sparseFeatureFile(t, 2)
-	cfg := Config{C: 1, Eps: 1e-8, Bias: 1, MaxIter: 100000}
+	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-8, MaxIter: 100000}}
 	cold := trainFile(t, path, cfg)
 	n := cold.Model.NFeature
 	for _, features := range []int{n + 50, n - 4} {
@@ -166,7 +166,7 @@ func TestWarmStartOfOtherFeatures(t *testing.T) {
 // bit, when the checkpoint holds the live coordinates only.
 func TestResumeOverLiveCoordinates(t *testing.T) {
 	path := sparseFeatureFile(t, 3)
-	cfg := Config{C: 1, Eps: 1e-8, Bias: 1, MaxIter: 100000}
+	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-8, MaxIter: 100000}}
 	rounds := 0
 	count := cfg
 	count.Interrupt = func() bool { rounds++; return false }
@@ -197,7 +197,7 @@ func TestResumeOverLiveCoordinates(t *testing.T) {
 // coordinates out is what lets more of them fit.
 func TestMemoryCheckCountsLiveCoordinates(t *testing.T) {
 	path := sparseFeatureFile(t, 3)
-	cfg := Config{C: 1, Eps: 0.1, Bias: -1}
+	cfg := Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 0.1}}
 	want := trainFile(t, path, cfg)
 	// 3 problems of 400 coordinates, 100 live: the models take 19,200
 	// bytes, a method 24,000 with the dead coordinates left out, 96,000
@@ -251,7 +251,7 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 	path := sparseFeatureFile(t, 5)
 	for _, method := range []string{"lbfgs", "hdm", "newton"} {
 		t.Run(method, func(t *testing.T) {
-			cfg := Config{C: 1, Eps: 1e-4, Bias: 1, Method: method, MaxIter: 3000}
+			cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-4, Method: method, MaxIter: 3000}}
 			want := trainFile(t, path, cfg)
 			for _, batch := range []int{2, 4, 1} {
 				b := cfg
@@ -293,11 +293,11 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 	}
 	// HDM starts from the Hessian's diagonal at 0 and here from a model:
 	// the problems of the batches after the resumed one need both again.
-	warm := trainFile(t, path, Config{C: 1, Eps: 0.5, Bias: 1, MaxIter: 3000}).Model
+	warm := trainFile(t, path, Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 0.5, MaxIter: 3000}}).Model
 	for _, cfg := range []Config{
-		{C: 1, Eps: 1e-6, Bias: 1, Method: "lbfgs", MaxIter: 3000, Batch: 2},
-		{C: 1, Eps: 1e-4, Bias: 1, Method: "hdm", MaxIter: 3000, Batch: 2, Init: warm},
-		{C: 1, Eps: 1e-6, Bias: 1, Method: "newton", MaxIter: 3000, Batch: 2},
+		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-6, Method: "lbfgs", MaxIter: 3000, Batch: 2}},
+		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-4, Method: "hdm", MaxIter: 3000, Batch: 2, Init: warm}},
+		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-6, Method: "newton", MaxIter: 3000, Batch: 2}},
 	} {
 		t.Run("resumed "+cfg.Method, func(t *testing.T) {
 			want := trainFile(t, path, cfg)
@@ -394,7 +394,7 @@ func TestBatchesBoundedByTheData(t *testing.T) {
 		{name: "nothing fits", n: 39128, K: 20, nnz: 1, maxBytes: stateBytes(39128, 39128, 20, 0), refuse: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			batch, memory, err := batchSize(Config{MaxBytes: c.maxBytes}, c.n, c.n, c.n, c.K, c.nnz)
+			batch, memory, err := batchSize(Config{Settings: Settings{MaxBytes: c.maxBytes}}, c.n, c.n, c.n, c.K, c.nnz)
 			switch {
 			case c.refuse && err == nil:
 				t.Fatalf("batches of %d, want a refusal", batch)
@@ -418,7 +418,7 @@ func TestSideBySideGivesTheSameModel(t *testing.T) {
 	path := sparseFeatureFile(t, 5)
 	for _, method := range []string{"newton", "lbfgs"} {
 		t.Run(method, func(t *testing.T) {
-			cfg := Config{C: 1, Eps: 1e-6, Bias: 1, Method: method, MaxIter: 3000, Batch: 1}
+			cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-6, Method: method, MaxIter: 3000, Batch: 1}}
 			want := trainFile(t, path, cfg)
 			side := cfg
 			side.Parallel, side.Shelf = 2, newShelf(t)

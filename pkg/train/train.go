@@ -26,11 +26,38 @@ import (
 // w = 0 by C m = 2.7e202).
 const minLambda = 1e-150
 
-// Config is what the user chose.
+// Config is a run, in three parts as gonum/optimize separates them: the
+// problem minimised, the settings of its minimisation, and what hears
+// the run. The coordinator builds one from the flags (Flags registers
+// the first two's) and what its run adds (trainConfig).
 type Config struct {
+	Problem
+	Settings
+	Recorder
+}
+
+// Problem is what is minimised: LIBLINEAR's problem options.
+type Problem struct {
 	C      float64 // LIBLINEAR's cost; used when Lambda is 0
 	Lambda float64
-	Eps    float64 // LIBLINEAR's relative gradient tolerance
+	Bias   float64 // < 0: no bias feature
+	// Loss is the problem's loss: the squared hinge (LIBLINEAR -s 2)
+	// unless set, logistic regression's (-s 0) or support vector
+	// regression's (-s 11, of width Epsilon: LIBLINEAR's -p).
+	Loss    shard.Loss
+	Epsilon float64
+	// Weights scale C per class, as LIBLINEAR's -wi: label -> weight.
+	Weights []ClassWeight
+	// Holdout, when positive, leaves that cross-validation fold out of
+	// training (the backend's folds must be set); m and the stopping test
+	// count the other rows only, as LIBLINEAR's cross-validation does.
+	Holdout int
+}
+
+// Settings are how the problem is minimised: the method and its stopping
+// test, where it starts, and the memory and cores it may take.
+type Settings struct {
+	Eps float64 // LIBLINEAR's relative gradient tolerance
 	// MaxGap, when positive, also stops each problem only once it is
 	// certified within this relative gap of its optimum (see
 	// osgm.Settings.MaxGap). LIBLINEAR's gradient test alone, the
@@ -39,28 +66,14 @@ type Config struct {
 	// alone, LIBLINEAR's own too (docs/ALGORITHMS.md). Within 1e-6 of
 	// the optimum a problem is at most 1e-6 above LIBLINEAR's, at
 	// several times the passes.
-	MaxGap float64
-	Bias   float64 // < 0: no bias feature
-	// Loss is the problem's loss: the squared hinge (LIBLINEAR -s 2)
-	// unless set, logistic regression's (-s 0) or support vector
-	// regression's (-s 11, of width Epsilon: LIBLINEAR's -p).
-	Loss    shard.Loss
-	Epsilon float64
+	MaxGap  float64
 	Method  string
 	MaxIter int
 	Params  osgm.Params
-	Trace   func(osgm.Record)
-	// Started, when set, hears what training will do once that is known,
-	// before the first pass: a long run can say so at its start.
-	Started func(Plan)
-	// Weights scale C per class, as LIBLINEAR's -wi: label -> weight.
-	Weights []ClassWeight
-	// Holdout, when positive, leaves that cross-validation fold out of
-	// training (the backend's folds must be set); m and the stopping test
-	// count the other rows only, as LIBLINEAR's cross-validation does.
-	Holdout int
 	// Init, when set, is the starting model (warm start).
 	Init *libsvm.Model
+	// Resume continues from a checkpoint; it must match the data and flags.
+	Resume *Checkpoint
 	// MaxBytes, when positive, is the memory available: one-vs-rest
 	// problems whose vectors (the models and the optimiser's state) need
 	// more than half of it are minimised in batches that fit, with the
@@ -84,15 +97,22 @@ type Config struct {
 	// (libsvm.Model.Shelved): a model larger than the data is not held
 	// while the other classes train. A run in one batch holds its model.
 	Shelf Shelf
+	// CheckpointEvery passes (and CheckpointShare, see
+	// osgm.Settings.CheckpointShare) Recorder.Save receives a checkpoint.
+	CheckpointEvery int
+	CheckpointShare float64
+}
 
-	// Resume continues from a checkpoint; it must match the data and flags.
-	Resume *Checkpoint
+// Recorder hears the run, and may stop it.
+type Recorder struct {
+	Trace func(osgm.Record)
+	// Started, when set, hears what training will do once that is known,
+	// before the first pass: a long run can say so at its start.
+	Started func(Plan)
 	// Save receives a checkpoint every CheckpointEvery passes and when
 	// Interrupt reports true (then Train returns osgm.ErrInterrupted).
-	Save            func(*Checkpoint) error
-	CheckpointEvery int
-	CheckpointShare float64 // see osgm.Settings.CheckpointShare
-	Interrupt       func() bool
+	Save      func(*Checkpoint) error
+	Interrupt func() bool
 }
 
 // Shelf is where finished problems' weights wait for the model file
