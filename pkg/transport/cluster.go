@@ -110,7 +110,7 @@ type Cluster struct {
 	asm    wire.Assembler // results; their payloads go back to it
 	chunks wire.Chunker   // the chunk buffer points go out in
 
-	placed atomic.Pointer[Placer] // takes placed problems' messages (nil: none)
+	placed atomic.Pointer[placedHook] // takes placed problems' messages (nil: none)
 }
 
 // The job as the core holds it, for the coordinator's goroutines: the
@@ -174,6 +174,9 @@ func (c *Cluster) Late() int { return c.core.bad.Late() }
 // Workers returns every worker the job has heard from, by ID, as of the
 // last heartbeat or membership change the coordinator handled.
 func (c *Cluster) Workers() []WorkerView { return c.core.view.get() }
+
+// upQueue is how many whole messages from the workers wait for the loop.
+const upQueue = 4096
 
 // NewCluster subscribes to the job's subjects.
 func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
@@ -281,7 +284,7 @@ func (c *Cluster) receiveUp(m *nats.Msg) {
 		return
 	case h.Kind == wire.KindSolving || h.Kind == wire.KindSolved:
 		if pl := c.placed.Load(); pl != nil {
-			pl.receive(h, payload)
+			pl.side.receive(h, payload)
 		}
 		return
 	case h.Kind != wire.KindPartial && h.Kind != wire.KindMeta && h.Kind != wire.KindError && h.Kind != wire.KindGroup && h.Kind != wire.KindNeedX && h.Kind != wire.KindRelayNode:
@@ -324,12 +327,29 @@ func (c *Cluster) receiveHeartbeat(m *nats.Msg) {
 		return
 	}
 	if pl := c.placed.Load(); pl != nil {
-		pl.heartbeat(b)
+		pl.side.heartbeat(b)
 	}
 	select {
 	case c.hbs <- b:
 	default:
 	}
+}
+
+// placedSide is what the Cluster hands on for placed problems: a
+// Placer, which is built on the Cluster and hooks itself on (hookPlaced),
+// hears the heartbeats, the workers gone, and their Solving and Solved.
+type placedSide interface {
+	heartbeat(wire.Heartbeat)
+	gone(id string)
+	receive(h wire.Header, payload []byte)
+}
+
+type placedHook struct{ side placedSide }
+
+// hookPlaced hands placed problems' messages to side until unhook.
+func (c *Cluster) hookPlaced(side placedSide) (unhook func()) {
+	c.placed.Store(&placedHook{side})
+	return func() { c.placed.Store(nil) }
 }
 
 // receiveProbe hears the server say that nobody holds a worker's subject
@@ -341,7 +361,7 @@ func (c *Cluster) receiveProbe(m *nats.Msg) {
 	}
 	id := strings.TrimPrefix(m.Subject, c.probeInbox+".")
 	if pl := c.placed.Load(); pl != nil {
-		pl.gone(id)
+		pl.side.gone(id)
 	}
 	select {
 	case c.gone <- id:
@@ -405,6 +425,19 @@ func (c *Cluster) until(ctx context.Context, done func() bool, stop <-chan struc
 		}
 	}
 	return nil
+}
+
+// wireOpOf is an evaluation's byte on the wire.
+func wireOpOf(op osgm.Op) wire.Op {
+	switch op {
+	case osgm.OpHessVec:
+		return wire.OpHessVec
+	case osgm.OpEvalDiag:
+		return wire.OpEvalDiag
+	case osgm.OpEvalHess:
+		return wire.OpEvalHess
+	}
+	return wire.OpEval
 }
 
 // Eval runs one round: broadcast the point, gather every shard's partial.

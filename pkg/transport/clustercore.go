@@ -47,8 +47,8 @@ type members struct {
 	owner    []string       // shard -> worker answering for it
 	incoming map[int]string // shard -> worker it is moving to
 
-	heldSince map[int]time.Time // Load: since when a shard held is undescribed
-	asked     map[holding]int   // Load: asks for a shard's description its holder left unanswered
+	heldSince map[int]time.Time   // Load: since when a shard held is undescribed
+	asked     map[workerShard]int // Load: asks for a shard's description its holder left unanswered
 }
 
 // described is the job's shards as their holders described them, and
@@ -268,7 +268,7 @@ func (c *clusterCore) askAgain() {
 		ask[id] = append(ask[id], s)
 	}
 	if c.asked == nil {
-		c.asked = map[holding]int{}
+		c.asked = map[workerShard]int{}
 	}
 	var stuck []string
 	for _, id := range slices.Sorted(maps.Keys(ask)) {
@@ -276,9 +276,9 @@ func (c *clusterCore) askAgain() {
 		unanswered := 0
 		for _, s := range shards {
 			if !all { // one ask each ResendAfter; not the ask at a reconnection
-				c.asked[holding{id, s}]++
+				c.asked[workerShard{id, s}]++
 			}
-			unanswered = max(unanswered, c.asked[holding{id, s}])
+			unanswered = max(unanswered, c.asked[workerShard{id, s}])
 		}
 		if unanswered > stuckResends && len(c.live()) > 1 {
 			stuck = append(stuck, id)

@@ -3,6 +3,8 @@ package transport
 import (
 	"errors"
 	"flag"
+
+	"github.com/osgm-svm/osgm/internal/cli"
 )
 
 // ClusterFlags and OperationFlags are the names ClusterConfig.Flags
@@ -40,3 +42,16 @@ func (c *ClusterConfig) CheckFlags() error {
 	}
 	return nil
 }
+
+// PlaceMode says whether one-vs-rest problems go whole to workers: -place.
+type PlaceMode = cli.Choice[placeWords]
+
+const (
+	PlaceAuto    PlaceMode = iota // whole problems when every worker has memory for every shard
+	PlaceClasses                  // whole problems on workers that solve
+	PlaceRows                     // every pass a round over the row-sharded workers
+)
+
+type placeWords struct{}
+
+func (placeWords) Words() []string { return []string{"auto", "classes", "rows"} }

@@ -400,8 +400,8 @@ func (c *clusterCore) sendAssign(id string, describe ...int) {
 	}
 }
 
-// holding is a shard held by a worker.
-type holding struct {
+// workerShard is a shard held by a worker.
+type workerShard struct {
 	worker string
 	shard  int
 }

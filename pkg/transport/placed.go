@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/objective"
@@ -34,6 +33,7 @@ type Placer struct {
 	core *placerCore
 
 	chunks wire.Chunker
+	unhook func() // from the Cluster's messages
 }
 
 // stopGraceSolve bounds the wait for a stopped placement's last state.
@@ -44,7 +44,7 @@ func NewPlacer(c *Cluster) (*Placer, error) {
 	pl := &Placer{c: c, log: c.core.log, in: make(chan placerInput, 256), quit: make(chan struct{}), done: make(chan struct{})}
 	pl.asm.MaxPending = 64
 	pl.core = newPlacerCore(c.core.cfg.HeartbeatTimeout)
-	c.placed.Store(pl)
+	pl.unhook = c.hookPlaced(pl)
 	go pl.loop()
 	// Workers running already answer the hello with their heartbeat.
 	if err := c.nc.Publish(wire.SubjectHello, nil); err != nil {
@@ -56,7 +56,7 @@ func NewPlacer(c *Cluster) (*Placer, error) {
 
 // Close stops the loop.
 func (pl *Placer) Close() {
-	pl.c.placed.Store(nil)
+	pl.unhook()
 	close(pl.quit)
 	<-pl.done
 }
@@ -351,19 +351,6 @@ func (f *placedFork) Place(c objective.Constants, k int, x0 []float64, p osgm.Pr
 func (f *placedFork) PlacePass(c objective.Constants, b *osgm.Pass) (bool, error) {
 	return f.Placer.PlacePass(c, f.order, f.folds, b)
 }
-
-// PlaceMode says whether one-vs-rest problems go whole to workers: -place.
-type PlaceMode = cli.Choice[placeWords]
-
-const (
-	PlaceAuto    PlaceMode = iota // whole problems when every worker has memory for every shard
-	PlaceClasses                  // whole problems on workers that solve
-	PlaceRows                     // every pass a round over the row-sharded workers
-)
-
-type placeWords struct{}
-
-func (placeWords) Words() []string { return []string{"auto", "classes", "rows"} }
 
 // DataBytes bounds the memory a worker takes to hold every shard the
 // metas describe, plain: 12 bytes a nonzero (column id and value), a

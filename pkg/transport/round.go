@@ -52,7 +52,7 @@ func (c *clusterCore) onUp(m upMsg, add func(*reduce.Partial) error) error {
 			return nil
 		}
 		c.metas[m.shard], c.haveMet[m.shard] = *meta, true
-		delete(c.asked, holding{worker, m.shard})
+		delete(c.asked, workerShard{worker, m.shard})
 	case wire.KindPartial, wire.KindGroup, wire.KindRelayNode:
 		if m.round != c.round || add == nil {
 			if m.round < c.round {

@@ -24,7 +24,7 @@ import (
 // which it loads once per job and keeps.
 type solver struct {
 	w     *Worker
-	queue chan placed
+	queue chan task
 	asm   wire.Assembler // the Solve messages' chunks, in the subscription's callback
 
 	mu      sync.Mutex
@@ -59,14 +59,16 @@ type objectiveKey struct {
 	constants objective.Constants
 }
 
-type placed struct {
+// task is a placement as this worker runs it: the Solve, and whether
+// the coordinator asked it to stop.
+type task struct {
 	job, id uint64
 	m       *wire.Solve
 	stop    *atomic.Bool
 }
 
 func newSolver(w *Worker) *solver {
-	s := &solver{w: w, queue: make(chan placed, 64), pending: map[uint64]*atomic.Bool{}}
+	s := &solver{w: w, queue: make(chan task, 64), pending: map[uint64]*atomic.Bool{}}
 	s.sent.Store(rand.Uint32())
 	s.asm.MaxPending = 4
 	return s
@@ -100,7 +102,7 @@ func (s *solver) take(h wire.Header, payload []byte) {
 	if s.pending[h.Round] != nil {
 		return // sent again while it waited or ran: it answers once
 	}
-	p := placed{job: h.Job, id: h.Round, m: m, stop: new(atomic.Bool)}
+	p := task{job: h.Job, id: h.Round, m: m, stop: new(atomic.Bool)}
 	select {
 	case s.queue <- p:
 		s.pending[h.Round] = p.stop
@@ -146,7 +148,7 @@ func (s *solver) run(ctx context.Context) {
 }
 
 // solve runs one placement and says how it ended.
-func (s *solver) solve(p placed) *wire.Solved {
+func (s *solver) solve(p task) *wire.Solved {
 	m := p.m
 	obj, base, err := s.objective(p)
 	if err == nil {
@@ -205,7 +207,7 @@ func vectorsOf(n, dim int) [][]float64 {
 // small class): a fork's stamps never repeat, so a problem never takes
 // an earlier one's activity cache for its own.
 // It also returns the objective forked, which release is given back.
-func (s *solver) objective(p placed) (fork osgm.Objective, base *objective.Objective, err error) {
+func (s *solver) objective(p task) (fork osgm.Objective, base *objective.Objective, err error) {
 	s.data.Lock()
 	defer s.data.Unlock()
 	m := p.m
@@ -275,7 +277,7 @@ func (s *solver) release(base *objective.Objective, fork osgm.Objective) {
 	}
 }
 
-func (s *solver) send(p placed, kind wire.Kind, v wire.SolveMessage) {
+func (s *solver) send(p task, kind wire.Kind, v wire.SolveMessage) {
 	b, err := wire.EncodeSolve(v)
 	if err != nil {
 		s.w.log.Error("encoding a placed problem's message", zap.Error(err))

@@ -1,0 +1,81 @@
+package transport
+
+import (
+	"errors"
+	"maps"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
+)
+
+// What both sides of the protocol share: its timing, and the count of
+// the messages each drops.
+
+// Defaults of the protocol's timing, shared by coordinator and workers.
+const (
+	DefaultHeartbeat        = 500 * time.Millisecond
+	DefaultHeartbeatTimeout = 3 * time.Second
+	DefaultResendAfter      = 3 * time.Second
+	// DefaultLoadStall is how long a worker's load may read nothing
+	// before the coordinator takes it for hung: a healthy load reads all
+	// the time, and what it does after reading (building, compacting)
+	// takes seconds.
+	DefaultLoadStall  = time.Minute
+	DefaultWaitReport = 30 * time.Second
+)
+
+// counter counts the messages dropped, and logs the first of each kind.
+// A late result, of a round since sent again or ended, is no fault:
+// every resend and every shard moved leaves some. It is counted apart
+// and logged at debug level only.
+type counter struct {
+	mu     sync.Mutex
+	log    *zap.Logger
+	counts map[string]int
+	late   int
+}
+
+func (c *counter) lateResult(kind wire.Kind) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.late++
+	if c.late == 1 {
+		c.log.Debug("ignored a result of an earlier round (resends and moved shards leave these)", zap.Stringer("kind", kind))
+	}
+}
+
+// Late returns how many results came after their round.
+func (c *counter) Late() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.late
+}
+
+func (c *counter) add(err error, kind wire.Kind) {
+	if err == nil {
+		err = errors.New("unexpected message kind " + kind.String())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts == nil {
+		c.counts = map[string]int{}
+	}
+	c.counts[err.Error()]++
+	if c.counts[err.Error()] == 1 {
+		c.log.Warn("ignored a damaged or foreign message (each reason is logged once; the bus line counts them)", zap.Error(err))
+	}
+}
+
+// Dropped returns how many messages were dropped, by reason.
+func (c *counter) Dropped() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := maps.Clone(c.counts)
+	if out == nil {
+		out = map[string]int{}
+	}
+	return out
+}
