@@ -427,15 +427,13 @@ func (c *Cluster) until(ctx context.Context, done func() bool, stop <-chan struc
 	return nil
 }
 
+// wireOps are the evaluations' bytes on the wire; OpEval's is the rest's.
+var wireOps = map[osgm.Op]wire.Op{osgm.OpHessVec: wire.OpHessVec, osgm.OpEvalDiag: wire.OpEvalDiag, osgm.OpEvalHess: wire.OpEvalHess}
+
 // wireOpOf is an evaluation's byte on the wire.
 func wireOpOf(op osgm.Op) wire.Op {
-	switch op {
-	case osgm.OpHessVec:
-		return wire.OpHessVec
-	case osgm.OpEvalDiag:
-		return wire.OpEvalDiag
-	case osgm.OpEvalHess:
-		return wire.OpEvalHess
+	if w, ok := wireOps[op]; ok {
+		return w
 	}
 	return wire.OpEval
 }
