@@ -35,43 +35,43 @@ type built struct {
 // openBackend puts the shards where they will be evaluated: in this
 // process (-local), on in-process workers behind an embedded NATS server
 // (the default), or on external workers (-nats).
-func openBackend(ctx context.Context, o *options, ranges []input.Range, shared *shard.Shared, log *zap.Logger) (*built, *nats.Conn, func(), error) {
-	id, err := input.Identify(o.train)
+func openBackend(ctx context.Context, train string, opt *backendOptions, ranges []input.Range, shared *shard.Shared, log *zap.Logger) (*built, *nats.Conn, func(), error) {
+	id, err := input.Identify(train)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if o.local {
-		l, err := loadLocal(ctx, o, ranges, id, shared)
+	if opt.local {
+		l, err := loadLocal(ctx, train, opt, ranges, id, shared)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		return &built{Backend: l, local: l}, nil, func() {}, nil
 	}
 	var cs closers
-	c, nc, err := openCluster(ctx, o, ranges, id, shared, log, &cs)
+	c, nc, err := openCluster(ctx, train, opt, ranges, id, shared, log, &cs)
 	if err != nil {
 		cs.close()
 		return nil, nil, nil, err
 	}
 	b := &built{Backend: c, cluster: c}
-	if o.natsURL == "" {
-		if shards := shared.Loaded(o.train, id, len(ranges)); shards != nil {
-			b.local = objective.NewLocal(shards, o.workers).Summed()
+	if opt.natsURL == "" {
+		if shards := shared.Loaded(train, id, len(ranges)); shards != nil {
+			b.local = objective.NewLocal(shards, opt.workers).Summed()
 			if err := c.ShareMeta(b.local.Meta()); err != nil {
 				cs.close()
 				return nil, nil, nil, err
 			}
 			b.Backend = &inProcess{Cluster: c, local: b.local}
 		}
-	} else if o.cluster.Place != transport.PlaceRows {
-		p, err := placeOn(ctx, c, o, log)
+	} else if opt.cluster.Place != transport.PlaceRows {
+		p, err := placeOn(ctx, c, opt, log)
 		if err != nil {
 			cs.close()
 			return nil, nil, nil, err
 		}
 		if p != nil {
 			cs.add(p.Placer.Close)
-			b.Backend, o.placeSlots = p, p.Slots
+			b.Backend, opt.placeSlots = p, p.Slots
 		}
 	}
 	return b, nc, func() {
@@ -120,7 +120,7 @@ func (b *inProcess) SetFolds(n int) error {
 // says so: always with classes, and with auto when every worker has
 // memory for every shard. Its decision waits for every live worker's
 // heartbeat, which the placer's hello brings at once; nil: rows.
-func placeOn(ctx context.Context, c *transport.Cluster, o *options, log *zap.Logger) (*transport.Placed, error) {
+func placeOn(ctx context.Context, c *transport.Cluster, opt *backendOptions, log *zap.Logger) (*transport.Placed, error) {
 	pl, err := transport.NewPlacer(c)
 	if err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func placeOn(ctx context.Context, c *transport.Cluster, o *options, log *zap.Log
 			break
 		}
 	}
-	if n < 2 || o.cluster.Place == transport.PlaceAuto && !fits {
+	if n < 2 || opt.cluster.Place == transport.PlaceAuto && !fits {
 		pl.Close()
 		log.Info("classes train over the workers' shards", zap.Int("slots", n), zap.Bool("data_fits", fits), zap.Int64("bytes_each", need))
 		return nil, nil
@@ -155,45 +155,45 @@ func (cs closers) close() {
 // loadLocal loads the shards into this process. The load does not watch
 // ctx; a signal ends the wait for it (the process exits after), so
 // Ctrl-C does not wait out the load of a large file.
-func loadLocal(ctx context.Context, o *options, ranges []input.Range, id input.FileID, shared *shard.Shared) (*objective.Local, error) {
+func loadLocal(ctx context.Context, train string, opt *backendOptions, ranges []input.Range, id input.FileID, shared *shard.Shared) (*objective.Local, error) {
 	type loaded struct {
 		shards []*shard.Shard
 		err    error
 	}
 	done := make(chan loaded, 1)
 	go func() {
-		shards, err := shard.LoadChecked(o.train, ranges, shard.Options{Parallel: o.workers, Shared: shared}.Compacted(o.compact), id)
+		shards, err := shard.LoadChecked(train, ranges, shard.Options{Parallel: opt.workers, Shared: shared}.Compacted(opt.compact), id)
 		done <- loaded{shards, err}
 	}()
 	select {
 	case <-ctx.Done():
-		return nil, fmt.Errorf("loading %s: %w", o.train, ctx.Err())
+		return nil, fmt.Errorf("loading %s: %w", train, ctx.Err())
 	case l := <-done:
 		if l.err != nil {
 			return nil, l.err
 		}
-		return objective.NewLocal(l.shards, o.workers).Summed(), nil
+		return objective.NewLocal(l.shards, opt.workers).Summed(), nil
 	}
 }
 
 // openCluster connects to the NATS server (the embedded one, with
 // in-process workers, without -nats), waits for the workers and has them
 // load their shards. What it opens is added to cs, closed by the caller.
-func openCluster(ctx context.Context, o *options, ranges []input.Range, id input.FileID, shared *shard.Shared, log *zap.Logger, cs *closers) (*transport.Cluster, *nats.Conn, error) {
-	url, cfg := o.natsURL, o.cluster
+func openCluster(ctx context.Context, train string, opt *backendOptions, ranges []input.Range, id input.FileID, shared *shard.Shared, log *zap.Logger, cs *closers) (*transport.Cluster, *nats.Conn, error) {
+	url, cfg := opt.natsURL, opt.cluster
 	var inProcess []nats.Option
 	if url == "" {
 		var err error
-		if url, inProcess, err = embedded(o, log, cs); err != nil {
+		if url, inProcess, err = embedded(opt, log, cs); err != nil {
 			return nil, nil, err
 		}
 		cfg.MinWorkers = 1
 	}
-	auth, err := o.auth.FromEnv()
+	auth, err := opt.auth.FromEnv()
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := transport.ConnectNear(ctx, url, o.near, "coordinator", auth, log, inProcess...)
+	nc, err := transport.ConnectNear(ctx, url, opt.near, "coordinator", auth, log, inProcess...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -201,9 +201,9 @@ func openCluster(ctx context.Context, o *options, ranges []input.Range, id input
 	if err := transport.WaitConnected(ctx, nc, 30*time.Second); err != nil {
 		return nil, nil, err
 	}
-	abs := o.train // an s3:// URL reads the same from every host
+	abs := train // an s3:// URL reads the same from every host
 	if !s3.IsURL(abs) {
-		if abs, err = filepath.Abs(o.train); err != nil {
+		if abs, err = filepath.Abs(train); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -213,18 +213,18 @@ func openCluster(ctx context.Context, o *options, ranges []input.Range, id input
 		return nil, nil, err
 	}
 	cs.add(c.Close)
-	if o.natsURL == "" {
+	if opt.natsURL == "" {
 		// In-process workers speak the same protocol over the embedded
 		// server: one code path for a laptop and a cluster.
-		stopWorkers, err := startWorker(ctx, url, o.workers, o.compact, shared, inProcess, log)
+		stopWorkers, err := startWorker(ctx, url, opt.workers, opt.compact, shared, inProcess, log)
 		if err != nil {
 			return nil, nil, err
 		}
 		cs.add(stopWorkers)
 	}
 	src := wire.Source{Path: abs, File: id}
-	if o.objectStore {
-		if src, err = publish(ctx, o, nc, c.Job(), ranges, log, cs); err != nil {
+	if opt.objectStore {
+		if src, err = publish(ctx, train, nc, c.Job(), ranges, log, cs); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -238,9 +238,9 @@ func openCluster(ctx context.Context, o *options, ranges []input.Range, id input
 // embedded starts the NATS server in this process, with JetStream only
 // for -objstore, and returns its URL and the clients' in-process option:
 // they talk to it through memory, not the loopback device.
-func embedded(o *options, log *zap.Logger, cs *closers) (string, []nats.Option, error) {
+func embedded(opt *backendOptions, log *zap.Logger, cs *closers) (string, []nats.Option, error) {
 	dir := ""
-	if o.objectStore {
+	if opt.objectStore {
 		var err error
 		if dir, err = os.MkdirTemp("", "osgm-nats-*"); err != nil {
 			return "", nil, err
@@ -252,16 +252,16 @@ func embedded(o *options, log *zap.Logger, cs *closers) (string, []nats.Option, 
 		return "", nil, err
 	}
 	cs.add(srv.Shutdown)
-	log.Info("embedded NATS server", zap.String("url", srv.ClientURL()), zap.Int("goroutines", o.workers))
+	log.Info("embedded NATS server", zap.String("url", srv.ClientURL()), zap.Int("goroutines", opt.workers))
 	return srv.ClientURL(), []nats.Option{nats.InProcessServer(srv)}, nil
 }
 
 // publish puts the shards' text in the object store under the job's
 // prefix, to be deleted when the backend closes.
-func publish(ctx context.Context, o *options, nc *nats.Conn, job uint64, ranges []input.Range, log *zap.Logger, cs *closers) (wire.Source, error) {
+func publish(ctx context.Context, train string, nc *nats.Conn, job uint64, ranges []input.Range, log *zap.Logger, cs *closers) (wire.Source, error) {
 	src := wire.Source{Bucket: wire.ShardBucket, Prefix: objectPrefix(job)}
 	start := time.Now()
-	n, err := transport.PublishShards(ctx, nc, src, o.train, ranges, log)
+	n, err := transport.PublishShards(ctx, nc, src, train, ranges, log)
 	if transport.NoJetStream(err) {
 		return src, fmt.Errorf("-objstore needs JetStream on the NATS server (nats-server -js, or a jetstream block in its configuration): %w", err)
 	}

@@ -34,27 +34,14 @@ type options struct {
 	train, model string
 	// cfg's Problem and Settings are the flags' (train registers and
 	// checks them); trainConfig adds the run's settings and Recorder.
-	cfg train.Config
-	// cluster holds how workers are waited for, judged lost and sent
-	// points (transport registers and checks them).
-	cluster transport.ClusterConfig
-	test    string
-	trace   string
-	workers int
-	// placeSlots, with problems placed on external workers, is how
-	// many train side by side (see placeOn); 0: -workers.
-	placeSlots  int
-	shards      int
+	cfg         train.Config
+	backend     backendOptions
+	test        string
+	trace       string
 	quiet       bool
 	initModel   string
-	natsURL     string
-	near        string // this host, to find a NATS server on it first
-	local       bool
-	compact     shard.Compaction
 	cpuProfile  string
 	memProfile  string
-	objectStore bool
-	auth        transport.Auth
 	checkpoint  string
 	ckptEvery   int
 	resume      resumeMode
@@ -67,6 +54,25 @@ type options struct {
 	findC       bool
 	check       bool
 	set         map[string]bool // flags given on the command line
+}
+
+// backendOptions are where the passes run: in this process (the
+// embedded worker's, or -local's), or on a NATS cluster's workers.
+type backendOptions struct {
+	// cluster holds how workers are waited for, judged lost and sent
+	// points (transport registers and checks them).
+	cluster transport.ClusterConfig
+	workers int
+	// placeSlots, with problems placed on external workers, is how
+	// many train side by side (see placeOn); 0: -workers.
+	placeSlots  int
+	shards      int
+	natsURL     string
+	near        string // this host, to find a NATS server on it first
+	local       bool
+	compact     shard.Compaction
+	objectStore bool
+	auth        transport.Auth
 }
 
 // classWeights takes LIBLINEAR's -wi weight pairs (-w1 2, -w-1 0.5) out of
@@ -121,15 +127,15 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs = flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	solver = fs.Int("s", 2, "LIBLINEAR's solver type: 0 (L2-regularised logistic regression), 2 (the L2-regularised L2-loss SVM, primal) or 11 (L2-regularised L2-loss support vector regression, primal)")
 	o.cfg.Flags(fs)
-	o.cluster.Flags(fs)
+	o.backend.cluster.Flags(fs)
 	fs.StringVar(&o.test, "t", "", "test file: print its accuracy after training")
 	fs.StringVar(&o.trace, "trace", "", "write one CSV line per iteration to this file")
-	fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "goroutines evaluating in this process (without -nats: the embedded worker's, or -local's), and classes trained side by side")
-	fs.IntVar(&o.shards, "shards", 0, "number of shards (0: from the file size: 64, of 1 MB at least and 64 MB at most; a worker beyond the shards holds none)")
+	fs.IntVar(&o.backend.workers, "workers", runtime.NumCPU(), "goroutines evaluating in this process (without -nats: the embedded worker's, or -local's), and classes trained side by side")
+	fs.IntVar(&o.backend.shards, "shards", 0, "number of shards (0: from the file size: 64, of 1 MB at least and 64 MB at most; a worker beyond the shards holds none)")
 	fs.BoolVar(&o.quiet, "q", false, "quiet: only errors")
 	fs.StringVar(&o.initModel, "i", "", "initial model file (warm start)")
-	fs.StringVar(&o.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL, or a cluster's URLs comma-separated (default: embedded server)")
-	fs.StringVar(&o.near, "near", os.Getenv("NATS_NEAR"), "with a cluster's URLs, connect first to the server on this host, the one named NAME@HOST (or NATS_NEAR)")
+	fs.StringVar(&o.backend.natsURL, "nats", os.Getenv("NATS_URL"), "external NATS server URL, or a cluster's URLs comma-separated (default: embedded server)")
+	fs.StringVar(&o.backend.near, "near", os.Getenv("NATS_NEAR"), "with a cluster's URLs, connect first to the server on this host, the one named NAME@HOST (or NATS_NEAR)")
 	fs.BoolVar(&o.check, "check", false, "check what no restart can fix and exit: the flags, the output files, the input files, and with -nats the server's acceptance of the credentials (compose runs this before training)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile (pprof) to this file when the run ends")
@@ -141,10 +147,10 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "write the optimiser's state to this file (atomically) every -checkpoint-every passes and on SIGINT/SIGTERM")
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 50, "passes between checkpoints (by default also spaced so that writing them takes at most 5% of the time)")
 	fs.Var(&o.resume, "resume", "continue from -checkpoint (refused if made for other data or flags); -resume=auto: if it exists, else start (what a supervisor that restarts the coordinator gives every time)")
-	fs.BoolVar(&o.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
-	fs.Var(&o.compact, "compact", "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory, or more than 1 GiB)")
-	o.auth.Flags(fs)
-	fs.BoolVar(&o.local, "local", false, "evaluate in-process without NATS (for comparison)")
+	fs.BoolVar(&o.backend.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
+	fs.Var(&o.backend.compact, "compact", "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory, or more than 1 GiB)")
+	o.backend.auth.Flags(fs)
+	fs.BoolVar(&o.backend.local, "local", false, "evaluate in-process without NATS (for comparison)")
 	fs.IntVar(&o.folds, "v", 0, "n-fold cross-validation: print the held-out accuracy (LIBLINEAR's folds); no model is written")
 	fs.BoolVar(&o.findC, "C", false, "search C by cross-validation (-v folds, default 5), from -c if given, doubling up to 1024, warm-started; no model is written")
 	return fs, solver, compare
@@ -174,13 +180,13 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	if err := o.cfg.CheckFlags(fs); err != nil {
 		return err
 	}
-	if err := o.validateCluster(); err != nil {
+	if err := o.backend.check(o.train); err != nil {
 		return err
 	}
 	if err := o.validateRuns(compare); err != nil {
 		return err
 	}
-	if o.shards < 0 {
+	if o.backend.shards < 0 {
 		return errors.New("-shards must be 0 (automatic) or positive")
 	}
 	if o.httpAddr != "" {
@@ -194,24 +200,24 @@ func (o *options) validate(fs *flag.FlagSet, solver int, compare string) error {
 	return nil
 }
 
-// validateCluster checks where and how the workers run.
-func (o *options) validateCluster() error {
-	if err := o.cluster.CheckFlags(); err != nil {
+// check checks where and how the passes run, for the training file train.
+func (b *backendOptions) check(train string) error {
+	if err := b.cluster.CheckFlags(); err != nil {
 		return err
 	}
-	if o.workers < 1 {
+	if b.workers < 1 {
 		return errors.New("-workers must be at least 1")
 	}
-	if o.local && o.natsURL != "" {
+	if b.local && b.natsURL != "" {
 		return errors.New("-local evaluates in this process; drop -nats (or -local)")
 	}
-	if o.compact != shard.CompactAuto && o.natsURL != "" {
+	if b.compact != shard.CompactAuto && b.natsURL != "" {
 		return errors.New("-compact applies to local workers; with -nats, give it to the workers")
 	}
-	if o.local && o.objectStore {
+	if b.local && b.objectStore {
 		return errors.New("-objstore needs workers; drop -local")
 	}
-	if o.objectStore && s3.IsURL(o.train) {
+	if b.objectStore && s3.IsURL(train) {
 		return errors.New("-objstore copies the training file to NATS; workers read an s3:// file by range themselves: drop -objstore")
 	}
 	return nil

@@ -624,7 +624,7 @@ func TestLocalLoadStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	be, _, closeBackend, err := openBackend(ctx, o, input.Layout(info.Size(), 0), &shard.Shared{}, zap.NewNop())
+	be, _, closeBackend, err := openBackend(ctx, o.train, &o.backend, input.Layout(info.Size(), 0), &shard.Shared{}, zap.NewNop())
 	if !errors.Is(err, context.Canceled) {
 		if err == nil {
 			closeBackend()
@@ -700,7 +700,7 @@ func TestCrossValidateWarnsOfFewRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		info, _ := os.Stat(data)
-		b, _, closeBackend, err := openBackend(context.Background(), o, input.Layout(info.Size(), 0), &shard.Shared{}, zap.NewNop())
+		b, _, closeBackend, err := openBackend(context.Background(), o.train, &o.backend, input.Layout(info.Size(), 0), &shard.Shared{}, zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}

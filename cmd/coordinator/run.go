@@ -75,10 +75,10 @@ func loadAndTrain(o *options, log *zap.Logger, init *libsvm.Model, start time.Ti
 		return end, err
 	}
 	defer release()
-	ranges := input.Layout(info.Size, o.shards)
+	ranges := input.Layout(info.Size, o.backend.shards)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	be, nc, closeBackend, err := openBackend(ctx, o, ranges, shared, log)
+	be, nc, closeBackend, err := openBackend(ctx, o.train, &o.backend, ranges, shared, log)
 	release() // the shards are loaded
 	if err != nil {
 		if ctx.Err() != nil { // whatever failed, the signal came first
@@ -192,9 +192,9 @@ func trainConfig(o *options, init *libsvm.Model, interrupted func() bool, obs *w
 	s.MaxBytes, s.Init = max(memory.Available(), 0), init
 	// Classes trained one at a time go side by side: one a core where
 	// the shards are in this process, one a worker where they are placed.
-	s.Parallel = o.workers
-	if o.placeSlots > 0 {
-		s.Parallel = o.placeSlots // one a worker's slot, where they train whole
+	s.Parallel = o.backend.workers
+	if o.backend.placeSlots > 0 {
+		s.Parallel = o.backend.placeSlots // one a worker's slot, where they train whole
 	}
 	cfg.Recorder = train.Recorder{Trace: obs.record, Started: obs.started, Interrupt: interrupted}
 	if ck != nil {
@@ -309,12 +309,12 @@ func checkOnly(o *options, log *zap.Logger) error {
 	if err := checkReadable(o.train); err != nil {
 		return fmt.Errorf("training file: %w", err)
 	}
-	if o.natsURL != "" {
-		auth, err := o.auth.FromEnv()
+	if o.backend.natsURL != "" {
+		auth, err := o.backend.auth.FromEnv()
 		if err != nil {
 			return err
 		}
-		if err := transport.CheckConnect(o.natsURL, "coordinator check", auth, log); err != nil {
+		if err := transport.CheckConnect(o.backend.natsURL, "coordinator check", auth, log); err != nil {
 			return err
 		}
 	}
@@ -437,12 +437,12 @@ func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend *built, r
 		return nil, nil, nil
 	}
 	ck = &checkpoints{path: o.checkpoint, log: log}
-	if o.natsURL != "" {
+	if o.backend.natsURL != "" {
 		// A copy on the bus is for a coordinator on another host; an
 		// embedded server ends with this process.
 		ck.nc = nc
 	}
-	if backend.cluster != nil && o.objectStore {
+	if backend.cluster != nil && o.backend.objectStore {
 		ck.objects = objectPrefix(backend.cluster.Job())
 	}
 	if o.resume == resumeOff {
@@ -627,7 +627,7 @@ func warnShort(log *zap.Logger, opt *osgm.Result, maxIter int) {
 // only if the file did not change while it was read.
 func statAndHold(o *options, shared *shard.Shared) (info input.Info, release func(), err error) {
 	keep := int64(0)
-	if o.local || o.natsURL == "" && !o.objectStore {
+	if o.backend.local || o.backend.natsURL == "" && !o.backend.objectStore {
 		keep = memory.Available() / 8
 	}
 	before, _ := input.Identify(o.train)
