@@ -233,9 +233,9 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 func (c *Cluster) connected() bool { return c.nc.IsConnected() }
 
 // sendPoint is clusterIO's: the point in chunks the server takes.
-func (c *Cluster) sendPoint(subj string, round uint64, pieces [][]byte) (int64, error) {
+func (c *Cluster) sendPoint(subj string, round uint64, version uint32, pieces [][]byte) (int64, error) {
 	var sent int64
-	err := c.chunks.SendPieces(wire.KindPoint, c.core.cfg.Job, round, 0, pieces, int(c.nc.MaxPayload()), func(b []byte) error {
+	err := c.chunks.SendPieces(wire.KindPoint, c.core.cfg.Job, round, version, pieces, int(c.nc.MaxPayload()), func(b []byte) error {
 		sent += int64(len(b))
 		return c.nc.Publish(subj, b)
 	})

@@ -152,7 +152,7 @@ type clusterIO interface {
 	connected() bool
 	// sendPoint sends a round's point on subj, and the bytes it sent;
 	// errPointBuffered when the connection keeps it until it is back.
-	sendPoint(subj string, round uint64, pieces [][]byte) (int64, error)
+	sendPoint(subj string, round uint64, version uint32, pieces [][]byte) (int64, error)
 	// assign tells a worker its shards.
 	assign(id string, a wire.Assign) error
 	// probeSubject asks the server whether anyone holds worker id's

@@ -28,12 +28,31 @@ import (
 type clusterRecorder struct {
 	out     strings.Builder
 	offline bool
+	sent    map[pointKey][]byte // the broadcasts, by what a worker puts their chunks together by
+}
+
+// pointKey is what a worker's Assembler keys a broadcast's chunks by,
+// beside the kind and job: two different points under one key could be
+// put together from chunks of both.
+type pointKey struct {
+	round   uint64
+	version uint32
 }
 
 func (r *clusterRecorder) connected() bool { return !r.offline }
 
-func (r *clusterRecorder) sendPoint(subj string, round uint64, pieces [][]byte) (int64, error) {
+func (r *clusterRecorder) sendPoint(subj string, round uint64, version uint32, pieces [][]byte) (int64, error) {
 	b := bytes.Join(pieces, nil)
+	if subj == wire.DownSubject(transcriptJob) {
+		if r.sent == nil {
+			r.sent = map[pointKey][]byte{}
+		}
+		k := pointKey{round, version}
+		if before, ok := r.sent[k]; ok && !bytes.Equal(before, b) {
+			return 0, fmt.Errorf("round %d: two different broadcasts numbered %d", round, version)
+		}
+		r.sent[k] = bytes.Clone(b)
+	}
 	p, err := wire.DecodePointParts([][]byte{b}, nil)
 	if err != nil {
 		return 0, err

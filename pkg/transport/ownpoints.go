@@ -181,7 +181,7 @@ func (c *clusterCore) sendOwn(l *pointLayout, pt *wire.Point) error {
 		own := o.point(pt)
 		pieces := wire.PointPieces(o.head, own)
 		o.head = pieces[0]
-		if err := c.publishPoint(wire.WorkerSubject(o.worker), pieces, 1); err != nil {
+		if err := c.publishPoint(wire.WorkerSubject(o.worker), pieces, 0, 1); err != nil {
 			return err
 		}
 	}

@@ -189,7 +189,7 @@ func (c *clusterCore) startRound(pt *wire.Point, add func(*reduce.Partial) error
 		if err := c.sendOwn(r.layout, pt); err != nil {
 			return nil, err
 		}
-	} else if err := c.broadcast(r.payload); err != nil {
+	} else if err := c.broadcast(r.payload, r.version); err != nil {
 		return nil, err
 	}
 	r.began = c.now()
@@ -234,6 +234,7 @@ type roundState struct {
 	pt      *wire.Point
 	add     func(*reduce.Partial) error
 	payload [][]byte     // the whole point, for broadcasts
+	version uint32       // payload's number in the round (the chunks' Shard; see repack)
 	layout  *pointLayout // own points went out (nil: a broadcast, or whole since)
 	tree    []string     // the owners the workers add the tree along (nil: each sends its sums here)
 	got     []bool       // shards whose results are in
@@ -276,20 +277,18 @@ func (r *roundState) again() error {
 		c.lastStamp = 0
 	}
 	r.layout, c.lastLayout = nil, nil
-	var err error
 	if r.tree != nil {
 		// A worker on the way up may be gone or hung: every worker now
 		// sends its own sums here.
 		r.tree, r.pt.Relays, r.pt.Owners = nil, nil, nil
-		r.payload = wire.PointPieces(c.pointBuf, r.pt)
-		c.pointBuf = r.payload[0]
+		r.repack()
 	}
 	if r.pt.Op == wire.OpHessVecAt {
 		// Some worker may not hold x: send it again too.
-		r.payload, err = c.sendX(r.pt)
-	} else {
-		err = c.broadcast(r.payload)
+		r.pt.Op = wire.OpHessVec
+		r.repack()
 	}
+	err := c.broadcast(r.payload, r.version)
 	r.lastProgress = c.now()
 	return err
 }
@@ -486,23 +485,23 @@ func (c *clusterCore) due(now time.Time) bool {
 	return true
 }
 
-// sendX turns the round's point without x into one with x and
-// broadcasts it; it returns the new payload, for later resends.
-func (c *clusterCore) sendX(pt *wire.Point) ([][]byte, error) {
-	pt.Op = wire.OpHessVec
-	payload := wire.PointPieces(c.pointBuf, pt)
-	c.pointBuf = payload[0]
-	return payload, c.broadcast(payload)
+// repack lays out the round's point again, changed: a new version, whose
+// chunks a worker must not put together with the last one's.
+func (r *roundState) repack() {
+	r.payload = wire.PointPieces(r.c.pointBuf, r.pt)
+	r.c.pointBuf = r.payload[0]
+	r.version++
 }
 
-func (c *clusterCore) broadcast(payload [][]byte) error {
-	return c.publishPoint(wire.DownSubject(c.cfg.Job), payload, len(c.live()))
+// broadcast sends version of the round's point to every worker.
+func (c *clusterCore) broadcast(payload [][]byte, version uint32) error {
+	return c.publishPoint(wire.DownSubject(c.cfg.Job), payload, version, len(c.live()))
 }
 
 // publishPoint sends a point's payload on subj, which reaches copies
 // workers.
-func (c *clusterCore) publishPoint(subj string, payload [][]byte, copies int) error {
-	sent, err := c.io.sendPoint(subj, c.round, payload)
+func (c *clusterCore) publishPoint(subj string, payload [][]byte, version uint32, copies int) error {
+	sent, err := c.io.sendPoint(subj, c.round, version, payload)
 	c.stats.count(func(s *Stats) {
 		s.BytesDown += sent
 		s.BytesToWorkers += sent * int64(copies)

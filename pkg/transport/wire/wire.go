@@ -39,7 +39,7 @@ const HeaderSize = 40
 type Kind uint8
 
 const (
-	KindPoint      Kind = 1 + iota // coordinator: point of a round
+	KindPoint      Kind = 1 + iota // coordinator: point of a round (Shard: its version in the round, see Assembler)
 	KindPartial                    // worker: one shard's partial sums
 	KindMeta                       // worker: one shard's description
 	KindAssign                     // coordinator: the shards a worker holds
@@ -196,8 +196,9 @@ func chunksIn(buf *[]byte, kind Kind, job, round uint64, shardID uint32, pieces 
 
 // key identifies a logical message, so chunks under one key must be of
 // one message's bytes. A round's results are: they are bit-identical
-// whoever computes them. A placement's messages are not, so a worker
-// numbers them (KindSolving).
+// whoever computes them. A round's point changes when the coordinator
+// sends it again with x or without the workers' tree, and a placement's
+// messages differ, so those are numbered (KindPoint, KindSolving).
 type key struct {
 	kind  Kind
 	job   uint64
