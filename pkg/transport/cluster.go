@@ -110,7 +110,8 @@ type Cluster struct {
 	asm    wire.Assembler // results; their payloads go back to it
 	chunks wire.Chunker   // the chunk buffer points go out in
 
-	placed atomic.Pointer[placedHook] // takes placed problems' messages (nil: none)
+	placed  atomic.Pointer[placedHook] // takes placed problems' messages (nil: none)
+	assigns atomic.Uint64              // assignments sent, which number them
 }
 
 // The job as the core holds it, for the coordinator's goroutines: the
@@ -245,13 +246,14 @@ func (c *Cluster) sendPoint(subj string, round uint64, version uint32, pieces []
 	return sent, err
 }
 
-// assign is clusterIO's.
+// assign is clusterIO's. Each assignment has a number of its own (its
+// chunks' Round): a worker puts one together only from its own chunks.
 func (c *Cluster) assign(id string, a wire.Assign) error {
 	body, err := json.Marshal(a)
 	if err != nil {
 		return err
 	}
-	return wire.Chunks(wire.KindAssign, c.core.cfg.Job, 0, 0, body, int(c.nc.MaxPayload()), func(b []byte) error {
+	return wire.Chunks(wire.KindAssign, c.core.cfg.Job, c.assigns.Add(1), 0, body, int(c.nc.MaxPayload()), func(b []byte) error {
 		return c.nc.Publish(wire.WorkerSubject(id), b)
 	})
 }

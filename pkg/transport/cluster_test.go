@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -1264,4 +1265,27 @@ func TestShareMeta(t *testing.T) {
 	if !reflect.DeepEqual(c.Meta(), metas) {
 		t.Fatal("the shared descriptions are not the cluster's")
 	}
+}
+
+// TestManyShardsOnASmallPayload: under a server whose max_payload (4
+// KB) is below one worker's assignment of 400 shards, the assignment
+// goes in chunks and is put together, and training over the workers
+// writes the in-process model. (One chunk was read alone as the whole
+// assignment: the workers never loaded, and Load waited for ever.)
+func TestManyShardsOnASmallPayload(t *testing.T) {
+	path := testData(t)
+	const shards = 400
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	want := localModel(t, path, shards, cfg)
+	srv := runServer(t, &server.Options{MaxPayload: 4 << 10})
+	c, _, _ := startCluster(t, path, 2, shards, clusterOptions{parallel: 1, server: srv})
+	body, _ := json.Marshal(wire.Assign{Shards: c.core.cfg.Ranges[:shards/2], Total: shards})
+	if len(body) <= 4<<10 {
+		t.Fatalf("an assignment of half the shards is %d bytes: one chunk", len(body))
+	}
+	res, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, res, want)
 }

@@ -255,7 +255,7 @@ func (c *clusterCore) askAgain() {
 	for s, ok := range c.haveMet {
 		id := c.target(s)
 		p := c.workers[id]
-		if ok || p == nil || p.dead || !slices.Contains(p.held, s) {
+		if ok || p == nil || p.dead || !has(p.held, s) {
 			continue
 		}
 		if since, seen := c.heldSince[s]; !all && (!seen || now.Sub(since) < c.cfg.ResendAfter) {

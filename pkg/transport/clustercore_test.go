@@ -391,3 +391,23 @@ func (ct *clusterTranscript) result(args map[string]string) error {
 	}
 	return nil
 }
+
+// TestHeldListsInAnyOrder: the core looks a heartbeat's shards up by
+// binary search, so a list that came unsorted is sorted first: a worker
+// holding every shard it was given, listed in any order, lacks none.
+func TestHeldListsInAnyOrder(t *testing.T) {
+	for _, c := range []struct {
+		held, loading []int
+		lacks         bool
+	}{
+		{[]int{5, 1, 9}, []int{3}, false},
+		{[]int{9, 5}, []int{3, 1}, false},
+		{[]int{9, 5, 3}, nil, true},
+		{nil, nil, true},
+	} {
+		hb := wire.Heartbeat{Held: sortedIDs(c.held), Loading: sortedIDs(c.loading)}
+		if got := lacks(hb, []int{1, 3, 5, 9}); got != c.lacks {
+			t.Errorf("held %v, loading %v: lacks %v, want %v", c.held, c.loading, got, c.lacks)
+		}
+	}
+}

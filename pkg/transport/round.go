@@ -436,7 +436,7 @@ func (c *clusterCore) unstick(got []bool, waited time.Duration, sent time.Time) 
 	// does not know it yet, every worker is silent, and none is stuck.
 	var owing []string
 	for s, ok := range got {
-		if p := c.workers[c.owner[s]]; !ok && p != nil && !p.dead && slices.Contains(p.held, s) && p.lastSeen.After(sent) {
+		if p := c.workers[c.owner[s]]; !ok && p != nil && !p.dead && has(p.held, s) && p.lastSeen.After(sent) {
 			owing = append(owing, p.id)
 		}
 	}

@@ -77,7 +77,7 @@ func (p *peer) state(assigned []int) string {
 		return "loading"
 	}
 	for _, s := range assigned {
-		if !slices.Contains(p.held, s) {
+		if !has(p.held, s) {
 			return "loading"
 		}
 	}

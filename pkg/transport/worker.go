@@ -173,8 +173,8 @@ func (w *Worker) Run(ctx context.Context) error {
 // and a broadcast and an own point of the same round are different
 // messages, put together apart.
 func (w *Worker) ownMessages(ctx context.Context) nats.MsgHandler {
-	var own wire.Assembler
-	own.MaxPending = 4
+	var own, orders wire.Assembler
+	own.MaxPending, orders.MaxPending = 4, 4
 	return func(m *nats.Msg) {
 		w.bytesIn.Add(int64(len(m.Data)))
 		h, payload, err := wire.DecodeChunk(m.Data)
@@ -194,8 +194,13 @@ func (w *Worker) ownMessages(ctx context.Context) nats.MsgHandler {
 				}
 			}
 		case h.Kind == wire.KindAssign:
+			whole, ok := orders.Add(h, payload)
+			if !ok {
+				return
+			}
+			orders.Forget(h.Round) // an earlier one whose chunks were lost is out of date
 			var a wire.Assign
-			if err := json.Unmarshal(payload, &a); err != nil {
+			if err := json.Unmarshal(whole, &a); err != nil {
 				w.badMsg.add(err, h.Kind)
 				return
 			}

@@ -42,7 +42,7 @@ const (
 	KindPoint      Kind = 1 + iota // coordinator: point of a round (Shard: its version in the round, see Assembler)
 	KindPartial                    // worker: one shard's partial sums
 	KindMeta                       // worker: one shard's description
-	KindAssign                     // coordinator: the shards a worker holds
+	KindAssign                     // coordinator: the shards a worker holds (Round: the assignment's number)
 	KindHeartbeat                  // worker: alive, and what it holds
 	KindError                      // worker: a shard failed to load
 	KindGroup                      // worker: a whole group's sum (Shard is the group)
