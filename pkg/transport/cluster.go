@@ -108,6 +108,7 @@ type Cluster struct {
 	gone       chan string
 
 	asm    wire.Assembler // results; their payloads go back to it
+	beats  wire.Assembler // heartbeats of several chunks
 	chunks wire.Chunker   // the chunk buffer points go out in
 
 	placed  atomic.Pointer[placedHook] // takes placed problems' messages (nil: none)
@@ -190,6 +191,7 @@ func NewCluster(nc *nats.Conn, cfg ClusterConfig) (*Cluster, error) {
 	cfg.Log = cmp.Or(cfg.Log, zap.NewNop())
 	n := len(cfg.Ranges)
 	c := &Cluster{nc: nc, ups: make(chan upMsg, upQueue), hbs: make(chan wire.Heartbeat, 256), reconnected: make(chan struct{}, 1), gone: make(chan string, 16)}
+	c.beats.MaxPending = 64
 	c.core = newClusterCore(cfg, c)
 	c.asm.MaxPending = 4 * max(n, 16)
 	up, err := nc.Subscribe(wire.UpSubject(cfg.Job), c.receiveUp)
@@ -319,8 +321,12 @@ func (c *Cluster) receiveHeartbeat(m *nats.Msg) {
 		c.core.bad.add(err, h.Kind)
 		return
 	}
+	whole, ok := c.beats.Add(h, payload)
+	if !ok {
+		return
+	}
 	var b wire.Heartbeat
-	if err := json.Unmarshal(payload, &b); err != nil {
+	if err := json.Unmarshal(whole, &b); err != nil {
 		c.core.bad.add(fmt.Errorf("heartbeat: %w", err), h.Kind)
 		return
 	}

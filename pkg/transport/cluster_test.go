@@ -1267,25 +1267,41 @@ func TestShareMeta(t *testing.T) {
 	}
 }
 
-// TestManyShardsOnASmallPayload: under a server whose max_payload (4
-// KB) is below one worker's assignment of 400 shards, the assignment
-// goes in chunks and is put together, and training over the workers
-// writes the in-process model. (One chunk was read alone as the whole
-// assignment: the workers never loaded, and Load waited for ever.)
+// TestManyShardsOnASmallPayload: under a server whose max_payload (1
+// KB) is below one worker's assignment of 600 shards, and below its
+// heartbeat, both go in chunks and are put together, and training over
+// the workers writes the in-process model. (One chunk was read alone as
+// the whole message: the workers never loaded, and Load waited for
+// ever.)
 func TestManyShardsOnASmallPayload(t *testing.T) {
 	path := testData(t)
-	const shards = 400
+	const shards = 600
 	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
 	want := localModel(t, path, shards, cfg)
-	srv := runServer(t, &server.Options{MaxPayload: 4 << 10})
+	srv := runServer(t, &server.Options{MaxPayload: 1 << 10})
 	c, _, _ := startCluster(t, path, 2, shards, clusterOptions{parallel: 1, server: srv})
+	held := make([]int, shards/2)
+	for i := range held {
+		held[i] = shards/2 + i
+	}
 	body, _ := json.Marshal(wire.Assign{Shards: c.core.cfg.Ranges[:shards/2], Total: shards})
-	if len(body) <= 4<<10 {
-		t.Fatalf("an assignment of half the shards is %d bytes: one chunk", len(body))
+	hb, _ := json.Marshal(wire.Heartbeat{ID: "t0-0123456789abcdefghijkl", Held: held})
+	if len(body) <= 1<<10 || len(hb) <= 1<<10 {
+		t.Fatalf("an assignment of half the shards is %d bytes, a heartbeat %d: one chunk", len(body), len(hb))
 	}
 	res, err := train.Train(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameModel(t, res, want)
+	// The workers' heartbeats since they loaded, of 300 shards each,
+	// tell the coordinator they hold them; rounds take the heartbeats.
+	pt := res.Obj.ModelPoint(res.Model.W)
+	waitFor(t, 10*time.Second, "heartbeats that list the shards", func() bool {
+		if _, err := c.Tally(pt); err != nil {
+			t.Fatal(err)
+		}
+		ws := c.Workers()
+		return len(ws) == 2 && len(ws[0].Shards) > 0 && ws[0].State == "ready" && len(ws[1].Shards) > 0 && ws[1].State == "ready"
+	})
 }

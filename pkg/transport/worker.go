@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -85,8 +86,14 @@ type Worker struct {
 	rounds, lastRound atomic.Uint64
 	mu                sync.Mutex // guards hb, read by the heartbeat goroutine
 	hb                wire.Heartbeat
-	beat              chan struct{} // a heartbeat now, not at the next tick
-	badMsg            counter
+	// beats (under mu) and beatTag number the heartbeats in their
+	// chunks' Round and Shard: the coordinator puts together a heartbeat
+	// of several chunks (thousands of shards, a small max_payload) from
+	// its own chunks alone, every worker's on one subject.
+	beats   uint64
+	beatTag uint32
+	beat    chan struct{} // a heartbeat now, not at the next tick
+	badMsg  counter
 }
 
 // bus is what a worker sends and receives its messages through: the NATS
@@ -115,6 +122,7 @@ func NewWorker(nc *nats.Conn, cfg WorkerConfig) *Worker {
 	w.solver = newSolver(w)
 	host, _ := os.Hostname()
 	w.hb = wire.Heartbeat{ID: id, Name: cfg.Name, Host: host, OwnPoints: true, Solves: true, Slots: cfg.Parallel}
+	w.beatTag = rand.Uint32()
 	return w
 }
 
@@ -238,8 +246,10 @@ func (w *Worker) sendHeartbeat() {
 	w.hb.RSS, w.hb.Rounds = memory.Resident(), w.rounds.Load()
 	w.hb.BytesIn, w.hb.BytesOut = w.bytesIn.Load(), w.bytesOut.Load()
 	hb, _ := json.Marshal(w.hb)
+	w.beats++
+	seq := w.beats
 	w.mu.Unlock()
-	wire.Chunks(wire.KindHeartbeat, 0, 0, 0, hb, int(w.nc.MaxPayload()), func(b []byte) error {
+	wire.Chunks(wire.KindHeartbeat, 0, seq, w.beatTag, hb, int(w.nc.MaxPayload()), func(b []byte) error {
 		return w.bus.Publish(wire.SubjectHeartbeat, b)
 	})
 }

@@ -43,7 +43,7 @@ const (
 	KindPartial                    // worker: one shard's partial sums
 	KindMeta                       // worker: one shard's description
 	KindAssign                     // coordinator: the shards a worker holds (Round: the assignment's number)
-	KindHeartbeat                  // worker: alive, and what it holds
+	KindHeartbeat                  // worker: alive, and what it holds (Round: its number, Shard: the worker's random tag)
 	KindError                      // worker: a shard failed to load
 	KindGroup                      // worker: a whole group's sum (Shard is the group)
 	KindNeedX                      // worker: the round's point came without x, and this worker does not hold it
