@@ -69,21 +69,42 @@ func PublishShards(ctx context.Context, nc *nats.Conn, src wire.Source, path str
 // CreateStore creates an object store, or updates it to cfg, with three
 // replicas where JetStream runs clustered, so that a server lost for good
 // loses no shard and no checkpoint copy, and one where it cannot place
-// three (a single server, a cluster of two).
+// three (a single server, a cluster of two). A cluster of three or more
+// whose servers are still joining its JetStream cannot place three for
+// a moment: it is asked again for up to peersWait before the store takes
+// one (a later run's CreateStore scales it up).
 func CreateStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
 	cfg.Replicas = 3
-	store, err := js.CreateOrUpdateObjectStore(ctx, cfg)
-	var api *jetstream.APIError
-	if err != nil && errors.As(err, &api) && slices.Contains(cannotReplicate, api.ErrorCode) {
-		cfg.Replicas = 1
-		store, err = js.CreateOrUpdateObjectStore(ctx, cfg)
+	wait := time.Time{}
+	if len(js.Conn().Servers()) >= cfg.Replicas {
+		wait = time.Now().Add(peersWait)
 	}
-	return store, err
+	for {
+		store, err := js.CreateOrUpdateObjectStore(ctx, cfg)
+		var api *jetstream.APIError
+		if err == nil || !errors.As(err, &api) || !slices.Contains(cannotReplicate, api.ErrorCode) {
+			return store, err
+		}
+		if api.ErrorCode == notClustered || !time.Now().Before(wait) {
+			cfg.Replicas = 1
+			return js.CreateOrUpdateObjectStore(ctx, cfg)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(peersWait / 20):
+		}
+	}
 }
+
+// peersWait bounds the wait for a forming cluster's servers.
+const peersWait = 10 * time.Second
 
 // cannotReplicate are the server's answers to three replicas it cannot
 // place: not clustered, no suitable peers, not the resources.
-var cannotReplicate = []jetstream.ErrorCode{10074, 10005, 10023}
+var cannotReplicate = []jetstream.ErrorCode{notClustered, 10005, 10023}
+
+const notClustered jetstream.ErrorCode = 10074
 
 // ObjectMeta names an object to put, in chunks that fit the server's
 // max_payload: the store's own 128 KB do not fit a server that allows
