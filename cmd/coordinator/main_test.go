@@ -705,7 +705,7 @@ func TestCrossValidateWarnsOfFewRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		core, logs := observer.New(zap.WarnLevel)
-		cfg := train.Config{Problem: train.Problem{C: 1, Bias: -1}, Settings: train.Settings{MaxBytes: 1 << 30, Eps: 0.01, Method: osgm.DefaultMethod, MaxIter: 1000}}
+		cfg := train.Config{Problem: train.Problem{C: 1, Bias: -1}, Settings: train.Settings{Options: osgm.Options{Method: osgm.DefaultMethod, MaxIter: 1000}, MaxBytes: 1 << 30, Eps: 0.01}}
 		if err := crossValidate(o, b, cfg, zap.New(core), io.Discard); err != nil {
 			t.Fatal(err)
 		}
@@ -815,7 +815,7 @@ func TestTrainAccuracyOnlyAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	backend := &talliesCounted{Backend: objective.NewLocal(shards, 1)}
-	res, err := train.Train(backend, train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 0.01, Method: "lbfgs", MaxIter: 100}})
+	res, err := train.Train(backend, train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 100}, Eps: 0.01}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -855,7 +855,7 @@ func TestShelvedModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := train.Train(objective.NewLocal(shards, 1), train.Config{Problem: train.Problem{C: 1, Bias: -1}, Settings: train.Settings{Eps: 0.01, Method: "auto", MaxIter: 1000}})
+	res, err := train.Train(objective.NewLocal(shards, 1), train.Config{Problem: train.Problem{C: 1, Bias: -1}, Settings: train.Settings{Options: osgm.Options{Method: "auto", MaxIter: 1000}, Eps: 0.01}})
 	if err != nil || res.Batch == 0 {
 		t.Fatalf("the set trains all classes at once (batch %d, %v): it shelves nothing", res.Batch, err)
 	}

@@ -12,7 +12,7 @@ func batchRun(method string) (*quadratic, [][]float64, Settings) {
 	for k := range x0 {
 		x0[k] = make([]float64, 8)
 	}
-	return q, x0, Settings{Method: method, MaxIter: 500, GradTol: slices.Repeat([]float64{1e-9}, 5)}
+	return q, x0, Settings{Options: Options{Method: method, MaxIter: 500}, GradTol: slices.Repeat([]float64{1e-9}, 5)}
 }
 
 // TestBatchesAreIndependent: problems minimised 1, 2 or 4 at a time end

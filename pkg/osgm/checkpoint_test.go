@@ -48,7 +48,7 @@ func TestResumeIsBitIdentical(t *testing.T) {
 				q = diagQuadratic{q.(*quadratic)}
 			}
 			zero := func() [][]float64 { return [][]float64{make([]float64, 12), make([]float64, 12)} }
-			base := Settings{Method: name, MaxIter: 400, GradTol: []float64{1e-10, 1e-10}, Params: Params{NoDiag: true}}
+			base := Settings{Options: Options{Method: name, MaxIter: 400, Params: Params{NoDiag: true}}, GradTol: []float64{1e-10, 1e-10}}
 			probs := q.problems()
 			for k := range probs {
 				probs[k].HessPasses = r.hp
@@ -131,7 +131,7 @@ func (o *failingAt) Evaluate(b *Pass) error {
 func TestStoppedPassEndsAsInterrupted(t *testing.T) {
 	q := newQuadratic(rand.New(rand.NewPCG(7, 7)), 12, 2, 50, true)
 	zero := func() [][]float64 { return [][]float64{make([]float64, 12), make([]float64, 12)} }
-	base := Settings{Method: "lbfgs", MaxIter: 400, GradTol: []float64{1e-10, 1e-10}, Params: Params{NoDiag: true}}
+	base := Settings{Options: Options{Method: "lbfgs", MaxIter: 400, Params: Params{NoDiag: true}}, GradTol: []float64{1e-10, 1e-10}}
 	want, err := Minimize(q, zero(), q.problems(), base)
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func resumable(name string, n int) (interface {
 		probs[k].HessPasses = 1
 	}
 	zero := func() [][]float64 { return [][]float64{make([]float64, n), make([]float64, n)} }
-	return hessPassesOf{q, probs}, zero, Settings{Method: name, MaxIter: 60, GradTol: []float64{1e-10, 1e-10}, Params: Params{NoDiag: true}}
+	return hessPassesOf{q, probs}, zero, Settings{Options: Options{Method: name, MaxIter: 60, Params: Params{NoDiag: true}}, GradTol: []float64{1e-10, 1e-10}}
 }
 
 // hessPassesOf is an objective whose problems are probs.
@@ -377,9 +377,7 @@ func TestCheckpointShareSpacesSnapshots(t *testing.T) {
 	count := func(share float64) (snaps, evals int) {
 		clock := time.Unix(0, 0)
 		q := clocked{newQuadratic(rand.New(rand.NewPCG(9, 9)), 40, 1, 1e4, true), &clock, 10 * time.Millisecond}
-		s := Settings{Method: "lbfgs", MaxIter: 2000, GradTol: []float64{1e-12}, Params: Params{NoDiag: true},
-			Now: func() time.Time { return clock }, CheckpointEvery: 7, CheckpointShare: share,
-			Checkpoint: func(*Snapshot) error { snaps++; clock = clock.Add(100 * time.Millisecond); return nil }}
+		s := Settings{Options: Options{Method: "lbfgs", MaxIter: 2000, Params: Params{NoDiag: true}, CheckpointEvery: 7, CheckpointShare: share}, GradTol: []float64{1e-12}, Now: func() time.Time { return clock }, Checkpoint: func(*Snapshot) error { snaps++; clock = clock.Add(100 * time.Millisecond); return nil }}
 		res, err := Minimize(q, [][]float64{make([]float64, 40)}, q.problems(), s)
 		if err != nil {
 			t.Fatal(err)

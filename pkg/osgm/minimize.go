@@ -12,14 +12,12 @@ import (
 	"github.com/osgm-svm/osgm/internal/vec"
 )
 
-// Settings control a run of Minimize.
+// Settings control a run of Minimize: the Options a user picks, and what
+// the caller works out for the run.
 type Settings struct {
-	Method string
-	Params Params
+	Options
 	// Shape describes the data, for resolving Auto (see Choose).
 	Shape Shape
-	// MaxIter bounds the iterations of each problem.
-	MaxIter int
 	// GradTol is each problem's stopping threshold on ||grad f||_2.
 	GradTol []float64
 	// MaxGap, when positive, also holds each problem to a certified
@@ -40,22 +38,15 @@ type Settings struct {
 	// (which then only gives the dimensions).
 	Resume *Snapshot
 	// Checkpoint, when set, receives a snapshot every CheckpointEvery
-	// passes and when Interrupt reports true. Interrupt is polled between
+	// passes (Options) and when Interrupt reports true. Interrupt is polled between
 	// rounds; once it reports true Minimize returns ErrInterrupted. A
 	// pass that fails while Interrupt reports true (the evaluation was
 	// stopped too: a round waiting on workers that never came) also ends
 	// with ErrInterrupted, the last snapshot taken before it holding the
 	// state: a method between its request and the reply is not one to
 	// save.
-	Checkpoint      func(*Snapshot) error
-	CheckpointEvery int
-	// CheckpointShare, when positive, also spaces snapshots in time: the
-	// next is not taken before the last one (its encoding and what
-	// Checkpoint did with it) has cost at most this share of the time
-	// since it began. A state is as large as the problems (news20.t's
-	// L-BFGS: 150 MB), and written every 50 passes it doubled the run.
-	CheckpointShare float64
-	Interrupt       func() bool
+	Checkpoint func(*Snapshot) error
+	Interrupt  func() bool
 	// Batch, when positive and below the number of problems, minimises
 	// them this many at a time (see minimizeBatches): the same result,
 	// with the methods' memory bounded by the batch.
@@ -69,15 +60,35 @@ type Settings struct {
 	// problems' own), so that what such a pass brings is held a batch at
 	// a time too.
 	BatchStart func(obj Objective, ks []int) (Start, error)
+	// Shelf, when set, takes each batch's points once the batch is
+	// finished, and the Result's X holds nil for them: a wide
+	// multi-class model need not stay in memory while the rest train.
+	Shelf Shelf
+}
+
+// Options are what a user picks of a minimisation (train.Settings
+// carries them from the flags): the method and its parameters, the
+// iterations, how many problems run side by side, and how often the
+// state is saved.
+type Options struct {
+	Method string
+	Params Params
+	// MaxIter bounds the iterations of each problem.
+	MaxIter int
 	// Parallel, with Batch 1 and an objective that forks (its Fork is not nil), is how
 	// many problems are minimised side by side, each alone on its own
 	// fork (see minimizeSide): one-vs-rest classes on the cores of the
 	// machine that holds the data, with the bits of one at a time.
 	Parallel int
-	// Shelf, when set, takes each batch's points once the batch is
-	// finished, and the Result's X holds nil for them: a wide
-	// multi-class model need not stay in memory while the rest train.
-	Shelf Shelf
+	// CheckpointEvery is how many passes go between snapshots (see
+	// Settings.Checkpoint).
+	CheckpointEvery int
+	// CheckpointShare, when positive, also spaces snapshots in time: the
+	// next is not taken before the last one (its encoding and what
+	// Checkpoint did with it) has cost at most this share of the time
+	// since it began. A state is as large as the problems (news20.t's
+	// L-BFGS: 150 MB), and written every 50 passes it doubled the run.
+	CheckpointShare float64
 }
 
 // Shelf keeps the points of the problems a batched run has finished,

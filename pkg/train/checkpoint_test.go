@@ -71,7 +71,7 @@ func TestCheckpointRefusesDamage(t *testing.T) {
 // any pass, never resumed from.
 func TestResumeRefusesCheckpointsThatDoNotFit(t *testing.T) {
 	path := sparseFeatureFile(t, 3)
-	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-8, MaxIter: 100000}}
+	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{MaxIter: 100000}, Eps: 1e-8}}
 	var saved *Checkpoint
 	stop := cfg
 	stop.CheckpointEvery = 1000

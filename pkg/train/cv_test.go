@@ -16,6 +16,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
 	"github.com/osgm-svm/osgm/pkg/objective"
+	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
@@ -62,7 +63,7 @@ func TestCrossValidationMatchesLIBLINEAR(t *testing.T) {
 			}
 			want, _ := strconv.ParseFloat(m[1], 64)
 			b := localBackend(t, plain)
-			cv, err := CrossValidate(b, Config{Problem: Problem{C: 1, Bias: -1, Loss: Losses[tc.s]}, Settings: Settings{Eps: 1e-6, MaxIter: 10000}}, 5, nil)
+			cv, err := CrossValidate(b, Config{Problem: Problem{C: 1, Bias: -1, Loss: Losses[tc.s]}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: 1e-6}}, 5, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +97,7 @@ func TestRegressionCrossValidationMatchesLIBLINEAR(t *testing.T) {
 				t.Fatal("no mean squared error in LIBLINEAR's output")
 			}
 			want, _ := strconv.ParseFloat(m[1], 64)
-			cv, err := CrossValidate(localBackend(t, plain), Config{Problem: Problem{C: 1, Bias: -1, Loss: shard.SquaredEpsilon, Epsilon: 0.1}, Settings: Settings{Eps: 1e-6, MaxIter: 10000}}, 5, nil)
+			cv, err := CrossValidate(localBackend(t, plain), Config{Problem: Problem{C: 1, Bias: -1, Loss: shard.SquaredEpsilon, Epsilon: 0.1}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: 1e-6}}, 5, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +129,7 @@ func TestSearchCPFollowsLIBLINEAR(t *testing.T) {
 			startP := 1.5 * grid[len(grid)-2] // i = 1: p = max|y|/20, then 0
 			out := liblinearOut(t, "-s", "11", "-C", "-e", "1e-6", "-p", strconv.FormatFloat(startP, 'g', -1, 64), plain)
 			var steps []*CV
-			cfg := Config{Problem: Problem{Bias: -1, Loss: shard.SquaredEpsilon}, Settings: Settings{Eps: 1e-6, MaxIter: 10000}}
+			cfg := Config{Problem: Problem{Bias: -1, Loss: shard.SquaredEpsilon}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: 1e-6}}
 			best, err := SearchCP(b, cfg, 5, 0, startP, func(cv *CV) { steps = append(steps, cv) }, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -203,7 +204,7 @@ func TestClassWeightsMatchLIBLINEAR(t *testing.T) {
 			liblinearOut(t, append(args, plain, ref)...)
 			theirs := readModelFile(t, ref)
 
-			res, err := Train(localBackend(t, plain), Config{Problem: Problem{C: 1, Bias: -1, Weights: s.weights}, Settings: Settings{Eps: 1e-6, MaxIter: 10000}})
+			res, err := Train(localBackend(t, plain), Config{Problem: Problem{C: 1, Bias: -1, Weights: s.weights}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: 1e-6}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +240,7 @@ func TestClassWeightsMatchLIBLINEAR(t *testing.T) {
 func TestClassWeightsForUnknownLabelsAreRefused(t *testing.T) {
 	dir := sharedData(t)
 	_, err := Train(localBackend(t, plainCopy(t, filepath.Join(dir, "heart_scale.bz2"))),
-		Config{Problem: Problem{C: 1, Bias: -1, Weights: []ClassWeight{{7, 2}}}, Settings: Settings{Eps: 0.01, MaxIter: 100}})
+		Config{Problem: Problem{C: 1, Bias: -1, Weights: []ClassWeight{{7, 2}}}, Settings: Settings{Options: osgm.Options{MaxIter: 100}, Eps: 0.01}})
 	if err == nil {
 		t.Fatal("a weight for label 7 of a +1/-1 data set was accepted")
 	}
@@ -276,7 +277,7 @@ func searchCFollowsLIBLINEAR(t *testing.T, plain string, solver int) {
 	if math.Log2(start) != first {
 		t.Fatalf("first C 2^%g, LIBLINEAR's 2^%g", math.Log2(start), first)
 	}
-	cfg := Config{Problem: Problem{Bias: -1, Loss: loss}, Settings: Settings{Eps: 1e-6, MaxIter: 10000}}
+	cfg := Config{Problem: Problem{Bias: -1, Loss: loss}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: 1e-6}}
 	var steps []*CV
 	best, maxReached, err := SearchC(b, cfg, 5, start, 1024, func(cv *CV) { steps = append(steps, cv) })
 	if err != nil {
@@ -313,7 +314,7 @@ func searchCFollowsLIBLINEAR(t *testing.T, plain string, solver int) {
 	}
 	// Warm starts: the last C costs far fewer passes than training it cold.
 	last := steps[len(steps)-1]
-	cold, err := CrossValidate(b, Config{Problem: Problem{C: last.C, Bias: -1, Loss: loss}, Settings: Settings{Eps: 1e-6, MaxIter: 10000}}, 5, nil)
+	cold, err := CrossValidate(b, Config{Problem: Problem{C: last.C, Bias: -1, Loss: loss}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: 1e-6}}, 5, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,11 +329,11 @@ func searchCFollowsLIBLINEAR(t *testing.T, plain string, solver int) {
 func TestWarmStartAtTheOptimumIsUnchanged(t *testing.T) {
 	dir := sharedData(t)
 	b := localBackend(t, plainCopy(t, filepath.Join(dir, "heart_scale.bz2")))
-	first, err := CrossValidate(b, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 0.01, MaxIter: 1000}}, 3, nil)
+	first, err := CrossValidate(b, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Options: osgm.Options{MaxIter: 1000}, Eps: 0.01}}, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := CrossValidate(b, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 0.01, MaxIter: 1000}}, 3, first.Models)
+	again, err := CrossValidate(b, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Options: osgm.Options{MaxIter: 1000}, Eps: 0.01}}, 3, first.Models)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func TestWarmStartAtTheOptimumIsUnchanged(t *testing.T) {
 // folds batch, to the same models.
 func TestCrossValidationCountsTheModelsItHolds(t *testing.T) {
 	path := sparseFeatureFile(t, 5)
-	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-4, MaxIter: 3000}}
+	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{MaxIter: 3000}, Eps: 1e-4}}
 	free, err := CrossValidate(localBackend(t, path), cfg, 3, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +379,7 @@ func TestCrossValidationCountsTheModelsItHolds(t *testing.T) {
 // planOf is the plan of training on path as a whole.
 func planOf(t *testing.T, path string) Plan {
 	var p Plan
-	if _, err := Train(localBackend(t, path), Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-4, MaxIter: 1}, Recorder: Recorder{Started: func(q Plan) { p = q }}}); err != nil {
+	if _, err := Train(localBackend(t, path), Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{MaxIter: 1}, Eps: 1e-4}, Recorder: Recorder{Started: func(q Plan) { p = q }}}); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -388,7 +389,7 @@ func planOf(t *testing.T, path string) Plan {
 // finds what cross-validating each C from the last one's models finds.
 func TestSearchCReleasesWarmStarts(t *testing.T) {
 	path := sparseFeatureFile(t, 3)
-	cfg := Config{Problem: Problem{Bias: 1}, Settings: Settings{Eps: 1e-4, MaxIter: 3000}}
+	cfg := Config{Problem: Problem{Bias: 1}, Settings: Settings{Options: osgm.Options{MaxIter: 3000}, Eps: 1e-4}}
 	var steps []*CV
 	if _, _, err := SearchC(localBackend(t, path), cfg, 3, 0.25, 1, func(cv *CV) { steps = append(steps, cv) }); err != nil {
 		t.Fatal(err)
@@ -447,7 +448,7 @@ func TestOddClassesMatchLIBLINEAR(t *testing.T) {
 			ref := filepath.Join(dir, "ref.model")
 			liblinearOut(t, "-q", "-s", "2", path, ref)
 			theirs := readModelFile(t, ref)
-			res, err := Train(localBackend(t, path), Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 0.01, MaxIter: 10000}})
+			res, err := Train(localBackend(t, path), Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: 0.01}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -455,7 +456,7 @@ func TestOddClassesMatchLIBLINEAR(t *testing.T) {
 				t.Fatalf("labels %v, LIBLINEAR's %v", res.Model.Labels, theirs.Labels)
 			}
 			m := cvLine.FindStringSubmatch(liblinearOut(t, "-s", "2", "-q", "-v", "5", path))
-			cv, err := CrossValidate(localBackend(t, path), Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 0.01, MaxIter: 10000}}, 5, nil)
+			cv, err := CrossValidate(localBackend(t, path), Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: 0.01}}, 5, nil)
 			if err != nil || m == nil {
 				t.Fatalf("cross-validation: %v (LIBLINEAR's line %v)", err, m)
 			}

@@ -71,7 +71,7 @@ func TestGoldenModels(t *testing.T) {
 					// every method far from its start; -e is loose so
 					// that the fast methods stop by their own test.
 					start := time.Now()
-					res, err := Train(b, Config{Problem: Problem{C: 1, Bias: s.bias}, Settings: Settings{Eps: 1e-3, Method: m, MaxIter: iters}})
+					res, err := Train(b, Config{Problem: Problem{C: 1, Bias: s.bias}, Settings: Settings{Options: osgm.Options{Method: m, MaxIter: iters}, Eps: 1e-3}})
 					if m == "newton-full" && s.wide {
 						if err == nil {
 							t.Errorf("newton-full trained %s, which has more than %d features", s.name, osgm.MaxFullDim)

@@ -244,7 +244,7 @@ func crossCheck(t *testing.T, dir string, s crossSet, l shard.Loss) {
 	liblinear(t, "", "-q", "-s", solver, "-c", "1", "-e", strconv.FormatFloat(s.refEps, 'g', -1, 64), plain, ref)
 	fstar := primal(t, src, readModelFile(t, ref), 1)
 
-	cfg := Config{Problem: Problem{C: 1, Bias: -1, Loss: l, Epsilon: 0.1}, Settings: Settings{Eps: s.eps, MaxIter: 10000}}
+	cfg := Config{Problem: Problem{C: 1, Bias: -1, Loss: l, Epsilon: 0.1}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: s.eps}}
 	if s.train == "news20.t" {
 		cfg.Method = "lbfgs"
 	}
@@ -300,9 +300,9 @@ func TestWarmStart(t *testing.T) {
 	// L-BFGS: Newton gains nothing from a start near the optimum on a9a
 	// (11 iterations cold, 12 warm), which is why -C warm-starts work
 	// through the stopping test (a start that passes it is kept as is).
-	loose := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 1e-3, MaxIter: 10000, Method: "lbfgs"}})
-	cold := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 1e-6, MaxIter: 10000, Method: "lbfgs"}})
-	warm := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 1e-6, MaxIter: 10000, Init: loose.Model, Method: "lbfgs"}})
+	loose := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Options: osgm.Options{MaxIter: 10000, Method: "lbfgs"}, Eps: 1e-3}})
+	cold := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Options: osgm.Options{MaxIter: 10000, Method: "lbfgs"}, Eps: 1e-6}})
+	warm := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Options: osgm.Options{MaxIter: 10000, Method: "lbfgs"}, Eps: 1e-6, Init: loose.Model}})
 	if !warm.Opt.Converged[0] || warm.Opt.Iters[0] >= cold.Opt.Iters[0] {
 		t.Fatalf("warm start: %d iterations (converged %v), cold: %d", warm.Opt.Iters[0], warm.Opt.Converged[0], cold.Opt.Iters[0])
 	}
@@ -359,7 +359,7 @@ func TestNewtonFollowsTRON(t *testing.T) {
 			passes := map[string]int{}
 			for _, method := range []string{"newton", "newton-full"} {
 				var recs []osgm.Record
-				res := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 1e-4, MaxIter: 10000, Method: method}, Recorder: Recorder{Trace: func(r osgm.Record) { recs = append(recs, r) }}})
+				res := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Options: osgm.Options{MaxIter: 10000, Method: method}, Eps: 1e-4}, Recorder: Recorder{Trace: func(r osgm.Record) { recs = append(recs, r) }}})
 				// Sums in another order (another shard count) can leave the
 				// last iterate's gradient just above the stopping test: one
 				// trial more at most (a9a with 16 shards: 8.4e-5 against
@@ -408,7 +408,7 @@ func TestGapGivesAtLeastLIBLINEARsModel(t *testing.T) {
 			t.Parallel()
 			src := filepath.Join(dir, set+".bz2")
 			theirs := primal(t, src, liblinearDefaults(t, "", plainCopy(t, src)), 1)
-			res := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 0.01, MaxGap: 1e-6, MaxIter: 10000}})
+			res := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: 0.01, MaxGap: 1e-6}})
 			for k := range theirs {
 				if excess := (res.Primal[k] - theirs[k]) / theirs[k]; excess > 1e-6 {
 					t.Errorf("class %d: F = %.12g, LIBLINEAR's %.12g: %.2e above", k, res.Primal[k], theirs[k], excess)
@@ -437,7 +437,7 @@ func TestDefaultsMatchLIBLINEARsQuality(t *testing.T) {
 			src := filepath.Join(dir, set+".bz2")
 			test := filepath.Join(dir, set+".t.bz2")
 			var plan Plan
-			res := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 0.01, Method: osgm.Auto, MaxIter: 10000}, Recorder: Recorder{Started: func(p Plan) { plan = p }}})
+			res := trainFile(t, src, Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Options: osgm.Options{Method: osgm.Auto, MaxIter: 10000}, Eps: 0.01}, Recorder: Recorder{Started: func(p Plan) { plan = p }}})
 			if plan.Gap != 0 || plan.Method != "newton" {
 				t.Errorf("the defaults ran %s with a gap of %g, want newton with LIBLINEAR's test alone", plan.Method, plan.Gap)
 			}

@@ -75,7 +75,7 @@ func TestDeadFeaturesLeftOut(t *testing.T) {
 			if len(live) == 0 || len(live) > 101 {
 				t.Fatalf("%d live coordinates, want 1..100 of 400", len(live))
 			}
-			cfg := Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Eps: 1e-8, MaxIter: 100000, Method: c.method}}
+			cfg := Config{Problem: Problem{C: 1, Bias: -1}, Settings: Settings{Options: osgm.Options{MaxIter: 100000, Method: c.method}, Eps: 1e-8}}
 			got := trainFile(t, path, cfg)
 			model := filepath.Join(t.TempDir(), "model")
 			liblinear(t, "", "-q", "-s", "2", "-c", "1", "-e", "1e-10", path, model)
@@ -101,7 +101,7 @@ func TestDeadFeaturesLeftOut(t *testing.T) {
 // features the data lacks ends with those weights at their optimum, 0.
 func TestWarmStartZeroesDeadWeights(t *testing.T) {
 	path := sparseFeatureFile(t, 3)
-	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-8, MaxIter: 100000}}
+	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{MaxIter: 100000}, Eps: 1e-8}}
 	cold := trainFile(t, path, cfg)
 	init := *cold.Model
 	init.W = make([][]float64, len(cold.Model.W))
@@ -134,7 +134,7 @@ func TestWarmStartZeroesDeadWeights(t *testing.T) {
 // is the cold run's.
 func TestWarmStartOfOtherFeatures(t *testing.T) {
 	path := sparseFeatureFile(t, 2)
-	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-8, MaxIter: 100000}}
+	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{MaxIter: 100000}, Eps: 1e-8}}
 	cold := trainFile(t, path, cfg)
 	n := cold.Model.NFeature
 	for _, features := range []int{n + 50, n - 4} {
@@ -166,7 +166,7 @@ func TestWarmStartOfOtherFeatures(t *testing.T) {
 // bit, when the checkpoint holds the live coordinates only.
 func TestResumeOverLiveCoordinates(t *testing.T) {
 	path := sparseFeatureFile(t, 3)
-	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-8, MaxIter: 100000}}
+	cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{MaxIter: 100000}, Eps: 1e-8}}
 	rounds := 0
 	count := cfg
 	count.Interrupt = func() bool { rounds++; return false }
@@ -251,7 +251,7 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 	path := sparseFeatureFile(t, 5)
 	for _, method := range []string{"lbfgs", "hdm", "newton"} {
 		t.Run(method, func(t *testing.T) {
-			cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-4, Method: method, MaxIter: 3000}}
+			cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: method, MaxIter: 3000}, Eps: 1e-4}}
 			want := trainFile(t, path, cfg)
 			for _, batch := range []int{2, 4, 1} {
 				b := cfg
@@ -293,11 +293,11 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 	}
 	// HDM starts from the Hessian's diagonal at 0 and here from a model:
 	// the problems of the batches after the resumed one need both again.
-	warm := trainFile(t, path, Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 0.5, MaxIter: 3000}}).Model
+	warm := trainFile(t, path, Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{MaxIter: 3000}, Eps: 0.5}}).Model
 	for _, cfg := range []Config{
-		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-6, Method: "lbfgs", MaxIter: 3000, Batch: 2}},
-		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-4, Method: "hdm", MaxIter: 3000, Batch: 2, Init: warm}},
-		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-6, Method: "newton", MaxIter: 3000, Batch: 2}},
+		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 3000}, Eps: 1e-6, Batch: 2}},
+		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: "hdm", MaxIter: 3000}, Eps: 1e-4, Batch: 2, Init: warm}},
+		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: "newton", MaxIter: 3000}, Eps: 1e-6, Batch: 2}},
 	} {
 		t.Run("resumed "+cfg.Method, func(t *testing.T) {
 			want := trainFile(t, path, cfg)
@@ -418,7 +418,7 @@ func TestSideBySideGivesTheSameModel(t *testing.T) {
 	path := sparseFeatureFile(t, 5)
 	for _, method := range []string{"newton", "lbfgs"} {
 		t.Run(method, func(t *testing.T) {
-			cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Eps: 1e-6, Method: method, MaxIter: 3000, Batch: 1}}
+			cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: method, MaxIter: 3000}, Eps: 1e-6, Batch: 1}}
 			want := trainFile(t, path, cfg)
 			side := cfg
 			side.Parallel, side.Shelf = 2, newShelf(t)

@@ -55,8 +55,10 @@ type Problem struct {
 }
 
 // Settings are how the problem is minimised: the method and its stopping
-// test, where it starts, and the memory and cores it may take.
+// test, where it starts, and the memory and cores it may take. Its
+// osgm.Options go to the methods as they are.
 type Settings struct {
+	osgm.Options
 	Eps float64 // LIBLINEAR's relative gradient tolerance
 	// MaxGap, when positive, also stops each problem only once it is
 	// certified within this relative gap of its optimum (see
@@ -66,10 +68,7 @@ type Settings struct {
 	// alone, LIBLINEAR's own too (docs/ALGORITHMS.md). Within 1e-6 of
 	// the optimum a problem is at most 1e-6 above LIBLINEAR's, at
 	// several times the passes.
-	MaxGap  float64
-	Method  string
-	MaxIter int
-	Params  osgm.Params
+	MaxGap float64
 	// Init, when set, is the starting model (warm start).
 	Init *libsvm.Model
 	// Resume continues from a checkpoint; it must match the data and flags.
@@ -82,11 +81,6 @@ type Settings struct {
 	// Batch, when positive, minimises at most this many problems at a
 	// time whatever the memory (tests).
 	Batch int
-	// Parallel is how many problems run side by side when they go one
-	// at a time and the backend's shards are in this process (see
-	// osgm.Settings.Parallel), unless memory bounds the batch; 0 or 1:
-	// one after the other.
-	Parallel int
 	// LiveModel leaves the model's weights over the coordinates the
 	// methods moved (libsvm.Model.Live), not laid out over every feature:
 	// a caller that writes the model and little else saves the dead
@@ -97,10 +91,6 @@ type Settings struct {
 	// (libsvm.Model.Shelved): a model larger than the data is not held
 	// while the other classes train. A run in one batch holds its model.
 	Shelf Shelf
-	// CheckpointEvery passes (and CheckpointShare, see
-	// osgm.Settings.CheckpointShare) Recorder.Save receives a checkpoint.
-	CheckpointEvery int
-	CheckpointShare float64
 }
 
 // Recorder hears the run, and may stop it.
@@ -423,8 +413,8 @@ func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
 	for k := range probs {
 		probs[k] = osgm.Problem{Dim: p.Coordinates, L: p.obj.LipschitzBound(), Mu: p.lambda, HessPasses: p.shape.HessPasses()}
 	}
-	s := osgm.Settings{Method: p.Method, Params: cfg.Params, MaxIter: cfg.MaxIter, GradTol: p.stop.tol, MaxGap: p.Gap,
-		Batch: p.Batch, Parallel: cfg.Parallel, Shelf: cfg.Shelf, CheckpointEvery: cfg.CheckpointEvery, CheckpointShare: cfg.CheckpointShare, Interrupt: cfg.Interrupt}
+	s := osgm.Settings{Options: cfg.Options, GradTol: p.stop.tol, MaxGap: p.Gap, Batch: p.Batch, Shelf: cfg.Shelf, Interrupt: cfg.Interrupt}
+	s.Method = p.Method // Auto resolved
 	if p.MemoryBound {
 		s.Parallel = 0 // one problem's state is what memory allows
 	}

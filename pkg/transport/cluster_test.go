@@ -176,7 +176,7 @@ func startCluster(t testing.TB, path string, n, shards int, o clusterOptions, se
 // the point message, and the held-out counts are the in-process ones.
 func TestCrossValidationSurvivesAWorkerLoss(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1, Weights: []train.ClassWeight{{Label: 2, Weight: 3}}}, Settings: train.Settings{Eps: 1e-4, MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1, Weights: []train.ClassWeight{{Label: 2, Weight: 3}}}, Settings: train.Settings{Options: osgm.Options{MaxIter: 300}, Eps: 1e-4}}
 	want, err := train.CrossValidate(objective.NewLocal(loadShards(t, path, 16), 2), cfg, 3, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +333,7 @@ func wideClasses(t testing.TB, rng *rand.Rand, rows, width int) string {
 }
 
 func workersSendNodeSums(t *testing.T, path, method string, mode ReduceMode) {
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: method, MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: method, MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 64, cfg)
 	c, _, _ := startCluster(t, path, 2, 64, clusterOptions{parallel: 1, config: func(c *ClusterConfig) { c.Reduce = mode }})
 	before := c.Stats()
@@ -362,7 +362,7 @@ func workersSendNodeSums(t *testing.T, path, method string, mode ReduceMode) {
 // ResendAfter; the model is the one trained without a bus either way.
 func TestHessVecPointsGoWithoutX(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "newton", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "newton", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 16, cfg)
 	for _, forget := range []int{0, 2} {
 		t.Run(fmt.Sprintf("forget=%d", forget), func(t *testing.T) {
@@ -397,7 +397,7 @@ func TestHessVecPointsGoWithoutX(t *testing.T) {
 // none crashes anything, and the model is the one trained without a bus.
 func TestForgedMessagesAreDropped(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 5, cfg)
 	c, intruder := cluster(t, path, 2, 5)
 
@@ -590,7 +590,7 @@ func TestStopLetsAGoingRoundEnd(t *testing.T) {
 	close(stop)
 	c, _ := cluster(t, path, 2, 8)
 	c.core.cfg.Stop = stop
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-3}}
 	got, err := train.Train(c, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -610,7 +610,7 @@ func TestRoundGivesUpWithoutWorkers(t *testing.T) {
 // hour, training would otherwise wait until Stop.
 func TestLeavingWorkerHandsOver(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 8, cfg)
 	stop := make(chan struct{})
 	defer time.AfterFunc(20*time.Second, func() { close(stop) }).Stop()
@@ -636,7 +636,7 @@ func TestLeavingWorkerHandsOver(t *testing.T) {
 // and in Load; its shards move and the model is the same.
 func TestKilledWorkerIsProbed(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 8, cfg)
 	for _, during := range []string{"round", "load"} {
 		t.Run(during, func(t *testing.T) {
@@ -700,7 +700,7 @@ func TestKilledWorkerIsProbed(t *testing.T) {
 // not bring it back.
 func TestStuckWorkerLosesItsShards(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 8, cfg)
 	n := 0
 	c, _, _ := startCluster(t, path, 2, 8, clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) {
@@ -731,7 +731,7 @@ func TestStuckWorkerLosesItsShards(t *testing.T) {
 // whose load reads slowly for three times LoadStall keeps its shards.
 func TestHungLoadLosesItsShards(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 8, cfg)
 	hung, slow := make(chan struct{}), make(chan struct{})
 	t.Cleanup(func() { close(hung) })
@@ -784,7 +784,7 @@ func TestHungLoadLosesItsShards(t *testing.T) {
 // Before, Load asked it again every ResendAfter for ever.
 func TestUndescribedShardsMove(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 8, cfg)
 	core, logs := observer.New(zap.InfoLevel)
 	n := 0
@@ -813,7 +813,7 @@ func TestUndescribedShardsMove(t *testing.T) {
 // multi-class kernels) give the model of all at once in-process.
 func TestBatchesOverTheBus(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 8, cfg)
 	c, _, _ := startCluster(t, path, 2, 8, clusterOptions{parallel: 1})
 	cfg.Batch = 1
@@ -865,7 +865,7 @@ func TestPointsCarryLiveCoordinates(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d classes %s forget=%d kill=%v", c.classes, c.method, c.forget, c.kill), func(t *testing.T) {
 			path := spreadData(t, c.classes)
-			cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: c.method, MaxIter: 300}}
+			cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: c.method, MaxIter: 300}, Eps: 1e-3}}
 			want := localModel(t, path, 8, cfg)
 			first := true
 			cl, _, stops := clusterWithStops(t, path, 2, 8, func(w *Worker) {
@@ -930,7 +930,7 @@ func TestSparseSumsKeepTheBits(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "text")
 	os.WriteFile(path, []byte(b.String()), 0o644)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-4, MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{MaxIter: 300}, Eps: 1e-4}}
 	want := localModel(t, path, 8, cfg)
 	up := map[bool]int64{}
 	for _, whole := range []bool{false, true} {
@@ -1130,7 +1130,7 @@ func TestShardsOutliveTheJob(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	hourly := clusterOptions{parallel: 1, config: func(cfg *ClusterConfig) { cfg.HeartbeatTimeout = time.Hour }}
 	first, _, _ := startCluster(t, path, 2, 8, hourly, func(w *Worker) { w.log, w.core.log, w.cfg.Heartbeat = zap.New(core), zap.New(core), time.Hour })
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "newton", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "newton", MaxIter: 300}, Eps: 1e-3}}
 	if _, err := train.Train(first, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -1276,7 +1276,7 @@ func TestShareMeta(t *testing.T) {
 func TestManyShardsOnASmallPayload(t *testing.T) {
 	path := testData(t)
 	const shards = 600
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, shards, cfg)
 	srv := runServer(t, &server.Options{MaxPayload: 1 << 10})
 	c, _, _ := startCluster(t, path, 2, shards, clusterOptions{parallel: 1, server: srv})

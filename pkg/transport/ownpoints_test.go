@@ -67,7 +67,7 @@ func TestOwnPointsKeepTheBits(t *testing.T) {
 		name := fmt.Sprintf("%d classes step %d %d workers %s forget=%d stop=%v", c.classes, c.step, c.workers, c.method, c.forget, c.stop)
 		t.Run(name, func(t *testing.T) {
 			path := bandedData(t, 4000, c.classes, c.step)
-			cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: c.method, MaxIter: 300}}
+			cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: c.method, MaxIter: 300}, Eps: 1e-3}}
 			want := localModel(t, path, 16, cfg)
 			first := true
 			core, logs := observer.New(zap.InfoLevel)
@@ -115,7 +115,7 @@ func TestOwnPointsKeepTheBits(t *testing.T) {
 // whose sums are over the broadcast's coordinates, points are broadcast.
 func TestPointsAuto(t *testing.T) {
 	path := bandedData(t, 4000, 2, 1)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 50}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 50}, Eps: 1e-3}}
 	want := localModel(t, path, 16, cfg)
 	for _, c := range []struct {
 		workers int
@@ -157,7 +157,7 @@ func stopAt(record int, stop func()) func(osgm.Record) {
 // of waiting for a resend (an hour here).
 func TestOwnPointsReachAnIdleWorker(t *testing.T) {
 	path := bandedData(t, 4000, 2, 1)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-6, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-6}}
 	want := localModel(t, path, 2, cfg)
 	stop := make(chan struct{})
 	defer time.AfterFunc(20*time.Second, func() { close(stop) }).Stop()

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/train"
 )
 
@@ -108,7 +109,7 @@ func clusterURLs(servers []*server.Server, at int) string {
 // nothing either, whether it served only workers or the coordinator too.
 func TestServerCluster(t *testing.T) {
 	path := bandedData(t, 4000, 2, 1)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "newton", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "newton", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 16, cfg)
 	for _, lose := range []int{-1, 0, 2} {
 		for _, points := range []PointMode{PointsBroadcast, PointsOwn} {
@@ -191,7 +192,7 @@ func leafServers(t *testing.T) []*server.Server {
 // with points broadcast or each worker's own.
 func TestLeafNode(t *testing.T) {
 	path := bandedData(t, 4000, 2, 1)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "newton", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "newton", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 16, cfg)
 	for _, points := range []PointMode{PointsBroadcast, PointsOwn} {
 		t.Run(points.String(), func(t *testing.T) {
@@ -223,7 +224,7 @@ func TestLeafNode(t *testing.T) {
 func TestCoordinatorLinkCut(t *testing.T) {
 	path := bandedData(t, 4000, 2, 1)
 	// Thousands of cheap iterations: rounds go on through the cut.
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-12, Method: "hdm", MaxIter: 4000}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "hdm", MaxIter: 4000}, Eps: 1e-12}}
 	want := localModel(t, path, 16, cfg)
 	servers := serverCluster(t, 3)
 	link := newLink(t, servers[0].Addr().String())

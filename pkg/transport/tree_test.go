@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -19,7 +20,7 @@ import (
 // the model is the in-process one to the bit.
 func TestTreeModelsForAnyWorkerCount(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "newton", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "newton", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 64, cfg)
 	for _, workers := range []int{1, 2, 3, 8} {
 		t.Run(fmt.Sprint(workers), func(t *testing.T) {
@@ -54,7 +55,7 @@ func TestTreeModelsForAnyWorkerCount(t *testing.T) {
 // the model is the in-process one to the bit.
 func TestTreeRoundsSurviveAnAdder(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 64, cfg)
 	// Node 2/1 (groups 4-7, shards 32-63) is added by shard 32's owner,
 	// which gets node 1/3's sum (groups 6-7) from another worker and
@@ -106,7 +107,7 @@ func TestTreeRoundsSurviveAnAdder(t *testing.T) {
 // (120 against 2 x 2 x 61).
 func TestReduceAuto(t *testing.T) {
 	path := testData(t)
-	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Eps: 1e-3, Method: "lbfgs", MaxIter: 300}}
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 300}, Eps: 1e-3}}
 	want := localModel(t, path, 64, cfg)
 	for _, c := range []struct {
 		workers int

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/osgm-svm/osgm/pkg/objective"
+	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 )
@@ -18,7 +19,7 @@ import (
 func TestWorkersView(t *testing.T) {
 	path := testData(t)
 	c, _, stops := startCluster(t, path, 2, 8, clusterOptions{parallel: 1}, func(w *Worker) { w.cfg.Heartbeat = 50 * time.Millisecond })
-	if _, err := train.Train(c, train.Config{Problem: train.Problem{C: 1}, Settings: train.Settings{Eps: 1e-3, MaxIter: 20, Method: "lbfgs"}}); err != nil {
+	if _, err := train.Train(c, train.Config{Problem: train.Problem{C: 1}, Settings: train.Settings{Options: osgm.Options{MaxIter: 20, Method: "lbfgs"}, Eps: 1e-3}}); err != nil {
 		t.Fatal(err)
 	}
 	sum := train.Summarize(c.Meta(), shard.SquaredHinge)
