@@ -1,12 +1,17 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/osgm-svm/osgm/internal/testport"
 )
 
 // A request to a bucket's stream that finds no responder is a stream
@@ -39,5 +44,65 @@ func TestErrorClasses(t *testing.T) {
 	}
 	if !errors.Is(InBucket(nats.ErrNoResponders), errStreamNotReady) {
 		t.Error("a bucket without a responder is not reported as a stream not ready")
+	}
+}
+
+// TestStoreReplicas: a store made on a JetStream cluster of three, as
+// soon as the cluster answers, has three replicas; on a single server,
+// one.
+func TestStoreReplicas(t *testing.T) {
+	// A clustered JetStream server needs its routes configured, and is
+	// ready only once its peers are up: all three start before any is
+	// waited for.
+	ports := []int{testport.Free(t), testport.Free(t), testport.Free(t)}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	var servers []*server.Server
+	for i, p := range ports {
+		o := &server.Options{ServerName: fmt.Sprint("j", i), Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+			JetStream: true, StoreDir: t.TempDir(), Cluster: server.ClusterOpts{Name: "osgm", Host: "127.0.0.1", Port: p},
+			Routes: server.RoutesFromStr(strings.Join(routes, ","))}
+		s, err := server.NewServer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		t.Cleanup(s.Shutdown)
+		servers = append(servers, s)
+	}
+	single, err := Embedded(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(single.Shutdown)
+	for _, c := range []struct {
+		name string
+		url  string
+		want int
+	}{{"cluster", clusterURLs(servers, 0), 3}, {"single", single.ClientURL(), 1}} {
+		nc, err := nats.Connect(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		waitFor(t, 30*time.Second, "JetStream to answer", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_, err := js.AccountInfo(ctx)
+			return err == nil
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		store, err := CreateStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: "b"})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		st, err := store.Status(ctx)
+		if err != nil || st.Replicas() != c.want {
+			t.Fatalf("%s: a store of %d replicas (%v), want %d", c.name, st.Replicas(), err, c.want)
+		}
 	}
 }
