@@ -65,20 +65,6 @@ func OpenChecked(path string, want FileID, held *Held) (src Source, check func()
 	return src, check, nil
 }
 
-// Seekable reports whether ranges of src are read by seeking to them;
-// a compressed file's are streamed (Stream).
-func (src Source) Seekable() (bool, error) {
-	if src.Text != nil || src.Obj != nil {
-		return true, nil
-	}
-	f, err := libsvm.Open(src.Path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	return f.Compression == libsvm.Plain, nil
-}
-
 func (src Source) open() (io.ReadSeekCloser, error) {
 	switch {
 	case src.Text != nil:
@@ -103,7 +89,7 @@ func (src Source) LineAt(offset int64) int {
 	return lineAt(src.Path, offset)
 }
 
-// Lines seeks to r in a seekable source and calls line with each line
+// Lines seeks to r (in a plain file, a held text or an object) and calls line with each line
 // that starts in it, and the line's offset (for LineAt); br is the
 // caller's buffer, kept from range to range, and read counts the bytes
 // read (nil: none).

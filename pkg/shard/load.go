@@ -71,18 +71,19 @@ func load(src input.Source, ranges []input.Range, opt Options, fit *fit) (out []
 		fit.built(s, ranges[i].End-ranges[i].Start)
 		return s
 	}
-	seekable, err := src.Seekable()
-	if err != nil {
-		return nil, nil, err
-	}
-	if !seekable {
+	if src.Text == nil && src.Obj == nil {
+		// A file on disk: a compressed one is streamed once, from the
+		// reader that found its compression.
 		file, err := libsvm.Open(src.Path)
 		if err != nil {
 			return nil, nil, err
 		}
-		defer file.Close()
-		err = loadStream(input.Counted(file, opt.Read), src.Path, ranges, opt, fit, build, out)
-		return out, plain, err
+		if file.Compression != libsvm.Plain {
+			defer file.Close()
+			err := loadStream(input.Counted(file, opt.Read), src.Path, ranges, opt, fit, build, out)
+			return out, plain, err
+		}
+		file.Close()
 	}
 	errs := make([]error, len(ranges))
 	next := make(chan int)
