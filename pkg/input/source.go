@@ -89,10 +89,10 @@ func (src Source) LineAt(offset int64) int {
 	return lineAt(src.Path, offset)
 }
 
-// Lines seeks to r (in a plain file, a held text or an object) and calls line with each line
-// that starts in it, and the line's offset (for LineAt); br is the
-// caller's buffer, kept from range to range, and read counts the bytes
-// read (nil: none).
+// Lines seeks to r (in a plain file, a held text or an object) and
+// calls line with each line that starts in it, and the line's offset
+// (for LineAt); br is the caller's buffer, kept from range to range, and
+// read counts the bytes read (nil: none).
 func (src Source) Lines(r Range, br *bufio.Reader, read *atomic.Int64, line func(text []byte, at int64) error) error {
 	f, err := src.open()
 	if err != nil {
