@@ -103,31 +103,33 @@ func (t *Decompressed) lines(offset int64) int {
 // file. The zero value is ready.
 type Held struct {
 	mu    sync.Mutex
-	texts map[heldKey]*Decompressed
+	texts map[Version]*Decompressed
 }
 
-// heldKey names a file at one version, by its absolute path.
-type heldKey struct {
-	path string
-	file FileID
+// Version names a file at one version, by its absolute path: what the
+// process's loads share is keyed by it.
+type Version struct {
+	Path string
+	File FileID
 }
 
-func keyOf(path string, file FileID) (heldKey, error) {
+// VersionOf is path's Version at file.
+func VersionOf(path string, file FileID) (Version, error) {
 	abs, err := filepath.Abs(path)
-	return heldKey{abs, file}, err
+	return Version{abs, file}, err
 }
 
 // Hold makes loads given h read path, at version file, from t (the file
 // decompressed) until release is called.
 func (h *Held) Hold(path string, file FileID, t *Decompressed) (release func(), err error) {
-	key, err := keyOf(path, file)
+	key, err := VersionOf(path, file)
 	if err != nil {
 		return nil, err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.texts == nil {
-		h.texts = map[heldKey]*Decompressed{}
+		h.texts = map[Version]*Decompressed{}
 	}
 	h.texts[key] = t
 	var once sync.Once
@@ -142,8 +144,11 @@ func (h *Held) Hold(path string, file FileID, t *Decompressed) (release func(), 
 
 // Text is the text held for path at version file, or nil.
 func (h *Held) Text(path string, file FileID) *Decompressed {
-	key, err := keyOf(path, file)
-	if h == nil || err != nil {
+	if h == nil {
+		return nil
+	}
+	key, err := VersionOf(path, file)
+	if err != nil {
 		return nil
 	}
 	h.mu.Lock()

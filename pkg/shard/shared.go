@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -18,15 +17,9 @@ type Shared struct {
 	// loaded is every shard the loads built, by file and range: the
 	// in-process workers', on which the coordinator also trains whole
 	// problems (Loaded).
-	loaded  map[loadedKey]map[int]*Shard
+	loaded  map[input.Version]map[int]*Shard
 	pending atomic.Int64 // see fit
 	plain   atomic.Int64
-}
-
-// loadedKey names a file at one version, by its absolute path.
-type loadedKey struct {
-	path string
-	file input.FileID
 }
 
 // keep records shards loaded from path at version file.
@@ -34,15 +27,14 @@ func (s *Shared) keep(path string, file input.FileID, ranges []input.Range, shar
 	if s == nil {
 		return
 	}
-	abs, err := filepath.Abs(path)
+	key, err := input.VersionOf(path, file)
 	if err != nil {
 		return
 	}
-	key := loadedKey{abs, file}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.loaded == nil {
-		s.loaded = map[loadedKey]map[int]*Shard{}
+		s.loaded = map[input.Version]map[int]*Shard{}
 	}
 	if s.loaded[key] == nil {
 		s.loaded[key] = map[int]*Shard{}
@@ -56,13 +48,13 @@ func (s *Shared) keep(path string, file input.FileID, ranges []input.Range, shar
 // in order, when the process's loads built every one (nil otherwise):
 // the rows are the in-process workers' memory, read only.
 func (s *Shared) Loaded(path string, file input.FileID, n int) []*Shard {
-	abs, err := filepath.Abs(path)
+	key, err := input.VersionOf(path, file)
 	if err != nil {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	got := s.loaded[loadedKey{abs, file}]
+	got := s.loaded[key]
 	out := make([]*Shard, n)
 	for id := range out {
 		if got[id] == nil {
