@@ -277,15 +277,17 @@ func (r *roundState) again() error {
 		c.lastStamp = 0
 	}
 	r.layout, c.lastLayout = nil, nil
+	changed := r.tree != nil || r.pt.Op == wire.OpHessVecAt
 	if r.tree != nil {
 		// A worker on the way up may be gone or hung: every worker now
 		// sends its own sums here.
 		r.tree, r.pt.Relays, r.pt.Owners = nil, nil, nil
-		r.repack()
 	}
 	if r.pt.Op == wire.OpHessVecAt {
 		// Some worker may not hold x: send it again too.
 		r.pt.Op = wire.OpHessVec
+	}
+	if changed {
 		r.repack()
 	}
 	err := c.broadcast(r.payload, r.version)
