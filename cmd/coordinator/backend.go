@@ -19,7 +19,9 @@ import (
 	"github.com/osgm-svm/osgm/pkg/s3"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport"
+	"github.com/osgm-svm/osgm/pkg/transport/cluster"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
+	"github.com/osgm-svm/osgm/pkg/transport/worker"
 )
 
 // built is the backend openBackend made, with the concrete pieces behind
@@ -27,9 +29,9 @@ import (
 // job, the shards in this process): the command keeps what it built
 // rather than find them in Backend by type assertion.
 type built struct {
-	Backend objective.Backend  // what the methods evaluate on
-	cluster *transport.Cluster // the workers; nil: -local
-	local   *objective.Local   // the shards in this process (-local, or the embedded workers'); nil: on other hosts
+	Backend objective.Backend // what the methods evaluate on
+	cluster *cluster.Cluster  // the workers; nil: -local
+	local   *objective.Local  // the shards in this process (-local, or the embedded workers'); nil: on other hosts
 }
 
 // openBackend puts the shards where they will be evaluated: in this
@@ -63,7 +65,7 @@ func openBackend(ctx context.Context, train string, opt *backendOptions, ranges 
 			}
 			b.Backend = &inProcess{Cluster: c, local: b.local}
 		}
-	} else if opt.cluster.Place != transport.PlaceRows {
+	} else if opt.cluster.Place != cluster.PlaceRows {
 		p, err := placeOn(ctx, c, opt, log)
 		if err != nil {
 			cs.close()
@@ -88,7 +90,7 @@ func openBackend(ctx context.Context, train string, opt *backendOptions, ranges 
 // the sums through the embedded server: a fifth of a pass on wide data).
 // Problems that train side by side do so on forks over those shards.
 type inProcess struct {
-	*transport.Cluster
+	*cluster.Cluster
 	local *objective.Local
 }
 
@@ -120,25 +122,25 @@ func (b *inProcess) SetFolds(n int) error {
 // says so: always with classes, and with auto when every worker has
 // memory for every shard. Its decision waits for every live worker's
 // heartbeat, which the placer's hello brings at once; nil: rows.
-func placeOn(ctx context.Context, c *transport.Cluster, opt *backendOptions, log *zap.Logger) (*transport.Placed, error) {
-	pl, err := transport.NewPlacer(c)
+func placeOn(ctx context.Context, c *cluster.Cluster, opt *backendOptions, log *zap.Logger) (*cluster.Placed, error) {
+	pl, err := cluster.NewPlacer(c)
 	if err != nil {
 		return nil, err
 	}
-	need := 2 * transport.DataBytes(c.Meta())
+	need := 2 * cluster.DataBytes(c.Meta())
 	n, fits := 0, false
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
 		if n, fits = pl.Fits(need); n >= c.Live() {
 			break
 		}
 	}
-	if n < 2 || opt.cluster.Place == transport.PlaceAuto && !fits {
+	if n < 2 || opt.cluster.Place == cluster.PlaceAuto && !fits {
 		pl.Close()
 		log.Info("classes train over the workers' shards", zap.Int("slots", n), zap.Bool("data_fits", fits), zap.Int64("bytes_each", need))
 		return nil, nil
 	}
 	log.Info("classes train whole on workers", zap.Int("slots", n), zap.Int64("bytes_each", need))
-	return &transport.Placed{Cluster: c, Placer: pl, Slots: n}, nil
+	return &cluster.Placed{Cluster: c, Placer: pl, Slots: n}, nil
 }
 
 // closers are what a backend opened, to be closed in reverse order.
@@ -179,7 +181,7 @@ func loadLocal(ctx context.Context, train string, opt *backendOptions, ranges []
 // openCluster connects to the NATS server (the embedded one, with
 // in-process workers, without -nats), waits for the workers and has them
 // load their shards. What it opens is added to cs, closed by the caller.
-func openCluster(ctx context.Context, train string, opt *backendOptions, ranges []input.Range, id input.FileID, shared *shard.Shared, log *zap.Logger, cs *closers) (*transport.Cluster, *nats.Conn, error) {
+func openCluster(ctx context.Context, train string, opt *backendOptions, ranges []input.Range, id input.FileID, shared *shard.Shared, log *zap.Logger, cs *closers) (*cluster.Cluster, *nats.Conn, error) {
 	url, cfg := opt.natsURL, opt.cluster
 	var inProcess []nats.Option
 	if url == "" {
@@ -208,7 +210,7 @@ func openCluster(ctx context.Context, train string, opt *backendOptions, ranges 
 		}
 	}
 	cfg.Ranges, cfg.Stop, cfg.Log = ranges, ctx.Done(), log
-	c, err := transport.NewCluster(nc, cfg)
+	c, err := cluster.New(nc, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -299,7 +301,7 @@ func startWorker(ctx context.Context, url string, parallel int, compact shard.Co
 	if zapcore.LevelOf(log.Core()) < zap.WarnLevel {
 		wlog = wlog.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	}
-	w := transport.NewWorker(nc, transport.WorkerConfig{Name: "local0", Parallel: parallel, Compact: compact, Shared: shared, Log: wlog})
+	w := worker.New(nc, worker.Config{Name: "local0", Parallel: parallel, Compact: compact, Shared: shared, Log: wlog})
 	// The worker outlives a SIGINT or SIGTERM, which ends ctx: the round
 	// under way completes and the state after it is saved, then stop ends
 	// it.

@@ -27,6 +27,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/status"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
+	"github.com/osgm-svm/osgm/pkg/transport/cluster"
 )
 
 // options are the command line, parsed.
@@ -61,7 +62,7 @@ type options struct {
 type backendOptions struct {
 	// cluster holds how workers are waited for, judged lost and sent
 	// points (transport registers and checks them).
-	cluster transport.ClusterConfig
+	cluster cluster.Config
 	workers int
 	// placeSlots, with problems placed on external workers, is how
 	// many train side by side (see placeOn); 0: -workers.

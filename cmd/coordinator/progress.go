@@ -11,7 +11,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/osgm"
-	"github.com/osgm-svm/osgm/pkg/transport"
+	"github.com/osgm-svm/osgm/pkg/transport/cluster"
 )
 
 // progressEvery is how often the info-level progress line comes.
@@ -23,7 +23,7 @@ type progress struct {
 	log     *zap.Logger
 	alive   func() int // workers alive, or nil in-process
 	metrics *metrics.Coordinator
-	bus     func() transport.Stats // nil in-process
+	bus     func() cluster.Stats // nil in-process
 	passAt  time.Time
 	start   time.Time
 	last    time.Time

@@ -31,6 +31,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/status"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
+	"github.com/osgm-svm/osgm/pkg/transport/cluster"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
@@ -173,9 +174,9 @@ func logLoaded(log *zap.Logger, file string, b objective.Backend, loss shard.Los
 }
 
 // busStats is what the workers' bus has carried (zero in process).
-func (b *built) busStats() transport.Stats {
+func (b *built) busStats() cluster.Stats {
 	if b.cluster == nil {
-		return transport.Stats{}
+		return cluster.Stats{}
 	}
 	return b.cluster.Stats()
 }
@@ -490,7 +491,7 @@ func trainingFailed(o *options, err error, saved bool) error {
 		return fmt.Errorf("interrupted before a checkpoint was written: %w", err)
 	case errors.Is(err, osgm.ErrInterrupted):
 		return errors.New("interrupted")
-	case errors.Is(err, transport.ErrNoWorkers) && saved:
+	case errors.Is(err, cluster.ErrNoWorkers) && saved:
 		return fmt.Errorf("%w; the state is in %s: continue with the same flags and -resume once workers run", err, o.checkpoint)
 	case errors.Is(err, train.ErrMismatch):
 		return fmt.Errorf("%s: %w; remove %s to train from the start", o.train, err, o.checkpoint)
@@ -505,7 +506,7 @@ type timeSplit struct{ compute, comm, method time.Duration }
 // compute plus the bus (passes in this process, the embedded workers'
 // too, are compute only); the rest of training is the method's own
 // arithmetic on the coordinator.
-func splitTime(res *train.Result, backend *built, busBefore transport.Stats, trainTime time.Duration) timeSplit {
+func splitTime(res *train.Result, backend *built, busBefore cluster.Stats, trainTime time.Duration) timeSplit {
 	compute, comm := res.PassTime, time.Duration(0)
 	if backend.cluster != nil && backend.local == nil {
 		bus := res.PassTime - res.SideTime

@@ -15,7 +15,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/status"
 	"github.com/osgm-svm/osgm/pkg/train"
-	"github.com/osgm-svm/osgm/pkg/transport"
+	"github.com/osgm-svm/osgm/pkg/transport/cluster"
 )
 
 // statusPage is -http's live page: the board the run writes to as it
@@ -74,7 +74,7 @@ func (p *statusPage) loaded(o *options, be *built) {
 }
 
 // workerRows is the cluster's view of its workers as the page lists them.
-func workerRows(vs []transport.WorkerView) []status.Worker {
+func workerRows(vs []cluster.WorkerView) []status.Worker {
 	out := make([]status.Worker, len(vs))
 	for i, v := range vs {
 		out[i] = status.Worker{Name: v.ID, Host: v.Host, State: v.State, Shards: v.Shards, Incoming: v.Incoming,

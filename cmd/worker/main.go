@@ -28,6 +28,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport"
+	"github.com/osgm-svm/osgm/pkg/transport/worker"
 )
 
 func main() {
@@ -86,7 +87,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer nc.Close()
-	cfg := transport.WorkerConfig{Name: *name, Parallel: *parallel, Compact: compact, Log: log}
+	cfg := worker.Config{Name: *name, Parallel: *parallel, Compact: compact, Log: log}
 	if *metricsAddr != "" {
 		cfg.Metrics = metrics.NewWorker()
 		addr, stop, err := metrics.Serve(*metricsAddr, cfg.Metrics.Registry)
@@ -100,7 +101,7 @@ func main() {
 	if *memProfile != "" {
 		profileOnSignal(*memProfile, log)
 	}
-	w := transport.NewWorker(nc, cfg)
+	w := worker.New(nc, cfg)
 	if err := w.Run(ctx); err != nil {
 		log.Error("worker stopped", zap.Error(err))
 		os.Exit(1)

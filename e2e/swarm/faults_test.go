@@ -287,8 +287,8 @@ secrets:
 // worker, is cut off mid-run: the coordinator's link goes dead without
 // closing, and what it sends until pings find that out is lost. It fails
 // over to another server, JetStream keeps its quorum, and the model is
-// the undisturbed run's (TestCoordinatorLinkCut in pkg/transport is the
-// same fault in-process).
+// the undisturbed run's (TestCoordinatorLinkCut in pkg/transport/cluster
+// is the same fault in-process).
 func TestSwarmNATSNodeCut(t *testing.T) {
 	needSwarm(t)
 	natsOnWorkerNodes(t)

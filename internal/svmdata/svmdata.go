@@ -97,6 +97,22 @@ func NormalVectors(rng *rand.Rand, K, n int) [][]float64 {
 	return x
 }
 
+// Stepped writes rows with labels 1 to classes and, at every step-th
+// feature up to last, a value one time in five.
+func Stepped(rng *rand.Rand, rows, classes, step, last int) string {
+	var b strings.Builder
+	for range rows {
+		fmt.Fprintf(&b, "%d", 1+rng.IntN(classes))
+		for j := step; j <= last; j += step {
+			if rng.Float64() < 0.2 {
+				fmt.Fprintf(&b, " %d:%.3f", j, rng.NormFloat64())
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
 // Spread writes rows whose features are multiples of 3 up to 90 (two
 // thirds of the coordinates dead), labels 1..classes.
 func Spread(rng *rand.Rand, rows, classes int) string {

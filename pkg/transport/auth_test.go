@@ -20,9 +20,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/internal/natstest"
 )
 
-func startServer(t *testing.T, opts *server.Options) string { return runServer(t, opts).ClientURL() }
+func startServer(t *testing.T, opts *server.Options) string { return natstest.Run(t, opts).ClientURL() }
 
 // connects reports whether a client with auth gets a working connection.
 func connects(t *testing.T, url string, auth Auth) bool {

@@ -14,8 +14,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/osgm-svm/osgm/pkg/logging"
 	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/logging"
 )
 
 // Auth holds the ways a process can prove who it is to NATS. Secrets come
@@ -176,15 +177,15 @@ func Connect(url, name string, auth Auth, log *zap.Logger, extra ...nats.Option)
 	return nc, nil
 }
 
-// onReconnect has nc call fn after its reconnect handler each time it is
+// OnReconnect has nc call fn after its reconnect handler each time it is
 // back; restore gives it its handler alone again.
-func onReconnect(nc *nats.Conn, fn func()) (restore func()) {
+func OnReconnect(nc *nats.Conn, fn func()) (restore func()) {
 	return chain(nc.ReconnectHandler(), nc.SetReconnectHandler, fn)
 }
 
-// onClosed has nc call fn, after its closed handler, when it closes;
+// OnClosed has nc call fn, after its closed handler, when it closes;
 // restore gives it its handler alone again.
-func onClosed(nc *nats.Conn, fn func()) (restore func()) {
+func OnClosed(nc *nats.Conn, fn func()) (restore func()) {
 	return chain(nc.ClosedHandler(), nc.SetClosedHandler, fn)
 }
 
@@ -207,7 +208,7 @@ func chain(prev nats.ConnHandler, set func(nats.ConnHandler), fn func()) (restor
 func WaitConnected(ctx context.Context, nc *nats.Conn, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for !nc.IsConnected() {
-		if err := closedError(nc); err != nil {
+		if err := ClosedError(nc); err != nil {
 			return err
 		}
 		if err := untrusted(nc.LastError()); err != nil {
@@ -246,8 +247,8 @@ func untrusted(err error) error {
 	return nil
 }
 
-// closedError says why nc is closed for good, nil while it is not.
-func closedError(nc *nats.Conn) error {
+// ClosedError says why nc is closed for good, nil while it is not.
+func ClosedError(nc *nats.Conn) error {
 	if !nc.IsClosed() {
 		return nil
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/internal/natstest"
 )
 
 func TestNearFirst(t *testing.T) {
@@ -45,7 +47,7 @@ func TestNearFirst(t *testing.T) {
 // with it.
 func TestConnectNearWaitsForItsServer(t *testing.T) {
 	other := startServer(t, &server.Options{ServerName: "nats@h1"})
-	probe := runServer(t, &server.Options{})
+	probe := natstest.Run(t, &server.Options{})
 	near, port := probe.ClientURL(), probe.Addr().(*net.TCPAddr).Port
 	probe.Shutdown()
 	started := make(chan *server.Server, 1)
@@ -83,7 +85,7 @@ func TestConnectNearWaitsForItsServer(t *testing.T) {
 
 // closedURL is a NATS URL on a loopback port nothing listens on.
 func closedURL(t *testing.T) string {
-	s := runServer(t, &server.Options{})
+	s := natstest.Run(t, &server.Options{})
 	s.Shutdown()
 	return s.ClientURL()
 }

@@ -11,6 +11,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/internal/natstest"
 	"github.com/osgm-svm/osgm/internal/testport"
 )
 
@@ -81,14 +84,14 @@ func TestStoreReplicas(t *testing.T) {
 		name string
 		url  string
 		want int
-	}{{"cluster", clusterURLs(servers, 0), 3}, {"single", single.ClientURL(), 1}} {
+	}{{"cluster", natstest.URLs(servers, 0), 3}, {"single", single.ClientURL(), 1}} {
 		nc, err := nats.Connect(c.url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
 		js, _ := jetstream.New(nc)
-		waitFor(t, 30*time.Second, "JetStream to answer", func() bool {
+		natstest.WaitFor(t, 30*time.Second, "JetStream to answer", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			_, err := js.AccountInfo(ctx)
@@ -103,6 +106,38 @@ func TestStoreReplicas(t *testing.T) {
 		st, err := store.Status(ctx)
 		if err != nil || st.Replicas() != c.want {
 			t.Fatalf("%s: a store of %d replicas (%v), want %d", c.name, st.Replicas(), err, c.want)
+		}
+	}
+}
+
+// TestRetryStore: an object store request that fails for want of an
+// answer is tried again, as storeRetries space it; one that finds nothing
+// there is not.
+func TestRetryStore(t *testing.T) {
+	defer func(d []time.Duration) { storeRetries = d }(storeRetries)
+	storeRetries = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
+	for _, c := range []struct {
+		name  string
+		fails int
+		err   error
+		calls int
+		ok    bool
+	}{
+		{"answers at once", 0, nil, 1, true},
+		{"answers after an election", 2, nats.ErrTimeout, 3, true},
+		{"never answers", 10, nats.ErrTimeout, 4, false},
+		{"nothing there", 10, jetstream.ErrObjectNotFound, 1, false},
+		{"no JetStream", 10, nats.ErrNoResponders, 1, false},
+	} {
+		calls := 0
+		err := RetryStore(zap.NewNop(), "x", func() error {
+			if calls++; calls <= c.fails {
+				return c.err
+			}
+			return nil
+		})
+		if calls != c.calls || (err == nil) != c.ok {
+			t.Errorf("%s: %d calls, error %v; want %d calls, ok %v", c.name, calls, err, c.calls, c.ok)
 		}
 	}
 }

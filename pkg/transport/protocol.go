@@ -27,34 +27,36 @@ const (
 	DefaultWaitReport = 30 * time.Second
 )
 
-// counter counts the messages dropped, and logs the first of each kind.
+// Counter counts the messages dropped, and logs the first of each kind.
 // A late result, of a round since sent again or ended, is no fault:
 // every resend and every shard moved leaves some. It is counted apart
 // and logged at debug level only.
-type counter struct {
+type Counter struct {
+	Log    *zap.Logger // where the first of each kind is logged; set before use
 	mu     sync.Mutex
-	log    *zap.Logger
 	counts map[string]int
 	late   int
 }
 
-func (c *counter) lateResult(kind wire.Kind) {
+// LateResult counts a result that came after its round.
+func (c *Counter) LateResult(kind wire.Kind) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.late++
 	if c.late == 1 {
-		c.log.Debug("ignored a result of an earlier round (resends and moved shards leave these)", zap.Stringer("kind", kind))
+		c.Log.Debug("ignored a result of an earlier round (resends and moved shards leave these)", zap.Stringer("kind", kind))
 	}
 }
 
 // Late returns how many results came after their round.
-func (c *counter) Late() int {
+func (c *Counter) Late() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.late
 }
 
-func (c *counter) add(err error, kind wire.Kind) {
+// Add counts a message dropped for err (nil: of an unexpected kind).
+func (c *Counter) Add(err error, kind wire.Kind) {
 	if err == nil {
 		err = errors.New("unexpected message kind " + kind.String())
 	}
@@ -65,12 +67,12 @@ func (c *counter) add(err error, kind wire.Kind) {
 	}
 	c.counts[err.Error()]++
 	if c.counts[err.Error()] == 1 {
-		c.log.Warn("ignored a damaged or foreign message (each reason is logged once; the bus line counts them)", zap.Error(err))
+		c.Log.Warn("ignored a damaged or foreign message (each reason is logged once; the bus line counts them)", zap.Error(err))
 	}
 }
 
 // Dropped returns how many messages were dropped, by reason.
-func (c *counter) Dropped() map[string]int {
+func (c *Counter) Dropped() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := maps.Clone(c.counts)
