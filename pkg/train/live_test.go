@@ -242,6 +242,10 @@ func TestMemoryCheckCountsLiveCoordinates(t *testing.T) {
 	}
 }
 
+// batchMemory is the MaxBytes in which K problems of dim coordinates, n
+// of them live, are minimised batch at a time.
+func batchMemory(dim, n, K, batch int) int64 { return 2 * stateBytes(dim, n, K, batch) }
+
 // TestBatchesGiveTheSameModel: one-vs-rest problems minimised some at a
 // time give the model of all at once, to the bit, with L-BFGS and HDM
 // (Newton's one-problem passes take other kernels, see Shard.binary); and a run interrupted in its second batch and
@@ -253,9 +257,10 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 		t.Run(method, func(t *testing.T) {
 			cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: method, MaxIter: 3000}, Eps: 1e-4}}
 			want := trainFile(t, path, cfg)
+			dim, n := want.Model.NFeature+1, want.Obj.Dim()
 			for _, batch := range []int{2, 4, 1} {
 				b := cfg
-				b.Batch = batch
+				b.MaxBytes = batchMemory(dim, n, 5, batch)
 				traced := map[int]bool{}
 				var plans []Plan
 				b.Trace = func(r osgm.Record) {
@@ -280,7 +285,7 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 				if backend.k != batch {
 					t.Fatalf("batch %d: a pass over %d problems", batch, backend.k)
 				}
-				if want := (Plan{Method: method, Problems: 5, Batch: batch, Coordinates: got.Obj.Dim(), Dim: got.Model.NFeature + 1}); len(plans) != 1 || plans[0] != want {
+				if want := (Plan{Method: method, Problems: 5, Batch: batch, MemoryBound: true, Coordinates: n, Dim: dim}); len(plans) != 1 || plans[0] != want {
 					t.Fatalf("batch %d: plans %+v, want one, %+v", batch, plans, want)
 				}
 				for k := range want.Model.W {
@@ -293,11 +298,12 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 	}
 	// HDM starts from the Hessian's diagonal at 0 and here from a model:
 	// the problems of the batches after the resumed one need both again.
-	warm := trainFile(t, path, Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{MaxIter: 3000}, Eps: 0.5}}).Model
+	warmed := trainFile(t, path, Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{MaxIter: 3000}, Eps: 0.5}})
+	warm, twoAtATime := warmed.Model, batchMemory(warmed.Model.NFeature+1, warmed.Obj.Dim(), 5, 2)
 	for _, cfg := range []Config{
-		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 3000}, Eps: 1e-6, Batch: 2}},
-		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: "hdm", MaxIter: 3000}, Eps: 1e-4, Batch: 2, Init: warm}},
-		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: "newton", MaxIter: 3000}, Eps: 1e-6, Batch: 2}},
+		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: "lbfgs", MaxIter: 3000}, Eps: 1e-6, MaxBytes: twoAtATime}},
+		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: "hdm", MaxIter: 3000}, Eps: 1e-4, MaxBytes: twoAtATime, Init: warm}},
+		{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: "newton", MaxIter: 3000}, Eps: 1e-6, MaxBytes: twoAtATime}},
 	} {
 		t.Run("resumed "+cfg.Method, func(t *testing.T) {
 			want := trainFile(t, path, cfg)
@@ -305,7 +311,7 @@ func TestBatchesGiveTheSameModel(t *testing.T) {
 			stop.CheckpointEvery = 1
 			saved := interrupted(t, path, stop, func(last *Checkpoint) bool { return last != nil && last.Opt.First == 2 && last.Opt.Evals > 3 })
 			resume := cfg
-			resume.Batch, resume.Resume, resume.Shelf = 0, saved, newShelf(t)
+			resume.MaxBytes, resume.Resume, resume.Shelf = 0, saved, newShelf(t)
 			first := -1
 			resume.Trace = func(r osgm.Record) {
 				if first < 0 {
@@ -418,7 +424,7 @@ func TestSideBySideGivesTheSameModel(t *testing.T) {
 	path := sparseFeatureFile(t, 5)
 	for _, method := range []string{"newton", "lbfgs"} {
 		t.Run(method, func(t *testing.T) {
-			cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: method, MaxIter: 3000}, Eps: 1e-6, Batch: 1}}
+			cfg := Config{Problem: Problem{C: 1, Bias: 1}, Settings: Settings{Options: osgm.Options{Method: method, MaxIter: 3000}, Eps: 1e-6, batch: 1}}
 			want := trainFile(t, path, cfg)
 			side := cfg
 			side.Parallel, side.Shelf = 2, newShelf(t)

@@ -78,9 +78,10 @@ type Settings struct {
 	// more than half of it are minimised in batches that fit, with the
 	// same result, and a problem that does not fit in it alone is refused.
 	MaxBytes int64
-	// Batch, when positive, minimises at most this many problems at a
-	// time whatever the memory (tests).
-	Batch int
+	// batch, when positive, minimises at most this many problems at a
+	// time whatever the memory: the package's tests, whose small data
+	// would otherwise go all at once, run problems one at a time on it.
+	batch int
 	// LiveModel leaves the model's weights over the coordinates the
 	// methods moved (libsvm.Model.Live), not laid out over every feature:
 	// a caller that writes the model and little else saves the dead
@@ -560,7 +561,7 @@ func regularisation(cfg Config, rows int) (float64, error) {
 // batches that do, one at a time if need be; only a problem that does
 // not fit in MaxBytes alone is refused.
 func batchSize(cfg Config, features, dim, n, K, nnz int) (batch int, memoryBound bool, err error) {
-	batch = cfg.Batch
+	batch = cfg.batch
 	if batch <= 0 {
 		budget := max(16*int64(nnz), batchFloor)
 		batch = int(max(budget/max(stateBytes(dim, n, 0, 1), 1), 1))
