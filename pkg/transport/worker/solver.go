@@ -15,6 +15,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
+	"github.com/osgm-svm/osgm/pkg/transport"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
@@ -23,9 +24,12 @@ import (
 // slots), beside the worker's rounds, over every shard of their job,
 // which it loads once per job and keeps.
 type solver struct {
-	w     *Worker
-	queue chan task
-	asm   wire.Assembler // the Solve messages' chunks, in the subscription's callback
+	io       solverIO
+	parallel int // its slots
+	log      *zap.Logger
+	bad      *transport.Counter // messages dropped
+	queue    chan task
+	asm      wire.Assembler // the Solve messages' chunks, in the subscription's callback
 
 	mu      sync.Mutex
 	pending map[uint64]*atomic.Bool // placements queued or under way, and whether asked to stop
@@ -67,15 +71,22 @@ type task struct {
 	stop    *atomic.Bool
 }
 
-func newSolver(w *Worker) *solver {
-	s := &solver{w: w, queue: make(chan task, 64), pending: map[uint64]*atomic.Bool{}}
+// solverIO is what the solver asks of its worker: shards read, and its
+// messages sent (the worker's loop is it, as workerIO is the core's).
+type solverIO interface {
+	readShards(src wire.Source, ranges []input.Range) ([]*shard.Shard, int, error)
+	send(kind wire.Kind, job, round uint64, shardID uint32, pieces ...[]byte)
+}
+
+func newSolver(io solverIO, parallel int, log *zap.Logger, bad *transport.Counter) *solver {
+	s := &solver{io: io, parallel: parallel, log: log, bad: bad, queue: make(chan task, 64), pending: map[uint64]*atomic.Bool{}}
 	s.sent.Store(rand.Uint32())
 	s.asm.MaxPending = 4
 	return s
 }
 
 // slots is how many placements the worker runs at once.
-func (s *solver) slots() int { return s.w.cfg.Parallel }
+func (s *solver) slots() int { return s.parallel }
 
 // take is a Solve or SolveStop chunk for this worker.
 func (s *solver) take(h wire.Header, payload []byte) {
@@ -94,7 +105,7 @@ func (s *solver) take(h wire.Header, payload []byte) {
 	s.asm.Forget(h.Round)
 	m, err := wire.DecodeSolve(b)
 	if err != nil {
-		s.w.badMsg.Add(err, h.Kind)
+		s.bad.Add(err, h.Kind)
 		return
 	}
 	s.mu.Lock()
@@ -107,7 +118,7 @@ func (s *solver) take(h wire.Header, payload []byte) {
 	case s.queue <- p:
 		s.pending[h.Round] = p.stop
 	default:
-		s.w.log.Warn("placed problems queue full: dropped one; the coordinator sends it again", zap.Uint64("placement", h.Round))
+		s.log.Warn("placed problems queue full: dropped one; the coordinator sends it again", zap.Uint64("placement", h.Round))
 	}
 }
 
@@ -158,7 +169,7 @@ func (s *solver) solve(p task) *wire.Solved {
 		return s.pass(obj, m.Pass)
 	}
 	if err != nil {
-		s.w.log.Error("placed problem", zap.Int("problem", m.K), zap.Error(err))
+		s.log.Error("placed problem", zap.Int("problem", m.K), zap.Error(err))
 		return &wire.Solved{Err: err.Error()}
 	}
 	set := m.Settings
@@ -214,7 +225,7 @@ func (s *solver) objective(p task) (fork osgm.Objective, base *objective.Objecti
 	h := s.held
 	if h == nil || h.job != p.job || !slices.Equal(h.ranges, m.Ranges) {
 		s.held = nil // the old job's, before loading the new one's
-		shards, _, err := s.w.readShards(m.Source, m.Ranges)
+		shards, _, err := s.io.readShards(m.Source, m.Ranges)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -280,10 +291,10 @@ func (s *solver) release(base *objective.Objective, fork osgm.Objective) {
 func (s *solver) send(p task, kind wire.Kind, v wire.SolveMessage) {
 	b, err := wire.EncodeSolve(v)
 	if err != nil {
-		s.w.log.Error("encoding a placed problem's message", zap.Error(err))
+		s.log.Error("encoding a placed problem's message", zap.Error(err))
 		return
 	}
-	s.w.send(kind, p.job, p.id, s.sent.Add(1), b)
+	s.io.send(kind, p.job, p.id, s.sent.Add(1), b)
 }
 
 // keepOnly lets go of the shards of any job but job: a worker assigned

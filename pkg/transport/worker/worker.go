@@ -22,44 +22,10 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/memory"
-	"github.com/osgm-svm/osgm/pkg/metrics"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
-
-	"github.com/osgm-svm/osgm/pkg/osgm"
 )
-
-// evalOf is the evaluation a point's op asks for (OpHessVecAt's once
-// the worker has put its x back: a Hessian-vector product).
-func evalOf(op wire.Op) osgm.Op {
-	return [...]osgm.Op{wire.OpEval: osgm.OpEval, wire.OpHessVec: osgm.OpHessVec, wire.OpEvalDiag: osgm.OpEvalDiag,
-		wire.OpEvalHess: osgm.OpEvalHess, wire.OpHessVecAt: osgm.OpHessVec}[op]
-}
-
-// Config configures a worker.
-type Config struct {
-	Name      string
-	Parallel  int              // goroutines evaluating shards
-	Compact   shard.Compaction // when shards are stored compact (auto: when plain ones would not fit)
-	Heartbeat time.Duration    // how often to announce itself
-	Log       *zap.Logger
-	Metrics   *metrics.Worker // nil: none
-	// Shared, for workers in the coordinator's process, is what their
-	// loads share with it and each other (text it decompressed, the
-	// memory fit); nil for a worker of its own.
-	Shared *shard.Shared
-	// Bus, when set, carries the worker's messages over its connection
-	// in the connection's place. A deployment leaves it nil; tests lose
-	// messages on it, as a cut connection or a hung evaluation would.
-	Bus func(nc *nats.Conn) Bus
-	// Load, when set, stands around each load of shards: it calls read,
-	// the load itself, and returns what read returned. read counts the
-	// bytes it reads into bytes, which the heartbeats carry to the
-	// coordinator's stall check. Tests hold a load on it, or trickle
-	// bytes, as a hung or slow network mount would.
-	Load func(read func() ([]*shard.Shard, int, error), bytes *atomic.Int64) ([]*shard.Shard, int, error)
-}
 
 // Worker holds shards for a coordinator and evaluates them on request:
 // the NATS loop around a workerCore. All protocol state is the core's,
@@ -106,15 +72,6 @@ type Worker struct {
 	badMsg  transport.Counter
 }
 
-// Bus is what a worker sends and receives its messages through: the NATS
-// connection, or in tests one that loses messages on the way (a cut
-// connection, a server that drops what a slow reader had queued, a hung
-// evaluation that hears no more points).
-type Bus interface {
-	Publish(subject string, data []byte) error
-	Subscribe(subject string, cb nats.MsgHandler) (*nats.Subscription, error)
-}
-
 // New prepares a worker on an open connection.
 func New(nc *nats.Conn, cfg Config) *Worker {
 	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, transport.DefaultHeartbeat)
@@ -131,7 +88,7 @@ func New(nc *nats.Conn, cfg Config) *Worker {
 		w.bus = cfg.Bus(nc)
 	}
 	w.core = newWorkerCore(id, &w.cfg, w, w.log, &w.badMsg)
-	w.solver = newSolver(w)
+	w.solver = newSolver(w, w.cfg.Parallel, w.log, &w.badMsg)
 	host, _ := os.Hostname()
 	w.hb = wire.Heartbeat{ID: id, Name: cfg.Name, Host: host, OwnPoints: true, Solves: true, Slots: cfg.Parallel}
 	w.beatTag = rand.Uint32()

@@ -14,6 +14,7 @@ import (
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
+	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/transport"
@@ -125,6 +126,13 @@ type loadResult struct {
 	failed int
 	took   time.Duration
 	ranges []input.Range
+}
+
+// evalOf is the evaluation a point's op asks for (OpHessVecAt's once
+// the worker has put its x back: a Hessian-vector product).
+func evalOf(op wire.Op) osgm.Op {
+	return [...]osgm.Op{wire.OpEval: osgm.OpEval, wire.OpHessVec: osgm.OpHessVec, wire.OpEvalDiag: osgm.OpEvalDiag,
+		wire.OpEvalHess: osgm.OpEvalHess, wire.OpHessVecAt: osgm.OpHessVec}[op]
 }
 
 func newWorkerCore(id string, cfg *Config, io workerIO, log *zap.Logger, bad *transport.Counter) *workerCore {
