@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
-	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/reduce"
@@ -27,45 +26,6 @@ import (
 	"github.com/osgm-svm/osgm/pkg/transport"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
-
-// Config configures the coordinator's side of the protocol.
-type Config struct {
-	Job        uint64 // 0: random
-	Source     wire.Source
-	Ranges     []input.Range
-	MinWorkers int
-	// HeartbeatTimeout declares a silent worker dead.
-	HeartbeatTimeout time.Duration
-	// ResendAfter re-broadcasts a round's point when results stop coming.
-	ResendAfter time.Duration
-	// Stop, when closed, ends the round under way with ErrStopped unless
-	// it completes within stopGrace: with every worker gone, a round
-	// waits for one to come (their shards move to it), and only this or
-	// NoWorkerTimeout ends the wait; a round that is going well ends, and
-	// the state after it can be saved.
-	Stop <-chan struct{}
-	// NoWorkerTimeout, when positive, fails a round that has had no live
-	// worker, or no connection to NATS, for this long (ErrNoWorkers);
-	// zero waits for ever, for workers or a server that a supervisor
-	// restarts.
-	NoWorkerTimeout time.Duration
-	// LoadStall takes a worker whose load of shards the job waits for
-	// has read nothing for this long for stuck (see unstickLoads).
-	LoadStall time.Duration
-	// Points says whether rounds' points may go to each worker with only
-	// the columns its shards touch (see PointMode).
-	Points PointMode
-	// Place says whether one-vs-rest problems go whole to workers (see
-	// Placed); the coordinator acts on it.
-	Place PlaceMode
-	// Reduce says who adds the workers' sums (see ReduceMode).
-	Reduce ReduceMode
-	// WaitReport is how often Load logs that it still waits for workers
-	// (transport.DefaultWaitReport): without it, a cluster whose workers never
-	// start shows one line and then nothing.
-	WaitReport time.Duration
-	Log        *zap.Logger
-}
 
 var (
 	// ErrStopped is a round's error once Config.Stop is closed.

@@ -4,7 +4,6 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
@@ -26,19 +25,6 @@ import (
 // add up to at most half their number (W/2 points instead of W). A round that goes out again (a
 // resend, a reconnection, a worker that asks, shards that change hands)
 // is broadcast whole: it serves every worker, whatever it holds by then.
-
-// PointMode says how rounds' points go to workers: -points.
-type PointMode = cli.Choice[pointWords]
-
-const (
-	PointsAuto      PointMode = iota // own points when they carry at most half of a broadcast's bytes
-	PointsBroadcast                  // always broadcast
-	PointsOwn                        // own points whenever every worker takes them
-)
-
-type pointWords struct{}
-
-func (pointWords) Words() []string { return []string{"auto", "broadcast", "own"} }
 
 // pointLayout is how rounds go out while the shards' owners stay: each
 // owner's own point. A nil layout is a broadcast.

@@ -5,31 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
-
-// ReduceMode says who adds the workers' sums of a round: -reduce.
-type ReduceMode = cli.Choice[reduceWords]
-
-const (
-	// ReduceAuto adds along the workers' tree when that takes fewer bytes
-	// through the coordinator's link than every worker's own sums, by a
-	// margin for the tree's hops (see treePays); each worker sends its
-	// own otherwise.
-	ReduceAuto ReduceMode = iota
-	// ReduceTree has the workers add the reduction tree among themselves
-	// and send the coordinator the root alone (see reduce.Relay): its
-	// intake stays one sum a round however many workers there are.
-	ReduceTree
-	// ReduceStar has every worker send its own sums to the coordinator,
-	// which adds them: one sum per worker a round.
-	ReduceStar
-)
-
-type reduceWords struct{}
-
-func (reduceWords) Words() []string { return []string{"auto", "tree", "star"} }
 
 // plan has the workers add this round's tree among themselves when they
 // can: the point is a broadcast of an evaluation (a tally's counts are

@@ -3,10 +3,54 @@ package cluster
 import (
 	"errors"
 	"flag"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/internal/cli"
+	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/transport"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
+
+// Config configures the coordinator's side of the protocol.
+type Config struct {
+	Job        uint64 // 0: random
+	Source     wire.Source
+	Ranges     []input.Range
+	MinWorkers int
+	// HeartbeatTimeout declares a silent worker dead.
+	HeartbeatTimeout time.Duration
+	// ResendAfter re-broadcasts a round's point when results stop coming.
+	ResendAfter time.Duration
+	// Stop, when closed, ends the round under way with ErrStopped unless
+	// it completes within stopGrace: with every worker gone, a round
+	// waits for one to come (their shards move to it), and only this or
+	// NoWorkerTimeout ends the wait; a round that is going well ends, and
+	// the state after it can be saved.
+	Stop <-chan struct{}
+	// NoWorkerTimeout, when positive, fails a round that has had no live
+	// worker, or no connection to NATS, for this long (ErrNoWorkers);
+	// zero waits for ever, for workers or a server that a supervisor
+	// restarts.
+	NoWorkerTimeout time.Duration
+	// LoadStall takes a worker whose load of shards the job waits for
+	// has read nothing for this long for stuck (see unstickLoads).
+	LoadStall time.Duration
+	// Points says whether rounds' points may go to each worker with only
+	// the columns its shards touch (see PointMode).
+	Points PointMode
+	// Place says whether one-vs-rest problems go whole to workers (see
+	// Placed); the coordinator acts on it.
+	Place PlaceMode
+	// Reduce says who adds the workers' sums (see ReduceMode).
+	Reduce ReduceMode
+	// WaitReport is how often Load logs that it still waits for workers
+	// (transport.DefaultWaitReport): without it, a cluster whose workers never
+	// start shows one line and then nothing.
+	WaitReport time.Duration
+	Log        *zap.Logger
+}
 
 // ClusterFlags and OperationFlags are the names Config.Flags
 // registers, by the group a command's help lists them in.
@@ -56,3 +100,38 @@ const (
 type placeWords struct{}
 
 func (placeWords) Words() []string { return []string{"auto", "classes", "rows"} }
+
+// PointMode says how rounds' points go to workers: -points.
+type PointMode = cli.Choice[pointWords]
+
+const (
+	PointsAuto      PointMode = iota // own points when they carry at most half of a broadcast's bytes
+	PointsBroadcast                  // always broadcast
+	PointsOwn                        // own points whenever every worker takes them
+)
+
+type pointWords struct{}
+
+func (pointWords) Words() []string { return []string{"auto", "broadcast", "own"} }
+
+// ReduceMode says who adds the workers' sums of a round: -reduce.
+type ReduceMode = cli.Choice[reduceWords]
+
+const (
+	// ReduceAuto adds along the workers' tree when that takes fewer bytes
+	// through the coordinator's link than every worker's own sums, by a
+	// margin for the tree's hops (see treePays); each worker sends its
+	// own otherwise.
+	ReduceAuto ReduceMode = iota
+	// ReduceTree has the workers add the reduction tree among themselves
+	// and send the coordinator the root alone (see reduce.Relay): its
+	// intake stays one sum a round however many workers there are.
+	ReduceTree
+	// ReduceStar has every worker send its own sums to the coordinator,
+	// which adds them: one sum per worker a round.
+	ReduceStar
+)
+
+type reduceWords struct{}
+
+func (reduceWords) Words() []string { return []string{"auto", "tree", "star"} }
