@@ -14,7 +14,7 @@ import (
 // flagGroups orders -h by what a user is deciding: LIBLINEAR's own
 // options first, so its users find their command line, then the rest.
 // The problem's and the method's options are train's (Config.Flags), the
-// cluster's transport's (ClusterConfig.Flags, Auth.Flags).
+// cluster's transport's (cluster.Config.Flags, transport.Auth.Flags).
 var flagGroups = []struct {
 	title string
 	names []string
