@@ -62,9 +62,13 @@ func Start(t testing.TB) *Server {
 	os.WriteFile(config, []byte(fmt.Sprintf(`{"identities":[{"name":"osgm","credentials":[{"accessKey":%q,"secretKey":%q}],"actions":["Admin","Read","Write","List","Tagging"]}]}`, AccessKey, SecretKey)), 0o600)
 	port := func() string { return fmt.Sprint(testport.Free(t)) }
 	s3Port := port()
+	// Every port is given: left out, a gRPC port is its HTTP port plus
+	// 10,000, which no one checked was free (a master once died on one a
+	// client connection held).
 	args := []string{"server", "-dir", dir, "-ip", "127.0.0.1", "-ip.bind", "127.0.0.1",
-		"-master.port", port(), "-volume.port", port(), "-filer.port", port(),
-		"-s3", "-s3.port", s3Port, "-s3.config", config, "-volume.max", "0"}
+		"-master.port", port(), "-master.port.grpc", port(), "-volume.port", port(), "-volume.port.grpc", port(),
+		"-filer.port", port(), "-filer.port.grpc", port(),
+		"-s3", "-s3.port", s3Port, "-s3.port.grpc", port(), "-s3.config", config, "-volume.max", "0"}
 	logs, _ := os.Create(filepath.Join(dir, "weed.log"))
 	s := &Server{Endpoint: "http://127.0.0.1:" + s3Port, t: t, args: append([]string{bin}, args...), logs: logs}
 	t.Cleanup(func() { s.Stop(); logs.Close() })
