@@ -361,7 +361,7 @@ func TestHessVecPointsGoWithoutX(t *testing.T) {
 			first := true
 			c, _, _ := clusterWithStops(t, path, 2, 16, func(nc *nats.Conn, wc *worker.Config) {
 				if first {
-					wc.Bus, first = func(nc *nats.Conn) worker.Bus { return &forgetfulBus{Conn: nc, n: forget} }, false
+					wc.Bus, first = &forgetfulBus{Conn: nc, n: forget}, false
 				}
 			})
 			// A worker without x asks for it: no round waits for a resend.
@@ -473,7 +473,7 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 // given the first time.
 func TestLostDescriptionsAreAskedAgain(t *testing.T) {
 	path := testData(t)
-	c, _, _ := clusterWithStops(t, path, 2, 8, func(nc *nats.Conn, wc *worker.Config) { onFaultyBus(wc, loseFirst(wire.KindMeta, 3), nil) })
+	c, _, _ := clusterWithStops(t, path, 2, 8, func(nc *nats.Conn, wc *worker.Config) { onFaultyBus(nc, wc, loseFirst(wire.KindMeta, 3), nil) })
 	sameMetas(t, c, path, 8)
 }
 
@@ -488,7 +488,7 @@ func TestReconnectedWorkersAreAskedAgain(t *testing.T) {
 	defer close(done)
 	o := clusterOptions{parallel: 1, config: func(cfg *Config) { cfg.ResendAfter = time.Hour }}
 	c, _, _ := startCluster(t, path, 2, 8, o, func(nc *nats.Conn, wc *worker.Config) {
-		onFaultyBus(wc, loseFirst(wire.KindMeta, 4), nil) // all of them
+		onFaultyBus(nc, wc, loseFirst(wire.KindMeta, 4), nil) // all of them
 		wg.Add(1)
 		go func() {
 			// What the connection does when it is back: the worker's
@@ -643,7 +643,7 @@ func TestKilledWorkerIsProbed(t *testing.T) {
 					if ncs = append(ncs, nc); len(ncs) > 1 {
 						return
 					}
-					onFaultyBus(wc, loseFirst(wire.KindMeta, 1<<30), nil)
+					onFaultyBus(nc, wc, loseFirst(wire.KindMeta, 1<<30), nil)
 					wc.Load = func(read func() ([]*shard.Shard, int, error), _ *atomic.Int64) ([]*shard.Shard, int, error) {
 						defer nc.Close()
 						return read()
@@ -691,7 +691,7 @@ func TestStuckWorkerLosesItsShards(t *testing.T) {
 		cfg.ResendAfter = 100 * time.Millisecond // maxResends of them: 2 s
 	}}, func(nc *nats.Conn, wc *worker.Config) {
 		if n++; n == 1 {
-			onFaultyBus(wc, nil, loseAfter(wire.KindPoint, 5))
+			onFaultyBus(nc, wc, nil, loseAfter(wire.KindPoint, 5))
 		}
 	})
 	core, logs := observer.New(zap.InfoLevel)
@@ -771,7 +771,7 @@ func TestUndescribedShardsMove(t *testing.T) {
 		cfg.ResendAfter, cfg.Log = 100*time.Millisecond, zap.New(core)
 	}}, func(nc *nats.Conn, wc *worker.Config) {
 		if n++; n == 1 {
-			onFaultyBus(wc, loseFirst(wire.KindMeta, 1<<30), nil)
+			onFaultyBus(nc, wc, loseFirst(wire.KindMeta, 1<<30), nil)
 		}
 	})
 	got, err := train.Train(c, cfg)
@@ -857,7 +857,7 @@ func TestPointsCarryLiveCoordinates(t *testing.T) {
 			first := true
 			cl, _, stops := clusterWithStops(t, path, 2, 8, func(nc *nats.Conn, wc *worker.Config) {
 				if first {
-					wc.Bus, first = func(nc *nats.Conn) worker.Bus { return &forgetfulBus{Conn: nc, n: c.forget} }, false
+					wc.Bus, first = &forgetfulBus{Conn: nc, n: c.forget}, false
 				}
 			})
 			if c.kill {
@@ -928,7 +928,7 @@ func TestSparseSumsKeepTheBits(t *testing.T) {
 			c, _, _ := startCluster(t, path, 2, 8, clusterOptions{parallel: 1, config: func(c *Config) { c.Reduce = ReduceStar }},
 				func(nc *nats.Conn, wc *worker.Config) {
 					if whole {
-						wc.Bus = func(nc *nats.Conn) worker.Bus { return &wholeBus{Conn: nc} }
+						wc.Bus = &wholeBus{Conn: nc}
 					}
 				})
 			res, err := train.Train(c, cfg)
@@ -1171,7 +1171,7 @@ func TestLoadSaysItIsStillWaiting(t *testing.T) {
 func TestRoundEndsWhenTheConnectionCloses(t *testing.T) {
 	c, _, _ := startCluster(t, testData(t), 1, 4, clusterOptions{parallel: 1, config: func(cfg *Config) {
 		cfg.HeartbeatTimeout, cfg.ResendAfter = time.Hour, time.Hour
-	}}, func(nc *nats.Conn, wc *worker.Config) { onFaultyBus(wc, nil, loseAfter(wire.KindPoint, 1)) }) // it answers no round: the round waits
+	}}, func(nc *nats.Conn, wc *worker.Config) { onFaultyBus(nc, wc, nil, loseAfter(wire.KindPoint, 1)) }) // it answers no round: the round waits
 	features := uint32(0)
 	for _, m := range c.Meta() {
 		features = max(features, m.MaxIndex)

@@ -20,9 +20,9 @@ type faultyBus struct {
 	out, in *losing
 }
 
-// onFaultyBus puts a worker's messages on a faultyBus.
-func onFaultyBus(cfg *worker.Config, out, in *losing) {
-	cfg.Bus = func(nc *nats.Conn) worker.Bus { return &faultyBus{Conn: nc, out: out, in: in} }
+// onFaultyBus puts the messages of a worker on nc on a faultyBus.
+func onFaultyBus(nc *nats.Conn, cfg *worker.Config, out, in *losing) {
+	cfg.Bus = &faultyBus{Conn: nc, out: out, in: in}
 }
 
 func (b *faultyBus) Publish(subject string, data []byte) error {

@@ -80,7 +80,7 @@ func TestOwnPointsKeepTheBits(t *testing.T) {
 				cfg.Points, cfg.ResendAfter, cfg.Stop, cfg.Log = PointsOwn, time.Hour, stop, zap.New(core)
 			}}, func(nc *nats.Conn, wc *worker.Config) {
 				if first {
-					wc.Bus, first = func(nc *nats.Conn) worker.Bus { return &forgetfulBus{Conn: nc, n: c.forget} }, false
+					wc.Bus, first = &forgetfulBus{Conn: nc, n: c.forget}, false
 				}
 			})
 			if c.stop {

@@ -78,7 +78,7 @@ func TestTreeRoundsSurviveAnAdder(t *testing.T) {
 					}
 					return false
 				}}
-				onFaultyBus(wc, out, in)
+				onFaultyBus(nc, wc, out, in)
 			}
 			cl, _, _ := startCluster(t, path, 4, 64, clusterOptions{parallel: 1, config: func(cfg *Config) {
 				cfg.HeartbeatTimeout, cfg.ResendAfter, cfg.Reduce = time.Hour, 300*time.Millisecond, ReduceTree

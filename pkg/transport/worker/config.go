@@ -23,10 +23,11 @@ type Config struct {
 	// loads share with it and each other (text it decompressed, the
 	// memory fit); nil for a worker of its own.
 	Shared *shard.Shared
-	// Bus, when set, carries the worker's messages over its connection
-	// in the connection's place. A deployment leaves it nil; tests lose
-	// messages on it, as a cut connection or a hung evaluation would.
-	Bus func(nc *nats.Conn) Bus
+	// Bus, when set, carries the worker's messages in its connection's
+	// place, over that connection. A deployment leaves it nil; tests
+	// lose messages on it, as a cut connection or a hung evaluation
+	// would.
+	Bus Bus
 	// Load, when set, stands around each load of shards: it calls read,
 	// the load itself, and returns what read returned. read counts the
 	// bytes it reads into bytes, which the heartbeats carry to the

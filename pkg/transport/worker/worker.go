@@ -85,7 +85,7 @@ func New(nc *nats.Conn, cfg Config) *Worker {
 		cmds: make(chan wire.Assign, 16), points: make(chan roundMsg, 64), relays: make(chan relayMsg, 256), loaded: make(chan loadResult, 4), beat: make(chan struct{}, 1)}
 	w.badMsg.Log = w.log
 	if cfg.Bus != nil {
-		w.bus = cfg.Bus(nc)
+		w.bus = cfg.Bus
 	}
 	w.core = newWorkerCore(id, &w.cfg, w, w.log, &w.badMsg)
 	w.solver = newSolver(w, w.cfg.Parallel, w.log, &w.badMsg)
