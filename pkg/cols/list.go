@@ -100,6 +100,22 @@ func (c List) ScatterAdd(dst, src []float64) {
 	}
 }
 
+// ScatterAddK is ScatterAdd for K values a column, interleaved: src[l*K+k]
+// into dst[column l*K+k].
+func (c List) ScatterAddK(dst, src []float64, K int) {
+	start := 0
+	for _, r := range c.runs {
+		for l, x := range c.lo[start:int(r.end)] {
+			j := int(r.hi|uint32(x)) * K
+			d, s := dst[j:j+K], src[(start+l)*K:(start+l)*K+K]
+			for k := range d {
+				d[k] += s[k]
+			}
+		}
+		start = int(r.end)
+	}
+}
+
 // Slice is the columns in a fresh slice.
 func (c List) Slice() []uint32 { return c.Append(make([]uint32, 0, len(c.lo))) }
 

@@ -94,11 +94,11 @@ func TestDenseSumMatchesCombiner(t *testing.T) {
 							if !ds.Holds(s) {
 								continue
 							}
-							if ok, err := ds.Add(parts[s]); !ok || err != nil {
+							if _, ok, err := ds.Add(parts[s], c.K, len(parts[s].Hess)); !ok || err != nil {
 								t.Fatalf("trial %d: Add(%d) = %v, %v", trial, s, ok, err)
 							}
 						}
-						if ok, _ := ds.Add(parts[order[0]]); ok && ds.Holds(order[0]) {
+						if _, ok, _ := ds.Add(parts[order[0]], c.K, len(parts[order[0]].Hess)); ok && ds.Holds(order[0]) {
 							t.Fatalf("trial %d: a repeated partial was taken", trial)
 						}
 						for id, p := range kept {

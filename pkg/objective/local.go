@@ -195,7 +195,7 @@ func (l *Local) sumWhole(add func(*reduce.Partial) error) func(*reduce.Partial) 
 	l.whole.Reset()
 	l.emit = add
 	return func(p *reduce.Partial) error {
-		held, err := l.whole.Add(p)
+		held, _, err := l.whole.Add(p, len(p.Loss), len(p.Hess))
 		if err == nil && !held {
 			return add(p)
 		}

@@ -17,7 +17,7 @@ func TestDenseSumRefusesAWrongSize(t *testing.T) {
 	ds.Emit = func(NodeID, *Partial) error { return nil }
 	ds.Reset()
 	bad := &Partial{Shard: 0, Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1, 2, 3}}
-	if _, err := ds.Add(bad); err == nil {
+	if _, _, err := ds.Add(bad, 1, 0); err == nil {
 		t.Fatal("a partial longer than its shard's columns was taken")
 	}
 	if ds.Holds(2) || NewDenseSum(3, columnsOf(map[int][]uint32{0: {1}})) != nil {
@@ -62,7 +62,7 @@ func TestDenseSumPacksWideNodes(t *testing.T) {
 		ds.Emit = func(_ NodeID, p *Partial) error { got = p; return nil }
 		ds.Reset()
 		for _, p := range parts {
-			if _, err := ds.Add(p); err != nil {
+			if _, _, err := ds.Add(p, K, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -77,6 +77,42 @@ func TestDenseSumPacksWideNodes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSumsHoldAVectorPerLevel: the buffers of a pass's sums serve again
+// as soon as a sum is added up, so dense sums over 64 shards in order (8
+// groups, a tree of height 3) hold one vector per level and the group
+// open, not one per group or node, and a second pass makes none.
+func TestSumsHoldAVectorPerLevel(t *testing.T) {
+	const n, width = 64, 40
+	rng := rand.New(rand.NewPCG(5, 6))
+	ids, parts := randomPartials(rng, n, width, 1)
+	lists := map[int]cols.List{}
+	for s, c := range listsOf(ids) {
+		lists[s] = c
+	}
+	d := NewDenseSum(n, lists)
+	emitted := 0
+	d.Emit = func(NodeID, *Partial) error { emitted++; return nil }
+	made := 0
+	for pass := range 2 {
+		d.Reset()
+		for _, p := range parts {
+			if _, _, err := d.Add(p, 1, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.Reset()
+		if pass == 0 {
+			made = len(d.comb.free)
+		}
+		if len(d.comb.free) != made {
+			t.Fatalf("pass %d: %d buffers, the first pass made %d", pass, len(d.comb.free), made)
+		}
+	}
+	if emitted != 2 || made > TreeHeight(n)+1 {
+		t.Fatalf("%d sums sent in 2 passes, with %d buffers (want 2, at most %d)", emitted, made, TreeHeight(n)+1)
 	}
 }
 
@@ -114,7 +150,7 @@ func BenchmarkNodeSums(b *testing.B) {
 			for b.Loop() {
 				d.Reset()
 				for _, p := range parts {
-					d.Add(p)
+					d.Add(p, K, 0)
 				}
 			}
 		})

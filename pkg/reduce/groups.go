@@ -36,18 +36,25 @@ func GroupShards(g, n int) (first, end int) { return g * GroupSize, min((g+1)*Gr
 // where each shard's local columns sit in it.
 type Group struct {
 	ID    int
-	First int        // its first shard
-	Cols  []uint32   // union of the shards' global columns, increasing
-	Pos   [][]uint32 // Pos[s-First][l]: position of shard s's column l in Cols
+	First int         // its first shard
+	Cols  []uint32    // union of the shards' global columns, increasing
+	Pos   []cols.List // Pos[s-First]: where shard s's columns sit in Cols
 }
 
 // NewGroup builds group g from its shards' column maps, in shard order.
 func NewGroup(g int, shardCols [][]uint32) *Group {
 	gr := &Group{ID: g, First: g * GroupSize}
+	var pos [][]uint32
 	if width := colWidth(shardCols); width > cols.MaxSet {
-		gr.Cols, gr.Pos = mergeColumns(shardCols)
+		gr.Cols, pos = mergeColumns(shardCols)
 	} else {
-		gr.Cols, gr.Pos = setColumns(shardCols, width)
+		gr.Cols, pos = setColumns(shardCols, width)
+	}
+	// Positions increase as the columns do, so they keep in the shards'
+	// compact form: a group's positions are as many as its shards'
+	// columns.
+	for _, p := range pos {
+		gr.Pos = append(gr.Pos, cols.NewList(p))
 	}
 	return gr
 }
@@ -182,7 +189,7 @@ func (gs *GroupSum) Add(p *Partial) (bool, error) {
 		return false, nil
 	}
 	K := len(gs.sum.Loss)
-	if len(p.Loss) != K || len(p.BiasGrad) != K || len(p.Grad) != len(gs.group.Pos[p.Shard-gs.group.First])*K || len(p.Hess) != gs.hess {
+	if len(p.Loss) != K || len(p.BiasGrad) != K || len(p.Grad) != gs.group.Pos[p.Shard-gs.group.First].Len()*K || len(p.Hess) != gs.hess {
 		return false, fmt.Errorf("shard %d: partial has the wrong size", p.Shard)
 	}
 	gs.pending[p.Shard] = p
@@ -203,25 +210,17 @@ func (gs *GroupSum) accumulate(p *Partial) {
 		gs.sum.Loss[k] += p.Loss[k]
 		gs.sum.BiasGrad[k] += p.BiasGrad[k]
 	}
-	scatterAdd(gs.sum.Grad, p.Grad, gs.group.Pos[p.Shard-gs.group.First], K)
+	switch pos := gs.group.Pos[p.Shard-gs.group.First]; {
+	case pos.Len() == len(gs.group.Cols): // every column: positions 0, 1, ...
+		for i, v := range p.Grad {
+			gs.sum.Grad[i] += v
+		}
+	case K == 1:
+		pos.ScatterAdd(gs.sum.Grad, p.Grad)
+	default:
+		pos.ScatterAddK(gs.sum.Grad, p.Grad, K)
+	}
 	gs.sum.Hess = addHess(gs.sum.Hess, p.Hess)
-}
-
-// scatterAdd adds src, K problems interleaved over a child's columns, into
-// dst over its parent's columns: child column l sits at pos[l].
-func scatterAdd(dst, src []float64, pos []uint32, K int) {
-	if K == 1 {
-		for l, i := range pos {
-			dst[i] += src[l]
-		}
-		return
-	}
-	for l, i := range pos {
-		d, s := dst[int(i)*K:int(i)*K+K], src[l*K:l*K+K]
-		for k := range d {
-			d[k] += s[k]
-		}
-	}
 }
 
 // Complete reports whether every shard of the group has been added.
@@ -255,7 +254,7 @@ type Reducer struct {
 	cols   []uint32 // 0, 1, ...: a dense sum's columns, made when one comes
 	sum    *Total
 	comb   *Combiner
-	groups *SparseSum
+	groups *Adder
 	done   bool
 }
 
@@ -283,7 +282,7 @@ func NewReducer(lists []cols.List) *Reducer {
 			r.Release(p)
 		}
 	}
-	r.groups = NewSparseSum(n, r.tree.group, r.comb, release, true)
+	r.groups = NewAdder(n, r.tree.group, r.comb, release)
 	return r
 }
 
@@ -296,7 +295,6 @@ func (r *Reducer) Reset(sum *Total) {
 	}
 	clear(sum.Hess)
 	r.sum, r.done = sum, false
-	r.comb.Reset()
 	r.groups.Reset()
 }
 

@@ -3,6 +3,8 @@ package reduce
 import (
 	"fmt"
 	"slices"
+
+	"github.com/osgm-svm/osgm/pkg/cols"
 )
 
 // Relay adds, on one worker, the sums of the tree's nodes that worker is
@@ -17,17 +19,13 @@ import (
 // That changes no bit: the tree's sums start from +0 and are never -0,
 // so a column a child lacks adds a +0 that changes nothing, and the
 // additions are the sparse tree's in the same order. The adding is the
-// one every reduction runs (SparseSum into a Combiner), over a tree whose
-// nodes all hold every coordinate.
+// one every reduction runs (Adder), over a tree whose nodes all hold
+// every coordinate.
 type Relay struct {
-	n     int
-	width int
-	cols  []uint32 // 0, 1, ..., width-1
-	mine  func(NodeID) bool
-	nodes map[NodeID]*Node
-	group map[int]*Group
-	comb  *Combiner
-	sums  *SparseSum
+	n    int
+	tree *denseTree
+	comb *Combiner
+	sums *Adder
 }
 
 // NewRelay prepares a worker's part of the tree over n shards whose sums
@@ -35,64 +33,20 @@ type Relay struct {
 // level 0), and emit takes each complete sum whose parent it does not add,
 // to send to that parent's adder, or, for the root, to the coordinator.
 func NewRelay(n, width int, mine func(NodeID) bool, emit func(NodeID, *Partial) error) *Relay {
-	r := &Relay{n: n, width: width, mine: mine, nodes: map[NodeID]*Node{}, group: map[int]*Group{}}
-	r.cols = make([]uint32, width)
-	for j := range r.cols {
-		r.cols[j] = uint32(j)
-	}
-	r.comb = NewCombiner(n, r, emit)
-	// A relay's sums go on as soon as they are complete, and are not
-	// kept for resends: their buffers serve again the next round.
-	r.sums = NewSparseSum(n, r.groupOf, r.comb, nil, true)
+	r := &Relay{n: n}
+	var all cols.List // a shard's dense partial holds every coordinate
+	r.tree = newDenseTree(n, width, mine, func(int) cols.List { return all })
+	all = cols.NewList(r.tree.cols)
+	r.comb = NewCombiner(n, r.tree, emit)
+	r.sums = NewAdder(n, r.tree.group, r.comb, nil)
 	return r
 }
 
 // Width is the coordinates a dense sum covers.
-func (r *Relay) Width() int { return r.width }
-
-// Cols is Tree's: every node of the tree holds every coordinate.
-func (r *Relay) Cols(id NodeID) ([]uint32, bool) { return r.cols, id.in(r.n) }
-
-// Node is Tree's: the nodes this worker adds, nil for the others (their
-// children's sums go on to their adder).
-func (r *Relay) Node(id NodeID) *Node {
-	if !id.in(r.n) || !r.mine(id) {
-		return nil
-	}
-	nd := r.nodes[id]
-	if nd == nil {
-		nd = &Node{ID: id, Cols: r.cols, Pos: [2][]uint32{r.cols, r.cols}}
-		if right := (NodeID{id.Level - 1, 2*id.Index + 1}); id.Level > 0 && !right.in(r.n) {
-			nd.Pos[1] = nil // one child
-		}
-		if id.Level == 0 {
-			nd.Group = r.groupOf(id.Index)
-		}
-		r.nodes[id] = nd
-	}
-	return nd
-}
-
-// groupOf is group g as a dense sum takes its shards, when this worker
-// adds it.
-func (r *Relay) groupOf(g int) *Group {
-	if !r.mine(NodeID{0, g}) {
-		return nil
-	}
-	gr := r.group[g]
-	if gr == nil {
-		first, end := GroupShards(g, r.n)
-		gr = &Group{ID: g, First: first, Cols: r.cols, Pos: slices.Repeat([][]uint32{r.cols}, end-first)}
-		r.group[g] = gr
-	}
-	return gr
-}
+func (r *Relay) Width() int { return len(r.tree.cols) }
 
 // Reset starts a round.
-func (r *Relay) Reset() {
-	r.comb.Reset()
-	r.sums.Reset()
-}
+func (r *Relay) Reset() { r.sums.Reset() }
 
 // AddShard takes a shard's dense partial, for K problems with packed
 // Hessians of hess entries; held is false when this worker does not add

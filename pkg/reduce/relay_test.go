@@ -146,7 +146,7 @@ func relayRound(t *testing.T, rng *rand.Rand, cols [][]uint32, parts []*Partial,
 		comb := NewCombiner(n, nodes, func(id NodeID, p *Partial) error {
 			return relays[w].AddNode(id, Scatter(p, nodes[id].Cols, width, nil))
 		})
-		sums := NewSparseSum(n, func(g int) *Group { return held[g] }, comb, nil, false)
+		sums := NewAdder(n, func(g int) *Group { return held[g] }, comb, nil)
 		for s, p := range parts {
 			if owners[s] != w {
 				continue

@@ -65,10 +65,9 @@ func Root(n int) NodeID { return NodeID{Level: TreeHeight(n)} }
 // Node is one node's columns: the union of its children's, and where each
 // child's columns sit in it.
 type Node struct {
-	ID    NodeID
-	Cols  []uint32
-	Pos   [2][]uint32 // Pos[1] is nil when the node has one child
-	Group *Group      // level 0 only
+	ID   NodeID
+	Cols []uint32
+	Pos  [2][]uint32 // Pos[1] is nil when the node has one child
 }
 
 // Tree is where a Combiner finds a tree's nodes.
@@ -98,7 +97,7 @@ func BuildNodes(n int, groups map[int]*Group) Nodes {
 	G := NumGroups(n)
 	out := Nodes{}
 	for g, gr := range groups {
-		out[NodeID{0, g}] = &Node{ID: NodeID{0, g}, Cols: gr.Cols, Group: gr}
+		out[NodeID{0, g}] = &Node{ID: NodeID{0, g}, Cols: gr.Cols}
 	}
 	for l := 1; l <= TreeHeight(n); l++ {
 		for i := 0; i<<l < G; i++ {
@@ -200,7 +199,7 @@ func (t *lazyTree) Node(id NodeID) *Node {
 	switch right := (NodeID{id.Level - 1, 2*id.Index + 1}); {
 	case id.Level == 0:
 		gr := t.group(id.Index)
-		nd = &Node{ID: id, Cols: gr.Cols, Group: gr}
+		nd = &Node{ID: id, Cols: gr.Cols}
 	case !right.in(t.n): // one child: its columns are the node's
 		cols, _ := t.Cols(id)
 		nd = &Node{ID: id, Cols: cols}
@@ -229,8 +228,15 @@ func (t *lazyTree) group(g int) *Group {
 
 // Combiner adds node sums up the tree as they complete, over the nodes
 // its Tree has. A node whose parent the tree does not have (the root, or
-// on a worker the highest nodes it holds whole) goes to Emit. It reuses
-// the buffers of its sums from pass to pass.
+// on a worker the highest nodes it holds whole) goes to Emit.
+//
+// The sums it and its Adder make are in buffers of its own, which serve
+// again as soon as their sum has been added into its parent's: a pass
+// holds one per level in use and per group open, whatever the number of
+// nodes (dense sums, every one as wide as the data, need that bound). An
+// emitted sum's memory is not written again before the next Reset, so a
+// worker may keep it to send again. Sums handed in by Add are the
+// caller's, and only read.
 type Combiner struct {
 	N    int // shards
 	Tree Tree
@@ -242,22 +248,51 @@ type Combiner struct {
 	// widest of the tree) are never made (BenchmarkRootSums).
 	EmitChildren func(left, right NodeID, l, r *Partial) error
 
-	sums  map[NodeID]*Partial
-	spare map[NodeID]*Partial
+	sums map[NodeID]nodeSum
+	free []*Partial
+}
+
+// nodeSum is a complete node's sum; own when its buffer is the combiner's.
+type nodeSum struct {
+	p   *Partial
+	own bool
 }
 
 // NewCombiner combines the nodes of tree, a tree over n shards.
 func NewCombiner(n int, tree Tree, emit func(NodeID, *Partial) error) *Combiner {
-	return &Combiner{N: n, Tree: tree, Emit: emit, sums: map[NodeID]*Partial{}, spare: map[NodeID]*Partial{}}
+	return &Combiner{N: n, Tree: tree, Emit: emit, sums: map[NodeID]nodeSum{}}
 }
 
-// Reset forgets the sums of the last pass.
-func (c *Combiner) Reset() { clear(c.sums) }
+// Reset forgets the sums of the last pass, and takes their buffers back.
+func (c *Combiner) Reset() {
+	for _, h := range c.sums {
+		c.recycle(h)
+	}
+	clear(c.sums)
+}
+
+// take is a buffer for a sum, of the combiner's.
+func (c *Combiner) take() *Partial {
+	n := len(c.free)
+	if n == 0 {
+		return new(Partial)
+	}
+	p := c.free[n-1]
+	c.free = c.free[:n-1]
+	return p
+}
+
+// recycle takes h's buffer back when it is the combiner's.
+func (c *Combiner) recycle(h nodeSum) {
+	if h.own {
+		c.free = append(c.free, h.p)
+	}
+}
 
 // Covered reports whether id, or a node above it, is complete.
 func (c *Combiner) Covered(id NodeID) bool {
 	for l := id.Level; l <= TreeHeight(c.N); l++ {
-		if c.sums[id] != nil {
+		if c.sums[id].p != nil {
 			return true
 		}
 		id = id.Parent()
@@ -267,7 +302,9 @@ func (c *Combiner) Covered(id NodeID) bool {
 
 // Add takes the complete sum of node id; it reports false when the node
 // is already covered. The sums below it are dropped.
-func (c *Combiner) Add(id NodeID, p *Partial) (bool, error) {
+func (c *Combiner) Add(id NodeID, p *Partial) (bool, error) { return c.add(id, nodeSum{p: p}) }
+
+func (c *Combiner) add(id NodeID, h nodeSum) (bool, error) {
 	cols, ok := c.Tree.Cols(id)
 	if !ok {
 		return false, fmt.Errorf("node %d/%d is not in this tree", id.Level, id.Index)
@@ -275,27 +312,21 @@ func (c *Combiner) Add(id NodeID, p *Partial) (bool, error) {
 	if c.Covered(id) {
 		return false, nil
 	}
-	K := len(p.Loss)
-	if len(p.BiasGrad) != K || len(p.Grad) != len(cols)*K {
+	K := len(h.p.Loss)
+	if len(h.p.BiasGrad) != K || len(h.p.Grad) != len(cols)*K {
 		return false, fmt.Errorf("node %d/%d: sum has the wrong size", id.Level, id.Index)
 	}
-	for below := range c.sums {
+	for below, b := range c.sums {
 		if below.Level < id.Level && below.Index>>(id.Level-below.Level) == id.Index {
+			c.recycle(b)
 			delete(c.sums, below)
 		}
 	}
 	for {
-		c.sums[id] = p
+		c.sums[id] = h
 		if c.EmitChildren != nil && id.Parent() == Root(c.N) {
 			if l, r := (NodeID{id.Level, 0}), (NodeID{id.Level, 1}); r.in(c.N) {
-				left, right := c.sums[l], c.sums[r]
-				if left == nil || right == nil {
-					return true, nil
-				}
-				delete(c.sums, l)
-				delete(c.sums, r)
-				c.sums[Root(c.N)] = left // covered: it went out as its children
-				return true, c.EmitChildren(l, r, left, right)
+				return true, c.emitChildren(l, r)
 			}
 		}
 		var parent *Node
@@ -303,53 +334,92 @@ func (c *Combiner) Add(id NodeID, p *Partial) (bool, error) {
 			parent = c.Tree.Node(id.Parent())
 		}
 		if parent == nil {
-			return true, c.Emit(id, p)
+			return true, c.Emit(id, h.p)
 		}
-		left, right := c.sums[NodeID{id.Level, id.Index &^ 1}], c.sums[NodeID{id.Level, id.Index | 1}]
 		if parent.Pos[1] == nil { // a single child: the parent's sum is its own
+			delete(c.sums, id)
 			id = parent.ID
 			continue
 		}
-		if left == nil || right == nil {
+		l, r := NodeID{id.Level, id.Index &^ 1}, NodeID{id.Level, id.Index | 1}
+		left, right := c.sums[l], c.sums[r]
+		if left.p == nil || right.p == nil {
 			return true, nil
 		}
-		p = parent.add(left, right, c.spare[parent.ID])
-		c.spare[parent.ID] = p
-		delete(c.sums, NodeID{id.Level, id.Index &^ 1})
-		delete(c.sums, NodeID{id.Level, id.Index | 1})
-		id = parent.ID
+		delete(c.sums, l)
+		delete(c.sums, r)
+		h, id = c.sum(parent, left, right), parent.ID
 	}
 }
 
-// add writes left + right, in that order, over the node's columns into
-// buf (allocated when nil).
-func (nd *Node) add(left, right, buf *Partial) *Partial {
-	K := len(left.Loss)
-	if buf == nil {
-		buf = new(Partial)
+// emitChildren hands the root's children l and r on once both are in.
+func (c *Combiner) emitChildren(l, r NodeID) error {
+	left, right := c.sums[l], c.sums[r]
+	if left.p == nil || right.p == nil {
+		return nil
 	}
-	buf.Shard, buf.Group = nd.ID.Index, true
-	buf.Resize(K, len(nd.Cols))
-	buf.Seconds = max(left.Seconds, right.Seconds)
+	delete(c.sums, l)
+	delete(c.sums, r)
+	c.sums[Root(c.N)] = left // covered: it went out as its children
+	err := c.EmitChildren(l, r, left.p, right.p)
+	c.recycle(right)
+	return err
+}
+
+// sum is node nd's sum, left + right in that order, over its columns.
+// Where the left child has every column (its positions are 0, 1, ...)
+// and its buffer is the combiner's, the right child is added into it: no
+// new buffer, no copy, and the bits of copying it first. Otherwise the
+// left child is copied, or added to zeros (which differs at most in the
+// sign of a zero), and the right one added.
+func (c *Combiner) sum(nd *Node, left, right nodeSum) nodeSum {
+	K, width := len(left.p.Loss), len(nd.Cols)
+	out := left
+	if !left.own || len(nd.Pos[0]) != width {
+		out = nodeSum{c.take(), true}
+		out.p.Resize(K, width)
+		if len(nd.Pos[0]) == width {
+			copy(out.p.Grad, left.p.Grad)
+		} else {
+			clear(out.p.Grad)
+			addAt(out.p.Grad, left.p.Grad, nd.Pos[0], width, K)
+		}
+		copy(out.p.Loss, left.p.Loss)
+		copy(out.p.BiasGrad, left.p.BiasGrad)
+		out.p.Hess = append(out.p.Hess[:0], left.p.Hess...)
+		c.recycle(left)
+	}
+	p, r := out.p, right.p
+	p.Shard, p.Group = nd.ID.Index, true
+	p.Seconds = max(left.p.Seconds, r.Seconds)
 	for k := range K {
-		buf.Loss[k] = left.Loss[k] + right.Loss[k]
-		buf.BiasGrad[k] = left.BiasGrad[k] + right.BiasGrad[k]
+		p.Loss[k] += r.Loss[k]
+		p.BiasGrad[k] += r.BiasGrad[k]
 	}
-	first := 0
-	if len(nd.Pos[0]) == len(nd.Cols) {
-		// The left child has every column (its positions are 0, 1, ...):
-		// copy it rather than add it to zeros, which differs at most in the
-		// sign of a zero.
-		copy(buf.Grad, left.Grad)
-		first = 1
-	} else {
-		clear(buf.Grad)
-	}
-	for c, p := range [2]*Partial{left, right} {
-		if c >= first {
-			scatterAdd(buf.Grad, p.Grad, nd.Pos[c], K)
+	addAt(p.Grad, r.Grad, nd.Pos[1], width, K)
+	p.Hess = addHess(p.Hess, r.Hess)
+	c.recycle(right)
+	return out
+}
+
+// addAt adds src, K problems interleaved over a child's columns, into
+// dst over its parent's width columns: child column l sits at pos[l].
+func addAt(dst, src []float64, pos []uint32, width, K int) {
+	switch {
+	case len(pos) == width: // every column: positions 0, 1, ...
+		for i, v := range src {
+			dst[i] += v
+		}
+	case K == 1:
+		for l, i := range pos {
+			dst[i] += src[l]
+		}
+	default:
+		for l, i := range pos {
+			d, s := dst[int(i)*K:int(i)*K+K], src[l*K:l*K+K]
+			for k := range d {
+				d[k] += s[k]
+			}
 		}
 	}
-	buf.Hess = addHess(addHess(buf.Hess[:0], left.Hess), right.Hess)
-	return buf
 }

@@ -345,52 +345,22 @@ func (w *workerCore) rebuildLocal() {
 	}
 	if d := reduce.NewDenseSum(w.total, lists); d != nil && d.Pays() {
 		d.Emit, d.Release = w.sendNode, w.local.Release
-		w.adder = denseAdder{d}
+		w.adder = d
 		return
 	}
 	groups := reduce.HeldGroups(w.total, lists)
 	comb := reduce.NewCombiner(w.total, reduce.BuildNodes(w.total, groups), w.sendNode)
-	// Group sums go out as views of their memory, kept for resends until
-	// the next round: each round's are new.
-	w.adder = groupAdder{comb, reduce.NewSparseSum(w.total, func(g int) *reduce.Group { return groups[g] }, comb, w.local.Release, false)}
+	w.adder = reduce.NewAdder(w.total, func(g int) *reduce.Group { return groups[g] }, comb, w.local.Release)
 }
 
 // adder is how a worker adds the partials of its shards under the tree's
 // nodes it holds whole, which then go up as one sum each: in dense
-// vectors on wide data, else in the groups' and nodes' own columns.
+// vectors on wide data (reduce.DenseSum), else in the groups' and nodes'
+// own columns (reduce.Adder). Add's held is false for a shard under no
+// node held whole: its partial goes up alone.
 type adder interface {
-	reset() // a round begins
-	// add takes a shard's partial (hess: its Hessian's length); held
-	// false: the shard is under no node held whole, and its partial goes
-	// up alone.
-	add(p *reduce.Partial, hess int) (held bool, err error)
-}
-
-// denseAdder adds in dense vectors (reduce.DenseSum).
-type denseAdder struct{ d *reduce.DenseSum }
-
-func (a denseAdder) reset() { a.d.Reset() }
-
-func (a denseAdder) add(p *reduce.Partial, _ int) (bool, error) {
-	if !a.d.Holds(p.Shard) {
-		return false, nil
-	}
-	_, err := a.d.Add(p) // false: a partial already added, dropped
-	return true, err
-}
-
-// groupAdder adds each group's shards in its columns (reduce.SparseSum),
-// and the groups' sums along the nodes above them (reduce.Combiner).
-type groupAdder struct {
-	comb   *reduce.Combiner
-	groups *reduce.SparseSum
-}
-
-func (a groupAdder) reset() { a.comb.Reset(); a.groups.Reset() }
-
-func (a groupAdder) add(p *reduce.Partial, hess int) (bool, error) {
-	held, _, err := a.groups.Add(p, len(p.Loss), hess)
-	return held, err
+	Reset() // a round begins
+	Add(p *reduce.Partial, K, hess int) (held, took bool, err error)
 }
 
 func (w *workerCore) sendNode(id reduce.NodeID, sum *reduce.Partial) error {
@@ -580,14 +550,14 @@ func (w *workerCore) evaluate(shards []*shard.Shard, grouped bool) {
 	}
 	w.started = start
 	if grouped && w.adder != nil {
-		w.adder.reset()
+		w.adder.Reset()
 	}
 	if m := w.cfg.Metrics; m != nil {
 		defer func(start time.Time) { m.Eval.Observe(w.now().Sub(start).Seconds()) }(w.now())
 	}
 	local.Eval(evalOf(p.Op), pt, vp, func(part *reduce.Partial) error {
 		if grouped && w.adder != nil {
-			if held, err := w.adder.add(part, hess); held || err != nil {
+			if held, _, err := w.adder.Add(part, len(part.Loss), hess); held || err != nil {
 				return err
 			}
 		}
