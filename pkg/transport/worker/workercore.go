@@ -367,7 +367,7 @@ func (w *workerCore) sendNode(id reduce.NodeID, sum *reduce.Partial) error {
 	sum.Seconds = w.now().Sub(w.started).Seconds()
 	w.sums[id] = sum
 	if w.tree != nil && id != reduce.Root(w.total) {
-		return w.relayNode(id, sum)
+		return w.tree.addNode(id, sum, w.pointCols(id))
 	}
 	// The whole tree's sum, from this worker alone, goes up as it is.
 	w.publishSum(id, sum)
@@ -642,7 +642,7 @@ func (w *workerCore) answer(part *reduce.Partial) {
 	b := wire.AppendPartial(nil, part)
 	w.answered[part.Shard] = b
 	if w.tree != nil {
-		if err := w.relayShard(part); err != nil {
+		if err := w.tree.addShard(part, w.pointCols(reduce.NodeID{Level: -1, Index: part.Shard})); err != nil {
 			w.bad.Add(err, wire.KindPartial)
 		}
 		return
@@ -652,4 +652,89 @@ func (w *workerCore) answer(part *reduce.Partial) {
 
 func (w *workerCore) publishUp(kind wire.Kind, round uint64, shardID uint32, payload ...[]byte) {
 	w.io.send(kind, w.job, round, shardID, payload...)
+}
+
+// startTree sets the round's tree from point p: nil when p has each
+// worker send its sums to the coordinator.
+func (w *workerCore) startTree(p *wire.Point) {
+	w.tree = nil
+	if len(p.Owners) == 0 || len(p.Owners) != w.total {
+		return
+	}
+	owners := make([]string, len(p.Owners))
+	for s, o := range p.Owners {
+		owners[s] = p.Relays[o]
+	}
+	width := len(p.X[0])
+	if p.Bias >= 0 {
+		width--
+	}
+	t := w.lastTree
+	if t == nil || t.relay.Width() != width || !slices.Equal(t.owners, owners) {
+		t = newTreeRound(w.total, owners, width, w.id)
+		w.lastTree = t
+	}
+	t.begin(func(to string, kind wire.Kind, id uint32, pieces ...[]byte) {
+		if to == "" {
+			w.publishUp(kind, w.round, id, pieces...)
+			return
+		}
+		w.io.relay(to, kind, w.job, w.round, id, pieces...)
+	})
+	w.tree = t
+	early := w.early
+	w.early = nil
+	for _, m := range early {
+		w.onRelay(m)
+	}
+}
+
+// onRelay takes a sum another worker relayed here: kept when its round's
+// point has not come yet, added when it is this round's.
+func (w *workerCore) onRelay(m relayMsg) {
+	switch {
+	case m.job != w.job || m.round < w.round:
+		return
+	case m.round > w.round || w.point == nil:
+		if len(w.early) < maxEarly {
+			w.early = append(w.early, m)
+		}
+		return
+	case w.tree == nil:
+		return // the round went out again, sums to the coordinator
+	}
+	if err := w.tree.add(m); err != nil {
+		w.bad.Add(err, m.kind)
+	}
+}
+
+// pointCols are the point's coordinates of a node's (or, at level -1, a
+// shard's) columns: its shards' columns, numbered as the point numbers
+// them. They stay while the shards held and the point's layout do.
+func (w *workerCore) pointCols(id reduce.NodeID) []uint32 {
+	if c, ok := w.colsAt[id]; ok {
+		return c
+	}
+	first, end := id.Index, id.Index+1
+	if id.Level >= 0 {
+		first, end = id.Shards(w.total)
+	}
+	var c []uint32
+	for s := first; s < end; s++ {
+		if sh := w.shards[s]; sh != nil {
+			c = sh.Cols.Append(c)
+		}
+	}
+	slices.Sort(c)
+	c = slices.Compact(c)
+	if w.live != nil {
+		for l, j := range c {
+			c[l], _ = w.live.Rank(j)
+		}
+	}
+	if w.colsAt == nil {
+		w.colsAt = map[reduce.NodeID][]uint32{}
+	}
+	w.colsAt[id] = c
+	return c
 }

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/osgm-svm/osgm/pkg/reduce"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -15,8 +14,12 @@ import (
 // still kept as they were, for a resend, which has every worker send its
 // own (see roundState.again).
 type treeRound struct {
+	n      int      // shards in the job
 	owners []string // each shard's owner
 	relay  *reduce.Relay
+	// pass sends a sum on to worker to, or with to "" to the coordinator,
+	// as this round's.
+	pass func(to string, kind wire.Kind, id uint32, pieces ...[]byte)
 	// The round's sums' problems and packed Hessian entries, set by the
 	// first (an evaluation with the diagonal has twice the point's
 	// problems): every sum must have them.
@@ -41,6 +44,21 @@ func (t *treeRound) vec() *[]float64 {
 	return &t.used[len(t.used)-1]
 }
 
+// newTreeRound is the tree of a job of n shards with the given owners,
+// over points of width coordinates, for worker self.
+func newTreeRound(n int, owners []string, width int, self string) *treeRound {
+	t := &treeRound{n: n, owners: owners}
+	t.relay = reduce.NewRelay(n, width, func(id reduce.NodeID) bool { return t.adder(id) == self }, t.up)
+	return t
+}
+
+// begin starts a round, whose sums go out through pass.
+func (t *treeRound) begin(pass func(to string, kind wire.Kind, id uint32, pieces ...[]byte)) {
+	t.relay.Reset()
+	t.pass, t.K, t.hess, t.hops = pass, -1, -1, map[reduce.NodeID]int{}
+	t.free, t.used = append(t.free, t.used...), t.used[:0]
+}
+
 // relayMsg is a sum another worker relayed to this one.
 type relayMsg struct {
 	kind    wire.Kind
@@ -54,55 +72,22 @@ type relayMsg struct {
 // come yet.
 const maxEarly = 1024
 
-// startTree sets the round's tree from point p: nil when p has each
-// worker send its sums to the coordinator.
-func (w *workerCore) startTree(p *wire.Point) {
-	w.tree = nil
-	if len(p.Owners) == 0 || len(p.Owners) != w.total {
-		return
-	}
-	owners := make([]string, len(p.Owners))
-	for s, o := range p.Owners {
-		owners[s] = p.Relays[o]
-	}
-	width := len(p.X[0])
-	if p.Bias >= 0 {
-		width--
-	}
-	t := w.lastTree
-	if t == nil || t.relay.Width() != width || !slices.Equal(t.owners, owners) {
-		t = &treeRound{owners: owners}
-		t.relay = reduce.NewRelay(w.total, width, func(id reduce.NodeID) bool { return t.adder(id, w.total) == w.id }, w.relayUp)
-		w.lastTree = t
-	}
-	t.relay.Reset()
-	t.K, t.hess, t.hops = -1, -1, map[reduce.NodeID]int{}
-	t.free, t.used = append(t.free, t.used...), t.used[:0]
-	w.tree = t
-	early := w.early
-	w.early = nil
-	for _, m := range early {
-		w.onRelay(m)
-	}
-}
-
-// adder is the worker that adds node id of a tree over n shards: its
-// first shard's owner.
-func (t *treeRound) adder(id reduce.NodeID, n int) string {
-	first, _ := id.Shards(n)
+// adder is the worker that adds node id: its first shard's owner.
+func (t *treeRound) adder(id reduce.NodeID) string {
+	first, _ := id.Shards(t.n)
 	return t.owners[first]
 }
 
 // hopsUnder is the longest chain of messages behind the sums under id.
-func (t *treeRound) hopsUnder(id reduce.NodeID, n int) int {
-	first, end := id.Shards(n)
+func (t *treeRound) hopsUnder(id reduce.NodeID) int {
+	first, end := id.Shards(t.n)
 	h := 0
 	for below, hb := range t.hops {
 		var f, e int
 		if below.Level < 0 {
 			f, e = below.Index, below.Index+1
 		} else {
-			f, e = below.Shards(n)
+			f, e = below.Shards(t.n)
 		}
 		if f >= first && e <= end {
 			h = max(h, hb)
@@ -123,21 +108,20 @@ func (t *treeRound) fits(p *reduce.Partial) error {
 	return nil
 }
 
-// relayNode passes a sum of a node this worker holds whole, laid out
-// dense, to the tree.
-func (w *workerCore) relayNode(id reduce.NodeID, sum *reduce.Partial) error {
-	d := reduce.Scatter(sum, w.pointCols(id), w.tree.relay.Width(), w.tree.vec())
-	if err := w.tree.fits(d); err != nil {
+// addNode passes the sum of a node this worker holds whole, over cols
+// (the point's coordinates of its columns), laid out dense, to the tree.
+func (t *treeRound) addNode(id reduce.NodeID, sum *reduce.Partial, cols []uint32) error {
+	d := reduce.Scatter(sum, cols, t.relay.Width(), t.vec())
+	if err := t.fits(d); err != nil {
 		return err
 	}
-	return w.tree.relay.AddNode(id, d)
+	return t.relay.AddNode(id, d)
 }
 
-// relayShard passes a shard's partial, laid out dense, to the tree: into
-// its group's sum here, or on to the group's adder.
-func (w *workerCore) relayShard(part *reduce.Partial) error {
-	t := w.tree
-	d := reduce.Scatter(part, w.pointCols(reduce.NodeID{Level: -1, Index: part.Shard}), t.relay.Width(), t.vec())
+// addShard passes a shard's partial over cols, laid out dense, to the
+// tree: into its group's sum here, or on to the group's adder.
+func (t *treeRound) addShard(part *reduce.Partial, cols []uint32) error {
+	d := reduce.Scatter(part, cols, t.relay.Width(), t.vec())
 	if err := t.fits(d); err != nil {
 		return err
 	}
@@ -145,54 +129,34 @@ func (w *workerCore) relayShard(part *reduce.Partial) error {
 	if err != nil || held {
 		return err
 	}
-	to := t.adder(reduce.NodeID{Index: reduce.GroupOf(part.Shard)}, w.total)
-	w.io.relay(to, wire.KindRelayShard, w.job, w.round, uint32(part.Shard), wire.RelayPieces(1, d, nil, false)...)
+	to := t.adder(reduce.NodeID{Index: reduce.GroupOf(part.Shard)})
+	t.pass(to, wire.KindRelayShard, uint32(part.Shard), wire.RelayPieces(1, d, nil, false)...)
 	return nil
 }
 
-// relayUp sends on a complete sum whose parent another worker adds, or
-// the root to the coordinator.
-func (w *workerCore) relayUp(id reduce.NodeID, sum *reduce.Partial) error {
-	t := w.tree
-	pieces := wire.RelayPieces(t.hopsUnder(id, w.total)+1, sum, nil, false)
-	if id == reduce.Root(w.total) {
-		w.publishUp(wire.KindRelayNode, w.round, id.Wire(), pieces...)
+// up sends on a complete sum whose parent another worker adds, or the
+// root to the coordinator.
+func (t *treeRound) up(id reduce.NodeID, sum *reduce.Partial) error {
+	pieces := wire.RelayPieces(t.hopsUnder(id)+1, sum, nil, false)
+	if id == reduce.Root(t.n) {
+		t.pass("", wire.KindRelayNode, id.Wire(), pieces...)
 		return nil
 	}
-	w.io.relay(t.adder(id.Parent(), w.total), wire.KindRelayNode, w.job, w.round, id.Wire(), pieces...)
+	t.pass(t.adder(id.Parent()), wire.KindRelayNode, id.Wire(), pieces...)
 	return nil
 }
 
-// onRelay takes a sum another worker relayed here: kept when its round's
-// point has not come yet, added when it is this round's.
-func (w *workerCore) onRelay(m relayMsg) {
-	switch {
-	case m.job != w.job || m.round < w.round:
-		return
-	case m.round > w.round || w.point == nil:
-		if len(w.early) < maxEarly {
-			w.early = append(w.early, m)
-		}
-		return
-	case w.tree == nil:
-		return // the round went out again, sums to the coordinator
-	}
-	if err := w.addRelayed(m); err != nil {
-		w.bad.Add(err, m.kind)
-	}
-}
-
-func (w *workerCore) addRelayed(m relayMsg) error {
-	t := w.tree
+// add takes a sum another worker relayed, of this round.
+func (t *treeRound) add(m relayMsg) error {
 	node, index := reduce.NodeID{Level: -1, Index: int(m.id)}, int(m.id)
 	if m.kind == wire.KindRelayNode {
 		var err error
-		if node, err = reduce.NodeFromWire(m.id, w.total); err != nil {
+		if node, err = reduce.NodeFromWire(m.id, t.n); err != nil {
 			return err
 		}
 		index = node.Index
-	} else if index >= w.total {
-		return fmt.Errorf("relayed shard %d of %d", index, w.total)
+	} else if index >= t.n {
+		return fmt.Errorf("relayed shard %d of %d", index, t.n)
 	}
 	hops, p, err := wire.DecodeRelay(index, m.payload, nil, t.vec())
 	if err != nil {
@@ -211,35 +175,4 @@ func (w *workerCore) addRelayed(m relayMsg) error {
 	}
 	p.Group, p.Level = true, node.Level
 	return t.relay.AddNode(node, p)
-}
-
-// pointCols are the point's coordinates of a node's (or, at level -1, a
-// shard's) columns: its shards' columns, numbered as the point numbers
-// them. They stay while the shards held and the point's layout do.
-func (w *workerCore) pointCols(id reduce.NodeID) []uint32 {
-	if c, ok := w.colsAt[id]; ok {
-		return c
-	}
-	first, end := id.Index, id.Index+1
-	if id.Level >= 0 {
-		first, end = id.Shards(w.total)
-	}
-	var c []uint32
-	for s := first; s < end; s++ {
-		if sh := w.shards[s]; sh != nil {
-			c = sh.Cols.Append(c)
-		}
-	}
-	slices.Sort(c)
-	c = slices.Compact(c)
-	if w.live != nil {
-		for l, j := range c {
-			c[l], _ = w.live.Rank(j)
-		}
-	}
-	if w.colsAt == nil {
-		w.colsAt = map[reduce.NodeID][]uint32{}
-	}
-	w.colsAt[id] = c
-	return c
 }
