@@ -27,21 +27,6 @@ import (
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
-var (
-	// ErrStopped is a round's error once Config.Stop is closed.
-	ErrStopped = errors.New("stopped while the round waited on workers")
-	// ErrNoWorkers is a round's error after NoWorkerTimeout without one.
-	ErrNoWorkers = errors.New("no live worker")
-)
-
-// maxResends bounds the broadcasts of one round that bring nothing back
-// while workers are alive.
-const maxResends = 20
-
-// stopGrace is how long a round may go on once Stop is closed: a round
-// takes milliseconds to seconds, and docker stop kills after 10 s.
-const stopGrace = 2 * time.Second
-
 // Cluster is an objective.Backend whose shards live on workers reached over
 // NATS. It assigns shards, notices workers that die or join, and moves
 // shards so that every round completes; results are added in shard order,

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -8,6 +9,13 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
+
+// ErrStopped is a round's error once Config.Stop is closed.
+var ErrStopped = errors.New("stopped while the round waited on workers")
+
+// stopGrace is how long a round may go on once Stop is closed: a round
+// takes milliseconds to seconds, and docker stop kills after 10 s.
+const stopGrace = 2 * time.Second
 
 // The core's one way in: Step for what the Cluster's subscriptions hear,
 // Tick for the time going by. Which of its handlers an event goes to is
@@ -30,26 +38,6 @@ func (heardUp) clusterEvent()        {}
 func (heardGone) clusterEvent()      {}
 func (heardReconnect) clusterEvent() {}
 func (heardStop) clusterEvent()      {}
-
-// phase is what the core's events serve.
-type phase uint8
-
-const (
-	waitingForWorkers phase = iota // Load, until MinWorkers are alive
-	outsideRounds                  // Load's descriptions, and between rounds
-	inRound                        // a round, until every shard's result is in
-)
-
-// stepping is the core's part of the way in: its phase, and the clocks
-// of the phases.
-type stepping struct {
-	phase   phase
-	current *roundState // in a round
-
-	waitBegan, waitReport time.Time // waitingForWorkers: since, and the next "still waiting"
-	early                 []upMsg   // waitingForWorkers: what came up, for describing
-	stopBy                time.Time // a round asked to stop fails past this
-}
 
 // Step takes one event in the core's phase.
 func (c *clusterCore) Step(ev clusterEvent) error {

@@ -57,7 +57,7 @@ func (c *clusterCore) onHeartbeat(hb wire.Heartbeat) {
 	// In shard order, as everything the core sends: the same messages
 	// in the same order for the same steps.
 	for _, s := range slices.Sorted(maps.Keys(c.incoming)) {
-		if to := c.incoming[s]; to == hb.ID && has(hb.Held, s) {
+		if to := c.incoming[s]; to == hb.ID && inSorted(hb.Held, s) {
 			// The new owner has it: the old one may let go.
 			from := c.owner[s]
 			c.owner[s] = to
@@ -92,7 +92,7 @@ func (c *clusterCore) onHeartbeat(hb wire.Heartbeat) {
 // loading some shard in want (its lists sorted).
 func lacks(hb wire.Heartbeat, want []int) bool {
 	for _, s := range want {
-		if !has(hb.Held, s) && !has(hb.Loading, s) {
+		if !inSorted(hb.Held, s) && !inSorted(hb.Loading, s) {
 			return true
 		}
 	}
@@ -109,12 +109,6 @@ func sortedIDs(ids []int) []int {
 	s := slices.Clone(ids)
 	slices.Sort(s)
 	return s
-}
-
-// has reports whether the sorted ids hold s.
-func has(ids []int, s int) bool {
-	_, ok := slices.BinarySearch(ids, s)
-	return ok
 }
 
 // noResponders is the status the server gives a message with a reply
@@ -183,18 +177,6 @@ func (c *members) target(s int) string {
 		return to
 	}
 	return c.owner[s]
-}
-
-// assigned lists the shards a worker must hold: those it owns and those
-// moving to it.
-func (c *members) assigned(id string) []int {
-	var out []int
-	for s := range c.owner {
-		if c.owner[s] == id || c.incoming[s] == id {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func (c *members) load(id string) int {
@@ -417,12 +399,6 @@ func (c *clusterCore) sendAssign(id string, describe ...int) {
 	if err := c.io.assign(id, a); err != nil {
 		c.log.Error("assign", zap.String("worker", id), zap.Error(err))
 	}
-}
-
-// workerShard is a shard held by a worker.
-type workerShard struct {
-	worker string
-	shard  int
 }
 
 // live are the workers not lost, in order.

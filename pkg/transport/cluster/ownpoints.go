@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"errors"
 	"math/bits"
 	"slices"
+
+	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/cols"
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
@@ -25,22 +28,6 @@ import (
 // add up to at most half their number (W/2 points instead of W). A round that goes out again (a
 // resend, a reconnection, a worker that asks, shards that change hands)
 // is broadcast whole: it serves every worker, whatever it holds by then.
-
-// pointLayout is how rounds go out while the shards' owners stay: each
-// owner's own point. A nil layout is a broadcast.
-type pointLayout struct {
-	own []*ownPoint
-}
-
-// ownPoint is a worker's share of the point and the memory it is
-// gathered into, kept from round to round.
-type ownPoint struct {
-	worker string
-	bits   []uint64 // the coordinates it is sent, over every coordinate
-	pos    []int32  // their positions in the point's vectors
-	head   []byte
-	x, v   [][]float64
-}
 
 // layoutFor is the layout of pt's round, worked out again when the
 // shards' owners or the point's coordinates change.
@@ -172,4 +159,21 @@ func (c *clusterCore) sendOwn(l *pointLayout, pt *wire.Point) error {
 		}
 	}
 	return nil
+}
+
+// publishPoint sends a point's payload on subj, which reaches copies
+// workers.
+func (c *clusterCore) publishPoint(subj string, payload [][]byte, version uint32, copies int) error {
+	sent, err := c.io.sendPoint(subj, c.round, version, payload)
+	c.stats.count(func(s *Stats) {
+		s.BytesDown += sent
+		s.BytesToWorkers += sent * int64(copies)
+	})
+	if errors.Is(err, errPointBuffered) {
+		// Cut off from NATS, with its buffer full: the point goes out
+		// again once reconnected, so the round need not fail.
+		c.log.Warn("NATS unreachable: the point will go out on reconnection", zap.Uint64("round", c.round))
+		return nil
+	}
+	return err
 }

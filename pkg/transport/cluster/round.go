@@ -16,6 +16,13 @@ import (
 	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
+// ErrNoWorkers is a round's error after NoWorkerTimeout without one.
+var ErrNoWorkers = errors.New("no live worker")
+
+// maxResends bounds the broadcasts of one round that bring nothing back
+// while workers are alive.
+const maxResends = 20
+
 // onUp handles one result; add receives partials of the current round.
 func (c *clusterCore) onUp(m upMsg, add func(*reduce.Partial) error) error {
 	// The payload goes back to the Assembler now, unless a partial's
@@ -107,13 +114,6 @@ func (c *clusterCore) decodeResult(m upMsg) (*reduce.Partial, error) {
 		}
 	})
 	return p, nil
-}
-
-// decodedPartial is a result decoded in a round, with the memory its
-// gradient was laid out in when it came sparse.
-type decodedPartial struct {
-	reduce.Partial
-	grad []float64
 }
 
 func sameMeta(a, b *shard.Meta) bool {
@@ -225,25 +225,6 @@ func (r *roundState) onGone(id string) error {
 		r.lastProgress = r.c.now() // its shards are loading elsewhere
 	}
 	return r.wholeIfMoved()
-}
-
-// roundState is a round under way: what went out, what has come back, and
-// the clocks that tell a slow round from a stuck one.
-type roundState struct {
-	c       *clusterCore
-	pt      *wire.Point
-	add     func(*reduce.Partial) error
-	payload [][]byte     // the whole point, for broadcasts
-	version uint32       // payload's number in the round (the chunks' Shard; see repack)
-	layout  *pointLayout // own points went out (nil: a broadcast, or whole since)
-	tree    []string     // the owners the workers add the tree along (nil: each sends its sums here)
-	got     []bool       // shards whose results are in
-	left    int          // shards whose results are not
-	compute float64      // the longest a worker computed
-
-	began, lastProgress time.Time
-	alone               time.Time // since when no worker has been live
-	resends             int       // broadcasts again since the last result
 }
 
 // accept takes a shard's partial or a node's sum, unless a resend or a
@@ -438,7 +419,7 @@ func (c *clusterCore) unstick(got []bool, waited time.Duration, sent time.Time) 
 	// does not know it yet, every worker is silent, and none is stuck.
 	var owing []string
 	for s, ok := range got {
-		if p := c.workers[c.owner[s]]; !ok && p != nil && !p.dead && has(p.held, s) && p.lastSeen.After(sent) {
+		if p := c.workers[c.owner[s]]; !ok && p != nil && !p.dead && inSorted(p.held, s) && p.lastSeen.After(sent) {
 			owing = append(owing, p.id)
 		}
 	}
@@ -455,38 +436,6 @@ func (c *clusterCore) unstick(got []bool, waited time.Duration, sent time.Time) 
 	return true
 }
 
-// reconnectSettle is how long a reconnection waits before the round
-// goes out again, for the clients that come back with it: after a server
-// restart they all retry on the same backoff schedule and are back within
-// a few hundred milliseconds, and one broadcast then serves them all
-// where one each would multiply the bytes by the number of workers.
-const reconnectSettle = 250 * time.Millisecond
-
-// soon asks for the round, or Load's missing descriptions, to go out
-// again after reconnectSettle.
-func (c *clusterCore) soon() {
-	c.sawReconnect()
-	if c.resendAt.IsZero() {
-		c.resendAt = c.now().Add(reconnectSettle)
-	}
-}
-
-// sawReconnect notes a reconnection, this coordinator's or a worker's: for
-// a heartbeat timeout, workers missing on the server may be on their way
-// back, and only their silence counts (see onGone).
-func (c *clusterCore) sawReconnect() {
-	c.probeQuiet = c.now().Add(c.cfg.HeartbeatTimeout)
-}
-
-// due reports whether what soon asked for is due, and clears it if so.
-func (c *clusterCore) due(now time.Time) bool {
-	if c.resendAt.IsZero() || now.Before(c.resendAt) || !c.io.connected() {
-		return false
-	}
-	c.resendAt = time.Time{}
-	return true
-}
-
 // repack lays out the round's point again, changed: a new version, whose
 // chunks a worker must not put together with the last one's.
 func (r *roundState) repack() {
@@ -500,19 +449,48 @@ func (c *clusterCore) broadcast(payload [][]byte, version uint32) error {
 	return c.publishPoint(wire.DownSubject(c.cfg.Job), payload, version, len(c.live()))
 }
 
-// publishPoint sends a point's payload on subj, which reaches copies
-// workers.
-func (c *clusterCore) publishPoint(subj string, payload [][]byte, version uint32, copies int) error {
-	sent, err := c.io.sendPoint(subj, c.round, version, payload)
-	c.stats.count(func(s *Stats) {
-		s.BytesDown += sent
-		s.BytesToWorkers += sent * int64(copies)
-	})
-	if errors.Is(err, errPointBuffered) {
-		// Cut off from NATS, with its buffer full: the point goes out
-		// again once reconnected, so the round need not fail.
-		c.log.Warn("NATS unreachable: the point will go out on reconnection", zap.Uint64("round", c.round))
-		return nil
+// plan has the workers add this round's tree among themselves when they
+// can: the point is a broadcast of an evaluation (a tally's counts are
+// added here, in any order) and every shard has an owner. The point names
+// each shard's owner; a node's adder is its first shard's. The bits are
+// the same either way (reduce.Relay).
+func (r *roundState) plan(pt *wire.Point) {
+	c := r.c
+	pt.Relays, pt.Owners = nil, nil
+	if r.layout != nil || pt.Op == wire.OpCorrect || len(c.owner) == 0 || !c.treePays(pt.Dim()) {
+		return
 	}
-	return err
+	index := map[string]uint32{}
+	owners := make([]uint32, len(c.owner))
+	for s, id := range c.owner {
+		if p := c.workers[id]; p == nil || p.dead {
+			return
+		}
+		i, ok := index[id]
+		if !ok {
+			i = uint32(len(pt.Relays))
+			index[id] = i
+			pt.Relays = append(pt.Relays, id)
+		}
+		owners[s] = i
+	}
+	pt.Owners = owners
+	r.tree = slices.Clone(c.owner)
+}
+
+// resendAfter is how long the round may bring nothing back before it
+// goes out again. Along the workers' tree nothing comes before the root
+// does, so such a round waits ResendAfter beyond twice the longest recent
+// round (at most ten ResendAfters), and the job's first, with no history
+// and workers warming up, three ResendAfters.
+func (r *roundState) resendAfter() time.Duration {
+	wait := r.c.cfg.ResendAfter
+	if r.tree == nil {
+		return wait
+	}
+	longest := slices.Max(r.c.took[:])
+	if longest == 0 {
+		return 3 * wait
+	}
+	return min(wait+2*longest, 10*wait)
 }

@@ -3,56 +3,7 @@ package cluster
 import (
 	"math/bits"
 	"slices"
-	"time"
-
-	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
-
-// plan has the workers add this round's tree among themselves when they
-// can: the point is a broadcast of an evaluation (a tally's counts are
-// added here, in any order) and every shard has an owner. The point names
-// each shard's owner; a node's adder is its first shard's. The bits are
-// the same either way (reduce.Relay).
-func (r *roundState) plan(pt *wire.Point) {
-	c := r.c
-	pt.Relays, pt.Owners = nil, nil
-	if r.layout != nil || pt.Op == wire.OpCorrect || len(c.owner) == 0 || !c.treePays(pt.Dim()) {
-		return
-	}
-	index := map[string]uint32{}
-	owners := make([]uint32, len(c.owner))
-	for s, id := range c.owner {
-		if p := c.workers[id]; p == nil || p.dead {
-			return
-		}
-		i, ok := index[id]
-		if !ok {
-			i = uint32(len(pt.Relays))
-			index[id] = i
-			pt.Relays = append(pt.Relays, id)
-		}
-		owners[s] = i
-	}
-	pt.Owners = owners
-	r.tree = slices.Clone(c.owner)
-}
-
-// resendAfter is how long the round may bring nothing back before it
-// goes out again. Along the workers' tree nothing comes before the root
-// does, so such a round waits ResendAfter beyond twice the longest recent
-// round (at most ten ResendAfters), and the job's first, with no history
-// and workers warming up, three ResendAfters.
-func (r *roundState) resendAfter() time.Duration {
-	wait := r.c.cfg.ResendAfter
-	if r.tree == nil {
-		return wait
-	}
-	longest := slices.Max(r.c.took[:])
-	if longest == 0 {
-		return 3 * wait
-	}
-	return min(wait+2*longest, 10*wait)
-}
 
 // treePays reports whether rounds of dim coordinates go along the
 // workers' tree for the current owners. With ReduceAuto it compares the

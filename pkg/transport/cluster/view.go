@@ -3,43 +3,7 @@ package cluster
 import (
 	"slices"
 	"strings"
-	"sync"
-	"time"
 )
-
-// WorkerView is what the coordinator knows of one worker, for a status
-// page: the heartbeat's counters as the worker last sent them, and the
-// shards as the coordinator gave them out.
-type WorkerView struct {
-	ID, Host string
-	// State is "loading" (it has shards assigned that it does not hold
-	// yet), "ready", "lost" (silent, gone from NATS, or stuck) or "left"
-	// (it said goodbye).
-	State    string
-	Shards   []int // the shards it answers for
-	Incoming []int // shards moving to it, which it is loading
-	Rows     int   // rows of the shards it answers for, as described
-	Rounds   uint64
-	BytesIn  int64
-	BytesOut int64
-	RSS      int64 // its process's resident memory (0: not said)
-	LastSeen time.Time
-}
-
-// viewBox holds the workers' views as the core last published them: the
-// core steps on the loop's goroutine, and a status page reads from its
-// own.
-type viewBox struct {
-	mu sync.Mutex
-	v  []WorkerView
-}
-
-// get is every worker the job has heard from, by ID, as last published.
-func (b *viewBox) get() []WorkerView {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.v)
-}
 
 // publishView brings Workers up to date with the core's state.
 func (c *clusterCore) publishView() {
@@ -77,7 +41,7 @@ func (p *peer) state(assigned []int) string {
 		return "loading"
 	}
 	for _, s := range assigned {
-		if !has(p.held, s) {
+		if !inSorted(p.held, s) {
 			return "loading"
 		}
 	}
