@@ -341,9 +341,9 @@ func (w *Worker) listenRelays(job uint64) {
 	w.sums = sub
 }
 
-// load is workerIO's: the shards are read on a goroutine of their own and
+// startLoad is workerIO's: the shards are read on a goroutine of their own and
 // handed to the Run loop when read.
-func (w *Worker) load(job uint64, src wire.Source, ranges []input.Range) {
+func (w *Worker) startLoad(job uint64, src wire.Source, ranges []input.Range) {
 	go func() {
 		start := time.Now()
 		read := func() ([]*shard.Shard, int, error) { return w.readShards(src, ranges) }

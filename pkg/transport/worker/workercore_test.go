@@ -63,7 +63,7 @@ func (r *recorder) listen(job uint64) {
 	}
 }
 
-func (r *recorder) load(job uint64, src wire.Source, ranges []input.Range) {
+func (r *recorder) startLoad(job uint64, src wire.Source, ranges []input.Range) {
 	r.loads = append(r.loads, loadRequest{job, src, ranges})
 	if r.keep {
 		fmt.Fprintf(&r.out, "load job=%d shards=%s\n", job, idList(ranges))
