@@ -51,8 +51,8 @@ func NewGroup(g int, shardCols [][]uint32) *Group {
 		gr.Cols, pos = setColumns(shardCols, width)
 	}
 	// Positions increase as the columns do, so they keep in the shards'
-	// compact form: a group's positions are as many as its shards'
-	// columns.
+	// compact form: there is one for every column every shard holds,
+	// millions on a worker with wide data.
 	for _, p := range pos {
 		gr.Pos = append(gr.Pos, cols.NewList(p))
 	}
