@@ -25,7 +25,7 @@ type Local struct {
 	folds int // the fold count the shards are numbered for (0: none)
 	// whole, when Summed found it pays, adds the shards up the tree in
 	// dense vectors; emit is the pass's add, which gets its node sums.
-	whole *reduce.DenseSum
+	whole *reduce.Adder
 	emit  func(*reduce.Partial) error
 }
 
@@ -72,7 +72,7 @@ func (l *Local) Summed() *Local {
 	if d := reduce.NewDenseSum(len(l.Shards), lists); d != nil && d.Pays() {
 		d.Emit = func(_ reduce.NodeID, p *reduce.Partial) error { return l.emit(p) }
 		d.Release = l.Release
-		l.whole = d
+		l.whole = d.Adder
 	}
 	return l
 }

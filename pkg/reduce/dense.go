@@ -231,9 +231,6 @@ func (d *DenseSum) Pays() bool {
 	return levels*d.width <= held
 }
 
-// Holds reports whether shard s is under one of the nodes summed here.
-func (d *DenseSum) Holds(s int) bool { return s >= 0 && s < d.n && d.whole[GroupOf(s)] }
-
 func (d *DenseSum) release(p *Partial) {
 	if d.Release != nil {
 		d.Release(p)

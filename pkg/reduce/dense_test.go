@@ -20,7 +20,15 @@ func TestDenseSumRefusesAWrongSize(t *testing.T) {
 	if _, _, err := ds.Add(bad, 1, 0); err == nil {
 		t.Fatal("a partial longer than its shard's columns was taken")
 	}
-	if ds.Holds(2) || NewDenseSum(3, columnsOf(map[int][]uint32{0: {1}})) != nil {
+	// Of 10 shards, group 0 (0-7) is held whole, group 1 (8, 9) in part.
+	part := map[int][]uint32{8: {2}}
+	for s := range 8 {
+		part[s] = []uint32{uint32(s)}
+	}
+	ds = NewDenseSum(10, columnsOf(part))
+	ds.Reset()
+	p8 := &Partial{Shard: 8, Loss: []float64{1}, BiasGrad: []float64{0}, Grad: []float64{1}}
+	if held, _, _ := ds.Add(p8, 1, 0); held || NewDenseSum(3, columnsOf(map[int][]uint32{0: {1}})) != nil {
 		t.Fatal("a shard of no whole group is held")
 	}
 }
