@@ -63,7 +63,7 @@ func (m *gd) Next() Request {
 func (m *gd) Tell(r Reply) Step                     { return m.S.Best.step(m.S.X, m.S.G, r) }
 func (m *gd) Best() ([]float64, float64, []float64) { return m.S.Best.best() }
 func (m *gd) state() any                            { return &m.S }
-func (m *gd) fits(n int) error {
+func (m *gd) check(n int) error {
 	return vectors(n, field{"X", m.S.X}, field{"G", m.S.G}, field{"Best.X", m.S.Best.X}, field{"Best.G", m.S.Best.G})
 }
 
@@ -101,7 +101,7 @@ func (m *adaGrad) Next() Request {
 func (m *adaGrad) Tell(r Reply) Step                     { return m.S.Best.step(m.S.X, m.S.G, r) }
 func (m *adaGrad) Best() ([]float64, float64, []float64) { return m.S.Best.best() }
 func (m *adaGrad) state() any                            { return &m.S }
-func (m *adaGrad) fits(n int) error {
+func (m *adaGrad) check(n int) error {
 	s := &m.S
 	return vectors(n, field{"X", s.X}, field{"G", s.G}, field{"Sq", s.Sq}, field{"Best.X", s.Best.X}, field{"Best.G", s.Best.G})
 }
@@ -158,7 +158,7 @@ func (m *agd) Tell(r Reply) Step {
 
 func (m *agd) Best() ([]float64, float64, []float64) { return m.S.Best.best() }
 func (m *agd) state() any                            { return &m.S }
-func (m *agd) fits(n int) error {
+func (m *agd) check(n int) error {
 	s := &m.S
 	if s.K < 1 {
 		return fmt.Errorf("iteration count %d", s.K)

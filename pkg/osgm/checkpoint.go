@@ -6,35 +6,50 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"reflect"
 	"slices"
 	"unsafe"
+
+	"github.com/osgm-svm/osgm/internal/vec"
 )
 
 // stateful methods keep everything they need to continue in one struct of
-// exported fields, which a checkpoint encodes whole. fits says whether a
-// state decoded from one can continue a problem of n coordinates: a state
-// that does not would index out of range at its first step, so it is
-// refused with an error instead.
+// exported fields, which a checkpoint encodes whole. check says whether a
+// state can continue a problem of n coordinates: its vectors' sizes,
+// which a state that does not fit would index out of range at its first
+// step, and the relations between its fields that every step keeps (for
+// Newton, RZ = R·M⁻¹R), which a state put together from two moments
+// breaks. A state that fails is neither saved nor resumed.
 type stateful interface {
 	state() any
-	fits(n int) error
+	check(n int) error
 }
 
 func (m *osgm) state() any  { return &m.osgmState }
 func (m *lbfgs) state() any { return &m.S }
 
-func (m *osgm) fits(n int) error {
+func (m *osgm) check(n int) error {
 	s := &m.osgmState
 	vs := []field{{"X", s.X}, {"Gr", s.Gr}, {"XPrev", s.XPrev}, {"XH", s.XH}, {"GH", s.GH}, {"P", s.P}, {"Acc", s.Acc}, {"U", s.U}}
 	if len(s.HV) != 0 { // osgm-g only
 		vs = append(vs, field{"HV", s.HV})
 	}
-	return vectors(n, vs...)
+	if err := vectors(n, vs...); err != nil {
+		return err
+	}
+	// AdaGrad's sums of squares only grow from 0.
+	if j := slices.IndexFunc(s.Acc, func(a float64) bool { return !(a >= 0) }); j >= 0 {
+		return fmt.Errorf("Acc[%d] is %v, not a sum of squares", j, s.Acc[j])
+	}
+	if !(s.AccB >= 0) {
+		return fmt.Errorf("AccB is %v, not a sum of squares", s.AccB)
+	}
+	return nil
 }
 
-func (m *lbfgs) fits(n int) error {
+func (m *lbfgs) check(n int) error {
 	s := &m.S
 	if len(s.Hs) != m.mem || len(s.Hy) != m.mem || len(s.Rho) != m.mem || len(s.Alpha) != m.mem {
 		return fmt.Errorf("a history of %d, %d, %d and %d entries for a memory of %d", len(s.Hs), len(s.Hy), len(s.Rho), len(s.Alpha), m.mem)
@@ -46,10 +61,25 @@ func (m *lbfgs) fits(n int) error {
 	for i := range s.Hs {
 		vs = append(vs, field{fmt.Sprintf("Hs[%d]", i), s.Hs[i]}, field{fmt.Sprintf("Hy[%d]", i), s.Hy[i]})
 	}
-	return vectors(n, vs...)
+	if err := vectors(n, vs...); err != nil {
+		return err
+	}
+	// Each pair kept has Rho = 1/(s·y) > 0, and Gamma is the newest's
+	// s·y / y·y: a pair whose s and y are of two iterations breaks both.
+	for i := range s.Cnt {
+		j := (s.Head - s.Cnt + i + m.mem) % m.mem
+		sy := vec.Dot(s.Hs[j], s.Hy[j])
+		if !(s.Rho[j] > 0) || !near(s.Rho[j]*sy, 1) {
+			return fmt.Errorf("Rho[%d] is %v, but 1/(Hs[%d]·Hy[%d]) is %v", j, s.Rho[j], j, j, 1/sy)
+		}
+		if i == s.Cnt-1 && !near(s.Gamma, sy/vec.Dot(s.Hy[j], s.Hy[j])) {
+			return fmt.Errorf("Gamma is %v, but the newest pair's s·y/y·y is %v", s.Gamma, sy/vec.Dot(s.Hy[j], s.Hy[j]))
+		}
+	}
+	return nil
 }
 
-func (m *newton) fits(n int) error {
+func (m *newton) check(n int) error {
 	s := &m.S
 	err := vectors(n, field{"X", s.X}, field{"G", s.G}, field{"M", s.M}, field{"Step", s.Step}, field{"R", s.R},
 		field{"D", s.D}, field{"XT", s.XT})
@@ -59,7 +89,34 @@ func (m *newton) fits(n int) error {
 	if len(s.H) != 0 && (!m.full || len(s.H) != n*n) {
 		return fmt.Errorf("a Hessian of %d entries for %d coordinates (newton-full: %v)", len(s.H), n, m.full)
 	}
+	if j := slices.IndexFunc(s.M, func(mj float64) bool { return !(mj > 0) || math.IsInf(mj, 1) }); j >= 0 {
+		return fmt.Errorf("M[%d] is %v, not a preconditioner's entry", j, s.M[j])
+	}
+	if s.Iter < 0 || s.Accepts < 0 || s.Accepts > s.Iter || s.CGSteps < 0 || !(s.Delta >= 0) {
+		return fmt.Errorf("%d trials, %d accepted, %d CG steps, a trust region of %v", s.Iter, s.Accepts, s.CGSteps, s.Delta)
+	}
+	if !s.InCG || s.NeedDiag {
+		return nil
+	}
+	// Within a solve every CG step moves Step, R, D and RZ together, and
+	// keeps Step inside the trust region.
+	rz := 0.0
+	for j, r := range s.R {
+		rz += r * r / s.M[j]
+	}
+	if !near(s.RZ, rz) {
+		return fmt.Errorf("RZ is %v, but R·M⁻¹R is %v: R and RZ are of different CG steps", s.RZ, rz)
+	}
+	if sn := m.mnorm(s.Step); !(sn <= s.Delta*(1+1e-9)) {
+		return fmt.Errorf("Step's M-norm is %v, outside the trust region's %v", sn, s.Delta)
+	}
 	return nil
+}
+
+// near reports whether a and b agree to 1e-9 relative: what is computed
+// again in another order, not bit for bit.
+func near(a, b float64) bool {
+	return a == b || math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
 }
 
 // field is a state's vector and its field's name, for errors.
@@ -108,11 +165,15 @@ type Snapshot struct {
 	RunEvals []int
 }
 
-// saveMethod encodes m's state.
-func saveMethod(m Method) ([]byte, error) {
+// saveMethod encodes m's state, for a problem of n coordinates, once it
+// has passed its own checks: a checkpoint holds whole states or none.
+func saveMethod(m Method, n int) ([]byte, error) {
 	st, ok := m.(stateful)
 	if !ok {
 		return nil, ErrNoCheckpoint
+	}
+	if err := st.check(n); err != nil {
+		return nil, fmt.Errorf("osgm: the method's state fails its checks, and is not saved: %w", err)
 	}
 	return encodeState(st.state())
 }
@@ -127,8 +188,8 @@ func loadMethod(m Method, n int, b []byte) error {
 	if err := decodeState(b, st.state()); err != nil {
 		return fmt.Errorf("osgm: method state: %w", err)
 	}
-	if err := st.fits(n); err != nil {
-		return fmt.Errorf("osgm: method state does not fit the problem: %w", err)
+	if err := st.check(n); err != nil {
+		return fmt.Errorf("osgm: method state does not fit the problem, or fails its checks: %w", err)
 	}
 	return nil
 }
@@ -139,7 +200,11 @@ func loadMethod(m Method, n int, b []byte) error {
 // grows as it goes, which for a state of hundreds of MB costs seconds of
 // CPU and several times the state's memory. A length of -1
 // stands for a nil vector (Newton's Hessian before it is held); a
-// [][]float64 field gives its count, then its vectors' lengths.
+// [][]float64 field gives its count, then its vectors' lengths. The
+// CRC-32C of all of it ends the state: a state travels (from a worker
+// that ran a placed problem, through a checkpoint file or an object
+// store) as bytes that a fault could cut or splice, and the checkpoint
+// file's own checksum only covers what the coordinator wrote.
 var (
 	vecType  = reflect.TypeFor[[]float64]()
 	vecsType = reflect.TypeFor[[][]float64]()
@@ -188,7 +253,7 @@ func encodeState(st any) ([]byte, error) {
 	for _, x := range vecs {
 		floats += len(x)
 	}
-	out := make([]byte, 0, 2*binary.MaxVarintLen64+g.Len()+binary.MaxVarintLen64*len(lens)+8*floats)
+	out := make([]byte, 0, 2*binary.MaxVarintLen64+g.Len()+binary.MaxVarintLen64*len(lens)+8*floats+crc32.Size)
 	out = binary.AppendUvarint(out, uint64(g.Len()))
 	out = append(out, g.Bytes()...)
 	out = binary.AppendUvarint(out, uint64(len(lens)))
@@ -198,8 +263,13 @@ func encodeState(st any) ([]byte, error) {
 	for _, x := range vecs {
 		out = appendFloats(out, x)
 	}
-	return out, nil
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli)), nil
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errStateSum is a state whose bytes are not those encodeState wrote.
+var errStateSum = errors.New("the state's checksum does not match its bytes (damaged, or put together from two states)")
 
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
@@ -216,10 +286,14 @@ func appendFloats(out []byte, x []float64) []byte {
 	return out
 }
 
-// decodeState replaces *st by the state b encodes. Every length is
-// checked against the bytes left before anything is allocated for it.
+// decodeState replaces *st by the state b encodes, once its checksum
+// matches. Every length is checked against the bytes left before
+// anything is allocated for it.
 func decodeState(b []byte, st any) error {
-	r := stateReader{b: b}
+	if err := stateSum(b); err != nil {
+		return err
+	}
+	r := stateReader{b: b[:len(b)-crc32.Size]}
 	restLen, ok := r.uvarint()
 	if !ok || restLen > uint64(len(r.b)) {
 		return errShortState
@@ -261,6 +335,18 @@ func decodeState(b []byte, st any) error {
 }
 
 var errShortState = errors.New("the state's bytes end early")
+
+// stateSum checks the checksum that ends an encoded state.
+func stateSum(b []byte) error {
+	if len(b) < crc32.Size {
+		return errShortState
+	}
+	body, sum := b[:len(b)-crc32.Size], b[len(b)-crc32.Size:]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(sum) {
+		return errStateSum
+	}
+	return nil
+}
 
 // stateReader reads the vectors after a state's gob part: their lengths
 // (-1: nil), then their values.

@@ -6,6 +6,7 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -325,10 +326,15 @@ func TestStateCodec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The vectors' bits end the encoding, little-endian on any machine.
+	// The vectors' bits, little-endian on any machine, then the CRC-32C
+	// of all before it end the encoding.
 	le := binary.LittleEndian
-	if tail := le.AppendUint64(le.AppendUint64(nil, math.Float64bits(3)), math.Float64bits(4)); !bytes.HasSuffix(b, tail) {
-		t.Fatalf("the encoding ends % x, want % x", b[len(b)-16:], tail)
+	body := b[:len(b)-4]
+	if tail := le.AppendUint64(le.AppendUint64(nil, math.Float64bits(3)), math.Float64bits(4)); !bytes.HasSuffix(body, tail) {
+		t.Fatalf("the encoding ends % x, want % x", body[len(body)-16:], tail)
+	}
+	if got, want := le.Uint32(b[len(b)-4:]), crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)); got != want {
+		t.Fatalf("the encoding's checksum is %08x, want %08x", got, want)
 	}
 	var out state
 	out.N = 5 // overwritten, and a field saved as zero comes back zero
@@ -347,6 +353,13 @@ func TestStateCodec(t *testing.T) {
 	}
 	if err := decodeState(append(slices.Clone(b), 0), &out); err == nil {
 		t.Fatal("a byte too many decoded")
+	}
+	for i := range b {
+		flipped := slices.Clone(b)
+		flipped[i] ^= 1 << (i % 8)
+		if err := decodeState(flipped, &out); err == nil {
+			t.Fatalf("a bit flipped in byte %d of %d decoded", i, len(b))
+		}
 	}
 }
 

@@ -278,7 +278,7 @@ func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, e
 		m.Init(x0[k], r.f[k], r.outs[k])
 		if s.Resume != nil {
 			if err := loadMethod(m, len(x0[k]), s.Resume.States[k]); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("problem %d: %w", r.problem(k), err)
 			}
 			r.res.Iters[k], r.stalled[k] = s.Resume.Iters[k], s.Resume.Stalled[k]
 		}
@@ -379,10 +379,10 @@ func (r *run) snapshot() error {
 	res := r.res
 	snap := &Snapshot{Method: r.s.Method, Evals: res.Evals, Iters: append([]int(nil), res.Iters...),
 		Converged: append([]bool(nil), res.Converged...), Stalled: append([]bool(nil), r.stalled...)}
-	for _, m := range r.ms {
-		b, err := saveMethod(m)
+	for k, m := range r.ms {
+		b, err := saveMethod(m, len(r.outs[k]))
 		if err != nil {
-			return err
+			return fmt.Errorf("problem %d: %w", r.problem(k), err)
 		}
 		snap.States = append(snap.States, b)
 	}
@@ -550,4 +550,13 @@ func each(n int, fn func(k int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// problem is problem k's number in the whole run, for errors: a batch or
+// a problem solved alone runs on a subset of the problems.
+func (r *run) problem(k int) int {
+	if sub, ok := r.obj.(*subset); ok && k < len(sub.ks) {
+		return sub.ks[k]
+	}
+	return k
 }

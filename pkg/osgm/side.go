@@ -155,7 +155,7 @@ func (sd *side) one(obj Objective, k int, resumed *Snapshot) error {
 		bs.Trace = func(r Record) { sd.trace(k, u, r) }
 	}
 	if s.Checkpoint != nil {
-		bs.Checkpoint = func(snap *Snapshot) error { return sd.deposit(u, snap) }
+		bs.Checkpoint = func(snap *Snapshot) error { return sd.deposit(k, u, snap) }
 	}
 	bs.Interrupt = sd.interrupted
 	r, err := solveOn(obj, k, sd.x0[k], probs[0], bs)
@@ -206,7 +206,16 @@ func (sd *side) end(k int, u *underway, r *Result) error {
 
 // deposit keeps a problem's saved state and, unless the run is being
 // interrupted (it saves once every problem has stopped), saves the run.
-func (sd *side) deposit(u *underway, snap *Snapshot) error {
+// A placed problem's state came from another process: one whose bytes
+// are not those its method wrote is refused before it reaches a
+// checkpoint.
+func (sd *side) deposit(k int, u *underway, snap *Snapshot) error {
+	if len(snap.States) != 1 || len(snap.Iters) != 1 || len(snap.Converged) != 1 || len(snap.Stalled) != 1 {
+		return fmt.Errorf("osgm: problem %d saved a snapshot of %d states", k, len(snap.States))
+	}
+	if err := stateSum(snap.States[0]); err != nil {
+		return fmt.Errorf("osgm: problem %d's saved state: %w", k, err)
+	}
 	sd.mu.Lock()
 	u.snap, u.evals = snap, snap.Evals
 	sd.mu.Unlock()

@@ -20,8 +20,10 @@ import (
 // trust-region radius is LIBLINEAR's, on ||s||_M; 4: the optimiser's
 // vectors hold the live coordinates only, when dead ones were left out;
 // 5: framed by checkpointMagic and a checksum; L-BFGS keeps its H0
-// scale, Gamma; 6: the optimiser's vectors as raw float64 bits).
-const checkpointVersion = 6
+// scale, Gamma; 6: the optimiser's vectors as raw float64 bits; 7: each
+// method's state ends in its own CRC-32C, as it came from the process
+// that ran the method).
+const checkpointVersion = 7
 
 // A checkpoint file is checkpointMagic, the gob-encoded Checkpoint, and
 // the SHA-256 of both. The checksum is what stops a damaged copy (a flipped

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/gob"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -36,7 +37,7 @@ func TestCheckpointRefusesDamage(t *testing.T) {
 			t.Fatalf("a bit flipped in byte %d of %d was not noticed", i, len(b))
 		}
 	}
-	for _, n := range []int{0, len(checkpointMagic), len(b) / 2, len(b) - 1} {
+	for n := range len(b) {
 		if _, err := DecodeCheckpoint(b[:n]); err == nil {
 			t.Fatalf("cut to %d of %d bytes: not noticed", n, len(b))
 		}
@@ -54,7 +55,7 @@ func TestCheckpointRefusesDamage(t *testing.T) {
 	framed := bytes.NewBufferString(checkpointMagic)
 	gob.NewEncoder(framed).Encode(&v5)
 	sum := sha256.Sum256(framed.Bytes())
-	if _, err := DecodeCheckpoint(append(framed.Bytes(), sum[:]...)); err == nil || !strings.Contains(err.Error(), "checkpoint version 5, this build reads 6") {
+	if _, err := DecodeCheckpoint(append(framed.Bytes(), sum[:]...)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("checkpoint version 5, this build reads %d", checkpointVersion)) {
 		t.Fatalf("version 5: %v", err)
 	}
 	other := *cp

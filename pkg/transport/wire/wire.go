@@ -30,7 +30,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 11
+const Version = 12
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40
