@@ -5,7 +5,7 @@
 # (-place classes), N times (default 1000): each run is interrupted
 # (SIGINT) 0-105 ms after its first checkpoint, resumed with -resume,
 # and its model compared with the uninterrupted `-local` model's bytes.
-# Prints each wrong cycle (its logs are kept) and, last:
+# Prints each wrong cycle (its logs are kept), a count every 50 and, last:
 #   N cycles: W wrong models, E ended before the interruption
 # Exits non-zero if any model was wrong. SIGNAL=TERM or KILL sends that
 # signal instead (KILL resumes from the last due checkpoint).
@@ -61,6 +61,7 @@ for i in $(seq 1 "$n"); do
 		mv "$d" "$work/wrong$i"
 		echo "cycle $i: the resumed model differs (logs in $work/wrong$i)"
 	fi
+	[ $((i % 50)) = 0 ] && echo "$i cycles so far: $wrong wrong models, $early ended before the interruption"
 done
 echo "$n cycles: $wrong wrong models, $early ended before the interruption"
 [ "$wrong" = 0 ] && rm -rf "$work"
