@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,7 @@ type Cluster struct {
 
 	placed  atomic.Pointer[placedHook] // takes placed problems' messages (nil: none)
 	assigns atomic.Uint64              // assignments sent, which number them
+	refused sync.Map                   // workers of another wire version, told once each
 }
 
 // The job as the core holds it, for the coordinator's goroutines: the
@@ -267,6 +269,9 @@ func (c *Cluster) receiveUp(m *nats.Msg) {
 // drops it when the queue is full: a newer one follows shortly.
 func (c *Cluster) receiveHeartbeat(m *nats.Msg) {
 	h, payload, err := wire.DecodeChunk(m.Data)
+	if ve := (*wire.VersionError)(nil); errors.As(err, &ve) {
+		c.refuse(ve, m.Data)
+	}
 	if err != nil || h.Kind != wire.KindHeartbeat {
 		c.core.bad.Add(err, h.Kind)
 		return
@@ -290,6 +295,21 @@ func (c *Cluster) receiveHeartbeat(m *nats.Msg) {
 	select {
 	case c.hbs <- b:
 	default:
+	}
+}
+
+// refuse says, once per worker, that a worker of another release asked
+// to join: it is given no work, whatever it holds. It is sent a probe
+// of this version, which it cannot read and logs with both versions.
+func (c *Cluster) refuse(ve *wire.VersionError, chunk []byte) {
+	id, name := wire.ForeignHeartbeat(chunk)
+	if _, told := c.refused.LoadOrStore(id, true); told {
+		return
+	}
+	c.core.log.Error("a worker of another release asked to join, and is given no work: run one release on every host",
+		zap.String("worker", id), zap.String("name", name), zap.Uint8("its_wire_version", ve.Got), zap.Uint8("wire_version", wire.Version))
+	if id != "" {
+		c.probeSubject(id)
 	}
 }
 

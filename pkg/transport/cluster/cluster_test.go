@@ -454,7 +454,7 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 	// Counting correct predictions is a round of its own kind.
 	sameTally(t, c, path, 5, res)
 	dropped := c.Dropped()
-	for _, reason := range []string{wire.ErrShort.Error(), wire.ErrChecksum.Error(), wire.ErrVersion.Error(), wire.ErrChunk.Error(),
+	for _, reason := range []string{wire.ErrShort.Error(), wire.ErrChecksum.Error(), (&wire.VersionError{Got: 99}).Error(), wire.ErrChunk.Error(),
 		"wrong job id", "shard id out of range"} {
 		if dropped[reason] == 0 {
 			t.Errorf("no drop counted for %q (counted: %v)", reason, dropped)
@@ -1263,4 +1263,47 @@ func TestManyShardsOnASmallPayload(t *testing.T) {
 		ws := c.Workers()
 		return len(ws) == 2 && len(ws[0].Shards) > 0 && ws[0].State == "ready" && len(ws[1].Shards) > 0 && ws[1].State == "ready"
 	})
+}
+
+// TestWorkerOfAnotherVersionRefused: a worker of another release that
+// asks to join is named once in an error with both wire versions, is
+// sent a probe of this version (which it logs for its part), and is
+// given no work.
+func TestWorkerOfAnotherVersionRefused(t *testing.T) {
+	c, intruder := cluster(t, testData(t), 2, 5)
+	core, logs := observer.New(zap.InfoLevel)
+	c.core.log = zap.New(core)
+	probes, err := intruder.SubscribeSync(wire.WorkerSubject("old1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunk []byte
+	wire.Chunks(wire.KindHeartbeat, 0, 0, 0, []byte(`{"id":"old1","name":"oldhost","solves":true}`), 1<<20, func(b []byte) error {
+		chunk = append([]byte(nil), b...)
+		return nil
+	})
+	chunk[0] = wire.Version - 1
+	for range 3 {
+		if err := intruder.Publish(wire.SubjectHeartbeat, chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natstest.WaitFor(t, 5*time.Second, "the refusal", func() bool { return logs.FilterField(zap.String("worker", "old1")).Len() > 0 })
+	msg, err := probes.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no probe reached the refused worker: %v", err)
+	}
+	if _, _, err := wire.DecodeChunk(msg.Data); err != nil || msg.Data[0] != wire.Version || wire.Kind(msg.Data[1]) != wire.KindProbe {
+		t.Fatalf("the refused worker was sent % x (%v), not a probe of version %d", msg.Data[:2], err, wire.Version)
+	}
+	intruder.Flush()
+	entries := logs.FilterField(zap.String("worker", "old1")).All()
+	f := entries[0].ContextMap()
+	if len(entries) != 1 || entries[0].Level != zap.ErrorLevel || f["name"] != "oldhost" ||
+		fmt.Sprint(f["its_wire_version"]) != fmt.Sprint(wire.Version-1) || fmt.Sprint(f["wire_version"]) != fmt.Sprint(wire.Version) {
+		t.Fatalf("the refusal was logged as %+v", entries)
+	}
+	if c.Live() != 2 {
+		t.Fatalf("%d workers live, want the 2 of this release", c.Live())
+	}
 }

@@ -1,13 +1,10 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"math"
 
 	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
@@ -60,124 +57,38 @@ type Solved struct {
 
 // SolveMessage is a Solve, Solving or Solved.
 type SolveMessage interface {
-	// vectors are the message's float vectors, which cross as raw
-	// bytes after the gob-encoded rest: gob spends tens of nanoseconds
-	// a float, and a wide problem's messages are mostly vectors.
-	vectors() []*[]float64
+	encode(e *enc) // solvecodec.go
+	decode(d *dec)
 }
 
-func (m *Solve) vectors() []*[]float64 {
-	vs := []*[]float64{&m.X0, &m.Problem.Diag, &m.Settings.F0}
-	vs = appendInner(vs, m.Settings.G0)
-	if m.Pass != nil {
-		vs = appendInner(vs, m.Pass.X)
-	}
-	return vs
-}
-
-func (m *Solving) vectors() []*[]float64 { return nil }
-
-func (m *Solved) vectors() []*[]float64 {
-	var vs []*[]float64
-	if r := m.Result; r != nil {
-		vs = appendInner(vs, r.X)
-	}
-	if p := m.Pass; p != nil {
-		vs = appendInner(appendInner(append(vs, &p.F), p.G), p.D)
-	}
-	return vs
-}
-
-func appendInner(vs []*[]float64, outer [][]float64) []*[]float64 {
-	for i := range outer {
-		vs = append(vs, &outer[i])
-	}
-	return vs
-}
-
-// EncodeSolve is a solve message's bytes: the gob of the message with
-// its vectors left out (length-prefixed), then each vector's count (-1:
-// nil) and little-endian floats, then the CRC-32C of all that. The
-// chunks' CRCs cannot see chunks of two messages put together as one:
-// two copies of a placement, on two workers, may number theirs alike.
+// EncodeSolve is a solve message's bytes: its fields as solvecodec.go
+// lays them out, then the CRC-32C of all that. The chunks' CRCs cannot
+// see chunks of two messages put together as one: two copies of a
+// placement, on two workers, may number theirs alike.
 func EncodeSolve(m SolveMessage) ([]byte, error) {
-	vs := m.vectors()
-	saved := make([][]float64, len(vs))
-	for i, v := range vs {
-		saved[i], *v = *v, nil
+	var e enc
+	m.encode(&e)
+	if len(e.b)+crcSize > MaxMessageSize {
+		return nil, ErrLength
 	}
-	defer func() {
-		for i, v := range vs {
-			*v = saved[i]
-		}
-	}()
-	var buf bytes.Buffer
-	buf.Write(make([]byte, 8))
-	if err := gob.NewEncoder(&buf).Encode(m); err != nil {
-		return nil, err
-	}
-	size := buf.Len() + crcSize
-	for _, v := range saved {
-		size += 8 + 8*len(v)
-	}
-	b := append(make([]byte, 0, size), buf.Bytes()...)
-	binary.LittleEndian.PutUint64(b, uint64(buf.Len()-8))
-	for _, v := range saved {
-		n := int64(len(v))
-		if v == nil {
-			n = -1
-		}
-		b = binary.LittleEndian.AppendUint64(b, uint64(n))
-		for _, x := range v {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
-		}
-	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+	return binary.LittleEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli)), nil
 }
 
 const crcSize = 4
 
 // decodeSolve is EncodeSolve's inverse.
 func decodeSolve(b []byte, m SolveMessage) error {
-	if len(b) > MaxMessageSize || len(b) < 8+crcSize {
+	if len(b) > MaxMessageSize || len(b) < crcSize {
 		return ErrLength
 	}
 	end := len(b) - crcSize
 	if crc32.Checksum(b[:end], castagnoli) != binary.LittleEndian.Uint32(b[end:]) {
 		return ErrTorn
 	}
-	b = b[:end]
-	n := binary.LittleEndian.Uint64(b)
-	if n > uint64(len(b)-8) {
-		return ErrLength
-	}
-	if err := gob.NewDecoder(bytes.NewReader(b[8 : 8+n])).Decode(m); err != nil {
-		return fmt.Errorf("transport: %w", err)
-	}
-	rest := b[8+n:]
-	for _, v := range m.vectors() {
-		if len(rest) < 8 {
-			return ErrLength
-		}
-		count := int64(binary.LittleEndian.Uint64(rest))
-		rest = rest[8:]
-		switch {
-		case count == -1:
-			*v = nil
-			continue
-		case count < 0 || count > int64(len(rest)/8):
-			return ErrLength
-		}
-		x := make([]float64, count)
-		for i := range x {
-			x[i] = math.Float64frombits(binary.LittleEndian.Uint64(rest[8*i:]))
-		}
-		*v, rest = x, rest[8*count:]
-	}
-	if len(rest) != 0 {
-		return ErrLength
-	}
-	return nil
+	d := dec{b: b[:end]}
+	d.size = end
+	m.decode(&d)
+	return d.done()
 }
 
 // DecodeSolve decodes and checks a Solve.

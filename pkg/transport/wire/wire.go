@@ -19,6 +19,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -30,7 +31,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 12
+const Version = 13
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40
@@ -98,6 +99,32 @@ var (
 	ErrTorn     = errors.New("transport: a solve message's checksum does not match its chunks put together")
 )
 
+// VersionError is a chunk of another wire version: its sender runs
+// another release. It is ErrVersion (errors.Is), and says both versions.
+type VersionError struct{ Got uint8 }
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("transport: wire version %d, this build speaks %d", e.Got, Version)
+}
+
+func (e *VersionError) Is(target error) bool { return target == ErrVersion }
+
+// ForeignHeartbeat reads, as well as it can, who sent a heartbeat chunk
+// of another wire version: the version byte and the kind lead the
+// header in every version, and heartbeats have been JSON with "id" and
+// "name" in all of them, so a worker of another release is named when
+// it asks to join.
+func ForeignHeartbeat(chunk []byte) (id, name string) {
+	if len(chunk) < HeaderSize || Kind(chunk[1]) != KindHeartbeat {
+		return "", ""
+	}
+	var hb struct{ ID, Name string }
+	if json.Unmarshal(chunk[HeaderSize:], &hb) != nil {
+		return "", ""
+	}
+	return hb.ID, hb.Name
+}
+
 // DecodeChunk checks a chunk and splits it into header and payload.
 func DecodeChunk(b []byte) (Header, []byte, error) {
 	var h Header
@@ -117,7 +144,7 @@ func DecodeChunk(b []byte) (Header, []byte, error) {
 	payload := b[HeaderSize:]
 	switch {
 	case h.Version != Version:
-		return h, nil, ErrVersion
+		return h, nil, &VersionError{Got: h.Version}
 	case h.Kind == 0 || h.Kind >= maxKind:
 		return h, nil, ErrKind
 	case int(h.Len) != len(payload):

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -59,6 +60,7 @@ type Worker struct {
 	// For the heartbeat's status fields: bytes received and sent, the
 	// rounds answered and the last of them.
 	bytesIn, bytesOut atomic.Int64
+	refused           atomic.Bool // a coordinator of another release was heard
 	rounds, lastRound atomic.Uint64
 	mu                sync.Mutex // guards hb, read by the heartbeat goroutine
 	hb                wire.Heartbeat
@@ -158,6 +160,7 @@ func (w *Worker) ownMessages(ctx context.Context) nats.MsgHandler {
 		switch {
 		case err != nil:
 			w.badMsg.Add(err, h.Kind)
+			w.heardForeign(err)
 		case h.Kind == wire.KindProbe:
 			// the server answers for us if we are gone
 		case h.Kind == wire.KindSolve || h.Kind == wire.KindSolveStop:
@@ -411,4 +414,14 @@ func (w *Worker) readShards(src wire.Source, ranges []input.Range) ([]*shard.Sha
 		return shard.Read(zr, fmt.Sprintf("%s/%s", src.Bucket, name), r.ID)
 	})
 	return shards, failed, err
+}
+
+// heardForeign says once that a coordinator of another release wrote to
+// this worker: it refuses the worker (Cluster.refuse), which is given
+// no work.
+func (w *Worker) heardForeign(err error) {
+	if ve := (*wire.VersionError)(nil); errors.As(err, &ve) && w.refused.CompareAndSwap(false, true) {
+		w.log.Error("a coordinator of another release refuses this worker: run one release on every host",
+			zap.Uint8("its_wire_version", ve.Got), zap.Uint8("wire_version", wire.Version))
+	}
 }

@@ -3,6 +3,8 @@ package worker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -125,5 +127,52 @@ func TestGoodbyeWithoutServer(t *testing.T) {
 	}
 	if n := logs.FilterMessage("could not say goodbye").Len(); n != 0 {
 		t.Errorf("%d warnings that it could not say goodbye", n)
+	}
+}
+
+// TestCoordinatorOfAnotherVersion: a worker written to by a coordinator
+// of another release (its refusal's probe) says so once, with both
+// wire versions.
+func TestCoordinatorOfAnotherVersion(t *testing.T) {
+	srv, err := transport.Embedded("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := transport.Connect(srv.ClientURL(), "w", transport.Auth{}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	beats, err := nc.SubscribeSync(wire.SubjectHeartbeat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go New(nc, Config{Name: "w", Log: zap.New(core)}).Run(ctx)
+	m, err := beats.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, payload, err := wire.DecodeChunk(m.Data)
+	var hb wire.Heartbeat
+	if err != nil || json.Unmarshal(payload, &hb) != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	wire.Chunks(wire.KindProbe, 1, 0, 0, nil, 1<<20, func(b []byte) error {
+		b[0] = wire.Version + 1
+		for range 3 {
+			nc.Publish(wire.WorkerSubject(hb.ID), b)
+		}
+		return nil
+	})
+	const msg = "a coordinator of another release refuses this worker: run one release on every host"
+	natstest.WaitFor(t, 5*time.Second, "the worker to say so", func() bool { return logs.FilterMessage(msg).Len() > 0 })
+	nc.Flush()
+	e := logs.FilterMessage(msg).All()
+	if f := e[0].ContextMap(); len(e) != 1 || fmt.Sprint(f["its_wire_version"]) != fmt.Sprint(wire.Version+1) || fmt.Sprint(f["wire_version"]) != fmt.Sprint(wire.Version) {
+		t.Fatalf("logged %+v", e)
 	}
 }
