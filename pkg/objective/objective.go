@@ -38,7 +38,7 @@ type Backend interface {
 	// Place minimises a whole problem where its data is (a worker that
 	// holds every shard) over an objective of the same constants; ok
 	// false: it cannot (see osgm.Objective's Place).
-	Place(c Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (r *osgm.Result, ok bool, err error)
+	Place(c Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings, h osgm.Hooks) (r *osgm.Result, ok bool, err error)
 	// PlacePass makes a whole pass where its data is, reduced there to
 	// the sums this objective would have added; ok false: it cannot
 	// (this pass, or any).
@@ -59,7 +59,7 @@ type Alone struct{}
 func (Alone) Fork(*cols.LiveMap) (Backend, error) { return nil, ErrNoFork }
 
 // Place declines.
-func (Alone) Place(Constants, int, []float64, osgm.Problem, osgm.Settings) (*osgm.Result, bool, error) {
+func (Alone) Place(Constants, int, []float64, osgm.Problem, osgm.Settings, osgm.Hooks) (*osgm.Result, bool, error) {
 	return nil, false, nil
 }
 
@@ -174,8 +174,8 @@ func (c Constants) Build(b Backend) *Objective {
 }
 
 // Place minimises problem k where the backend places it (see Placer).
-func (o *Objective) Place(k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
-	return o.Backend.Place(o.Constants(), k, x0, p, s)
+func (o *Objective) Place(k int, x0 []float64, p osgm.Problem, s osgm.Settings, h osgm.Hooks) (*osgm.Result, bool, error) {
+	return o.Backend.Place(o.Constants(), k, x0, p, s, h)
 }
 
 // newReducer is a reduction of b's shards' partials, handing each back to

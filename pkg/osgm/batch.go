@@ -12,7 +12,7 @@ import (
 // bits as all at once: a batch is Minimize over those problems alone, on
 // an objective that evaluates just them.
 
-func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Result, error) {
+func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings, h Hooks) (*Result, error) {
 	K, B := len(x0), s.Batch
 	// The method is the whole run's choice, not a batch's.
 	s.Method = Choose(s.Method, K, s.Shape)
@@ -28,7 +28,7 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 			return nil, err
 		}
 		res.place(0, done)
-		if err := res.shelve(s.Shelf, 0, first); err != nil {
+		if err := res.shelve(h.Shelf, 0, first); err != nil {
 			return nil, err
 		}
 		before = done.Evals
@@ -39,8 +39,8 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 		for i := range ks {
 			ks[i] = lo + i
 		}
-		bs := s
-		bs.Batch, bs.GradTol, bs.BatchStart = 0, s.GradTol[lo:hi], nil
+		bs, bh := s, h
+		bs.Batch, bs.GradTol, bh.BatchStart = 0, s.GradTol[lo:hi], nil
 		if s.F0 != nil {
 			bs.F0, bs.G0 = s.F0[lo:hi], s.G0[lo:hi]
 		}
@@ -48,8 +48,8 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 		bs.Resume = nil
 		if r := s.Resume; r != nil && lo == first {
 			bs.Resume = &Snapshot{Method: r.Method, Evals: r.Evals, Iters: r.Iters, Converged: r.Converged, Stalled: r.Stalled, States: r.States}
-		} else if s.BatchStart != nil {
-			st, err := s.BatchStart(obj, ks)
+		} else if h.BatchStart != nil {
+			st, err := h.BatchStart(obj, ks)
 			if err != nil {
 				return nil, err
 			}
@@ -62,22 +62,22 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 				}
 			}
 		}
-		if s.Trace != nil {
-			bs.Trace = func(r Record) {
+		if h.Trace != nil {
+			bh.Trace = func(r Record) {
 				r.Problem += lo
 				r.Evals += before
-				s.Trace(r)
+				h.Trace(r)
 			}
 		}
-		if s.Checkpoint != nil {
-			bs.Checkpoint = batchCheckpoint(res, s, x0, B, lo, before)
+		if h.Checkpoint != nil {
+			bh.Checkpoint = batchCheckpoint(res, h, x0, B, lo, before)
 		}
-		r, err := Minimize(&subset{obj: obj, ks: ks}, x0[lo:hi], bprobs, bs)
+		r, err := Minimize(&subset{obj: obj, ks: ks}, x0[lo:hi], bprobs, bs, bh)
 		if err != nil {
 			return nil, err
 		}
 		res.place(lo, r)
-		if err := res.shelve(s.Shelf, lo, hi); err != nil {
+		if err := res.shelve(h.Shelf, lo, hi); err != nil {
 			return nil, err
 		}
 		before += r.Evals
@@ -88,9 +88,9 @@ func minimizeBatches(obj Objective, x0 [][]float64, probs []Problem, s Settings)
 
 // batchCheckpoint saves the snapshot of the batch from problem lo with
 // the problems before it, done, and their passes, before.
-func batchCheckpoint(res *Result, s Settings, x0 [][]float64, B, lo, before int) func(*Snapshot) error {
+func batchCheckpoint(res *Result, h Hooks, x0 [][]float64, B, lo, before int) func(*Snapshot) error {
 	return func(snap *Snapshot) error {
-		xs, err := res.unshelved(s.Shelf, x0[:lo])
+		xs, err := res.unshelved(h.Shelf, x0[:lo])
 		if err != nil {
 			return err
 		}
@@ -100,7 +100,7 @@ func batchCheckpoint(res *Result, s Settings, x0 [][]float64, B, lo, before int)
 			return err
 		}
 		snap.Batch, snap.First, snap.Done = B, lo, done
-		return s.Checkpoint(snap)
+		return h.Checkpoint(snap)
 	}
 }
 

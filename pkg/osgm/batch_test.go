@@ -21,15 +21,15 @@ func batchRun(method string) (*quadratic, [][]float64, Settings) {
 func TestBatchesAreIndependent(t *testing.T) {
 	for _, method := range []string{"lbfgs", "hdm", "osgm-h", "newton"} {
 		q, x0, s := batchRun(method)
-		want, err := Minimize(q, x0, q.problems(), s)
+		want, err := Minimize(q, x0, q.problems(), s, Hooks{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, batch := range []int{1, 2, 4} {
 			s.Batch = batch
 			seen := map[int]bool{}
-			s.Trace = func(r Record) { seen[r.Problem] = true }
-			got, err := Minimize(q, x0, q.problems(), s)
+			h := Hooks{Trace: func(r Record) { seen[r.Problem] = true }}
+			got, err := Minimize(q, x0, q.problems(), s, h)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,8 +52,8 @@ func FuzzResumeBatches(f *testing.F) {
 	q, x0, s := batchRun("lbfgs")
 	s.Batch, s.CheckpointEvery = 2, 5
 	var snaps []*Snapshot
-	s.Checkpoint = func(snap *Snapshot) error { snaps = append(snaps, snap); return nil }
-	if _, err := Minimize(q, x0, q.problems(), s); err != nil {
+	h := Hooks{Checkpoint: func(snap *Snapshot) error { snaps = append(snaps, snap); return nil }}
+	if _, err := Minimize(q, x0, q.problems(), s, h); err != nil {
 		f.Fatal(err)
 	}
 	for _, snap := range snaps {
@@ -74,8 +74,7 @@ func FuzzResumeBatches(f *testing.F) {
 			s.Resume = &Snapshot{Method: "lbfgs", Evals: snap.Evals, Iters: snap.Iters, Converged: snap.Converged, Stalled: snap.Stalled,
 				States: states, Batch: batch, First: first, Done: done}
 			rounds := 0
-			s.Interrupt = func() bool { rounds++; return rounds > 300 }
-			Minimize(q, x0, q.problems(), s)
+			Minimize(q, x0, q.problems(), s, Hooks{Interrupt: func() bool { rounds++; return rounds > 300 }})
 			return
 		}
 	})
@@ -96,15 +95,12 @@ func TestShelvedBatches(t *testing.T) {
 		q, x0, s := batchRun("lbfgs")
 		s.Batch, s.CheckpointEvery = batch, 5
 		var plain, shelved []*Snapshot
-		s.Checkpoint = func(snap *Snapshot) error { plain = append(plain, snap); return nil }
-		want, err := Minimize(q, x0, q.problems(), s)
+		want, err := Minimize(q, x0, q.problems(), s, Hooks{Checkpoint: func(snap *Snapshot) error { plain = append(plain, snap); return nil }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		shelf := memShelf{}
-		s.Shelf = shelf
-		s.Checkpoint = func(snap *Snapshot) error { shelved = append(shelved, snap); return nil }
-		got, err := Minimize(q, x0, q.problems(), s)
+		got, err := Minimize(q, x0, q.problems(), s, Hooks{Shelf: shelf, Checkpoint: func(snap *Snapshot) error { shelved = append(shelved, snap); return nil }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,8 +125,8 @@ func TestShelvedBatches(t *testing.T) {
 			t.Fatalf("batches of %d: no checkpoint after the first batch", batch)
 		}
 		shelf = memShelf{}
-		s.Shelf, s.Resume, s.Checkpoint = shelf, mid, nil
-		if _, err := Minimize(q, x0, q.problems(), s); err != nil {
+		s.Resume = mid
+		if _, err := Minimize(q, x0, q.problems(), s, Hooks{Shelf: shelf}); err != nil {
 			t.Fatal(err)
 		}
 		for k := range want.X {

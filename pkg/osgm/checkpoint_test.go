@@ -54,7 +54,7 @@ func TestResumeIsBitIdentical(t *testing.T) {
 			for k := range probs {
 				probs[k].HessPasses = r.hp
 			}
-			want, err := Minimize(q, zero(), probs, base)
+			want, err := Minimize(q, zero(), probs, base, Hooks{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +63,8 @@ func TestResumeIsBitIdentical(t *testing.T) {
 			rounds := 0
 			interrupted := base
 			interrupted.CheckpointEvery = 7
-			interrupted.Checkpoint = func(s *Snapshot) error {
+			var h Hooks
+			h.Checkpoint = func(s *Snapshot) error {
 				var b bytes.Buffer
 				if err := gob.NewEncoder(&b).Encode(s); err != nil {
 					return err
@@ -75,8 +76,8 @@ func TestResumeIsBitIdentical(t *testing.T) {
 			if at == 0 {
 				at = 23
 			}
-			interrupted.Interrupt = func() bool { rounds++; return rounds == at }
-			if _, err := Minimize(q, zero(), probs, interrupted); !errors.Is(err, ErrInterrupted) {
+			h.Interrupt = func() bool { rounds++; return rounds == at }
+			if _, err := Minimize(q, zero(), probs, interrupted, h); !errors.Is(err, ErrInterrupted) {
 				if err == nil {
 					t.Skip("finished before the interruption")
 				}
@@ -88,7 +89,7 @@ func TestResumeIsBitIdentical(t *testing.T) {
 			}
 			resumed := base
 			resumed.Resume = &snap
-			got, err := Minimize(q, zero(), probs, resumed)
+			got, err := Minimize(q, zero(), probs, resumed, Hooks{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,23 +134,24 @@ func TestStoppedPassEndsAsInterrupted(t *testing.T) {
 	q := newQuadratic(rand.New(rand.NewPCG(7, 7)), 12, 2, 50, true)
 	zero := func() [][]float64 { return [][]float64{make([]float64, 12), make([]float64, 12)} }
 	base := Settings{Options: Options{Method: "lbfgs", MaxIter: 400, Params: Params{NoDiag: true}}, GradTol: []float64{1e-10, 1e-10}}
-	want, err := Minimize(q, zero(), q.problems(), base)
+	want, err := Minimize(q, zero(), q.problems(), base, Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	obj := &failingAt{quadratic: q, at: 20}
-	if _, err := Minimize(obj, zero(), q.problems(), base); !errors.Is(err, errStopped) || errors.Is(err, ErrInterrupted) {
+	if _, err := Minimize(obj, zero(), q.problems(), base, Hooks{}); !errors.Is(err, errStopped) || errors.Is(err, ErrInterrupted) {
 		t.Fatalf("a failed pass without an interruption: %v", err)
 	}
 
 	var last *Snapshot
 	stopped := base
 	stopped.CheckpointEvery = 5
-	stopped.Checkpoint = func(s *Snapshot) error { last = s; return nil }
 	obj = &failingAt{quadratic: q, at: 20}
-	stopped.Interrupt = func() bool { return obj.calls >= obj.at }
-	_, err = Minimize(obj, zero(), q.problems(), stopped)
+	_, err = Minimize(obj, zero(), q.problems(), stopped, Hooks{
+		Checkpoint: func(s *Snapshot) error { last = s; return nil },
+		Interrupt:  func() bool { return obj.calls >= obj.at },
+	})
 	if !errors.Is(err, ErrInterrupted) || !errors.Is(err, errStopped) {
 		t.Fatalf("a pass failed while interrupted: %v", err)
 	}
@@ -158,7 +160,7 @@ func TestStoppedPassEndsAsInterrupted(t *testing.T) {
 	}
 	resumed := base
 	resumed.Resume = last
-	got, err := Minimize(q, zero(), q.problems(), resumed)
+	got, err := Minimize(q, zero(), q.problems(), resumed, Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,13 +184,13 @@ func snapshotsOf(t testing.TB, n int) map[string]*Snapshot {
 		}
 		q, zero, s := resumable(name, n)
 		s.CheckpointEvery = 9
-		s.Checkpoint = func(snap *Snapshot) error {
+		h := Hooks{Checkpoint: func(snap *Snapshot) error {
 			if out[name] == nil {
 				out[name] = snap
 			}
 			return nil
-		}
-		if _, err := Minimize(q, zero(), q.problems(), s); err != nil {
+		}}
+		if _, err := Minimize(q, zero(), q.problems(), s, h); err != nil {
 			t.Fatal(err)
 		}
 		if out[name] == nil {
@@ -230,7 +232,7 @@ func TestResumeRefusesStatesThatDoNotFit(t *testing.T) {
 	resume := func(name string, n int, snap *Snapshot) error {
 		q, zero, s := resumable(name, n)
 		s.Resume = snap
-		_, err := Minimize(q, zero(), q.problems(), s)
+		_, err := Minimize(q, zero(), q.problems(), s, Hooks{})
 		return err
 	}
 	for name, snap := range snaps {
@@ -302,8 +304,8 @@ func FuzzResume(f *testing.F) {
 		q, zero, s := resumable(name, 6)
 		s.Resume = &Snapshot{Method: name, Evals: 9, Iters: []int{3, 3}, Converged: []bool{false, false}, Stalled: []bool{false, false}, States: [][]byte{a, b}}
 		rounds := 0
-		s.Interrupt = func() bool { rounds++; return rounds > 200 } // a state may never finish an iteration
-		Minimize(q, zero(), q.problems(), s)
+		// A state may never finish an iteration.
+		Minimize(q, zero(), q.problems(), s, Hooks{Interrupt: func() bool { rounds++; return rounds > 200 }})
 	})
 }
 
@@ -390,8 +392,9 @@ func TestCheckpointShareSpacesSnapshots(t *testing.T) {
 	count := func(share float64) (snaps, evals int) {
 		clock := time.Unix(0, 0)
 		q := clocked{newQuadratic(rand.New(rand.NewPCG(9, 9)), 40, 1, 1e4, true), &clock, 10 * time.Millisecond}
-		s := Settings{Options: Options{Method: "lbfgs", MaxIter: 2000, Params: Params{NoDiag: true}, CheckpointEvery: 7, CheckpointShare: share}, GradTol: []float64{1e-12}, Now: func() time.Time { return clock }, Checkpoint: func(*Snapshot) error { snaps++; clock = clock.Add(100 * time.Millisecond); return nil }}
-		res, err := Minimize(q, [][]float64{make([]float64, 40)}, q.problems(), s)
+		s := Settings{Options: Options{Method: "lbfgs", MaxIter: 2000, Params: Params{NoDiag: true}, CheckpointEvery: 7, CheckpointShare: share}, GradTol: []float64{1e-12}}
+		h := Hooks{Now: func() time.Time { return clock }, Checkpoint: func(*Snapshot) error { snaps++; clock = clock.Add(100 * time.Millisecond); return nil }}
+		res, err := Minimize(q, [][]float64{make([]float64, 40)}, q.problems(), s, h)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,7 +38,7 @@ func TestResumeGrid(t *testing.T) {
 		for _, layout := range []string{"together", "batches", "placed"} {
 			t.Run(method+"/"+layout, func(t *testing.T) {
 				g := newGridRun(method, layout)
-				want, err := g.minimize(nil, nil)
+				want, err := g.minimize(nil, Hooks{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -72,17 +72,15 @@ func newGridRun(method, layout string) *gridRun {
 	return &gridRun{layout: layout, q: q, x0: x0, s: s}
 }
 
-// minimize runs from resume (nil: the start), interrupted once interrupt
-// reports true (nil: never), and returns the last snapshot taken as
-// ErrInterrupted's companion.
-func (g *gridRun) minimize(resume *Snapshot, interrupt func() bool) (*Result, error) {
+// minimize runs from resume (nil: the start) with hooks h.
+func (g *gridRun) minimize(resume *Snapshot, h Hooks) (*Result, error) {
 	s := g.s
-	s.Resume, s.Interrupt = resume, interrupt
+	s.Resume = resume
 	var obj Objective = g.q
 	if g.layout == "placed" {
 		obj = &placing{forking: newForking(g.q), placed: new(atomic.Int32)}
 	}
-	return Minimize(obj, g.x0, g.q.problems(), s)
+	return Minimize(obj, g.x0, g.q.problems(), s, h)
 }
 
 // interruptAt interrupts a run at round at (side by side, at the at-th
@@ -93,8 +91,7 @@ func (g *gridRun) interruptAt(t *testing.T, at int, want *Result) {
 		saved []byte
 		polls atomic.Int64
 	)
-	s := g.s
-	g.s.Checkpoint = func(snap *Snapshot) error {
+	save := func(snap *Snapshot) error {
 		var b bytes.Buffer
 		if err := gob.NewEncoder(&b).Encode(snap); err != nil {
 			return err
@@ -105,8 +102,7 @@ func (g *gridRun) interruptAt(t *testing.T, at int, want *Result) {
 		return nil
 	}
 	// Interrupt is polled once a round, before the round's pass.
-	r, err := g.minimize(nil, func() bool { return polls.Add(1) >= int64(at) })
-	g.s = s
+	r, err := g.minimize(nil, Hooks{Checkpoint: save, Interrupt: func() bool { return polls.Add(1) >= int64(at) }})
 	what := fmt.Sprintf("interrupted at round %d of %d passes", at, want.Evals)
 	if err == nil { // it ended before its problems polled again
 		sameResult(t, what, r, want, nil)
@@ -122,7 +118,7 @@ func (g *gridRun) interruptAt(t *testing.T, at int, want *Result) {
 			t.Fatal(err)
 		}
 	}
-	got, err := g.minimize(snap, nil)
+	got, err := g.minimize(snap, Hooks{})
 	if err != nil {
 		t.Fatalf("%s, resumed: %v", what, err)
 	}

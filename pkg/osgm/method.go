@@ -81,10 +81,10 @@ type Objective interface {
 	Fork() Objective
 	// Place minimises problem k where its data is, in another process
 	// (a worker that holds every shard): Solve of problem k from x0
-	// there, to the same bits, with s's callbacks (Trace, Checkpoint,
+	// there, to the same bits, with h's callbacks (Trace, Checkpoint,
 	// Interrupt) called here. ok is false where it cannot place the
 	// problem, which is then minimised here.
-	Place(k int, x0 []float64, p Problem, s Settings) (r *Result, ok bool, err error)
+	Place(k int, x0 []float64, p Problem, s Settings, h Hooks) (r *Result, ok bool, err error)
 }
 
 // Here is an Objective's Fork and Place for one evaluated here alone,
@@ -95,12 +95,14 @@ type Here struct{}
 func (Here) Fork() Objective { return nil }
 
 // Place declines: the problem is minimised here.
-func (Here) Place(int, []float64, Problem, Settings) (*Result, bool, error) { return nil, false, nil }
+func (Here) Place(int, []float64, Problem, Settings, Hooks) (*Result, bool, error) {
+	return nil, false, nil
+}
 
 // Solve minimises problem k of obj alone from x0: what a side-by-side
 // run does with each problem, and what a Placer's far end runs.
-func Solve(obj Objective, k int, x0 []float64, p Problem, s Settings) (*Result, error) {
-	return Minimize(&subset{obj: obj, ks: []int{k}}, [][]float64{x0}, []Problem{p}, s)
+func Solve(obj Objective, k int, x0 []float64, p Problem, s Settings, h Hooks) (*Result, error) {
+	return Minimize(&subset{obj: obj, ks: []int{k}}, [][]float64{x0}, []Problem{p}, s, h)
 }
 
 // ErrUnsupported is returned for an Op an objective cannot compute.

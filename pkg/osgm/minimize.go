@@ -13,7 +13,9 @@ import (
 )
 
 // Settings control a run of Minimize: the Options a user picks, and what
-// the caller works out for the run.
+// the caller works out for the run. They are plain values: a problem
+// placed on another host takes them as they are (wire.Solve), and the
+// caller's Hooks stay with the caller.
 type Settings struct {
 	Options
 	// Shape describes the data, for resolving Auto (see Choose).
@@ -25,10 +27,6 @@ type Settings struct {
 	// as well, which for a Mu-strongly convex f >= 0 bounds (f - f*)/f
 	// by MaxGap whatever path the method took.
 	MaxGap float64
-	// Trace, when set, receives a record after every iteration.
-	Trace func(Record)
-	// Now is the clock (time.Now when nil); tests replace it.
-	Now func() time.Time
 	// F0 and G0, when set, are the value and gradient at x0, which saves
 	// the first evaluation.
 	F0 []float64
@@ -37,34 +35,46 @@ type Settings struct {
 	// Resume continues a run from a snapshot instead of starting at x0
 	// (which then only gives the dimensions).
 	Resume *Snapshot
-	// Checkpoint, when set, receives a snapshot every CheckpointEvery
-	// passes (Options) and when Interrupt reports true. Interrupt is polled between
-	// rounds; once it reports true Minimize returns ErrInterrupted. A
-	// pass that fails while Interrupt reports true (the evaluation was
-	// stopped too: a round waiting on workers that never came) also ends
-	// with ErrInterrupted, the last snapshot taken before it holding the
-	// state: a method between its request and the reply is not one to
-	// save.
-	Checkpoint func(*Snapshot) error
-	Interrupt  func() bool
 	// Batch, when positive and below the number of problems, minimises
 	// them this many at a time (see minimizeBatches): the same result,
 	// with the methods' memory bounded by the batch.
 	Batch int
-	// BatchStart, when set, runs before each batch that begins at x0 (in
-	// batches; not the batch a snapshot resumes), in place of F0 and G0.
-	// It makes one pass over the batch's problems ks alone on obj (the
-	// objective, or the fork the batch runs on), counted among the
-	// passes, and gives their value and gradient at x0 (nil: Minimize
-	// evaluates x0 itself), their GradTol, and their Diag (nil: the
-	// problems' own), so that what such a pass brings is held a batch at
-	// a time too.
+}
+
+// Hooks are how the caller observes and steers a run of Minimize, as
+// gonum's Recorder observes one: callbacks into the caller's process.
+// Each may be nil.
+type Hooks struct {
+	// Trace receives a record after every iteration.
+	Trace func(Record)
+	// Now is the clock (time.Now when nil); tests replace it.
+	Now func() time.Time
+	// Checkpoint receives a snapshot every CheckpointEvery passes
+	// (Options) and when Interrupt reports true. Interrupt is polled
+	// between rounds; once it reports true Minimize returns
+	// ErrInterrupted. A pass that fails while Interrupt reports true (the
+	// evaluation was stopped too: a round waiting on workers that never
+	// came) also ends with ErrInterrupted, the last snapshot taken before
+	// it holding the state: a method between its request and the reply
+	// is not one to save.
+	Checkpoint func(*Snapshot) error
+	Interrupt  func() bool
+	// BatchStart runs before each batch that begins at x0 (in batches;
+	// not the batch a snapshot resumes), in place of F0 and G0. It makes
+	// one pass over the batch's problems ks alone on obj (the objective,
+	// or the fork the batch runs on), counted among the passes, and
+	// gives their value and gradient at x0 (nil: Minimize evaluates x0
+	// itself), their GradTol, and their Diag (nil: the problems' own),
+	// so that what such a pass brings is held a batch at a time too.
 	BatchStart func(obj Objective, ks []int) (Start, error)
-	// Shelf, when set, takes each batch's points once the batch is
-	// finished, and the Result's X holds nil for them: a wide
-	// multi-class model need not stay in memory while the rest train.
+	// Shelf takes each batch's points once the batch is finished, and
+	// the Result's X holds nil for them: a wide multi-class model need
+	// not stay in memory while the rest train.
 	Shelf Shelf
 }
+
+// interrupted is whether Interrupt asks the run to stop.
+func (h *Hooks) interrupted() bool { return h.Interrupt != nil && h.Interrupt() }
 
 // Options are what a user picks of a minimisation (train.Settings
 // carries them from the flags): the method and its parameters, the
@@ -81,7 +91,7 @@ type Options struct {
 	// machine that holds the data, with the bits of one at a time.
 	Parallel int
 	// CheckpointEvery is how many passes go between snapshots (see
-	// Settings.Checkpoint).
+	// Hooks.Checkpoint).
 	CheckpointEvery int
 	// CheckpointShare, when positive, also spaces snapshots in time: the
 	// next is not taken before the last one (its encoding and what
@@ -126,7 +136,7 @@ type Record struct {
 }
 
 // Result is the outcome of Minimize: the best point of every problem
-// (nil where Settings.Shelf holds it).
+// (nil where Hooks.Shelf holds it).
 type Result struct {
 	X         [][]float64
 	F         []float64
@@ -168,7 +178,7 @@ func stopOf(converged, stalled bool, iters, maxIter int) Stop {
 // Minimize runs one method per problem from x0, evaluating all problems
 // that need the same kind of evaluation in one call of obj, until every
 // problem meets its gradient tolerance, stalls or hits MaxIter.
-func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Result, error) {
+func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings, h Hooks) (*Result, error) {
 	K := len(x0)
 	if len(probs) != K || len(s.GradTol) != K {
 		return nil, errors.New("osgm: x0, problems and tolerances differ in number")
@@ -179,15 +189,15 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 		batched, side = s.Resume.Batch > 0, s.Resume.Side
 	}
 	if side {
-		return minimizeSide(obj, x0, probs, s)
+		return minimizeSide(obj, x0, probs, s, h)
 	}
 	if batched {
-		return minimizeBatches(obj, x0, probs, s)
+		return minimizeBatches(obj, x0, probs, s, h)
 	}
-	if s.Now == nil {
-		s.Now = time.Now
+	if h.Now == nil {
+		h.Now = time.Now
 	}
-	r, err := newRun(obj, x0, probs, s)
+	r, err := newRun(obj, x0, probs, s, h)
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +217,7 @@ func Minimize(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Resu
 // evaluation.
 type run struct {
 	s       Settings
+	h       Hooks
 	K       int
 	ms      []Method
 	res     *Result
@@ -233,9 +244,9 @@ type run struct {
 
 // newRun resolves the method, checks that obj gives what it needs,
 // evaluates x0 (unless given it, or resuming) and starts the methods.
-func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*run, error) {
+func newRun(obj Objective, x0 [][]float64, probs []Problem, s Settings, h Hooks) (*run, error) {
 	K := len(x0)
-	r := &run{s: s, K: K, obj: obj, start: s.Now()}
+	r := &run{s: s, h: h, K: K, obj: obj, start: h.Now()}
 	r.s.Method = Choose(s.Method, K, s.Shape)
 	method := r.s.Method
 	r.ops = obj.Ops()
@@ -349,14 +360,14 @@ func (r *run) asked(k int, op Op) bool { return !r.done(k) && r.reqs[k].Op == op
 // checkpoint takes a snapshot when one is due or Interrupt asks for it,
 // and then returns ErrInterrupted if Interrupt did.
 func (r *run) checkpoint() error {
-	s := &r.s
-	interrupted := s.Interrupt != nil && s.Interrupt()
-	if s.Checkpoint != nil && (interrupted || r.due()) {
-		r.snapAt = s.Now()
+	h := &r.h
+	interrupted := h.interrupted()
+	if h.Checkpoint != nil && (interrupted || r.due()) {
+		r.snapAt = h.Now()
 		if err := r.snapshot(); err != nil {
 			return err
 		}
-		r.snapCost = s.Now().Sub(r.snapAt)
+		r.snapCost = h.Now().Sub(r.snapAt)
 		r.lastSnap = r.res.Evals
 	}
 	if interrupted {
@@ -372,7 +383,7 @@ func (r *run) due() bool {
 	if s.CheckpointEvery <= 0 || r.res.Evals-r.lastSnap < s.CheckpointEvery {
 		return false
 	}
-	return s.CheckpointShare <= 0 || r.snapAt.IsZero() || float64(r.snapCost) <= float64(s.CheckpointShare*float64(s.Now().Sub(r.snapAt)))
+	return s.CheckpointShare <= 0 || r.snapAt.IsZero() || float64(r.snapCost) <= float64(s.CheckpointShare*float64(r.h.Now().Sub(r.snapAt)))
 }
 
 func (r *run) snapshot() error {
@@ -386,7 +397,7 @@ func (r *run) snapshot() error {
 		}
 		snap.States = append(snap.States, b)
 	}
-	return r.s.Checkpoint(snap)
+	return r.h.Checkpoint(snap)
 }
 
 // iterate asks every method not done for its next evaluation and makes
@@ -402,7 +413,7 @@ func (r *run) iterate() error {
 			continue
 		}
 		if err := r.pass(op); err != nil {
-			if r.s.Interrupt != nil && r.s.Interrupt() {
+			if r.h.interrupted() {
 				return fmt.Errorf("%w: %w", ErrInterrupted, err)
 			}
 			return err
@@ -512,9 +523,9 @@ func (r *run) tell(op Op) {
 		if r.done(k) {
 			r.active--
 		}
-		if s.Trace != nil {
-			s.Trace(Record{Problem: k, Iter: res.Iters[k], Evals: res.Evals, F: fb, GradNorm: gn, GradTol: s.GradTol[k],
-				Accepted: st.Accepted, Elapsed: s.Now().Sub(r.start), Converged: res.Converged[k]})
+		if h := &r.h; h.Trace != nil {
+			h.Trace(Record{Problem: k, Iter: res.Iters[k], Evals: res.Evals, F: fb, GradNorm: gn, GradTol: s.GradTol[k],
+				Accepted: st.Accepted, Elapsed: h.Now().Sub(r.start), Converged: res.Converged[k]})
 		}
 	}
 }

@@ -183,7 +183,7 @@ func TestMethodsReachTheMinimum(t *testing.T) {
 				if name == "adagrad" && tc.cond > 100 {
 					t.Skip("AdaGrad's step decays like 1/sqrt(t): no linear rate to test")
 				}
-				res, err := Minimize(q, x0, q.problems(), Settings{Options: Options{Method: name, MaxIter: tc.maxIter, Params: Params{NoDiag: tc.noDiag}}, GradTol: tol})
+				res, err := Minimize(q, x0, q.problems(), Settings{Options: Options{Method: name, MaxIter: tc.maxIter, Params: Params{NoDiag: tc.noDiag}}, GradTol: tol}, Hooks{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -231,7 +231,7 @@ func TestOSGMOracleIsMonotone(t *testing.T) {
 				iters = r.Iter
 			}
 			x0 := [][]float64{make([]float64, 15)}
-			res, err := Minimize(q, x0, q.problems(), Settings{Options: Options{Method: name, MaxIter: 300, Params: Params{NoDiag: true}}, GradTol: []float64{0}, Trace: trace})
+			res, err := Minimize(q, x0, q.problems(), Settings{Options: Options{Method: name, MaxIter: 300, Params: Params{NoDiag: true}}, GradTol: []float64{0}}, Hooks{Trace: trace})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -371,7 +371,7 @@ func TestNewtonStopsAtPrecision(t *testing.T) {
 			q := newQuadratic(rand.New(rand.NewPCG(7, 11)), 30, 2, 1e6, true)
 			x0 := [][]float64{make([]float64, 30), make([]float64, 30)}
 			const maxIter = 5000
-			res, err := Minimize(q, x0, q.problems(), Settings{Options: Options{Method: name, MaxIter: maxIter}, GradTol: []float64{0, 0}})
+			res, err := Minimize(q, x0, q.problems(), Settings{Options: Options{Method: name, MaxIter: maxIter}, GradTol: []float64{0, 0}}, Hooks{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -395,14 +395,14 @@ func TestStopSaysWhy(t *testing.T) {
 	q := newQuadratic(rand.New(rand.NewPCG(3, 4)), 10, 3, 20, true)
 	q.c[2][0] = math.NaN()
 	x0 := [][]float64{make([]float64, 10), make([]float64, 10), make([]float64, 10)}
-	res, err := Minimize(q, x0, q.problems(), Settings{Options: Options{Method: "lbfgs", MaxIter: 500}, GradTol: []float64{1e-6, 1e-6, 1e-6}})
+	res, err := Minimize(q, x0, q.problems(), Settings{Options: Options{Method: "lbfgs", MaxIter: 500}, GradTol: []float64{1e-6, 1e-6, 1e-6}}, Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Stop[0] != Converged || res.Stop[1] != Converged || res.Stop[2] != Stalled {
 		t.Fatalf("stops %v, want converged, converged, stalled (iterations %v)", res.Stop, res.Iters)
 	}
-	res, err = Minimize(q, x0, q.problems(), Settings{Options: Options{Method: "lbfgs", MaxIter: 3}, GradTol: []float64{1e-6, 1e-6, 1e-6}})
+	res, err = Minimize(q, x0, q.problems(), Settings{Options: Options{Method: "lbfgs", MaxIter: 3}, GradTol: []float64{1e-6, 1e-6, 1e-6}}, Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 // side is the state of a side-by-side run.
 type side struct {
 	s     Settings
+	h     Hooks
 	x0    [][]float64
 	probs []Problem
 	res   *Result
@@ -45,10 +46,10 @@ type underway struct {
 	snap  *Snapshot // the last state it saved, nil before the first
 }
 
-func minimizeSide(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*Result, error) {
+func minimizeSide(obj Objective, x0 [][]float64, probs []Problem, s Settings, h Hooks) (*Result, error) {
 	K := len(x0)
 	s.Method = Choose(s.Method, K, s.Shape)
-	sd := &side{s: s, x0: x0, probs: probs, res: newResult(K), running: map[int]*underway{}}
+	sd := &side{s: s, h: h, x0: x0, probs: probs, res: newResult(K), running: map[int]*underway{}}
 	queue, resumed, err := sd.resume()
 	if err != nil {
 		return nil, err
@@ -73,7 +74,7 @@ func minimizeSide(obj Objective, x0 [][]float64, probs []Problem, s Settings) (*
 	if sd.err == nil && slices.Contains(sd.res.Stop, Running) {
 		sd.err = ErrInterrupted // between two problems
 	}
-	if errors.Is(sd.err, ErrInterrupted) && s.Checkpoint != nil {
+	if errors.Is(sd.err, ErrInterrupted) && h.Checkpoint != nil {
 		if err := sd.save(); err != nil {
 			return nil, err
 		}
@@ -108,7 +109,7 @@ func newResult(K int) *Result {
 }
 
 func (sd *side) interrupted() bool {
-	return sd.stop.Load() || sd.s.Interrupt != nil && sd.s.Interrupt()
+	return sd.stop.Load() || sd.h.interrupted()
 }
 
 // fail records err, the first failure other than an interruption
@@ -126,16 +127,16 @@ func (sd *side) fail(err error) {
 
 // one minimises problem k alone on obj, from its saved state if resumed.
 func (sd *side) one(obj Objective, k int, resumed *Snapshot) error {
-	s := sd.s
+	s, h := sd.s, sd.h
 	bs := s
-	bs.Batch, bs.Parallel, bs.BatchStart, bs.Shelf, bs.F0, bs.G0 = 0, 0, nil, nil, nil, nil
+	bs.Batch, bs.Parallel, bs.F0, bs.G0 = 0, 0, nil, nil
 	bs.GradTol, bs.Resume = s.GradTol[k:k+1], resumed
 	probs := sd.probs[k : k+1]
 	u := &underway{}
 	switch {
 	case resumed != nil:
-	case s.BatchStart != nil:
-		st, err := s.BatchStart(obj, []int{k})
+	case h.BatchStart != nil:
+		st, err := h.BatchStart(obj, []int{k})
 		if err != nil {
 			return err
 		}
@@ -151,14 +152,14 @@ func (sd *side) one(obj Objective, k int, resumed *Snapshot) error {
 	sd.mu.Lock()
 	sd.running[k] = u
 	sd.mu.Unlock()
-	if s.Trace != nil {
-		bs.Trace = func(r Record) { sd.trace(k, u, r) }
+	bh := Hooks{Now: h.Now, Interrupt: sd.interrupted}
+	if h.Trace != nil {
+		bh.Trace = func(r Record) { sd.trace(k, u, r) }
 	}
-	if s.Checkpoint != nil {
-		bs.Checkpoint = func(snap *Snapshot) error { return sd.deposit(k, u, snap) }
+	if h.Checkpoint != nil {
+		bh.Checkpoint = func(snap *Snapshot) error { return sd.deposit(k, u, snap) }
 	}
-	bs.Interrupt = sd.interrupted
-	r, err := solveOn(obj, k, sd.x0[k], probs[0], bs)
+	r, err := solveOn(obj, k, sd.x0[k], probs[0], bs, bh)
 	if err != nil {
 		return err
 	}
@@ -166,11 +167,11 @@ func (sd *side) one(obj Objective, k int, resumed *Snapshot) error {
 }
 
 // solveOn minimises problem k where obj places it, or else here.
-func solveOn(obj Objective, k int, x0 []float64, p Problem, s Settings) (*Result, error) {
-	if r, ok, err := obj.Place(k, x0, p, s); ok || err != nil {
+func solveOn(obj Objective, k int, x0 []float64, p Problem, s Settings, h Hooks) (*Result, error) {
+	if r, ok, err := obj.Place(k, x0, p, s, h); ok || err != nil {
 		return r, err
 	}
-	return Solve(obj, k, x0, p, s)
+	return Solve(obj, k, x0, p, s, h)
 }
 
 // trace passes on problem k's record, numbered in the whole run.
@@ -179,7 +180,7 @@ func (sd *side) trace(k int, u *underway, r Record) {
 	defer sd.mu.Unlock()
 	u.evals = r.Evals
 	r.Problem, r.Evals = k, sd.passes()
-	sd.s.Trace(r)
+	sd.h.Trace(r)
 }
 
 // passes is the passes made so far, sd.mu held.
@@ -196,7 +197,7 @@ func (sd *side) end(k int, u *underway, r *Result) error {
 	sd.mu.Lock()
 	defer sd.mu.Unlock()
 	sd.res.place(k, r)
-	if err := sd.res.shelve(sd.s.Shelf, k, k+1); err != nil {
+	if err := sd.res.shelve(sd.h.Shelf, k, k+1); err != nil {
 		return err
 	}
 	delete(sd.running, k)
@@ -225,7 +226,7 @@ func (sd *side) deposit(k int, u *underway, snap *Snapshot) error {
 	return sd.save()
 }
 
-// save hands the run's snapshot to Settings.Checkpoint.
+// save hands the run's snapshot to Hooks.Checkpoint.
 func (sd *side) save() error {
 	sd.mu.Lock()
 	defer sd.mu.Unlock()
@@ -233,7 +234,7 @@ func (sd *side) save() error {
 	if err != nil {
 		return err
 	}
-	return sd.s.Checkpoint(snap)
+	return sd.h.Checkpoint(snap)
 }
 
 // snapshot is the run's state, sd.mu held: the problems ended, with their
@@ -245,9 +246,9 @@ func (sd *side) snapshot() (*Snapshot, error) {
 			continue
 		}
 		ended.place1(k, sd.res, k)
-		if x := sd.res.X[k]; x == nil && sd.s.Shelf != nil {
+		if x := sd.res.X[k]; x == nil && sd.h.Shelf != nil {
 			ended.X[k] = make([]float64, len(sd.x0[k]))
-			if err := sd.s.Shelf.Get(k, ended.X[k]); err != nil {
+			if err := sd.h.Shelf.Get(k, ended.X[k]); err != nil {
 				return nil, fmt.Errorf("osgm: unshelving problem %d: %w", k, err)
 			}
 		}
@@ -344,7 +345,7 @@ func (sd *side) restore(r *Snapshot) error {
 			return fmt.Errorf("osgm: the snapshot's problem %d has %d coordinates, this run %d", k, len(ended.X[k]), len(sd.x0[k]))
 		}
 		sd.res.place1(k, &ended, k)
-		if err := sd.res.shelve(sd.s.Shelf, k, k+1); err != nil {
+		if err := sd.res.shelve(sd.h.Shelf, k, k+1); err != nil {
 			return err
 		}
 	}

@@ -49,7 +49,7 @@ func TestSideBySide(t *testing.T) {
 	for _, method := range []string{"lbfgs", "newton", "osgm-h"} {
 		q, x0, s := batchRun(method)
 		s.Batch = 1
-		want, err := Minimize(q, x0, q.problems(), s)
+		want, err := Minimize(q, x0, q.problems(), s, Hooks{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestSideBySide(t *testing.T) {
 		s.Parallel = 3
 		var mu sync.Mutex
 		seen, last, monotone := map[int]bool{}, 0, true
-		s.Trace = func(r Record) {
+		trace := func(r Record) {
 			if !mu.TryLock() {
 				t.Error("Trace called while another call runs")
 				return
@@ -67,7 +67,7 @@ func TestSideBySide(t *testing.T) {
 			monotone = monotone && r.Evals >= last
 			last = r.Evals
 		}
-		got, err := Minimize(f, x0, q.problems(), s)
+		got, err := Minimize(f, x0, q.problems(), s, Hooks{Trace: trace})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,49 +85,47 @@ func TestSideBySide(t *testing.T) {
 func TestSideBySideResumes(t *testing.T) {
 	q, x0, s := batchRun("lbfgs")
 	s.Batch, s.Parallel, s.CheckpointEvery = 1, 2, 7
-	want, err := Minimize(q, x0, q.problems(), s) // one at a time
+	want, err := Minimize(q, x0, q.problems(), s, Hooks{}) // one at a time
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var snaps []*Snapshot
-	s.Checkpoint = func(snap *Snapshot) error {
+	h := Hooks{Shelf: memShelf{}, Checkpoint: func(snap *Snapshot) error {
 		mu.Lock()
 		defer mu.Unlock()
 		snaps = append(snaps, snap)
 		return nil
-	}
-	s.Shelf = memShelf{}
-	got, err := Minimize(newForking(q), x0, q.problems(), s)
+	}}
+	got, err := Minimize(newForking(q), x0, q.problems(), s, h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameResult(t, "with checkpoints", got, want, s.Shelf.(memShelf))
+	sameResult(t, "with checkpoints", got, want, h.Shelf.(memShelf))
 	if len(snaps) < 4 {
 		t.Fatalf("%d snapshots", len(snaps))
 	}
 	rounds := atomic.Int32{}
-	s.Interrupt = func() bool { return rounds.Add(1) > 40 }
-	_, err = Minimize(newForking(q), x0, q.problems(), s)
+	h.Interrupt = func() bool { return rounds.Add(1) > 40 }
+	_, err = Minimize(newForking(q), x0, q.problems(), s, h)
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("interrupted: %v", err)
 	}
-	s.Interrupt = nil
 	for i, snap := range snaps {
 		if !snap.Side {
 			t.Fatalf("snapshot %d is not side by side", i)
 		}
-		rs := s
-		rs.Resume, rs.Checkpoint, rs.Shelf = snap, nil, memShelf{}
+		rs, shelf := s, memShelf{}
+		rs.Resume = snap
 		var obj Objective = newForking(q)
 		if i%2 == 1 {
 			obj = q // no forks: one at a time
 		}
-		got, err := Minimize(obj, x0, q.problems(), rs)
+		got, err := Minimize(obj, x0, q.problems(), rs, Hooks{Shelf: shelf})
 		if err != nil {
 			t.Fatalf("snapshot %d: %v", i, err)
 		}
-		sameResult(t, "resumed", got, want, rs.Shelf.(memShelf))
+		sameResult(t, "resumed", got, want, shelf)
 	}
 }
 
@@ -138,8 +136,8 @@ func FuzzResumeSide(f *testing.F) {
 	s.Batch, s.Parallel, s.CheckpointEvery = 1, 2, 5
 	var mu sync.Mutex
 	var snaps []*Snapshot
-	s.Checkpoint = func(snap *Snapshot) error { mu.Lock(); snaps = append(snaps, snap); mu.Unlock(); return nil }
-	if _, err := Minimize(newForking(q), x0, q.problems(), s); err != nil {
+	h := Hooks{Checkpoint: func(snap *Snapshot) error { mu.Lock(); snaps = append(snaps, snap); mu.Unlock(); return nil }}
+	if _, err := Minimize(newForking(q), x0, q.problems(), s, h); err != nil {
 		f.Fatal(err)
 	}
 	for _, snap := range snaps {
@@ -153,13 +151,12 @@ func FuzzResumeSide(f *testing.F) {
 		s.Resume = &Snapshot{Method: "lbfgs", Evals: evals, Iters: []int{0}, Converged: []bool{false}, Stalled: []bool{false},
 			States: [][]byte{state}, Batch: 1, Side: true, Ended: ended, Running: []int{running}, RunEvals: []int{runEvals}}
 		rounds := atomic.Int32{}
-		s.Interrupt = func() bool { return rounds.Add(1) > 300 }
-		Minimize(newForking(q), x0, q.problems(), s)
+		Minimize(newForking(q), x0, q.problems(), s, Hooks{Interrupt: func() bool { return rounds.Add(1) > 300 }})
 	})
 }
 
 // placing is a fork that places problems elsewhere, as a worker would:
-// the settings cross as gob, their callbacks stay here, and the problem
+// the settings cross as gob, the hooks stay here, and the problem
 // runs on a copy of the data in a goroutine of its own. Odd problems it
 // declines, and they are minimised here.
 type placing struct {
@@ -171,7 +168,7 @@ func (p *placing) Fork() Objective {
 	return &placing{forking: p.forking.Fork().(*forking), placed: p.placed}
 }
 
-func (p *placing) Place(k int, x0 []float64, prob Problem, s Settings) (*Result, bool, error) {
+func (p *placing) Place(k int, x0 []float64, prob Problem, s Settings, h Hooks) (*Result, bool, error) {
 	if k%2 == 1 {
 		return nil, false, nil
 	}
@@ -190,7 +187,6 @@ func (p *placing) Place(k int, x0 []float64, prob Problem, s Settings) (*Result,
 	if err := gob.NewDecoder(&buf).Decode(&far); err != nil {
 		return nil, true, err
 	}
-	far.S.Trace, far.S.Checkpoint, far.S.Interrupt = s.Trace, s.Checkpoint, s.Interrupt
 	data := *p.quadratic
 	type out struct {
 		r   *Result
@@ -198,7 +194,7 @@ func (p *placing) Place(k int, x0 []float64, prob Problem, s Settings) (*Result,
 	}
 	done := make(chan out)
 	go func() {
-		r, err := Solve(&data, k, x0, far.P, far.S)
+		r, err := Solve(&data, k, x0, far.P, far.S, h)
 		done <- out{r, err}
 	}()
 	o := <-done
@@ -211,16 +207,16 @@ func (p *placing) Place(k int, x0 []float64, prob Problem, s Settings) (*Result,
 func TestPlacedProblems(t *testing.T) {
 	q, x0, s := batchRun("newton")
 	s.Batch, s.CheckpointEvery = 1, 5
-	want, err := Minimize(q, x0, q.problems(), s)
+	want, err := Minimize(q, x0, q.problems(), s, Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var snaps []*Snapshot
-	s.Checkpoint = func(snap *Snapshot) error { mu.Lock(); snaps = append(snaps, snap); mu.Unlock(); return nil }
+	h := Hooks{Checkpoint: func(snap *Snapshot) error { mu.Lock(); snaps = append(snaps, snap); mu.Unlock(); return nil }}
 	s.Parallel = 2
 	pl := &placing{forking: newForking(q), placed: new(atomic.Int32)}
-	got, err := Minimize(pl, x0, q.problems(), s)
+	got, err := Minimize(pl, x0, q.problems(), s, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,11 +224,10 @@ func TestPlacedProblems(t *testing.T) {
 	if n := pl.placed.Load(); n != 3 || len(snaps) < 3 {
 		t.Fatalf("%d problems placed, %d snapshots", n, len(snaps))
 	}
-	s.Checkpoint = nil
 	for i, snap := range snaps {
 		rs := s
 		rs.Resume = snap
-		got, err := Minimize(&placing{forking: newForking(q), placed: new(atomic.Int32)}, x0, q.problems(), rs)
+		got, err := Minimize(&placing{forking: newForking(q), placed: new(atomic.Int32)}, x0, q.problems(), rs, Hooks{})
 		if err != nil {
 			t.Fatalf("snapshot %d: %v", i, err)
 		}

@@ -17,12 +17,12 @@ import (
 func newtonStates(t *testing.T, n int) (states [][]byte, snaps []*Snapshot) {
 	q, zero, s := resumable("newton", n)
 	s.CheckpointEvery = 1
-	s.Checkpoint = func(snap *Snapshot) error {
+	h := Hooks{Checkpoint: func(snap *Snapshot) error {
 		states = append(states, snap.States[1])
 		snaps = append(snaps, snap)
 		return nil
-	}
-	if _, err := Minimize(q, zero(), q.problems(), s); err != nil {
+	}}
+	if _, err := Minimize(q, zero(), q.problems(), s, h); err != nil {
 		t.Fatal(err)
 	}
 	return states, snaps
@@ -60,7 +60,7 @@ func TestTornNewtonStateRefused(t *testing.T) {
 		snap := *snaps[at]
 		snap.States = [][]byte{snap.States[0], state}
 		s.Resume = &snap
-		_, err := Minimize(q, zero(), q.problems(), s)
+		_, err := Minimize(q, zero(), q.problems(), s, Hooks{})
 		return err
 	}
 	if err := resume(states[at]); err != nil {
@@ -116,7 +116,7 @@ func TestStatesFailingTheirChecks(t *testing.T) {
 	resume := func(name string, snap *Snapshot) error {
 		q, zero, s := resumable(name, 12)
 		s.Resume = snap
-		_, err := Minimize(q, zero(), q.problems(), s)
+		_, err := Minimize(q, zero(), q.problems(), s, Hooks{})
 		return err
 	}
 	broken := func(name string, st any, change func()) *Snapshot {
@@ -176,7 +176,7 @@ func TestSolveNamesItsProblem(t *testing.T) {
 	snap.Iters, snap.Converged, snap.Stalled = snap.Iters[1:], snap.Converged[1:], snap.Stalled[1:]
 	snap.States = [][]byte{snap.States[1][:len(snap.States[1])-1]}
 	s := Settings{Options: Options{Method: "newton", MaxIter: 60}, GradTol: []float64{1e-10}, Resume: &snap}
-	_, err := Solve(q, 1, make([]float64, 12), q.problems()[1], s)
+	_, err := Solve(q, 1, make([]float64, 12), q.problems()[1], s, Hooks{})
 	if err == nil || !strings.Contains(err.Error(), "problem 1:") || errors.Is(err, ErrInterrupted) {
 		t.Fatalf("got %v, want problem 1 named", err)
 	}
@@ -188,14 +188,14 @@ type damaging struct{ *placing }
 
 func (d *damaging) Fork() Objective { return &damaging{d.placing.Fork().(*placing)} }
 
-func (d *damaging) Place(k int, x0 []float64, prob Problem, s Settings) (*Result, bool, error) {
-	save := s.Checkpoint
-	s.Checkpoint = func(snap *Snapshot) error {
+func (d *damaging) Place(k int, x0 []float64, prob Problem, s Settings, h Hooks) (*Result, bool, error) {
+	save := h.Checkpoint
+	h.Checkpoint = func(snap *Snapshot) error {
 		cut := *snap
 		cut.States = [][]byte{snap.States[0][:len(snap.States[0])-1]}
 		return save(&cut)
 	}
-	return d.placing.Place(k, x0, prob, s)
+	return d.placing.Place(k, x0, prob, s, h)
 }
 
 // TestDamagedPlacedStateRefused: a state that comes back from a placed
@@ -206,15 +206,15 @@ func TestDamagedPlacedStateRefused(t *testing.T) {
 	q, x0, s := batchRun("newton")
 	s.Batch, s.CheckpointEvery, s.Parallel = 1, 5, 2
 	var held atomic.Int32
-	s.Checkpoint = func(snap *Snapshot) error {
+	h := Hooks{Checkpoint: func(snap *Snapshot) error {
 		for _, k := range snap.Running {
 			if k%2 == 0 {
 				held.Add(1)
 			}
 		}
 		return nil
-	}
-	_, err := Minimize(&damaging{&placing{forking: newForking(q), placed: new(atomic.Int32)}}, x0, q.problems(), s)
+	}}
+	_, err := Minimize(&damaging{&placing{forking: newForking(q), placed: new(atomic.Int32)}}, x0, q.problems(), s, h)
 	if err == nil || !regexp.MustCompile(`problem [024]'s saved state: .*checksum`).MatchString(err.Error()) {
 		t.Fatalf("got %v, want a placed problem's state refused", err)
 	}

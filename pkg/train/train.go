@@ -273,7 +273,7 @@ func Train(b objective.Backend, cfg Config) (*Result, error) {
 	timed := newTimed(p.obj)
 	zero := &zeroPass{obj: timed, K: p.Problems, n: p.Coordinates, diag: osgm.UsesStartDiag(p.Method, cfg.Params), warm: cfg.Init != nil,
 		stop: p.stop, start: start}
-	probs, settings := p.settings(cfg)
+	probs, settings, hooks := p.settings(cfg)
 	x0, err := startPoints(cfg.Init, p.labels, p.Problems, p.Dim, p.Coordinates, p.live, cfg.Bias)
 	if err != nil {
 		return nil, err
@@ -281,7 +281,7 @@ func Train(b objective.Backend, cfg Config) (*Result, error) {
 	zeroPassed := false
 	switch {
 	case p.Batch > 0 || r != nil && r.Opt.Batch > 0:
-		settings.BatchStart = zero.run
+		hooks.BatchStart = zero.run
 	case r == nil:
 		st, err := zero.run(timed, nil)
 		if err != nil {
@@ -300,7 +300,7 @@ func Train(b objective.Backend, cfg Config) (*Result, error) {
 		}
 		zero.firstGradient = time.Since(start) // no pass: the objective alone
 	}
-	res, err := osgm.Minimize(timed, x0, probs, settings)
+	res, err := osgm.Minimize(timed, x0, probs, settings, hooks)
 	if err != nil {
 		return nil, err
 	}
@@ -408,25 +408,27 @@ func (p *planned) problems(b objective.Backend, cfg Config) (K int, order []floa
 	return K, order, nil
 }
 
-// settings are the problems and Minimize's settings of the plan.
-func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
+// settings are the problems, and Minimize's settings and hooks, of the
+// plan.
+func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings, osgm.Hooks) {
 	probs := make([]osgm.Problem, p.Problems)
 	for k := range probs {
 		probs[k] = osgm.Problem{Dim: p.Coordinates, L: p.obj.LipschitzBound(), Mu: p.lambda, HessPasses: p.shape.HessPasses()}
 	}
-	s := osgm.Settings{Options: cfg.Options, GradTol: p.stop.tol, MaxGap: p.Gap, Batch: p.Batch, Shelf: cfg.Shelf, Interrupt: cfg.Interrupt}
+	s := osgm.Settings{Options: cfg.Options, GradTol: p.stop.tol, MaxGap: p.Gap, Batch: p.Batch}
+	h := osgm.Hooks{Shelf: cfg.Shelf, Interrupt: cfg.Interrupt}
 	s.Method = p.Method // Auto resolved
 	if p.MemoryBound {
 		s.Parallel = 0 // one problem's state is what memory allows
 	}
 	if cfg.Trace != nil {
-		s.Trace = func(r osgm.Record) {
+		h.Trace = func(r osgm.Record) {
 			r.F /= p.lambda // report LIBLINEAR's objective, as the log and model do
 			cfg.Trace(r)
 		}
 	}
 	if cfg.Save != nil {
-		s.Checkpoint = func(snap *osgm.Snapshot) error {
+		h.Checkpoint = func(snap *osgm.Snapshot) error {
 			// The pass at zero counts among the passes; the snapshot keeps
 			// the optimiser's own count.
 			p.stop.mu.Lock()
@@ -435,7 +437,7 @@ func (p *planned) settings(cfg Config) ([]osgm.Problem, osgm.Settings) {
 			return cfg.Save(&Checkpoint{Version: checkpointVersion, Data: p.dataFP, Flags: p.flagsFP, G0Norm: g0, Opt: *snap})
 		}
 	}
-	return probs, s
+	return probs, s, h
 }
 
 // result is the model of the methods' result: every feature's weight,
@@ -723,10 +725,10 @@ func (t *timedObjective) Evaluate(b *osgm.Pass) error {
 
 // Place places problem k where the objective's backend can, its time
 // counted as the forks' passes: the whole problem is one.
-func (t *timedObjective) Place(k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
+func (t *timedObjective) Place(k int, x0 []float64, p osgm.Problem, s osgm.Settings, h osgm.Hooks) (*osgm.Result, bool, error) {
 	start := time.Now()
 	defer func() { t.clock.side.Add(int64(time.Since(start))) }()
-	return t.obj.Place(k, x0, p, s)
+	return t.obj.Place(k, x0, p, s, h)
 }
 
 func (t *timedObjective) Fork() osgm.Objective {

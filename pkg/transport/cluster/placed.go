@@ -204,13 +204,12 @@ func (pl *Placer) publish(id string, kind wire.Kind, p *placement, b []byte) err
 }
 
 // Place minimises problem k of the objective of constants c on a worker
-// (objective.Backend's Place), calling s's callbacks here with what the worker sends.
-func (pl *Placer) Place(c objective.Constants, order []float64, folds, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
-	set := s
-	set.Trace, set.Checkpoint, set.Interrupt, set.Now = nil, nil, nil, nil
+// (objective.Backend's Place) with settings s, calling h's hooks here
+// with what the worker sends.
+func (pl *Placer) Place(c objective.Constants, order []float64, folds, k int, x0 []float64, p osgm.Problem, s osgm.Settings, h osgm.Hooks) (*osgm.Result, bool, error) {
 	req := pl.request(c, order, folds)
-	req.K, req.X0, req.Problem, req.Settings, req.Snapshots = k, x0, p, set, s.Checkpoint != nil
-	m, err := pl.await(req, s)
+	req.K, req.X0, req.Problem, req.Settings, req.Snapshots = k, x0, p, s, h.Checkpoint != nil
+	m, err := pl.await(req, h)
 	if err != nil {
 		return nil, true, err
 	}
@@ -233,7 +232,7 @@ func (pl *Placer) PlacePass(c objective.Constants, order []float64, folds int, b
 	}
 	req := pl.request(c, order, folds)
 	req.K, req.Pass = ks[0], &osgm.Pass{Op: b.Op, Ks: ks, X: b.X, At: b.At}
-	m, err := pl.await(req, osgm.Settings{})
+	m, err := pl.await(req, osgm.Hooks{})
 	if err != nil {
 		return true, err
 	}
@@ -264,8 +263,8 @@ func (pl *Placer) request(c objective.Constants, order []float64, folds int) *wi
 }
 
 // await places req and waits for its end, calling s's callbacks with
-// its progress and stopping it once s.Interrupt says so.
-func (pl *Placer) await(req *wire.Solve, s osgm.Settings) (*wire.Solved, error) {
+// its progress and stopping it once h.Interrupt says so.
+func (pl *Placer) await(req *wire.Solve, h osgm.Hooks) (*wire.Solved, error) {
 	pd := &placement{req: req, events: make(chan placerEvent, 256)}
 	pl.step(placerSubmit{pd})
 	t := time.NewTicker(50 * time.Millisecond)
@@ -275,10 +274,10 @@ func (pl *Placer) await(req *wire.Solve, s osgm.Settings) (*wire.Solved, error) 
 		select {
 		case ev := <-pd.events:
 			switch {
-			case ev.record != nil && s.Trace != nil:
-				s.Trace(*ev.record)
-			case ev.snap != nil && s.Checkpoint != nil:
-				if err := s.Checkpoint(ev.snap); err != nil {
+			case ev.record != nil && h.Trace != nil:
+				h.Trace(*ev.record)
+			case ev.snap != nil && h.Checkpoint != nil:
+				if err := h.Checkpoint(ev.snap); err != nil {
 					pl.step(placerStop{pd})
 					pl.step(placerForget{pd})
 					return nil, err
@@ -288,7 +287,7 @@ func (pl *Placer) await(req *wire.Solve, s osgm.Settings) (*wire.Solved, error) 
 			}
 		case <-t.C:
 			switch {
-			case stopped.IsZero() && s.Interrupt != nil && s.Interrupt():
+			case stopped.IsZero() && h.Interrupt != nil && h.Interrupt():
 				stopped = time.Now()
 				pl.step(placerStop{pd})
 			case !stopped.IsZero() && time.Since(stopped) > stopGraceSolve:
@@ -342,8 +341,8 @@ func (f *placedFork) Eval(op osgm.Op, p, v *shard.Point, add func(*reduce.Partia
 	return f.Cluster.Eval(op, p, v, add)
 }
 
-func (f *placedFork) Place(c objective.Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings) (*osgm.Result, bool, error) {
-	return f.Placer.Place(c, f.order, f.folds, k, x0, p, s)
+func (f *placedFork) Place(c objective.Constants, k int, x0 []float64, p osgm.Problem, s osgm.Settings, h osgm.Hooks) (*osgm.Result, bool, error) {
+	return f.Placer.Place(c, f.order, f.folds, k, x0, p, s, h)
 }
 
 // PlacePass makes the pass that starts a problem on a worker, not as a

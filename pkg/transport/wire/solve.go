@@ -14,9 +14,9 @@ import (
 // Solve asks a worker to minimise one problem over every shard of a job
 // (osgm.Objective's Place): the worker loads the shards, builds the objective the
 // coordinator has (the same shards, classes, folds and constants make
-// the same bits) and runs osgm.Solve. The settings cross without their
-// callbacks: the worker sends what they would have been given as
-// Solving messages. Its chunks' Round is the placement, Shard the
+// the same bits) and runs osgm.Solve. The settings cross as they are;
+// the coordinator's hooks stay with it, and the worker sends what they
+// would have been given as Solving messages. Its chunks' Round is the placement, Shard the
 // problem. Floats cross exactly (EncodeSolve).
 type Solve struct {
 	Source    Source

@@ -209,8 +209,8 @@ func (d *dec) problem() osgm.Problem {
 	return osgm.Problem{Dim: d.int(), L: d.f64(), Mu: d.f64(), Diag: d.vec(), HessPasses: d.f64(), EvalDiag: d.flag()}
 }
 
-// settings are osgm.Settings' values; its callbacks (Trace, Now,
-// Checkpoint, Interrupt, BatchStart, Shelf) stay with the caller.
+// settings are osgm.Settings, plain values: the caller's osgm.Hooks
+// never cross.
 func (e *enc) settings(s *osgm.Settings) {
 	o := &s.Options
 	e.str(o.Method)

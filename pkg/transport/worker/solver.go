@@ -172,16 +172,15 @@ func (s *solver) solve(p task) *wire.Solved {
 		s.log.Error("placed problem", zap.Int("problem", m.K), zap.Error(err))
 		return &wire.Solved{Err: err.Error()}
 	}
-	set := m.Settings
-	set.Trace = func(r osgm.Record) { s.send(p, wire.KindSolving, &wire.Solving{Record: &r}) }
+	h := osgm.Hooks{Interrupt: p.stop.Load}
+	h.Trace = func(r osgm.Record) { s.send(p, wire.KindSolving, &wire.Solving{Record: &r}) }
 	if m.Snapshots {
-		set.Checkpoint = func(snap *osgm.Snapshot) error {
+		h.Checkpoint = func(snap *osgm.Snapshot) error {
 			s.send(p, wire.KindSolving, &wire.Solving{Snapshot: snap})
 			return nil
 		}
 	}
-	set.Interrupt = p.stop.Load
-	r, err := osgm.Solve(obj, m.K, m.X0, m.Problem, set)
+	r, err := osgm.Solve(obj, m.K, m.X0, m.Problem, m.Settings, h)
 	switch {
 	case errors.Is(err, osgm.ErrInterrupted):
 		return &wire.Solved{Interrupted: true}
