@@ -82,13 +82,10 @@ type Objective struct {
 	Rows     int // m: the rows counted, which excludes a held-out fold
 	Features int
 	Lambda   float64
-	Bias     float64 // < 0: no bias feature
-	// Weights and Holdout go into every point (see Point): class weights
-	// scale rows' losses; a held-out fold's rows are left out.
-	Weights []float64
-	Holdout int
-	Loss    shard.Loss
-	Epsilon float64 // shard.Loss SquaredEpsilon's width (LIBLINEAR's -p)
+	// Terms go into every point (see Point): the loss, the bias feature,
+	// class weights that scale rows' losses, a held-out fold whose rows
+	// are left out.
+	shard.Terms
 
 	cols []cols.List
 	// live, when set, is the coordinates the objective works over (see
@@ -106,7 +103,7 @@ type Objective struct {
 
 // New binds a backend to the problem's constants.
 func New(b Backend, features int, lambda, bias float64) *Objective {
-	o := &Objective{Backend: b, Features: features, Lambda: lambda, Bias: bias}
+	o := &Objective{Backend: b, Features: features, Lambda: lambda, Terms: shard.Terms{Bias: bias}}
 	for _, m := range b.Meta() {
 		o.Rows += m.Rows
 		o.cols = append(o.cols, m.Cols)
@@ -130,8 +127,8 @@ func (o *Objective) Forked() *Objective {
 	if err != nil {
 		return nil
 	}
-	return &Objective{Backend: b, Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Bias: o.Bias,
-		Weights: o.Weights, Holdout: o.Holdout, Loss: o.Loss, Epsilon: o.Epsilon, cols: o.cols, live: o.live, normSq: o.normSq, red: newReducer(b, o.cols)}
+	return &Objective{Backend: b, Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Terms: o.Terms,
+		cols: o.cols, live: o.live, normSq: o.normSq, red: newReducer(b, o.cols)}
 }
 
 // Fork is Forked as the methods take it (osgm.Objective's Fork).
@@ -147,11 +144,8 @@ func (o *Objective) Fork() osgm.Objective {
 // (Build).
 type Constants struct {
 	Rows, Features int
-	Lambda, Bias   float64
-	Weights        []float64
-	Holdout        int
-	Loss           shard.Loss
-	Epsilon        float64
+	Lambda         float64
+	shard.Terms
 	// Live says the objective left out its dead coordinates
 	// (LeaveOutDead), which the shards determine.
 	Live bool
@@ -159,14 +153,13 @@ type Constants struct {
 
 // Constants are the objective's.
 func (o *Objective) Constants() Constants {
-	return Constants{Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Bias: o.Bias, Weights: o.Weights, Holdout: o.Holdout,
-		Loss: o.Loss, Epsilon: o.Epsilon, Live: o.live != nil}
+	return Constants{Rows: o.Rows, Features: o.Features, Lambda: o.Lambda, Terms: o.Terms, Live: o.live != nil}
 }
 
 // Build is the objective of constants c over b.
 func (c Constants) Build(b Backend) *Objective {
 	o := New(b, c.Features, c.Lambda, c.Bias)
-	o.Rows, o.Weights, o.Holdout, o.Loss, o.Epsilon = c.Rows, c.Weights, c.Holdout, c.Loss, c.Epsilon
+	o.Rows, o.Terms = c.Rows, c.Terms
 	if c.Live {
 		o.LeaveOutDead()
 	}
@@ -245,7 +238,7 @@ func (o *Objective) features() int {
 // Point views x, vectors of Dim coordinates, as a kernel point.
 func (o *Objective) Point(x [][]float64) *shard.Point {
 	p := shard.NewPoint(x, o.Bias, o.features())
-	p.Weights, p.Holdout, p.Live, p.Loss, p.Epsilon = o.Weights, o.Holdout, o.live, o.Loss, o.Epsilon
+	p.Terms, p.Live = o.Terms, o.live
 	return p
 }
 
@@ -253,7 +246,7 @@ func (o *Objective) Point(x [][]float64) *shard.Point {
 // kernel point for this objective's data, class weights and held-out fold.
 func (o *Objective) ModelPoint(w [][]float64) *shard.Point {
 	p := shard.NewPoint(w, o.Bias, o.Features)
-	p.Weights, p.Holdout, p.Loss, p.Epsilon = o.Weights, o.Holdout, o.Loss, o.Epsilon
+	p.Terms = o.Terms
 	return p
 }
 

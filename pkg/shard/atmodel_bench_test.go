@@ -90,7 +90,7 @@ func modelPoint(b *testing.B, shards []*Shard, path string) *Point {
 	}
 	w := make([]float64, max(int(sum.MaxIndex), m.NFeature))
 	copy(w, m.W[0])
-	return &Point{W: [][]float64{w}, Bias: -1, Classes: []int32{int32(pos)}, Stamp: 1}
+	return &Point{W: [][]float64{w}, Classes: []int32{int32(pos)}, Stamp: 1, Terms: Terms{Bias: -1}}
 }
 
 func randomVector(n int) []float64 {

@@ -66,12 +66,12 @@ func BenchmarkEvalDiagMulti(b *testing.B) {
 // binaryPoint is one binary problem at w = 0, the first row's label
 // against the rest, as fused_kernel.c does on multi-class files.
 func binaryPoint(shards []*Shard, _ int, width uint32) *Point {
-	return &Point{W: [][]float64{make([]float64, width)}, Bias: -1, Classes: []int32{shards[0].Class[0]}, Stamp: 1}
+	return &Point{W: [][]float64{make([]float64, width)}, Classes: []int32{shards[0].Class[0]}, Stamp: 1, Terms: Terms{Bias: -1}}
 }
 
 // oneVsRestPoint is a problem per class, at a random point.
 func oneVsRestPoint(_ []*Shard, classes int, width uint32) *Point {
-	p := &Point{Bias: -1, Stamp: 1}
+	p := &Point{Stamp: 1, Terms: Terms{Bias: -1}}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range classes {
 		w := make([]float64, width)

@@ -11,18 +11,10 @@ import (
 // (K = 1 for two classes, one per class otherwise) over the global features,
 // and the bias value with each problem's bias weight.
 type Point struct {
+	Terms
 	W     [][]float64 // W[k][j], j a zero-based feature index
-	Bias  float64     // the bias feature's value; < 0 means no bias
 	WBias []float64   // W's bias weights, one per problem (when Bias >= 0)
 
-	// Weights, when set, scale each row's loss by its class's weight
-	// (LIBLINEAR's -wi): Weights[2k] for the rows positive in problem k,
-	// Weights[2k+1] for the others. Nil means every weight is 1.
-	Weights []float64
-	// Holdout, when positive, is a cross-validation fold: Eval and HessVec
-	// leave its rows out, and Tally counts only them. Shards must have
-	// their folds set (SetFolds).
-	Holdout int
 	// Classes, when set, is the class each problem separates from the
 	// rest, so a pass can carry some of the one-vs-rest problems only (a
 	// pass costs in proportion to its problems). Nil: problem k is class k
@@ -39,16 +31,12 @@ type Point struct {
 	// points without the features no row holds. Shards must have seen
 	// the map (CheckLive).
 	Live *cols.LiveMap
-	// Loss is the rows' loss (the zero value: the squared hinge), and
-	// Epsilon the regression loss's insensitive width (LIBLINEAR's -p).
-	Loss    Loss
-	Epsilon float64
 }
 
 // NewPoint views vectors laid out as features then (when bias >= 0) the
 // bias weight at index features, as the kernels take them.
 func NewPoint(x [][]float64, bias float64, features int) *Point {
-	p := &Point{W: x, Bias: bias}
+	p := &Point{W: x, Terms: Terms{Bias: bias}}
 	if bias >= 0 {
 		p.WBias = make([]float64, len(x))
 		for k := range x {

@@ -247,7 +247,7 @@ func TestInlineLoopsMatchCalls(t *testing.T) {
 				rng := rand.New(rand.NewPCG(7, 1))
 				d := svmdata.Random(rng, 200, 40, 2, st.Data)
 				shards := loaded(t, svmdata.WriteFile(t, d.Text), 3, Options{Parallel: 2, Compact: st.Compact})
-				p, v := &Point{Bias: bias, Weights: []float64{0.7, 1.9}}, &Point{Bias: bias}
+				p, v := &Point{Terms: Terms{Bias: bias, Weights: []float64{0.7, 1.9}}}, &Point{Terms: Terms{Bias: bias}}
 				for _, pt := range []*Point{p, v} {
 					pt.W = [][]float64{make([]float64, d.N)}
 					for j := range pt.W[0] {

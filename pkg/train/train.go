@@ -54,6 +54,13 @@ type Problem struct {
 	Holdout int
 }
 
+// terms are the problem's shard.Terms, the one value that carries them
+// to the objective, the kernels and the wire, with its class weights
+// laid out per problem (problemWeights).
+func (p *Problem) terms(weights []float64) shard.Terms {
+	return shard.Terms{Loss: p.Loss, Epsilon: p.Epsilon, Bias: p.Bias, Weights: weights, Holdout: p.Holdout}
+}
+
 // Settings are how the problem is minimised: the method and its stopping
 // test, where it starts, and the memory and cores it may take. Its
 // osgm.Options go to the methods as they are.
@@ -367,7 +374,7 @@ func plan(b objective.Backend, cfg Config) (*planned, error) {
 		p.dataFP, p.flagsFP = DataFingerprint(metas), FlagsFingerprint(cfg)
 	}
 	p.obj = objective.New(b, p.features, p.lambda, cfg.Bias)
-	p.obj.Rows, p.obj.Weights, p.obj.Holdout, p.obj.Loss, p.obj.Epsilon = p.stop.rows, weights, cfg.Holdout, cfg.Loss, cfg.Epsilon
+	p.obj.Rows, p.obj.Terms = p.stop.rows, cfg.terms(weights)
 	// The methods see the live coordinates of a model's dim only (see
 	// objective.Objective.LeaveOutDead).
 	p.Dim = p.obj.Dim()
@@ -517,7 +524,7 @@ func trainingRows(b objective.Backend, sum shard.Summary, order []float64, holdo
 	// vector, not K, which a batched run could not hold at once (of one
 	// weight at least: a point carries one).
 	zero := [][]float64{make([]float64, max(sum.MaxIndex, 1))}
-	t, err := b.Tally(&shard.Point{W: zero, Bias: -1, Holdout: holdout, Loss: loss})
+	t, err := b.Tally(&shard.Point{W: zero, Terms: shard.Terms{Bias: -1, Holdout: holdout, Loss: loss}})
 	if err != nil {
 		return nil, err
 	}

@@ -538,7 +538,7 @@ func roundWithoutWorkers(t *testing.T, cfg func(*Config)) (*Cluster, <-chan erro
 // evalAsync starts a round at a point of the given features; its error
 // comes on the channel.
 func evalAsync(c *Cluster, features uint32) <-chan error {
-	p := &shard.Point{W: [][]float64{make([]float64, features)}, Bias: -1}
+	p := &shard.Point{W: [][]float64{make([]float64, features)}, Terms: shard.Terms{Bias: -1}}
 	done := make(chan error, 1)
 	go func() { done <- c.Eval(osgm.OpEval, p, nil, func(*reduce.Partial) error { return nil }) }()
 	return done
@@ -1017,7 +1017,7 @@ func serverRestart(t *testing.T, path string, tc restartCase, points PointMode) 
 	for j := range w {
 		w[j] = 0.01 * float64(j%7-3)
 	}
-	p := &shard.Point{W: [][]float64{w}, Bias: -1}
+	p := &shard.Point{W: [][]float64{w}, Terms: shard.Terms{Bias: -1}}
 	c.SetClasses([]float64{1, 2, 3})
 	eval := func() (map[string]float64, error) {
 		got := map[string]float64{}

@@ -333,7 +333,7 @@ func (ct *clusterTranscript) startRound(args map[string]string) error {
 		return fmt.Errorf("no op %q", args["op"])
 	}
 	stamp, _ := strconv.ParseUint(args["stamp"], 10, 64)
-	pt := &wire.Point{Op: op, Bias: 1, Labels: []float64{-1, 1}, Stamp: stamp, X: [][]float64{{0.1, 0.2, 0.3, 0}}}
+	pt := &wire.Point{Op: op, Labels: []float64{-1, 1}, Stamp: stamp, X: [][]float64{{0.1, 0.2, 0.3, 0}}, Terms: shard.Terms{Bias: 1}}
 	if op == wire.OpHessVec {
 		pt.V = [][]float64{{1, 1, 1, 1}}
 		ct.core.withoutX(pt)

@@ -144,7 +144,7 @@ func (c *clusterCore) point(op wire.Op, p *shard.Point) (*wire.Point, error) {
 		return nil, errors.New("a fold is held out but SetFolds was not called")
 	}
 	// The vectors already hold the bias weight last, as workers expect.
-	pt := &wire.Point{Op: op, Loss: uint8(p.Loss), Epsilon: p.Epsilon, Bias: p.Bias, Labels: c.order, Weights: p.Weights, Stamp: p.Stamp, X: p.W, Holdout: uint32(p.Holdout)}
+	pt := &wire.Point{Op: op, Terms: p.Terms, Labels: c.order, Stamp: p.Stamp, X: p.W}
 	for _, k := range p.Classes {
 		pt.Classes = append(pt.Classes, uint32(k))
 	}

@@ -63,6 +63,9 @@ func filled[T any]() *T {
 	var v T
 	n := 0
 	fill(reflect.ValueOf(&v).Elem(), &n)
+	if s, ok := any(&v).(*Solve); ok {
+		s.Constants.Loss = shard.Logistic // a loss decoding knows
+	}
 	return &v
 }
 
@@ -103,8 +106,8 @@ func goldenMessages(t *testing.T) map[string][]byte {
 		}
 		return b
 	}
-	point := &Point{Op: OpHessVec, Loss: uint8(shard.Logistic), Epsilon: 0.1, Bias: 1.5, Labels: []float64{3, 1, 2}, Weights: []float64{2, 1, 0.5},
-		Classes: []uint32{2, 0}, Stamp: 0xdeadbeef12345678, Folds: 5, Holdout: 3, Rows: 1000, Starts: []uint64{0, 400},
+	point := &Point{Op: OpHessVec, Terms: shard.Terms{Loss: shard.Logistic, Epsilon: 0.1, Bias: 1.5, Weights: []float64{2, 1, 0.5}, Holdout: 3},
+		Labels: []float64{3, 1, 2}, Classes: []uint32{2, 0}, Stamp: 0xdeadbeef12345678, Folds: 5, Rows: 1000, Starts: []uint64{0, 400},
 		Full: 70, Live: []uint64{0b101, 1 << 5}, Relays: []string{"a", "bc"}, Owners: []uint32{0, 1},
 		X: [][]float64{{1, -2, math.Pi}, {0, 1e-300, -0.5}}, V: [][]float64{{1, 1, 1}, {2, 2, 2}}}
 	partial := &reduce.Partial{Shard: 3, Loss: []float64{1.5, 2}, Grad: []float64{0, 1, 0, 0, 2, 3}, BiasGrad: []float64{0.5, -1}, Seconds: 0.25}

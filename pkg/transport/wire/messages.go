@@ -66,20 +66,19 @@ const (
 // Hessian-vector product, the vector), with everything a worker needs to
 // evaluate its shards: the bias and the label order that defines classes.
 type Point struct {
-	Op      Op
-	Loss    uint8   // the rows' loss, as shard.Loss
-	Epsilon float64 // its width, as shard.Point.Epsilon
-	Bias    float64
+	Op Op
+	// Terms are the problem's, as the kernels take them (its Holdout, a
+	// fold of Folds, is left out).
+	shard.Terms
 	Labels  []float64 // class order; a row's class is its label's position
-	Weights []float64 // class weights, as shard.Point.Weights (empty: none)
 	Classes []uint32  // each problem's class, as shard.Point.Classes (empty: problem k is class k)
 	Stamp   uint64    // names X for Hessian-vector passes, as shard.Point.Stamp
 	// Cross-validation: with Folds > 0 the Rows rows of the job are split
 	// into folds as objective.Folds does, shard s's rows starting at global row
-	// Starts[s]; Holdout (1..Folds, 0 none) is the fold left out.
-	Folds, Holdout uint32
-	Rows           uint64
-	Starts         []uint64
+	// Starts[s].
+	Folds  uint32
+	Rows   uint64
+	Starts []uint64
 	// Full, when not 0, is the vectors' length with every coordinate, and
 	// X and V carry only those set in the bitmap Live (see cols.LiveMap):
 	// features no row holds are not sent.
@@ -159,15 +158,11 @@ func appendPointHead(dst []byte, p *Point, more int) []byte {
 	}
 	e := enc{b: slices.Grow(dst, 96+names+4*(len(p.Classes)+len(p.Owners))+8*(len(p.Labels)+len(p.Weights)+len(p.Starts)+len(p.Live))+more)}
 	e.u8(uint8(p.Op))
-	e.u8(p.Loss)
-	e.f64(p.Epsilon)
-	e.f64(p.Bias)
+	e.terms(&p.Terms)
 	e.f64s(p.Labels)
-	e.f64s(p.Weights)
 	e.u32s(p.Classes)
 	e.u64(p.Stamp)
 	e.u32(p.Folds)
-	e.u32(p.Holdout)
 	e.u64(p.Rows)
 	e.u64s(p.Starts)
 	e.u32(p.Full)
@@ -178,6 +173,24 @@ func appendPointHead(dst []byte, p *Point, more int) []byte {
 	e.u32(uint32(p.Dim()))
 	e.pad8(start)
 	return e.b
+}
+
+// terms are a problem's shard.Terms, as points and placed problems'
+// constants carry them.
+func (e *enc) terms(t *shard.Terms) {
+	e.u8(uint8(t.Loss))
+	e.f64(t.Epsilon)
+	e.f64(t.Bias)
+	e.vec(t.Weights)
+	e.int(t.Holdout)
+}
+
+func (d *dec) terms() shard.Terms {
+	t := shard.Terms{Loss: shard.Loss(d.u8()), Epsilon: d.f64(), Bias: d.f64(), Weights: d.vec(), Holdout: d.int()}
+	if d.err == nil && !t.Loss.Valid() {
+		d.fail(fmt.Sprintf("transport: unknown loss %d", t.Loss))
+	}
+	return t
 }
 
 // DecodePoint reads a point, checking every size against the payload.
@@ -200,17 +213,11 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 	if d.err == nil && p.Op > OpHessVecAt {
 		return nil, fmt.Errorf("transport: point: unknown op %d", p.Op)
 	}
-	p.Loss = d.u8()
-	if d.err == nil && !shard.Loss(p.Loss).Valid() {
-		return nil, fmt.Errorf("transport: point: unknown loss %d", p.Loss)
-	}
-	p.Epsilon = d.f64()
-	p.Bias = d.f64()
+	p.Terms = d.terms()
 	p.Labels = d.f64s()
-	p.Weights = d.f64s()
 	p.Classes = d.u32s()
 	p.Stamp = d.u64()
-	p.Folds, p.Holdout = d.u32(), d.u32()
+	p.Folds = d.u32()
 	p.Rows = d.u64()
 	p.Starts = d.u64s()
 	p.Full = d.u32()
@@ -251,12 +258,12 @@ func DecodePointParts(parts [][]byte, old *Point) (*Point, error) {
 // checkHeader checks what a point of K problems over dim coordinates
 // says of its problems, so that no kernel reads past what it was given.
 func (p *Point) checkHeader(K, dim int) error {
-	if len(p.Labels) == 0 && !shard.Loss(p.Loss).Regression() {
+	if len(p.Labels) == 0 && !p.Loss.Regression() {
 		// Shards number their rows' classes by the labels: without them
 		// a kernel would read classes that were never set.
 		return errors.New("transport: point: no class labels")
 	}
-	if shard.Loss(p.Loss).Regression() && (len(p.Labels) != 0 || K != 1 || !(p.Epsilon >= 0)) {
+	if p.Loss.Regression() && (len(p.Labels) != 0 || K != 1 || !(p.Epsilon >= 0)) {
 		// A regression's rows carry their targets: one problem.
 		return fmt.Errorf("transport: point: a regression of %d problems, %d labels, epsilon %v", K, len(p.Labels), p.Epsilon)
 	}
@@ -279,7 +286,7 @@ func (p *Point) checkHeader(K, dim int) error {
 			return fmt.Errorf("transport: point: owner %d of %d workers", o, len(p.Relays))
 		}
 	}
-	if p.Holdout > p.Folds || (p.Folds > 0 && p.Folds > objective.MaxFolds) {
+	if p.Holdout < 0 || p.Holdout > int(p.Folds) || (p.Folds > 0 && p.Folds > objective.MaxFolds) {
 		return fmt.Errorf("transport: point: fold %d held out of %d", p.Holdout, p.Folds)
 	}
 	return nil

@@ -10,11 +10,12 @@ import (
 	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
 func solveSample() *Solve {
 	return &Solve{Source: Source{Path: "/d/news20.t"}, Ranges: []input.Range{{ID: 0, Start: 0, End: 10}, {ID: 1, Start: 10, End: 20}},
-		Order: []float64{1, -1}, Constants: objective.Constants{Rows: 9, Features: 3, Lambda: 1.0 / 9, Bias: -1, Live: true},
+		Order: []float64{1, -1}, Constants: objective.Constants{Rows: 9, Features: 3, Lambda: 1.0 / 9, Terms: shard.Terms{Bias: -1}, Live: true},
 		K: 1, X0: []float64{0, math.SmallestNonzeroFloat64, -0.1}, Problem: osgm.Problem{Dim: 3, L: 2, Mu: 0.1, Diag: []float64{1, 2, 3}},
 		Settings:  osgm.Settings{Options: osgm.Options{Method: "newton", MaxIter: 1000}, GradTol: []float64{1e-3}, F0: []float64{1}, G0: [][]float64{{1, 2, 3}}, Resume: &osgm.Snapshot{Method: "newton", Evals: 4, States: [][]byte{{1, 2}}}},
 		Snapshots: true}

@@ -6,7 +6,6 @@ import (
 	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
-	"github.com/osgm-svm/osgm/pkg/shard"
 )
 
 // The solve messages' types, field by field in declaration order, as the
@@ -183,17 +182,12 @@ func (e *enc) constants(c objective.Constants) {
 	e.int(c.Rows)
 	e.int(c.Features)
 	e.f64(c.Lambda)
-	e.f64(c.Bias)
-	e.vec(c.Weights)
-	e.int(c.Holdout)
-	e.u8(uint8(c.Loss))
-	e.f64(c.Epsilon)
+	e.terms(&c.Terms)
 	e.flag(c.Live)
 }
 func (d *dec) constants() objective.Constants {
 	var c objective.Constants
-	c.Rows, c.Features, c.Lambda, c.Bias = d.int(), d.int(), d.f64(), d.f64()
-	c.Weights, c.Holdout, c.Loss, c.Epsilon, c.Live = d.vec(), d.int(), shard.Loss(d.u8()), d.f64(), d.flag()
+	c.Rows, c.Features, c.Lambda, c.Terms, c.Live = d.int(), d.int(), d.f64(), d.terms(), d.flag()
 	return c
 }
 

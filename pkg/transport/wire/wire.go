@@ -31,7 +31,7 @@ import (
 
 // Version is the wire format's version byte; a peer speaking another is
 // ignored (and counted).
-const Version = 13
+const Version = 14
 
 // HeaderSize is the size of the fixed chunk header.
 const HeaderSize = 40
@@ -518,13 +518,16 @@ func (d *dec) next() {
 }
 
 func (d *dec) take(n int) []byte {
+	if d.err != nil { // the first error is the one to tell
+		return nil
+	}
 	d.next()
-	if d.err == nil && n >= 0 && n <= len(d.b) {
+	if n >= 0 && n <= len(d.b) {
 		out := d.b[:n]
 		d.b = d.b[n:]
 		return out
 	}
-	if d.err != nil || n < 0 || n > d.left() {
+	if n < 0 || n > d.left() {
 		d.err = errTruncated
 		return nil
 	}

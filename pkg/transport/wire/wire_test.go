@@ -162,8 +162,7 @@ func TestDecodingInPlace(t *testing.T) {
 // point's memory.
 func TestPointFromChunks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	want := &Point{Op: OpHessVec, Labels: []float64{1, -1, 2}, Weights: []float64{1, 2, 3, 4}, Classes: []uint32{0, 2},
-		Stamp: 7, Rows: 99, Starts: []uint64{0, 50}, Relays: []string{"w-1", "w-2"}, Owners: []uint32{1, 0, 1}, X: [][]float64{make([]float64, 37), make([]float64, 37)}, V: [][]float64{make([]float64, 37), make([]float64, 37)}}
+	want := &Point{Op: OpHessVec, Labels: []float64{1, -1, 2}, Classes: []uint32{0, 2}, Stamp: 7, Rows: 99, Starts: []uint64{0, 50}, Relays: []string{"w-1", "w-2"}, Owners: []uint32{1, 0, 1}, X: [][]float64{make([]float64, 37), make([]float64, 37)}, V: [][]float64{make([]float64, 37), make([]float64, 37)}, Terms: shard.Terms{Weights: []float64{1, 2, 3, 4}}}
 	for _, vs := range [][][]float64{want.X, want.V} {
 		for _, v := range vs {
 			for j := range v {
@@ -258,8 +257,8 @@ func TestDecodeChunkRejects(t *testing.T) {
 }
 
 func TestMessagesRoundTrip(t *testing.T) {
-	p := &Point{Op: OpHessVec, Loss: uint8(shard.Logistic), Bias: 1.5, Labels: []float64{3, 1, 2}, Weights: []float64{2, 1, 0.5, 1, 1, 1},
-		Classes: []uint32{2, 0, 1}, Stamp: 0xdeadbeef12345678, Folds: 5, Holdout: 3, Rows: 1000, Starts: []uint64{0, 400, 700},
+	p := &Point{Op: OpHessVec, Terms: shard.Terms{Loss: shard.Logistic, Bias: 1.5, Weights: []float64{2, 1, 0.5, 1, 1, 1}, Holdout: 3},
+		Labels: []float64{3, 1, 2}, Classes: []uint32{2, 0, 1}, Stamp: 0xdeadbeef12345678, Folds: 5, Rows: 1000, Starts: []uint64{0, 400, 700},
 		X: [][]float64{{1, -2, math.Pi}, {0, 1e-300, -0.5}, {4, 5, 6}},
 		V: [][]float64{{1, 1, 1}, {2, 2, 2}, {3, 3, 3}}}
 	got, err := DecodePoint(EncodePoint(p))
@@ -351,8 +350,9 @@ func TestDecodeRejectsLies(t *testing.T) {
 		t.Error("a point with an unknown loss decoded")
 	}
 	for _, lie := range []*Point{
-		{Op: OpEval, Labels: []float64{1, -1}, Weights: []float64{1, 2, 3}, X: [][]float64{{1, 2}}},
-		{Op: OpEval, Labels: []float64{1, -1}, Folds: 3, Holdout: 4, X: [][]float64{{1, 2}}},
+		{Op: OpEval, Labels: []float64{1, -1}, Terms: shard.Terms{Weights: []float64{1, 2, 3}}, X: [][]float64{{1, 2}}},
+		{Op: OpEval, Labels: []float64{1, -1}, Folds: 3, Terms: shard.Terms{Holdout: 4}, X: [][]float64{{1, 2}}},
+		{Op: OpEval, Labels: []float64{1, -1}, Folds: 3, Terms: shard.Terms{Holdout: -1}, X: [][]float64{{1, 2}}},
 		{Op: OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b111, 0}, X: [][]float64{{1, 2}}},
 		{Op: OpEval, Labels: []float64{1, -1}, Full: 70, Live: []uint64{0b11}, X: [][]float64{{1, 2}}},
 		{Op: OpEval, Labels: []float64{1, -1}, Full: 4, Live: []uint64{0b10001}, X: [][]float64{{1, 2}}},

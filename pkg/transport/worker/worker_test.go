@@ -61,19 +61,19 @@ func FuzzWorkerPoint(f *testing.F) {
 	}
 	for _, p := range []*wire.Point{
 		// First, while the shards have never been given the labels.
-		{Op: wire.OpEval, Bias: 1, X: three(61, 0.1)},
-		{Op: wire.OpEval, Bias: 1, Labels: labels, X: three(61, 0.1)},
-		{Op: wire.OpEval, Bias: -1, Labels: labels, Classes: []uint32{2}, Weights: []float64{1, 2}, X: [][]float64{vec(60, 0.1)}},
-		{Op: wire.OpHessVec, Bias: 1, Labels: labels, Stamp: 5, X: three(61, 0.1), V: three(61, 1)},
-		{Op: wire.OpHessVecAt, Bias: 1, Labels: labels, Stamp: 5, V: three(61, 1)},
-		{Op: wire.OpEvalDiag, Bias: 1, Labels: labels, Stamp: 6, X: [][]float64{vec(61, 0.1)}},
-		{Op: wire.OpEvalHess, Bias: 1, Labels: labels, X: [][]float64{vec(61, 0.1)}},
-		{Op: wire.OpCorrect, Bias: 1, Labels: labels, X: three(61, 0.1)},
-		{Op: wire.OpEval, Bias: 1, Labels: labels, Folds: 3, Holdout: 2, Rows: 200, Starts: []uint64{0, 50, 100, 150}, X: three(61, 0.1)},
-		{Op: wire.OpEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<61 - 1}, X: three(61, 0.1)},
+		{Op: wire.OpEval, X: three(61, 0.1), Terms: shard.Terms{Bias: 1}},
+		{Op: wire.OpEval, Labels: labels, X: three(61, 0.1), Terms: shard.Terms{Bias: 1}},
+		{Op: wire.OpEval, Labels: labels, Classes: []uint32{2}, X: [][]float64{vec(60, 0.1)}, Terms: shard.Terms{Bias: -1, Weights: []float64{1, 2}}},
+		{Op: wire.OpHessVec, Labels: labels, Stamp: 5, X: three(61, 0.1), V: three(61, 1), Terms: shard.Terms{Bias: 1}},
+		{Op: wire.OpHessVecAt, Labels: labels, Stamp: 5, V: three(61, 1), Terms: shard.Terms{Bias: 1}},
+		{Op: wire.OpEvalDiag, Labels: labels, Stamp: 6, X: [][]float64{vec(61, 0.1)}, Terms: shard.Terms{Bias: 1}},
+		{Op: wire.OpEvalHess, Labels: labels, X: [][]float64{vec(61, 0.1)}, Terms: shard.Terms{Bias: 1}},
+		{Op: wire.OpCorrect, Labels: labels, X: three(61, 0.1), Terms: shard.Terms{Bias: 1}},
+		{Op: wire.OpEval, Labels: labels, Folds: 3, Rows: 200, Starts: []uint64{0, 50, 100, 150}, X: three(61, 0.1), Terms: shard.Terms{Bias: 1, Holdout: 2}},
+		{Op: wire.OpEval, Labels: labels, Full: 61, Live: []uint64{1<<61 - 1}, X: three(61, 0.1), Terms: shard.Terms{Bias: 1}},
 		// An own point that lacks the columns of half the shards' features.
-		{Op: wire.OpEval, Bias: 1, Labels: labels, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, X: three(31, 0.1)},
-		{Op: wire.OpHessVecAt, Bias: 1, Labels: labels, Stamp: 5, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, V: three(31, 1)},
+		{Op: wire.OpEval, Labels: labels, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, X: three(31, 0.1), Terms: shard.Terms{Bias: 1}},
+		{Op: wire.OpHessVecAt, Labels: labels, Stamp: 5, Full: 61, Live: []uint64{1<<30 - 1 | 1<<60}, V: three(31, 1), Terms: shard.Terms{Bias: 1}},
 	} {
 		b := wire.EncodePoint(p)
 		for _, same := range []bool{false, true} {

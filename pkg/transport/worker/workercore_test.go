@@ -347,7 +347,7 @@ func (tr *workerTranscript) point(args map[string]string, stamp uint64) (*wire.P
 			return nil, err
 		}
 	}
-	p := &wire.Point{Op: op, Bias: 1, Stamp: stamp, Labels: []float64{1, 2, 3}}
+	p := &wire.Point{Op: op, Stamp: stamp, Labels: []float64{1, 2, 3}, Terms: shard.Terms{Bias: 1}}
 	if s, ok := args["owners"]; ok {
 		// Each shard's owner, by name: the workers add the tree.
 		for _, name := range strings.Split(s, ",") {

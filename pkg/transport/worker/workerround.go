@@ -242,10 +242,7 @@ func (w *workerCore) shardPoint(shards []*shard.Shard) (pt *shard.Point, at int,
 		features--
 	}
 	pt = shard.NewPoint(p.X, p.Bias, at)
-	pt.Holdout, pt.Stamp, pt.Live, pt.Loss, pt.Epsilon = int(p.Holdout), p.Stamp, live, shard.Loss(p.Loss), p.Epsilon
-	if len(p.Weights) > 0 {
-		pt.Weights = p.Weights
-	}
+	pt.Terms, pt.Stamp, pt.Live = p.Terms, p.Stamp, live
 	if len(p.Classes) > 0 {
 		pt.Classes = make([]int32, len(p.Classes))
 		for k, c := range p.Classes {
