@@ -226,7 +226,7 @@ func openCluster(ctx context.Context, train string, opt *backendOptions, ranges 
 	}
 	src := wire.Source{Path: abs, File: id}
 	if opt.objectStore {
-		if src, err = publish(ctx, train, nc, c.Job(), ranges, log, cs); err != nil {
+		if src, err = publish(ctx, train, nc, c.Job(), ranges, opt.storeReplicas, log, cs); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -260,10 +260,10 @@ func embedded(opt *backendOptions, log *zap.Logger, cs *closers) (string, []nats
 
 // publish puts the shards' text in the object store under the job's
 // prefix, to be deleted when the backend closes.
-func publish(ctx context.Context, train string, nc *nats.Conn, job uint64, ranges []input.Range, log *zap.Logger, cs *closers) (wire.Source, error) {
+func publish(ctx context.Context, train string, nc *nats.Conn, job uint64, ranges []input.Range, replicas int, log *zap.Logger, cs *closers) (wire.Source, error) {
 	src := wire.Source{Bucket: wire.ShardBucket, Prefix: objectPrefix(job)}
 	start := time.Now()
-	n, err := transport.PublishShards(ctx, nc, src, train, ranges, log)
+	n, err := transport.PublishShards(ctx, nc, src, train, ranges, replicas, log)
 	if transport.NoJetStream(err) {
 		return src, fmt.Errorf("-objstore needs JetStream on the NATS server (nats-server -js, or a jetstream block in its configuration): %w", err)
 	}

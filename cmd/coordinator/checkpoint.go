@@ -31,7 +31,8 @@ const checkpointBucket = "osgm-checkpoints"
 // atomically, and in cluster mode a copy in the object store.
 type checkpoints struct {
 	path    string
-	nc      *nats.Conn // nil without a cluster
+	nc      *nats.Conn            // nil without a cluster
+	store   jetstream.ObjectStore // the copies on the bus (open); nil: none
 	log     *zap.Logger
 	written int    // by this run
 	objects string // the object store prefix of this run's shards (-objstore)
@@ -57,7 +58,7 @@ func (c *checkpoints) save(cp *train.Checkpoint) error {
 	// The remote copy first: once the local file exists, so does a copy
 	// at least as new on the bus, for a coordinator on another host.
 	remote := false
-	if c.nc != nil && !c.noJetStream {
+	if c.store != nil {
 		switch err := c.putRemote(pieces); {
 		case err == nil:
 			remote = true
@@ -88,16 +89,32 @@ func (c *checkpoints) save(cp *train.Checkpoint) error {
 	return nil
 }
 
-func (c *checkpoints) putRemote(pieces [][]byte) error {
-	ctx := context.Background()
+// open makes the checkpoints' bucket, of replicas copies
+// (transport.CreateStore), once, before training: a run that cannot keep
+// its checkpoints as many times as asked fails at once, not at its first
+// checkpoint. A server without JetStream keeps them on this host alone.
+func (c *checkpoints) open(ctx context.Context, replicas int) error {
+	if c.nc == nil {
+		return nil
+	}
 	js, err := jetstream.New(c.nc)
 	if err != nil {
 		return err
 	}
-	store, err := transport.CreateStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: checkpointBucket})
-	if err != nil {
-		return err
+	c.store, err = transport.CreateStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: checkpointBucket}, replicas)
+	if transport.NoJetStream(err) {
+		c.noStore()
+		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("checkpoints' object store: %w", err)
+	}
+	return nil
+}
+
+func (c *checkpoints) putRemote(pieces [][]byte) error {
+	ctx := context.Background()
+	store := c.store
 	name := filepath.Base(c.path)
 	return transport.RetryStore(c.log, name, func() error {
 		readers := make([]io.Reader, len(pieces))

@@ -73,7 +73,10 @@ type backendOptions struct {
 	local       bool
 	compact     shard.Compaction
 	objectStore bool
-	auth        transport.Auth
+	// storeReplicas is the copies object stores keep (0: as many as the
+	// servers, at most three).
+	storeReplicas int
+	auth          transport.Auth
 }
 
 // classWeights takes LIBLINEAR's -wi weight pairs (-w1 2, -w-1 0.5) out of
@@ -149,6 +152,7 @@ func newFlags(o *options) (fs *flag.FlagSet, solver *int, compare *string) {
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 50, "passes between checkpoints (by default also spaced so that writing them takes at most 5% of the time)")
 	fs.Var(&o.resume, "resume", "continue from -checkpoint (refused if made for other data or flags); -resume=auto: if it exists, else start (what a supervisor that restarts the coordinator gives every time)")
 	fs.BoolVar(&o.backend.objectStore, "objstore", false, "send shards through a JetStream object store (workers need not see the file)")
+	fs.IntVar(&o.backend.storeReplicas, "objstore-replicas", transport.AutoReplicas, "copies the object store keeps of each shard and checkpoint: 0, as many as the NATS servers known (at most 3), waiting for them to join, and failing if they do not; 1 keeps one copy, to run on where fewer servers run JetStream")
 	fs.Var(&o.backend.compact, "compact", "local workers store values as 1- or 2-byte codes where a shard has few distinct ones, and wide shards' column ids in 3 bytes: less memory, passes 10-30% slower, the same results (true, false, or auto: when plain shards would take more than 2/3 of the free memory, or more than 1 GiB)")
 	o.backend.auth.Flags(fs)
 	fs.BoolVar(&o.backend.local, "local", false, "evaluate in-process without NATS (for comparison)")
@@ -217,6 +221,9 @@ func (b *backendOptions) check(train string) error {
 	}
 	if b.local && b.objectStore {
 		return errors.New("-objstore needs workers; drop -local")
+	}
+	if b.storeReplicas < 0 || b.storeReplicas > 5 {
+		return fmt.Errorf("-objstore-replicas %d: JetStream keeps 1 to 5 copies (0: as many as the servers, at most 3)", b.storeReplicas)
 	}
 	if b.objectStore && s3.IsURL(train) {
 		return errors.New("-objstore copies the training file to NATS; workers read an s3:// file by range themselves: drop -objstore")

@@ -101,6 +101,7 @@ func loadAndTrain(o *options, log *zap.Logger, init *libsvm.Model, start time.Ti
 	if err != nil {
 		return end, err
 	}
+	reportStores(log, nc, o, ck, page)
 	shelf, err := openShelf(o)
 	if err != nil {
 		return end, err
@@ -442,6 +443,9 @@ func checkpointing(o *options, log *zap.Logger, nc *nats.Conn, backend *built, r
 		// A copy on the bus is for a coordinator on another host; an
 		// embedded server ends with this process.
 		ck.nc = nc
+	}
+	if err := ck.open(context.Background(), o.backend.storeReplicas); err != nil {
+		return nil, nil, err
 	}
 	if backend.cluster != nil && o.backend.objectStore {
 		ck.objects = objectPrefix(backend.cluster.Job())

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/pkg/logging"
@@ -15,7 +16,9 @@ import (
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/status"
 	"github.com/osgm-svm/osgm/pkg/train"
+	"github.com/osgm-svm/osgm/pkg/transport"
 	"github.com/osgm-svm/osgm/pkg/transport/cluster"
+	"github.com/osgm-svm/osgm/pkg/transport/wire"
 )
 
 // statusPage is -http's live page: the board the run writes to as it
@@ -71,6 +74,32 @@ func (p *statusPage) loaded(o *options, be *built) {
 		p.board.SetWorkers(func() []status.Worker { return workerRows(c.Workers()) })
 	}
 	p.board.SetPhase(status.PhaseTraining)
+}
+
+// reportStores says how many copies each object store bucket of the run
+// keeps (its shards', its checkpoints'), in the log and on the page: how
+// many servers its data outlives, less one.
+func reportStores(log *zap.Logger, nc *nats.Conn, o *options, ck *checkpoints, p *statusPage) {
+	var buckets []string
+	if o.backend.objectStore {
+		buckets = append(buckets, wire.ShardBucket)
+	}
+	if ck != nil && ck.store != nil {
+		buckets = append(buckets, checkpointBucket)
+	}
+	for _, b := range buckets {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n, err := transport.StoreReplicas(ctx, nc, b)
+		cancel()
+		if err != nil {
+			log.Warn("object store: its copies are not known", zap.String("bucket", b), zap.Error(err))
+			continue
+		}
+		log.Info("object store", zap.String("bucket", b), zap.Int("copies", n))
+		if p != nil {
+			p.board.SetStore(b, n)
+		}
+	}
 }
 
 // workerRows is the cluster's view of its workers as the page lists them.

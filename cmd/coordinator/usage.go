@@ -21,7 +21,7 @@ var flagGroups = []struct {
 }{
 	{"LIBLINEAR's options", slices.Concat([]string{"s"}, train.ProblemFlags, []string{"v", "C", "i", "t", "q"})},
 	{"Method", slices.Concat(train.MethodFlags, []string{"compare", "plot", "trace"})},
-	{"Cluster", slices.Concat([]string{"nats", "near"}, cluster.ClusterFlags, []string{"workers", "shards", "objstore", "compact", "local"})},
+	{"Cluster", slices.Concat([]string{"nats", "near"}, cluster.ClusterFlags, []string{"workers", "shards", "objstore", "objstore-replicas", "compact", "local"})},
 	{"Operations", slices.Concat([]string{"checkpoint", "checkpoint-every", "resume"}, cluster.OperationFlags, []string{"check", "http", "http-linger", "metrics-addr", "cpuprofile", "memprofile"})},
 	{"Security (also the worker's; secrets only from NATS_PASSWORD and NATS_TOKEN, or the files NATS_PASSWORD_FILE and NATS_TOKEN_FILE name)", []string{"user", "nkey", "creds", "tlsca", "tlscert", "tlskey"}},
 }

@@ -86,6 +86,14 @@ type Worker struct {
 	LastSeen time.Time `json:"last_heartbeat"`
 }
 
+// Store is an object store bucket the run keeps shards or checkpoints
+// in, and the copies it keeps of each: how many servers the run's data
+// outlives, less one.
+type Store struct {
+	Bucket   string `json:"bucket"`
+	Replicas int    `json:"replicas"`
+}
+
 // Event is a change in the run: a worker joined or lost, shards moved, a
 // round sent again, a reconnection, a checkpoint written.
 type Event struct {
@@ -123,6 +131,7 @@ type Board struct {
 	end     *End
 	ended   time.Time // when Finish came: the elapsed time stops there
 	workers func() []Worker
+	stores  []Store
 	version uint64
 }
 
@@ -130,6 +139,18 @@ type Board struct {
 // reads the clock (time.Now outside tests).
 func NewBoard(now func() time.Time) *Board {
 	return &Board{now: now, start: now(), phase: PhaseLoading}
+}
+
+// SetStore says bucket keeps replicas copies.
+func (b *Board) SetStore(bucket string, replicas int) {
+	b.update(func() {
+		i := slices.IndexFunc(b.stores, func(s Store) bool { return s.Bucket == bucket })
+		if i < 0 {
+			b.stores = append(b.stores, Store{Bucket: bucket})
+			i = len(b.stores) - 1
+		}
+		b.stores[i].Replicas = replicas
+	})
 }
 
 // update runs f under the lock and counts the change.

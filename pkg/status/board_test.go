@@ -27,6 +27,9 @@ func TestStatusJSON(t *testing.T) {
 		return []Worker{{Name: "w0", State: "ready", Shards: []int{0, 1}}, {Name: "w1", State: "lost"}}
 	})
 	b.SetPhase(PhaseTraining)
+	b.SetStore("osgm-shards", 1)
+	b.SetStore("osgm-checkpoints", 3)
+	b.SetStore("osgm-shards", 3) // scaled up
 	b.Record(Record{Problem: 0, Passes: 1, F: 100, GradNorm: 10, GradTol: 0.1})
 	b.Record(Record{Problem: 0, Passes: 3, F: 50, GradNorm: 0.05, GradTol: 0.1, Converged: true})
 	b.Finish(End{Model: "m", Accuracy: "Accuracy = 85% (85/100)", Load: 1})
@@ -47,6 +50,11 @@ func TestStatusJSON(t *testing.T) {
 		if w["name"] != want || w["state"] == "" {
 			t.Fatalf("worker %d = %v", i, w)
 		}
+	}
+	stores, ok := got["stores"].([]any)
+	if !ok || len(stores) != 2 || stores[0].(map[string]any)["bucket"] != "osgm-shards" || stores[0].(map[string]any)["replicas"] != 3.0 ||
+		stores[1].(map[string]any)["replicas"] != 3.0 {
+		t.Fatalf("stores = %#v, want osgm-shards and osgm-checkpoints of 3 copies", got["stores"])
 	}
 	var s Status
 	json.Unmarshal([]byte(body), &s)

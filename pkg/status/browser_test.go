@@ -23,6 +23,7 @@ func atScale() *Board {
 		workers[i] = Worker{Name: fmt.Sprint("w", i), Host: "h", State: "ready", Shards: []int{2 * i, 2*i + 1}, LastSeen: time.Now()}
 	}
 	b.SetWorkers(func() []Worker { return workers })
+	b.SetStore("osgm-shards", 3)
 	for pass := 1; pass <= 3000; pass++ {
 		b.Record(Record{Problem: pass % 1000, Passes: pass, F: 1e4 / float64(pass), GradNorm: 100 / float64(pass), GradTol: 0.01, Converged: pass > 2000})
 	}
@@ -69,6 +70,9 @@ func TestPageAtScale(t *testing.T) {
 	classRows, _ := browser.Eval[int](p, `document.querySelectorAll("#classrows tr").length`)
 	if rows != 32 || cells != 1000 || points == "0" || classRows == 0 {
 		t.Fatalf("%d worker rows, %d class cells, %s points plotted, %d classes listed", rows, cells, points, classRows)
+	}
+	if store, _ := browser.Eval[string](p, `document.querySelector("#stores [data-bucket=osgm-shards]").textContent`); store != "object store osgm-shards: 3 copies" {
+		t.Fatalf("the page shows the store as %q", store)
 	}
 	for _, u := range p.Requests() {
 		if !strings.HasPrefix(u, origin) {

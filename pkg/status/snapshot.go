@@ -24,6 +24,9 @@ type Status struct {
 	Classes []Class  `json:"classes"`
 	Done    int      `json:"done"` // problems done
 	Workers []Worker `json:"workers"`
+	// Stores are the object store buckets the run keeps its shards and
+	// checkpoints in, with their copies.
+	Stores []Store `json:"stores"`
 	// Events are the last ones, oldest first; EventsDropped counts the
 	// older ones no longer kept.
 	Events        []Event `json:"events"`
@@ -63,6 +66,7 @@ func (b *Board) Snapshot(problem int) Status {
 		s.End = &e
 	}
 	workers = b.workers
+	s.Stores = append([]Store{}, b.stores...)
 	b.mu.Unlock()
 	// Outside the lock: the source has a lock of its own.
 	if workers != nil {

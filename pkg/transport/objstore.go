@@ -19,10 +19,11 @@ import (
 
 // PublishShards puts the text of every range of path into the JetStream
 // object store src names, one zstd-compressed object per shard, for
-// workers on hosts that cannot see the file. It reads the file once and
+// workers on hosts that cannot see the file, in a store of replicas
+// copies (CreateStore). It reads the file once and
 // holds one shard's text at a time. It returns the compressed bytes
 // stored. Requests that get no answer are tried again (RetryStore).
-func PublishShards(ctx context.Context, nc *nats.Conn, src wire.Source, path string, ranges []input.Range, log *zap.Logger) (int64, error) {
+func PublishShards(ctx context.Context, nc *nats.Conn, src wire.Source, path string, ranges []input.Range, replicas int, log *zap.Logger) (int64, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 0, err
@@ -32,7 +33,7 @@ func PublishShards(ctx context.Context, nc *nats.Conn, src wire.Source, path str
 		store, err = CreateStore(ctx, js, jetstream.ObjectStoreConfig{
 			Bucket:      src.Bucket,
 			Description: "the shards of training jobs that ran with -objstore, a job's under its id",
-		})
+		}, replicas)
 		return err
 	})
 	if err != nil {
@@ -66,18 +67,29 @@ func PublishShards(ctx context.Context, nc *nats.Conn, src wire.Source, path str
 	return total, err
 }
 
-// CreateStore creates an object store, or updates it to cfg, with three
-// replicas where JetStream runs clustered, so that a server lost for good
-// loses no shard and no checkpoint copy, and one where it cannot place
-// three (a single server, a cluster of two). A cluster of three or more
-// whose servers are still joining its JetStream cannot place three for
-// a moment: it is asked again for up to peersWait before the store takes
-// one (a later run's CreateStore scales it up).
-func CreateStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
-	cfg.Replicas = 3
-	wait := time.Time{}
-	if len(js.Conn().Servers()) >= cfg.Replicas {
-		wait = time.Now().Add(peersWait)
+// CreateStore opens an object store of at least replicas copies, making
+// it, or scaling it up, to cfg: each shard and checkpoint then outlives
+// replicas-1 servers lost for good. Replicas 0 (AutoReplicas) is as many
+// as the servers the client knows of, at most three, which a single
+// server makes one. A cluster whose servers are still joining its
+// JetStream cannot place them for a moment: CreateStore asks again until
+// it can, for up to StoreWait (or ctx's end), then fails saying so: a
+// store never takes fewer copies than asked without a word. A store
+// that has its copies is opened as it is, so a coordinator restarted
+// while one of its servers is down still finds its checkpoints.
+func CreateStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig, replicas int) (jetstream.ObjectStore, error) {
+	wait := time.Now().Add(StoreWait)
+	cfg.Replicas = replicas
+	if replicas <= AutoReplicas {
+		cfg.Replicas = 3
+	}
+	if store, err := js.ObjectStore(ctx, cfg.Bucket); err == nil {
+		if st, err := store.Status(ctx); err == nil && st.Replicas() >= cfg.Replicas {
+			return store, nil
+		}
+	}
+	if replicas <= AutoReplicas {
+		cfg.Replicas = min(3, knownServers(ctx, js.Conn(), wait))
 	}
 	for {
 		store, err := js.CreateOrUpdateObjectStore(ctx, cfg)
@@ -86,22 +98,70 @@ func CreateStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.Obje
 			return store, err
 		}
 		if api.ErrorCode == notClustered || !time.Now().Before(wait) {
-			cfg.Replicas = 1
-			return js.CreateOrUpdateObjectStore(ctx, cfg)
+			return nil, replicasError(cfg, err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(peersWait / 20):
+			return nil, replicasError(cfg, fmt.Errorf("%w, after %w", ctx.Err(), err))
+		case <-time.After(time.Second / 2):
 		}
 	}
 }
 
-// peersWait bounds the wait for a forming cluster's servers.
-const peersWait = 10 * time.Second
+// knownServers is how many servers the client knows of: those it was
+// given and those the cluster told it of. A server in a cluster tells
+// of the others as they join its routes, so in a cluster of fewer than
+// three known it waits for more, until wait.
+func knownServers(ctx context.Context, nc *nats.Conn, wait time.Time) int {
+	for {
+		n := len(nc.Servers())
+		if n >= 3 || nc.ConnectedClusterName() == "" || !time.Now().Before(wait) {
+			return max(n, 1)
+		}
+		select {
+		case <-ctx.Done():
+			return max(n, 1)
+		case <-time.After(time.Second / 4):
+		}
+	}
+}
 
-// cannotReplicate are the server's answers to three replicas it cannot
-// place: not clustered, no suitable peers, not the resources.
+func replicasError(cfg jetstream.ObjectStoreConfig, err error) error {
+	return fmt.Errorf("%w %d copies of bucket %s (%w): the NATS servers are still joining, or fewer than %d run JetStream; start them, or give -objstore-replicas 1 to keep one copy",
+		ErrReplicas, cfg.Replicas, cfg.Bucket, err, cfg.Replicas)
+}
+
+// StoreReplicas is how many copies bucket keeps.
+func StoreReplicas(ctx context.Context, nc *nats.Conn, bucket string) (int, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	store, err := js.ObjectStore(ctx, bucket)
+	if err != nil {
+		return 0, err
+	}
+	st, err := store.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return st.Replicas(), nil
+}
+
+// AutoReplicas asks CreateStore for as many copies as there are servers,
+// at most three.
+const AutoReplicas = 0
+
+// StoreWait bounds CreateStore's wait for JetStream to place a store's
+// copies: a cluster's servers join its JetStream in seconds.
+const StoreWait = 30 * time.Second
+
+// ErrReplicas is CreateStore's error where JetStream could not place the
+// copies asked for.
+var ErrReplicas = errors.New("JetStream could not place")
+
+// cannotReplicate are the server's answers to replicas it cannot place:
+// not clustered, no suitable peers, not the resources.
 var cannotReplicate = []jetstream.ErrorCode{notClustered, 10005, 10023}
 
 const notClustered jetstream.ErrorCode = 10074
@@ -172,7 +232,8 @@ func InBucket(err error) error {
 // attempt changes: nothing there, no JetStream, a message too large.
 func final(err error) bool {
 	return errors.Is(err, jetstream.ErrObjectNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) ||
-		errors.Is(err, jetstream.ErrStreamNotFound) || NoJetStream(err) || errors.Is(err, nats.ErrMaxPayload)
+		errors.Is(err, jetstream.ErrStreamNotFound) || NoJetStream(err) || errors.Is(err, nats.ErrMaxPayload) ||
+		errors.Is(err, ErrReplicas)
 }
 
 // RetryStore runs op until it succeeds, fails in a way no attempt

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,8 +52,9 @@ func TestErrorClasses(t *testing.T) {
 }
 
 // TestStoreReplicas: a store made on a JetStream cluster of three, as
-// soon as the cluster answers, has three replicas; on a single server,
-// one.
+// soon as the cluster answers, has three replicas, or the one asked for;
+// on a single server, one; more than the servers are refused; and a
+// store of three outlives its leader's server.
 func TestStoreReplicas(t *testing.T) {
 	// A clustered JetStream server needs its routes configured, and is
 	// ready only once its peers are up: all three start before any is
@@ -81,33 +83,98 @@ func TestStoreReplicas(t *testing.T) {
 	}
 	t.Cleanup(single.Shutdown)
 	for _, c := range []struct {
-		name string
-		url  string
-		want int
-	}{{"cluster", natstest.URLs(servers, 0), 3}, {"single", single.ClientURL(), 1}} {
-		nc, err := nats.Connect(c.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, _ := jetstream.New(nc)
-		natstest.WaitFor(t, 30*time.Second, "JetStream to answer", func() bool {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_, err := js.AccountInfo(ctx)
-			return err == nil
-		})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		store, err := CreateStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: "b"})
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		st, err := store.Status(ctx)
+		name     string
+		url      string
+		replicas int
+		want     int
+	}{
+		{"cluster", natstest.URLs(servers, 0), AutoReplicas, 3},
+		{"cluster, one copy asked", natstest.URLs(servers, 0), 1, 1},
+		{"single", single.ClientURL(), AutoReplicas, 1},
+	} {
+		store := createStore(t, c.url, "b"+fmt.Sprint(c.replicas), c.replicas)
+		st, err := store.Status(context.Background())
 		if err != nil || st.Replicas() != c.want {
 			t.Fatalf("%s: a store of %d replicas (%v), want %d", c.name, st.Replicas(), err, c.want)
 		}
 	}
+	// More copies than servers: refused, saying what to do, never
+	// made with fewer.
+	nc, _ := nats.Connect(natstest.URLs(servers, 0))
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err = CreateStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: "five"}, 5)
+	if !errors.Is(err, ErrReplicas) || !strings.Contains(err.Error(), "-objstore-replicas 1") {
+		t.Fatalf("5 copies on 3 servers: %v", err)
+	}
+	if _, err := js.ObjectStore(context.Background(), "five"); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("the store of 5 copies was made anyway (%v)", err)
+	}
+	if _, err := CreateStore(context.Background(), js, jetstream.ObjectStoreConfig{Bucket: "two"}, 2); err != nil {
+		t.Fatalf("2 copies on 3 servers: %v", err)
+	}
+
+	// A store of three outlives the server that led it: what was put
+	// is read back through another.
+	store := createStore(t, natstest.URLs(servers, 0), "kept", AutoReplicas)
+	if _, err := store.PutBytes(context.Background(), "shard-000000", []byte("text of a shard")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := store.Status(context.Background())
+	leader := info.(*jetstream.ObjectBucketStatus).StreamInfo().Cluster.Leader
+	i := slices.IndexFunc(servers, func(s *server.Server) bool { return s.Name() == leader })
+	if err != nil || i < 0 {
+		t.Fatalf("the store's leader %q is none of the servers (%v)", leader, err)
+	}
+	servers[i].Shutdown()
+	nc2, err := nats.Connect(natstest.URLs(servers, i+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc2.Close)
+	js2, _ := jetstream.New(nc2)
+	var got []byte
+	natstest.WaitFor(t, 30*time.Second, "the store's new leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		// What a coordinator restarted now does first: open its store.
+		other, err := CreateStore(ctx, js2, jetstream.ObjectStoreConfig{Bucket: "kept"}, AutoReplicas)
+		if err != nil {
+			return false
+		}
+		got, err = other.GetBytes(ctx, "shard-000000")
+		return err == nil
+	})
+	if string(got) != "text of a shard" {
+		t.Fatalf("read back %q", got)
+	}
+}
+
+// createStore connects to url and makes bucket of replicas copies once
+// JetStream answers there.
+func createStore(t *testing.T, url, bucket string, replicas int) jetstream.ObjectStore {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	natstest.WaitFor(t, 30*time.Second, "JetStream to answer", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(ctx)
+		return err == nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, err := CreateStore(ctx, js, jetstream.ObjectStoreConfig{Bucket: bucket}, replicas)
+	if err != nil {
+		t.Fatalf("%s of %d copies: %v", bucket, replicas, err)
+	}
+	return store
 }
 
 // TestRetryStore: an object store request that fails for want of an
