@@ -232,21 +232,9 @@ func TestComposeClusterCommands(t *testing.T) {
 		client[n], monitors[n] = fmt.Sprintf("127.0.0.1:%d", port), monitor
 		routes[n] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	}
+	certs := certsFor(t)
 	for _, n := range names {
-		dir := dirs[n]
-		cl := string(readFile(t, "../deploy/nats-cluster.conf"))
-		cl = strings.Replace(cl, "listen: 0.0.0.0:6222", "listen: "+routes[n], 1)
-		for _, m := range names {
-			cl = strings.Replace(cl, "nats-route://"+m+":6222", "nats-route://"+routes[m], 1)
-		}
-		os.WriteFile(filepath.Join(dir, "nats-cluster.conf"), []byte(cl), 0o600)
-		argv := slices.Clone(cmds["nats"])
-		for i, a := range argv {
-			argv[i] = strings.Replace(a, "/etc/nats/nats-cluster.conf", filepath.Join(dir, "nats-cluster.conf"), 1)
-		}
-		cmd := exec.Command(e2etest.Bin("nats-server"), argv...)
-		cmd.Env = []string{"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret", "SERVER_NAME=" + n}
-		launch(t, cmd, n)
+		startClusterServer(t, cmds["nats"], dirs[n], n, routes, clusterEnv(certs, "r-secret", routes))
 	}
 	// compose starts the others once every server is healthy: JetStream
 	// has a leader across the cluster.
@@ -343,6 +331,87 @@ func healthy(port int) bool {
 	}
 	r.Body.Close()
 	return r.StatusCode == http.StatusOK
+}
+
+// certsFor is a folder of scripts/certs.sh's certificates (for nats,
+// nats-2, nats-3, localhost and 127.0.0.1).
+func certsFor(t *testing.T) string {
+	certs := t.TempDir()
+	if out, err := exec.Command("../scripts/certs.sh", certs).CombinedOutput(); err != nil {
+		t.Fatalf("scripts/certs.sh: %v\n%s", err, out)
+	}
+	return certs
+}
+
+// clusterEnv is what compose.cluster.yaml gives every server for
+// nats-cluster.conf: the passwords, the route URLs to routes (server
+// name to address), which carry the routes' password, and the TLS files
+// in certs.
+func clusterEnv(certs, routePassword string, routes map[string]string) []string {
+	env := []string{"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret", "ROUTE_PASSWORD=" + routePassword,
+		"ROUTE_TLS_CERT=" + filepath.Join(certs, "server.pem"), "ROUTE_TLS_KEY=" + filepath.Join(certs, "server-key.pem"),
+		"ROUTE_TLS_CA=" + filepath.Join(certs, "ca.pem")}
+	for _, n := range []string{"nats", "nats-2", "nats-3"} {
+		v := "ROUTE_" + strings.ToUpper(strings.ReplaceAll(n, "-", "_"))
+		env = append(env, fmt.Sprintf("%s=nats-route://route:%s@%s", v, routePassword, routes[n]))
+	}
+	return env
+}
+
+// startClusterServer runs server name as compose.cluster.yaml does
+// (argv, its command), from dir, which holds deployConf's nats.conf:
+// nats-cluster.conf, listening for routes at routes[name], with env.
+func startClusterServer(t *testing.T, argv []string, dir, name string, routes map[string]string, env []string) *proc {
+	cl := string(readFile(t, "../deploy/nats-cluster.conf"))
+	cl = strings.Replace(cl, "listen: 0.0.0.0:6222", "listen: "+routes[name], 1)
+	os.WriteFile(filepath.Join(dir, "nats-cluster.conf"), []byte(cl), 0o600)
+	argv = slices.Clone(argv)
+	for i, a := range argv {
+		argv[i] = strings.Replace(a, "/etc/nats/nats-cluster.conf", filepath.Join(dir, "nats-cluster.conf"), 1)
+	}
+	cmd := exec.Command(e2etest.Bin("nats-server"), argv...)
+	cmd.Env = append(env, "SERVER_NAME="+name)
+	return launch(t, cmd, name)
+}
+
+// TestClusterRoutesRefused: nats-cluster.conf's routes take neither a
+// server without the routes' password nor one whose certificate is
+// not of the cluster's CA, and the server's log says which.
+func TestClusterRoutesRefused(t *testing.T) {
+	names := []string{"nats", "nats-2", "nats-3"}
+	routes, dirs := map[string]string{}, map[string]string{}
+	monitor := 0
+	for _, n := range names {
+		dirs[n] = t.TempDir()
+		_, _, m := deployConf(t, dirs[n])
+		if n == "nats" {
+			monitor = m
+		}
+		routes[n] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	}
+	argv := []string{"-c", "/etc/nats/nats-cluster.conf"}
+	certs, otherCA := certsFor(t), certsFor(t)
+	good := startClusterServer(t, argv, dirs["nats"], "nats", routes, clusterEnv(certs, "r-secret", routes))
+	// nats-2 knows another password, nats-3 another CA's certificate.
+	startClusterServer(t, argv, dirs["nats-2"], "nats-2", routes, clusterEnv(certs, "wrong", routes))
+	startClusterServer(t, argv, dirs["nats-3"], "nats-3", routes, clusterEnv(otherCA, "r-secret", routes))
+	says := func(what string) bool { return strings.Contains(good.Output(), what) }
+	for deadline := time.Now().Add(30 * time.Second); !says(`authentication error - User "route"`) || !says("TLS route handshake error"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the routes were not refused, or the log does not say why:\n%s", tail(good.Output(), 4000))
+		}
+	}
+	r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/routez", monitor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	var rz struct {
+		NumRoutes int `json:"num_routes"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&rz); err != nil || rz.NumRoutes != 0 {
+		t.Fatalf("the server holds %d routes (%v), want none", rz.NumRoutes, err)
+	}
 }
 
 // deployConf writes deploy/nats.conf into dir with its ports and store

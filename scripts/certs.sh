@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # certs.sh DIR [NAME...]: a CA and certificates for NATS's TLS overlay
-# (deploy/compose.tls.yaml), for a test or a first setup; an operator
-# can bring their own instead. In DIR:
+# (deploy/compose.tls.yaml) and the routes between a cluster's servers
+# (compose.cluster.yaml, stack.cluster.yaml), for a test or a first
+# setup; an operator can bring their own instead. In DIR:
 #   ca.pem, ca-key.pem          the CA (keep ca-key.pem offline)
-#   server.pem, server-key.pem  the server's, for NAMEs (default: nats,
-#                               localhost) and 127.0.0.1
+#   server.pem, server-key.pem  the servers', for NAMEs (default: nats,
+#                               nats-2, nats-3, localhost) and 127.0.0.1;
+#                               a server also shows it on the routes it
+#                               opens, so it serves as a client's too
 #   client.pem, client-key.pem  a client certificate, for mutual TLS
 # Workers on other hosts need ca.pem (-tlsca or NATS_CA_FILE) and the
 # server's name or address among the NAMEs.
@@ -12,7 +15,7 @@ set -euo pipefail
 dir=${1:?usage: certs.sh DIR [NAME...]}
 shift
 names=("${@:-nats}")
-[ $# -gt 0 ] || names+=(localhost)
+[ $# -gt 0 ] || names+=(nats-2 nats-3 localhost)
 mkdir -p "$dir"
 cd "$dir"
 san="IP:127.0.0.1"
@@ -26,7 +29,7 @@ issue() { # name subject extensions
 	rm -f "$1.csr"
 }
 issue server "/CN=${names[0]}" "subjectAltName=$san
-extendedKeyUsage=serverAuth"
+extendedKeyUsage=serverAuth,clientAuth"
 issue client "/CN=osgm client" "extendedKeyUsage=clientAuth"
 rm -f ca.srl
 # The server's and clients' keys are read by the containers' users.

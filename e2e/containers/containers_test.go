@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,9 +75,13 @@ func newStack(t *testing.T, name string, files []string, extra ...string) *stack
 	} else {
 		extra = append([]string{fmt.Sprintf("OSGM_USER=%d:%d", os.Getuid(), os.Getgid())}, extra...)
 	}
+	if slices.ContainsFunc(files, func(f string) bool { return strings.HasSuffix(f, "compose.cluster.yaml") }) &&
+		!slices.ContainsFunc(extra, func(e string) bool { return strings.HasPrefix(e, "CERTS_DIR=") }) {
+		extra = append(extra, "CERTS_DIR="+certsDir(t)) // the routes' TLS
+	}
 	s.env = append([]string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret",
+		"COORDINATOR_PASSWORD=c-secret", "WORKER_PASSWORD=w-secret", "ROUTE_PASSWORD=r-secret",
 		"OSGM_IMAGE=" + osgmImage, "NATS_IMAGE=" + natsImage,
 		"DATA_DIR=" + dataDir, "OUT_DIR=" + s.out, "TRAIN_FILE=" + s.train,
 		fmt.Sprintf("NATS_PUBLISH=127.0.0.1:%d", s.port),
@@ -90,6 +95,16 @@ func newStack(t *testing.T, name string, files []string, extra ...string) *stack
 		s.compose("down", "-v", "--remove-orphans", "-t", "2")
 	})
 	return s
+}
+
+// certsDir is a folder of scripts/certs.sh's certificates, for the
+// servers' names in the compose files.
+func certsDir(t *testing.T) string {
+	certs := t.TempDir()
+	if out, err := exec.Command("../../scripts/certs.sh", certs).CombinedOutput(); err != nil {
+		t.Fatalf("certs.sh: %v\n%s", err, out)
+	}
+	return certs
 }
 
 // compose runs docker compose on the stack and returns its output.

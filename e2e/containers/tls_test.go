@@ -20,10 +20,7 @@ import (
 // a worker on this host without the CA is refused with a message that
 // names what is missing, and with it passes its check.
 func TestContainerTLS(t *testing.T) {
-	certs := t.TempDir()
-	if out, err := exec.Command("../../scripts/certs.sh", certs).CombinedOutput(); err != nil {
-		t.Fatalf("certs.sh: %v\n%s", err, out)
-	}
+	certs := certsDir(t)
 	s := newStack(t, "a9a", []string{"compose.yaml", "compose.tls.yaml"}, "CERTS_DIR="+certs)
 	s.mustCompose("up", "-d", "--scale", "worker=2")
 	s.wantLocalModel([]string{"-e", "0.01"}, "over TLS")

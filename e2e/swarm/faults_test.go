@@ -2,7 +2,6 @@ package swarm
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,7 +12,8 @@ import (
 )
 
 // TestSwarmTraining is the README's stack on the swarm, with TLS on the
-// bus (stack.tls.yaml, scripts/certs.sh's certificates as secrets): NATS
+// bus (stack.tls.yaml, scripts/certs.sh's certificates as secrets,
+// createSecrets): NATS
 // and the coordinator on the manager, two workers on two other nodes,
 // which see no file and get their shards through the object store, and
 // passwords from swarm secrets. The model is the local coordinator's
@@ -21,7 +21,6 @@ import (
 // and told to give it. (The other tests run the stack without TLS.)
 func TestSwarmTraining(t *testing.T) {
 	needSwarm(t)
-	tlsSecrets(t)
 	s := deploy(t, []string{"../../deploy/stack.tls.yaml"}, "WORKERS=2")
 	s.wantLocalModel([]string{"-e", "0.01"}, "across the swarm,")
 	nodes := s.running("worker")
@@ -37,21 +36,6 @@ func TestSwarmTraining(t *testing.T) {
 		osgm, "worker", "-check", "-nats", "nats://nats:4222", "-user", "worker")
 	if err == nil || !strings.Contains(out, "give the CA with -tlsca") {
 		t.Errorf("a worker without the CA: %v\n%s\nwant refused, told to give the CA", err, out)
-	}
-}
-
-// tlsSecrets makes the secrets stack.tls.yaml takes from scripts/certs.sh's
-// certificates, removed after the test's stack.
-func tlsSecrets(t *testing.T) {
-	certs := t.TempDir()
-	if out, err := exec.Command("../../scripts/certs.sh", certs, "nats").CombinedOutput(); err != nil {
-		t.Fatalf("scripts/certs.sh: %v\n%s", err, out)
-	}
-	for name, file := range map[string]string{"osgm_nats_ca": "ca.pem", "osgm_nats_cert": "server.pem", "osgm_nats_key": "server-key.pem"} {
-		e2etest.Docker(t, "secret", "create", name, filepath.Join(certs, file))
-		// Registered before the stack's removal, so run after it: a
-		// secret in use cannot be removed.
-		t.Cleanup(func() { exec.Command("docker", "secret", "rm", name).Run() })
 	}
 }
 

@@ -75,15 +75,35 @@ func makeSwarm() {
 		errSwarm = fmt.Errorf("scripts/swarm.sh up 3: %v\n%s", err, out)
 		return
 	}
-	for name, pw := range map[string]string{"osgm_coordinator_password": "c-secret", "osgm_worker_password": "w-secret"} {
+	errSwarm = createSecrets()
+}
+
+// createSecrets makes the stacks' secrets once for every test: the
+// passwords, the routes' (stack.cluster.yaml), and scripts/certs.sh's
+// CA and server certificate, naming nats, nats-2 and nats-3, for the
+// routes' TLS and stack.tls.yaml's.
+func createSecrets() error {
+	certs, err := os.MkdirTemp("", "osgm-swarm-certs-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(certs)
+	if out, err := exec.Command("../../scripts/certs.sh", certs).CombinedOutput(); err != nil {
+		return fmt.Errorf("scripts/certs.sh: %v\n%s", err, out)
+	}
+	files := map[string]string{"osgm_nats_ca": "ca.pem", "osgm_nats_cert": "server.pem", "osgm_nats_key": "server-key.pem"}
+	for name, value := range map[string]string{"osgm_coordinator_password": "c-secret", "osgm_worker_password": "w-secret",
+		"osgm_route_password": "r-secret", "osgm_nats_ca": "", "osgm_nats_cert": "", "osgm_nats_key": ""} {
 		cmd := exec.Command("docker", "secret", "create", name, "-")
-		cmd.Stdin = strings.NewReader(pw)
+		cmd.Stdin = strings.NewReader(value)
+		if f, ok := files[name]; ok {
+			cmd.Args[len(cmd.Args)-1], cmd.Stdin = filepath.Join(certs, f), nil
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			errSwarm = fmt.Errorf("docker secret create %s: %v\n%s", name, err, out)
-			return
+			return fmt.Errorf("docker secret create %s: %v\n%s", name, err, out)
 		}
 	}
-	errSwarm = nil
+	return nil
 }
 
 func swarmSh(args ...string) (string, error) {
