@@ -5,10 +5,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+
+	"github.com/osgm-svm/osgm/pkg/logging"
 )
 
 // nearWait bounds how long a client looks for the server on its own host
@@ -19,22 +22,84 @@ const nearWait = 30 * time.Second
 
 // ConnectNear is Connect to url, a cluster's servers comma-separated,
 // with the server on host near tried first and kept first on reconnects
-// (NearFirst). Without near, or with one server, it is Connect.
+// (NearFirst), and gone back to once it answers again after a failover
+// (goHome). Without near, or with one server, it is Connect.
 func ConnectNear(ctx context.Context, url, near, name string, auth Auth, log *zap.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	ordered, ok, err := NearFirst(ctx, url, near, auth, nearWait)
 	if err != nil {
 		return nil, err
 	}
+	var h *home
 	switch {
 	case ok:
 		first, _, _ := strings.Cut(ordered, ",")
 		log.Info("the NATS server on this host comes first", zap.String("host", near), zap.String("url", first))
+		h = &home{url: first, host: near, auth: auth, log: log}
 		// After the defaults, whose random order would undo this one.
-		extra = append(extra, nats.DontRandomize())
+		extra = append(extra, nats.DontRandomize(), nats.ReconnectToServer(h.pick))
 	case near != "" && strings.Contains(url, ","):
 		log.Info("no NATS server on this host answered; any will do", zap.String("host", near))
 	}
-	return Connect(ordered, name, auth, log, extra...)
+	nc, err := Connect(ordered, name, auth, log, extra...)
+	if err == nil && h != nil {
+		go h.keep(nc, homeEvery)
+	}
+	return nc, err
+}
+
+// homeEvery is how often a client that failed over asks whether the
+// server on its own host answers again.
+const homeEvery = 2 * time.Second
+
+// home brings a client that failed over to another host's server back
+// to its own host's once that one answers again: otherwise every byte it
+// sends and receives would cross a route for the rest of the job. The
+// move is a reconnection like any other (the round under way goes out
+// to it again), once per heal.
+type home struct {
+	url, host string
+	auth      Auth
+	log       *zap.Logger
+	going     atomic.Bool // the next reconnection goes home
+}
+
+// keep checks every period, until the connection closes, whether the
+// client is away and its home server answers, and then moves it home.
+func (h *home) keep(nc *nats.Conn, period time.Duration) {
+	opts, err := h.auth.options()
+	if err != nil {
+		return
+	}
+	for ; !nc.IsClosed(); time.Sleep(period) {
+		if !nc.IsConnected() || strings.HasSuffix(nc.ConnectedServerName(), "@"+h.host) {
+			continue
+		}
+		if name := serverNames([]string{h.url}, opts)[0]; !strings.HasSuffix(name, "@"+h.host) {
+			continue
+		}
+		h.log.Info("the NATS server on this host answers again: moving back to it", logging.Event("reconnect"),
+			zap.String("from", nc.ConnectedServerName()), zap.String("url", h.url))
+		h.going.Store(true)
+		nc.ForceReconnect()
+	}
+}
+
+// pick is the connection's choice of server on a reconnection: home,
+// when keep asked for it, else nats.go's own (the pool in order).
+func (h *home) pick(servers []nats.Server, _ nats.ServerInfo) (*nats.Server, time.Duration) {
+	if !h.going.Swap(false) {
+		return nil, 0
+	}
+	_, at, _ := strings.Cut(h.url, "://")
+	if i := strings.LastIndex(at, "@"); i >= 0 {
+		at = at[i+1:] // credentials in the URL
+	}
+	for i := range servers {
+		if servers[i].URL != nil && servers[i].URL.Host == at {
+			return &servers[i], 0
+		}
+	}
+	return nil, 0
 }
 
 // NearFirst orders url, NATS servers comma-separated, so that the first

@@ -2,15 +2,18 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/internal/natstest"
+	"github.com/osgm-svm/osgm/internal/testport"
 )
 
 func TestNearFirst(t *testing.T) {
@@ -88,4 +91,54 @@ func closedURL(t *testing.T) string {
 	s := natstest.Run(t, &server.Options{})
 	s.Shutdown()
 	return s.ClientURL()
+}
+
+// TestBackHomeAfterAHeal: a client whose own host's server goes away
+// fails over to another host's, and once its server is back, moves back
+// to it; a client of another host stays where it was.
+func TestBackHomeAfterAHeal(t *testing.T) {
+	hosts := []string{"h0", "h1", "h2"}
+	ports := make([]int, 3)
+	var routes []string
+	for i := range ports {
+		ports[i] = testport.Free(t)
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+	}
+	opts := func(i int) *server.Options {
+		return &server.Options{ServerName: "nats@" + hosts[i], Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+			Cluster: server.ClusterOpts{Name: "osgm", Host: "127.0.0.1", Port: ports[i]}, Routes: server.RoutesFromStr(strings.Join(routes, ","))}
+	}
+	servers := make([]*server.Server, 3)
+	for i := range servers {
+		servers[i] = natstest.Run(t, opts(i))
+	}
+	natstest.ReachEachOther(t, servers)
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.ClientURL())
+	}
+	connect := func(host string) *nats.Conn {
+		nc, err := ConnectNear(context.Background(), strings.Join(urls, ","), host, "c", Auth{}, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		natstest.WaitFor(t, 10*time.Second, "a connection", nc.IsConnected)
+		return nc
+	}
+	away, stays := connect("h1"), connect("h0")
+	homeOpts := opts(1)
+	homeOpts.Port = servers[1].Addr().(*net.TCPAddr).Port
+	servers[1].Shutdown()
+	natstest.WaitFor(t, 20*time.Second, "the client to fail over", func() bool {
+		return away.IsConnected() && away.ConnectedServerName() != "nats@h1"
+	})
+	healed := natstest.On(t, homeOpts) // the same client port
+	natstest.ReachEachOther(t, []*server.Server{servers[0], healed, servers[2]})
+	natstest.WaitFor(t, 20*time.Second, "the client to move back home", func() bool {
+		return away.IsConnected() && away.ConnectedServerName() == "nats@h1"
+	})
+	if got := stays.ConnectedServerName(); got != "nats@h0" {
+		t.Errorf("the other host's client is on %s, not its own host's", got)
+	}
 }
