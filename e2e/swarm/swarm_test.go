@@ -361,6 +361,12 @@ func localModel(t *testing.T, flags []string) []byte {
 // its command; flags are its training flags. Its 16 shards (a9a's
 // default is 3) give each of the workers some to lose.
 func slowRun(t *testing.T, iters int, urls ...string) (file string, flags []string) {
+	return slowRunWith(t, iters, urls)
+}
+
+// slowRunWith is slowRun with more of the coordinator's service (YAML,
+// as under it).
+func slowRunWith(t *testing.T, iters int, urls []string, more ...string) (file string, flags []string) {
 	if len(urls) == 0 {
 		urls = []string{"nats://nats:4222"}
 	}
@@ -369,7 +375,7 @@ func slowRun(t *testing.T, iters int, urls ...string) (file string, flags []stri
 		"-min-workers", "2", "-heartbeat-timeout", "2s", "-checkpoint-every", "20",
 		"-checkpoint", "/ckpt/${TRAIN_FILE}.ckpt", "-resume=auto"}, flags...)
 	cmd = append(cmd, "/data/${TRAIN_FILE}", "/out/${TRAIN_FILE}.model")
-	return coordinatorCommand(t, cmd), flags
+	return coordinatorCommand(t, cmd, more...), flags
 }
 
 // coordinatorCommand is a file layered over stack.yaml that gives the

@@ -86,64 +86,31 @@ func (d *dec) vec() []float64 {
 	return d.f64s()
 }
 
-func (e *enc) vecs(vs [][]float64) {
-	if e.some(vs != nil) {
-		encList(e, vs, e.vec)
-	}
-}
-func (d *dec) vecs() [][]float64 {
-	if !d.flag() {
-		return nil
-	}
-	return decList(d, 1, d.vec)
-}
+func (e *enc) vecs(vs [][]float64)    { encOpt(e, vs, e.vec) }
+func (d *dec) vecs() [][]float64      { return decOpt(d, 1, d.vec) }
+func (e *enc) byteSlices(bs [][]byte) { encOpt(e, bs, e.bytes) }
+func (d *dec) byteSlices() [][]byte   { return decOpt(d, 1, d.bytes) }
+func (e *enc) ints(v []int)           { encOpt(e, v, e.int) }
+func (d *dec) ints() []int            { return decOpt(d, 8, d.int) }
+func (e *enc) flags(v []bool)         { encOpt(e, v, e.flag) }
+func (d *dec) flags() []bool          { return decOpt(d, 1, d.flag) }
+func (e *enc) optU64s(v []uint64)     { encOpt(e, v, e.u64) }
+func (d *dec) optU64s() []uint64      { return decOpt(d, 8, d.u64) }
 
-func (e *enc) byteSlices(bs [][]byte) {
-	if e.some(bs != nil) {
-		encList(e, bs, e.bytes)
-	}
-}
-func (d *dec) byteSlices() [][]byte {
-	if !d.flag() {
-		return nil
-	}
-	return decList(d, 1, d.bytes)
-}
-
-func (e *enc) ints(v []int) {
+// encOpt writes a list whose nil differs from empty: whether it is
+// there, then encList's.
+func encOpt[T any](e *enc, v []T, put func(T)) {
 	if e.some(v != nil) {
-		encList(e, v, e.int)
+		encList(e, v, put)
 	}
-}
-func (d *dec) ints() []int {
-	if !d.flag() {
-		return nil
-	}
-	return decList(d, 8, d.int)
 }
 
-func (e *enc) flags(v []bool) {
-	if e.some(v != nil) {
-		encList(e, v, e.flag)
-	}
-}
-func (d *dec) flags() []bool {
+// decOpt reads what encOpt wrote.
+func decOpt[T any](d *dec, size int, get func() T) []T {
 	if !d.flag() {
 		return nil
 	}
-	return decList(d, 1, d.flag)
-}
-
-func (e *enc) optU64s(v []uint64) {
-	if e.some(v != nil) {
-		e.u64s(v)
-	}
-}
-func (d *dec) optU64s() []uint64 {
-	if !d.flag() {
-		return nil
-	}
-	return d.u64s()
+	return decList(d, size, get)
 }
 
 // decList reads what encList wrote, each entry at least size bytes.
