@@ -23,7 +23,7 @@ const nearWait = 30 * time.Second
 // ConnectNear is Connect to url, a cluster's servers comma-separated,
 // with the server on host near tried first and kept first on reconnects
 // (NearFirst), and gone back to once it answers again after a failover
-// (goHome). Without near, or with one server, it is Connect.
+// (home). Without near, or with one server, it is Connect.
 func ConnectNear(ctx context.Context, url, near, name string, auth Auth, log *zap.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	ordered, ok, err := NearFirst(ctx, url, near, auth, nearWait)
 	if err != nil {
@@ -90,7 +90,10 @@ func (h *home) pick(servers []nats.Server, _ nats.ServerInfo) (*nats.Server, tim
 	if !h.going.Swap(false) {
 		return nil, 0
 	}
-	_, at, _ := strings.Cut(h.url, "://")
+	at := h.url
+	if _, rest, ok := strings.Cut(at, "://"); ok {
+		at = rest
+	}
 	if i := strings.LastIndex(at, "@"); i >= 0 {
 		at = at[i+1:] // credentials in the URL
 	}
