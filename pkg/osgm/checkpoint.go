@@ -41,10 +41,10 @@ func (m *osgm) check(n int) error {
 	}
 	// AdaGrad's sums of squares only grow from 0.
 	if j := slices.IndexFunc(s.Acc, func(a float64) bool { return !(a >= 0) }); j >= 0 {
-		return fmt.Errorf("Acc[%d] is %v, not a sum of squares", j, s.Acc[j])
+		return fmt.Errorf("its Acc[%d] is %v, not a sum of squares", j, s.Acc[j])
 	}
 	if !(s.AccB >= 0) {
-		return fmt.Errorf("AccB is %v, not a sum of squares", s.AccB)
+		return fmt.Errorf("its AccB is %v, not a sum of squares", s.AccB)
 	}
 	return nil
 }
@@ -70,10 +70,10 @@ func (m *lbfgs) check(n int) error {
 		j := (s.Head - s.Cnt + i + m.mem) % m.mem
 		sy := vec.Dot(s.Hs[j], s.Hy[j])
 		if !(s.Rho[j] > 0) || !near(s.Rho[j]*sy, 1) {
-			return fmt.Errorf("Rho[%d] is %v, but 1/(Hs[%d]·Hy[%d]) is %v", j, s.Rho[j], j, j, 1/sy)
+			return fmt.Errorf("its Rho[%d] is %v, but 1/(Hs[%d]·Hy[%d]) is %v", j, s.Rho[j], j, j, 1/sy)
 		}
 		if i == s.Cnt-1 && !near(s.Gamma, sy/vec.Dot(s.Hy[j], s.Hy[j])) {
-			return fmt.Errorf("Gamma is %v, but the newest pair's s·y/y·y is %v", s.Gamma, sy/vec.Dot(s.Hy[j], s.Hy[j]))
+			return fmt.Errorf("its Gamma is %v, but the newest pair's s·y/y·y is %v", s.Gamma, sy/vec.Dot(s.Hy[j], s.Hy[j]))
 		}
 	}
 	return nil
@@ -90,7 +90,7 @@ func (m *newton) check(n int) error {
 		return fmt.Errorf("a Hessian of %d entries for %d coordinates (newton-full: %v)", len(s.H), n, m.full)
 	}
 	if j := slices.IndexFunc(s.M, func(mj float64) bool { return !(mj > 0) || math.IsInf(mj, 1) }); j >= 0 {
-		return fmt.Errorf("M[%d] is %v, not a preconditioner's entry", j, s.M[j])
+		return fmt.Errorf("its M[%d] is %v, not a preconditioner's entry", j, s.M[j])
 	}
 	if s.Iter < 0 || s.Accepts < 0 || s.Accepts > s.Iter || s.CGSteps < 0 || !(s.Delta >= 0) {
 		return fmt.Errorf("%d trials, %d accepted, %d CG steps, a trust region of %v", s.Iter, s.Accepts, s.CGSteps, s.Delta)
@@ -105,10 +105,10 @@ func (m *newton) check(n int) error {
 		rz += r * r / s.M[j]
 	}
 	if !near(s.RZ, rz) {
-		return fmt.Errorf("RZ is %v, but R·M⁻¹R is %v: R and RZ are of different CG steps", s.RZ, rz)
+		return fmt.Errorf("its RZ is %v, but R·M⁻¹R is %v: R and RZ are of different CG steps", s.RZ, rz)
 	}
 	if sn := m.mnorm(s.Step); !(sn <= s.Delta*(1+1e-9)) {
-		return fmt.Errorf("Step's M-norm is %v, outside the trust region's %v", sn, s.Delta)
+		return fmt.Errorf("its Step's M-norm is %v, outside the trust region's %v", sn, s.Delta)
 	}
 	return nil
 }

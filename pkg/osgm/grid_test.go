@@ -59,8 +59,8 @@ type gridRun struct {
 }
 
 func newGridRun(method, layout string) *gridRun {
-	q, x0, s := batchRun(method)
-	q = newQuadratic(rand.New(rand.NewPCG(5, 6)), 8, 3, 30, true)
+	_, x0, s := batchRun(method)
+	q := newQuadratic(rand.New(rand.NewPCG(5, 6)), 8, 3, 30, true)
 	x0 = x0[:3]
 	s.GradTol, s.MaxIter = s.GradTol[:3], 200
 	switch layout {
