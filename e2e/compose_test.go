@@ -395,12 +395,15 @@ func TestClusterRoutesRefused(t *testing.T) {
 	// nats-2 knows another password, nats-3 another CA's certificate.
 	startClusterServer(t, argv, dirs["nats-2"], "nats-2", routes, clusterEnv(certs, "wrong", routes))
 	startClusterServer(t, argv, dirs["nats-3"], "nats-3", routes, clusterEnv(otherCA, "r-secret", routes))
-	says := func(what string) bool { return strings.Contains(good.Output(), what) }
-	for deadline := time.Now().Add(30 * time.Second); !says(`authentication error - User "route"`) || !says("TLS route handshake error"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the routes were not refused, or the log does not say why:\n%s", tail(good.Output(), 4000))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the server's log:\n%s", tail(good.Output(), 4000))
 		}
-	}
+	})
+	says := func(what string) bool { return strings.Contains(good.Output(), what) }
+	checkFor(t, 30*time.Second, "both routes refused, the log saying why", func() bool {
+		return says(`authentication error - User "route"`) && says("TLS route handshake error")
+	})
 	r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/routez", monitor))
 	if err != nil {
 		t.Fatal(err)

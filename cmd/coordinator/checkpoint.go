@@ -41,8 +41,9 @@ type checkpoints struct {
 }
 
 // noStore notes, and says once, that the NATS server runs without
-// JetStream: checkpoints stay on this host.
+// JetStream: checkpoints stay on this host, and no save tries the bus.
 func (c *checkpoints) noStore() {
+	c.store = nil
 	if !c.noJetStream {
 		c.noJetStream = true
 		c.log.Warn("the NATS server runs without JetStream: checkpoints are not copied to an object store, so only this host can resume from them")

@@ -188,7 +188,7 @@ func (e *enc) terms(t *shard.Terms) {
 func (d *dec) terms() shard.Terms {
 	t := shard.Terms{Loss: shard.Loss(d.u8()), Epsilon: d.f64(), Bias: d.f64(), Weights: d.vec(), Holdout: d.int()}
 	if d.err == nil && !t.Loss.Valid() {
-		d.fail(fmt.Sprintf("transport: unknown loss %d", t.Loss))
+		d.fail(fmt.Errorf("transport: unknown loss %d", t.Loss))
 	}
 	return t
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"time"
 
 	"github.com/osgm-svm/osgm/pkg/input"
@@ -31,7 +32,7 @@ func (d *dec) flag() bool {
 	case 1:
 		return true
 	}
-	d.fail("transport: a boolean neither 0 nor 1")
+	d.fail(errors.New("transport: a boolean neither 0 nor 1"))
 	return false
 }
 
@@ -42,15 +43,12 @@ func b2u(v bool) uint8 {
 	return 0
 }
 
-func (d *dec) fail(msg string) {
+// fail records err unless an earlier error came first.
+func (d *dec) fail(err error) {
 	if d.err == nil {
-		d.err = errorString(msg)
+		d.err = err
 	}
 }
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
 
 func (e *enc) str(s string) {
 	e.u32(uint32(len(s)))
