@@ -227,41 +227,85 @@ func TestObjectStoreOutlivesAServer(t *testing.T) {
 	args := []string{"-e", "1e-4", "-shards", "4"}
 	want := train(t, data, append(args, "-local")...)
 	servers := natsCluster(t, 3, true)
+	model := filepath.Join(t.TempDir(), "model")
+	c := start(t, "coordinator", append(args, "-nats", clusterURLs(servers), "-objstore", "-min-workers", "2", data, model)...)
+	checkFor(t, 60*time.Second, "the shards in the object store", func() bool {
+		return strings.Contains(c.Output(), "shards published to the object store")
+	})
+	left := killShardsLeader(t, servers)
+	workers(t, left[0].url, 1, "a")
+	workers(t, left[1].url, 1, "b")
+	c.Wait(t, 2*time.Minute)
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("model from the replicas left differs")
+	}
+}
+
+// TestShardsLeaderCutMidRun kills, in the middle of a run, the server of
+// three that leads the shards' stream. A worker then leaves and another
+// joins, so shards are read again from the two copies left; then the
+// coordinator is killed too and restarted "on another host" (its file
+// gone): it resumes from the checkpoint's copy on the servers left, and
+// the model is the in-process one.
+func TestShardsLeaderCutMidRun(t *testing.T) {
+	data := dataset(t, "a9a")
+	args := []string{"-e", "1e-6", "-method", "hdm", "-shards", "6"}
+	want := train(t, data, append(args, "-local")...)
+	servers := natsCluster(t, 3, true)
+	ckpt := filepath.Join(t.TempDir(), "run.ckpt")
+	model := filepath.Join(t.TempDir(), "model")
+	run := append(args, "-objstore", "-min-workers", "2", "-heartbeat-timeout", "2s",
+		"-checkpoint", ckpt, "-checkpoint-every", "25", "-resume=auto", data, model)
+	c := start(t, "coordinator", append([]string{"-nats", clusterURLs(servers)}, run...)...)
+	ws := workers(t, clusterURLs(servers), 2, "a")
+	checkFor(t, 60*time.Second, "a checkpoint copied to the object store", func() bool {
+		return strings.Contains(c.Output(), `"copied to the object store":true`)
+	})
+	left := killShardsLeader(t, servers)
+	urls := clusterURLs(left)
+	joined := workers(t, urls, 1, "b")[0]
+	ws[0].Cmd.Process.Signal(syscall.SIGKILL)
+	<-ws[0].Done()
+	checkFor(t, 60*time.Second, "the shards moved read from the replicas", func() bool {
+		return strings.Count(ws[1].Output()+joined.Output(), `"msg":"loaded shards"`) >= 2
+	})
+	c.Cmd.Process.Signal(syscall.SIGKILL)
+	<-c.Done()
+	if strings.Contains(c.Output(), `"msg":"trained"`) {
+		t.Fatal("the run ended before the coordinator was killed: give it more passes")
+	}
+	if err := os.Remove(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, "coordinator", append([]string{"-nats", urls}, run...)...)
+	r.Wait(t, 5*time.Minute)
+	if !strings.Contains(r.Output(), "checkpoint read from the object store") {
+		t.Fatalf("did not resume from the object store's copy:\n%s", tail(r.Output(), 2000))
+	}
+	if out := ws[1].Output() + joined.Output(); strings.Contains(out, "load failed") {
+		t.Fatalf("a shard could not be read from the replicas:\n%s", tail(out, 3000))
+	}
+	if !bytes.Equal(readFile(t, model), want) {
+		t.Fatal("model after the shards' leader was cut differs")
+	}
+}
+
+// clusterURLs is the servers' client URLs, as -nats takes them.
+func clusterURLs(servers []clusterServer) string {
 	var urls []string
 	for _, s := range servers {
 		urls = append(urls, s.url)
 	}
-	model := filepath.Join(t.TempDir(), "model")
-	c := start(t, "coordinator", append(args, "-nats", strings.Join(urls, ","), "-objstore", "-min-workers", "2", data, model)...)
-	checkFor(t, 60*time.Second, "the shards in the object store", func() bool {
-		return strings.Contains(c.Output(), "shards published to the object store")
-	})
-	leader := func(url string) string {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			return ""
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		s, err := js.Stream(ctx, "OBJ_osgm-shards")
-		if err != nil {
-			return ""
-		}
-		info, err := s.Info(ctx)
-		if err != nil || info.Cluster == nil {
-			return ""
-		}
-		return info.Cluster.Leader
-	}
-	name := leader(urls[0])
-	lost := -1
-	for i := range servers {
-		if fmt.Sprint("s", i) == name {
-			lost = i
-		}
-	}
+	return strings.Join(urls, ",")
+}
+
+// killShardsLeader kills, for good, the server leading the shards'
+// stream, and returns the servers left once the stream has a new leader
+// and each of them is healthy.
+func killShardsLeader(t *testing.T, servers []clusterServer) []clusterServer {
+	t.Helper()
+	name := streamLeader(servers[0].url, "OBJ_osgm-shards")
+	lost := slices.IndexFunc(servers, func(s clusterServer) bool { return s.name == name })
 	if lost < 0 {
 		t.Fatalf("the shards' stream has no leader among the servers (%q)", name)
 	}
@@ -269,20 +313,37 @@ func TestObjectStoreOutlivesAServer(t *testing.T) {
 	<-servers[lost].proc.Done()
 	left := slices.Delete(slices.Clone(servers), lost, lost+1)
 	checkFor(t, 30*time.Second, "a new leader for the shards' stream", func() bool {
-		l := leader(left[0].url)
+		l := streamLeader(left[0].url, "OBJ_osgm-shards")
 		return l != "" && l != name
 	})
 	// Workers would wait out an election of the cluster's meta layer too
-	// (storeRetries), but not for ever.
+	// (transport.RetryStore), but not for ever.
 	for _, s := range left {
 		checkFor(t, 30*time.Second, s.url+" healthy", func() bool { return healthy(s.monitor) })
 	}
-	workers(t, left[0].url, 1, "a")
-	workers(t, left[1].url, 1, "b")
-	c.Wait(t, 2*time.Minute)
-	if !bytes.Equal(readFile(t, model), want) {
-		t.Fatal("model from the replicas left differs")
+	return left
+}
+
+// streamLeader is the name of the server leading a JetStream stream, ""
+// when the server at url cannot say.
+func streamLeader(url, stream string) string {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return ""
 	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return ""
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return ""
+	}
+	return info.Cluster.Leader
 }
 
 // TestKilledRunsShardsRemoved kills a coordinator that put its shards in
@@ -320,6 +381,7 @@ func TestKilledRunsShardsRemoved(t *testing.T) {
 // clusterServer is one nats-server process of a cluster natsCluster
 // starts: server i is named s<i>.
 type clusterServer struct {
+	name    string // its server name
 	url     string
 	monitor int // its monitoring port
 	proc    *proc
@@ -332,13 +394,13 @@ func natsCluster(t *testing.T, n int, js bool) []clusterServer {
 	var servers []clusterServer
 	var routes []string
 	for range n {
-		servers = append(servers, clusterServer{url: fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)), monitor: freePort(t)})
+		servers = append(servers, clusterServer{name: fmt.Sprint("s", len(servers)), url: fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)), monitor: freePort(t)})
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
 	}
 	for i := range servers {
 		s := &servers[i]
 		args := []string{"-a", "127.0.0.1", "-p", strings.TrimPrefix(s.url, "nats://127.0.0.1:"), "-m", fmt.Sprint(s.monitor),
-			"-n", fmt.Sprint("s", i), "--cluster_name", "osgm", "--cluster", routes[i], "--routes", strings.Join(routes, ",")}
+			"-n", s.name, "--cluster_name", "osgm", "--cluster", routes[i], "--routes", strings.Join(routes, ",")}
 		if js {
 			args = append(args, "-js", "-sd", t.TempDir())
 		}
