@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 n=${1:-10}
 first=${2:-1}
-eval "$(scripts/images.sh -env)" || exit 1
+# eval "$(...)" would hide images.sh's failure: eval of nothing succeeds.
+images=$(scripts/images.sh -env) || exit 1
+eval "$images"
 pass=0 failed=()
 for seed in $(seq "$first" $((first + n - 1))); do
 	log=$(mktemp "${TMPDIR:-/tmp}/faults.$seed.XXXX")
