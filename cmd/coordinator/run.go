@@ -419,7 +419,7 @@ func watch(o *options, log *zap.Logger, backend *built, page *statusPage) (ob *w
 	prog := newProgress(log, alive)
 	if o.metricsAddr != "" {
 		prog.metrics = metrics.NewCoordinator()
-		addr, stop, err := metrics.Serve(o.metricsAddr, prog.metrics.Registry)
+		addr, stop, err := metrics.Serve(o.metricsAddr, prog.metrics.Registry, nil)
 		if err != nil {
 			return nil, end, fmt.Errorf("-metrics-addr: %w", err)
 		}

@@ -90,7 +90,12 @@ func main() {
 	cfg := worker.Config{Name: *name, Parallel: *parallel, Compact: compact, Log: log}
 	if *metricsAddr != "" {
 		cfg.Metrics = metrics.NewWorker()
-		addr, stop, err := metrics.Serve(*metricsAddr, cfg.Metrics.Registry)
+		addr, stop, err := metrics.Serve(*metricsAddr, cfg.Metrics.Registry, func() error {
+			if !nc.IsConnected() {
+				return fmt.Errorf("not connected to NATS (%s)", nc.Status())
+			}
+			return nil
+		})
 		if err != nil {
 			log.Error("cannot serve metrics", zap.Error(err))
 			os.Exit(1)

@@ -5,6 +5,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -89,15 +90,27 @@ func NewWorker() *Worker {
 	return w
 }
 
-// Serve exposes reg on addr at /metrics until the returned stop is
-// called; it returns the address actually bound (for port 0).
-func Serve(addr string, reg *prometheus.Registry) (string, func(), error) {
+// Serve exposes reg on addr at /metrics, and /healthz, until the returned
+// stop is called; it returns the address actually bound (for port 0).
+// /healthz answers 200 while ready (nil: always) returns nil, else 503
+// and the error: an orchestrator's readiness probe (Kubernetes') then
+// takes a worker cut off from NATS out of service, and says why.
+func Serve(addr string, reg *prometheus.Registry, ready func() error) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if ready != nil {
+			if err := ready(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		io.WriteString(w, "ok\n")
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"errors"
+	"io"
 	"net/http"
 	"testing"
 
@@ -19,7 +21,7 @@ func TestScrape(t *testing.T) {
 	c.Workers.Set(3)
 	c.Resends.Add(2)
 	c.TreeHops.Set(3)
-	addr, stop, err := Serve("127.0.0.1:0", c.Registry)
+	addr, stop, err := Serve("127.0.0.1:0", c.Registry, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,5 +59,36 @@ func TestScrape(t *testing.T) {
 	}
 	if _, ok := families["go_goroutines"]; ok {
 		t.Error("process collectors leaked into the private registry")
+	}
+}
+
+// TestHealthz: /healthz follows what the server is told of readiness,
+// with the reason in the body a probe's failure shows.
+func TestHealthz(t *testing.T) {
+	var why error
+	addr, stop, err := Serve("127.0.0.1:0", NewWorker().Registry, func() error { return why })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	for _, c := range []struct {
+		why  error
+		code int
+		body string
+	}{
+		{nil, http.StatusOK, "ok\n"},
+		{errors.New("not connected to NATS (RECONNECTING)"), http.StatusServiceUnavailable, "not connected to NATS (RECONNECTING)\n"},
+		{nil, http.StatusOK, "ok\n"},
+	} {
+		why = c.why
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code || string(b) != c.body {
+			t.Errorf("ready() = %v: %d %q, want %d %q", c.why, resp.StatusCode, b, c.code, c.body)
+		}
 	}
 }
