@@ -34,9 +34,9 @@ func TestSwarmRandomFaults(t *testing.T) {
 	t.Logf("seed %d: OSGM_FAULT_SEED=%d gives this sequence again", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	// Its iterations logged (debug), to see it go on between faults.
-	// Rounds take 5-7 ms here, and the faults about 25 s each: the run
-	// goes on well past the last.
-	slow, flags := slowRunWith(t, 6000*n, []string{"nats://nats:4222,nats://nats-2:4222,nats://nats-3:4222"},
+	// Rounds take 5-7 ms here, and a fault 25-70 s (a rolling update the
+	// most): 12,000 rounds a fault outlast the worst sequence.
+	slow, flags := slowRunWith(t, 12000*n, []string{"nats://nats:4222,nats://nats-2:4222,nats://nats-3:4222"},
 		"    environment:\n      OSGM_LOG_LEVEL: debug\n")
 	s := deploy(t, []string{"../../deploy/stack.cluster.yaml", slow}, "WORKERS=3")
 	s.waitCheckpoint()
