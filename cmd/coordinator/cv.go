@@ -11,6 +11,7 @@ import (
 
 	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
+	"github.com/osgm-svm/osgm/pkg/shard"
 	"github.com/osgm-svm/osgm/pkg/train"
 )
 
@@ -28,7 +29,7 @@ func crossValidate(o *options, be *built, cfg train.Config, log *zap.Logger, out
 		// file's pass (-C for -s 11 on housing: 29,000 rounds).
 		b = be.local
 	}
-	if rows := train.Rows(b.Meta()); o.folds > rows {
+	if rows := shard.Rows(b.Meta()); o.folds > rows {
 		// LIBLINEAR's warning, in words: its -v and -C do the same.
 		log.Warn("more folds than rows: leave-one-out cross-validation", zap.Int("folds", o.folds), zap.Int("rows", rows))
 	}

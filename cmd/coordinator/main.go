@@ -293,7 +293,7 @@ func (o *options) validateRuns(compare string) error {
 // for. -s 1 trains -s 2's model, but its -e is a dual tolerance (default
 // 0.1) that means something else here.
 func checkSolver(t int) (shard.Loss, error) {
-	if l, ok := train.Losses[t]; ok {
+	if l, ok := train.LossNumbered(t); ok {
 		return l, nil
 	}
 	switch s, known := libsvm.SolverNumbered(t); {

@@ -165,7 +165,7 @@ func finish(o *options, log *zap.Logger, res *train.Result, fields []zap.Field) 
 
 // logLoaded says what the shards hold, once they are loaded.
 func logLoaded(log *zap.Logger, file string, b objective.Backend, loss shard.Loss, shards int, took time.Duration) {
-	sum := train.Summarize(b.Meta(), loss)
+	sum := shard.Summarize(b.Meta(), loss)
 	fields := []zap.Field{zap.String("file", file), zap.Int("rows", sum.Rows), zap.Int("nnz", sum.NNZ),
 		zap.Uint32("features", sum.MaxIndex), zap.Int("shards", shards), zap.Duration("took", took)}
 	if !loss.Regression() {

@@ -60,7 +60,7 @@ func (p *statusPage) loaded(o *options, be *built) {
 	if p == nil {
 		return
 	}
-	sum := train.Summarize(be.Backend.Meta(), o.cfg.Loss)
+	sum := shard.Summarize(be.Backend.Meta(), o.cfg.Loss)
 	labels := []string{"model"}
 	if len(sum.Labels) > 2 {
 		labels = labels[:0]

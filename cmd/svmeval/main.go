@@ -15,6 +15,7 @@ import (
 
 	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/train"
 )
 
@@ -35,7 +36,11 @@ func run(dataPath, modelPath string, c, p float64) error {
 	if err != nil {
 		return err
 	}
-	obj, err := train.ObjectiveFor(dataPath, m, c, p, runtime.NumCPU())
+	loss, ok := train.LossOf(m)
+	if !ok {
+		return fmt.Errorf("%s: solver_type %s: not a problem this trainer has (LIBLINEAR -s 0, 1, 2 or 11)", modelPath, m.Solver)
+	}
+	obj, err := objective.ForModel(dataPath, m, loss, c, p, runtime.NumCPU())
 	if err != nil {
 		return fmt.Errorf("%s: %w", modelPath, err)
 	}

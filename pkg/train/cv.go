@@ -59,7 +59,7 @@ func crossValidate(b objective.Backend, cfg Config, folds int, warm []*libsvm.Mo
 	if err := b.SetFolds(folds); err != nil {
 		return nil, err
 	}
-	rows := Rows(b.Meta())
+	rows := shard.Rows(b.Meta())
 	folds = min(folds, rows) // leave-one-out, as objective.Folds numbers it
 	out := &CV{C: cfg.C, P: cfg.Epsilon, Folds: folds, Models: make([]*libsvm.Model, folds), Unchanged: warm != nil}
 	// The models held, the warm starts' and this run's, are memory each

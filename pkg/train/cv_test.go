@@ -63,13 +63,13 @@ func TestCrossValidationMatchesLIBLINEAR(t *testing.T) {
 			}
 			want, _ := strconv.ParseFloat(m[1], 64)
 			b := localBackend(t, plain)
-			cv, err := CrossValidate(b, Config{Problem: Problem{C: 1, Bias: -1, Loss: Losses[tc.s]}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: 1e-6}}, 5, nil)
+			cv, err := CrossValidate(b, Config{Problem: Problem{C: 1, Bias: -1, Loss: losses[tc.s]}, Settings: Settings{Options: osgm.Options{MaxIter: 10000}, Eps: 1e-6}}, 5, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			rows, _ := cv.Tally.Total()
-			if rows != Rows(b.Meta()) {
-				t.Fatalf("folds held out %d rows of %d", rows, Rows(b.Meta()))
+			if rows != shard.Rows(b.Meta()) {
+				t.Fatalf("folds held out %d rows of %d", rows, shard.Rows(b.Meta()))
 			}
 			got := 100 * cv.Accuracy()
 			// Two rows, or 0.02% of them, may land on the other side.
@@ -262,7 +262,7 @@ func TestSearchCFollowsLIBLINEAR(t *testing.T) {
 }
 
 func searchCFollowsLIBLINEAR(t *testing.T, plain string, solver int) {
-	loss := Losses[solver]
+	loss := losses[solver]
 	want := map[float64]float64{}
 	first := math.Inf(1)
 	out := liblinearOut(t, "-s", strconv.Itoa(solver), "-C", "-e", "1e-6", plain)
@@ -289,7 +289,7 @@ func searchCFollowsLIBLINEAR(t *testing.T, plain string, solver int) {
 	if best.Models != nil {
 		t.Error("the best C's result holds its folds' models: a search would hold two sets")
 	}
-	rows := Rows(b.Meta())
+	rows := shard.Rows(b.Meta())
 	tol := 100 * 2.0 / float64(rows)
 	compared := 0
 	for _, cv := range steps {

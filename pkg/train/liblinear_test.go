@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/osgm-svm/osgm/pkg/libsvm"
+	"github.com/osgm-svm/osgm/pkg/objective"
 	"github.com/osgm-svm/osgm/pkg/osgm"
 	"github.com/osgm-svm/osgm/pkg/shard"
 	"gonum.org/v1/gonum/floats"
@@ -139,7 +140,11 @@ func readModelFile(t *testing.T, path string) *libsvm.Model {
 
 // primal evaluates LIBLINEAR's objective F of a model on a data file.
 func primal(t *testing.T, data string, m *libsvm.Model, c float64) []float64 {
-	obj, err := ObjectiveFor(data, m, c, 0.1, runtime.NumCPU())
+	loss, ok := LossOf(m)
+	if !ok {
+		t.Fatalf("%s: no loss of ours", m.Solver)
+	}
+	obj, err := objective.ForModel(data, m, loss, c, 0.1, runtime.NumCPU())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -237,7 +237,7 @@ func BenchmarkRound(b *testing.B) {
 	}
 	n := len(input.Layout(info.Size, 0))
 	shards := loadShards(b, path, n)
-	sum := train.Summarize(objective.NewLocal(shards, 1).Meta(), shard.SquaredHinge)
+	sum := shard.Summarize(objective.NewLocal(shards, 1).Meta(), shard.SquaredHinge)
 	labels, _, err := train.Classes(sum)
 	if err != nil {
 		b.Fatal(err)
@@ -334,7 +334,7 @@ func BenchmarkStatusPage(b *testing.B) {
 	}
 	n := len(input.Layout(info.Size, 0))
 	c, _, _ := startCluster(b, path, 32, n, clusterOptions{inProcess: true, parallel: 1})
-	sum := train.Summarize(c.Meta(), shard.SquaredHinge)
+	sum := shard.Summarize(c.Meta(), shard.SquaredHinge)
 	labels, _, err := train.Classes(sum)
 	if err != nil || c.SetClasses(labels) != nil {
 		b.Fatal(err)

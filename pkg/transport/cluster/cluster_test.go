@@ -249,7 +249,7 @@ func sameTally(t *testing.T, c *Cluster, path string, shards int, res *train.Res
 		t.Fatal(err)
 	}
 	local := objective.NewLocal(loadShards(t, path, shards), 1)
-	local.SetClasses(shard.LabelOrder(train.Summarize(local.Meta(), shard.SquaredHinge).Labels))
+	local.SetClasses(shard.LabelOrder(shard.Summarize(local.Meta(), shard.SquaredHinge).Labels))
 	if want, _ := local.Tally(res.Obj.ModelPoint(res.Model.W)); !slices.Equal(tally.Rows, want.Rows) ||
 		!slices.Equal(tally.Correct, want.Correct) || want.Correct[0] == 0 {
 		t.Fatalf("cluster tallies %+v, in-process %+v", tally, want)

@@ -26,7 +26,7 @@ func TestWorkersView(t *testing.T) {
 	if _, err := train.Train(c, train.Config{Problem: train.Problem{C: 1}, Settings: train.Settings{Options: osgm.Options{MaxIter: 20, Method: "lbfgs"}, Eps: 1e-3}}); err != nil {
 		t.Fatal(err)
 	}
-	sum := train.Summarize(c.Meta(), shard.SquaredHinge)
+	sum := shard.Summarize(c.Meta(), shard.SquaredHinge)
 	o := objective.New(c, int(sum.MaxIndex), 1, 1)
 	x, f, g := [][]float64{make([]float64, sum.MaxIndex+1)}, make([]float64, 1), [][]float64{make([]float64, sum.MaxIndex+1)}
 	view := func() []WorkerView { // a round handles the heartbeats queued
