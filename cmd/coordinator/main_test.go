@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/osgm-svm/osgm/internal/natstest"
 	"github.com/osgm-svm/osgm/internal/testport"
 	"github.com/osgm-svm/osgm/pkg/input"
 	"github.com/osgm-svm/osgm/pkg/libsvm"
@@ -750,11 +751,7 @@ func TestInProcessWorkersLog(t *testing.T) {
 		t.Fatalf("heartbeat %q: %v", m.Data, err)
 	}
 	nc.Publish(wire.WorkerSubject(hb.ID), []byte("not a message"))
-	for deadline := time.Now().Add(10 * time.Second); logs.Len() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the worker's warning about a bad message never reached the log")
-		}
-	}
+	natstest.WaitFor(t, 10*time.Second, "the worker's warning about a bad message in the log", func() bool { return logs.Len() > 0 })
 	if e := logs.All()[0]; e.LoggerName != "local0" {
 		t.Errorf("warning from logger %q: %s", e.LoggerName, e.Message)
 	}
@@ -966,17 +963,15 @@ func TestStatusPageFlag(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(o) }()
 	var s status.Status
-	deadline := time.Now().Add(time.Minute)
-	for s.Phase != status.PhaseDone && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	natstest.WaitFor(t, time.Minute, "the status page to say the run is done", func() bool {
 		r, err := http.Get("http://" + addr + "/api/status")
 		if err != nil {
-			continue
+			return false
 		}
-		json.NewDecoder(r.Body).Decode(&s)
-		r.Body.Close()
-	}
-	if s.Phase != status.PhaseDone || s.End == nil || s.End.Model != o.model || !strings.HasPrefix(s.End.Accuracy, "Accuracy = ") {
+		defer r.Body.Close()
+		return json.NewDecoder(r.Body).Decode(&s) == nil && s.Phase == status.PhaseDone
+	})
+	if s.End == nil || s.End.Model != o.model || !strings.HasPrefix(s.End.Accuracy, "Accuracy = ") {
 		t.Fatalf("the end: phase %q, %+v", s.Phase, s.End)
 	}
 	if s.Job.Rows != 4 || s.Job.File != data || s.Passes == 0 || len(s.Workers) != 1 || len(s.Curve) == 0 {

@@ -38,10 +38,10 @@ func Available() int64 {
 // Recent is Available as read at most 10 ms ago: reading it
 // takes about 0.1 ms (several files), and a small file's load builds a
 // shard every millisecond or so.
-var Recent = cached(Available, 10*time.Millisecond)
+var Recent = cached(Available, 10*time.Millisecond, time.Now)
 
 // cached is f, called again only once its last answer is ttl old.
-func cached(f func() int64, ttl time.Duration) func() int64 {
+func cached(f func() int64, ttl time.Duration, now func() time.Time) func() int64 {
 	var (
 		mu   sync.Mutex
 		at   time.Time
@@ -50,8 +50,8 @@ func cached(f func() int64, ttl time.Duration) func() int64 {
 	return func() int64 {
 		mu.Lock()
 		defer mu.Unlock()
-		if at.IsZero() || time.Since(at) >= ttl {
-			last, at = f(), time.Now()
+		if t := now(); at.IsZero() || t.Sub(at) >= ttl {
+			last, at = f(), t
 		}
 		return last
 	}

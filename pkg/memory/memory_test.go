@@ -133,18 +133,18 @@ func TestGroupLimit(t *testing.T) {
 // TestCached: answers are reused until they are ttl old.
 func TestCached(t *testing.T) {
 	calls := 0
-	f := cached(func() int64 { calls++; return int64(calls) }, 50*time.Millisecond)
+	clock := time.Unix(1e9, 0)
+	f := cached(func() int64 { calls++; return int64(calls) }, 50*time.Millisecond, func() time.Time { return clock })
 	if a, b := f(), f(); a != 1 || b != 1 || calls != 1 {
 		t.Fatalf("two calls at once: %d, %d, %d reads", a, b, calls)
 	}
-	for deadline := time.Now().Add(5 * time.Second); f() == 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("the answer is never read again")
-		}
-		time.Sleep(5 * time.Millisecond)
+	clock = clock.Add(49 * time.Millisecond)
+	if a := f(); a != 1 || calls != 1 {
+		t.Fatalf("read again before the answer aged: %d, %d reads", a, calls)
 	}
-	if calls != 2 {
-		t.Fatalf("%d reads after the answer aged once", calls)
+	clock = clock.Add(time.Millisecond)
+	if a, b := f(), f(); a != 2 || b != 2 || calls != 2 {
+		t.Fatalf("after the answer aged once: %d, %d, %d reads", a, b, calls)
 	}
 }
 

@@ -65,7 +65,7 @@ func (s *Shard) EvalDiag(p *Point, sc *Scratch, out *reduce.Partial) {
 			for q, x := range vals {
 				sq[q] = float64(x * x)
 			}
-			act := sparse(act[:n], K)
+			act := sc.sparse(act[:n], K)
 			scatterRow(cols, vals, coef, act, out.Grad, K2, 0)
 			scatterRow(cols, sq, dg, act, out.Grad, K2, K)
 		}

@@ -73,7 +73,7 @@ func (s *Shard) HessVec(p *Point, v *Point, sc *Scratch, out *reduce.Partial) {
 			coef[k] = c / scale
 		}
 		if n > 0 {
-			scatterRow(cols, vals, coef, sparse(act[:n], K), out.Grad, K, 0)
+			scatterRow(cols, vals, coef, sc.sparse(act[:n], K), out.Grad, K, 0)
 		}
 	}
 }

@@ -84,6 +84,9 @@ type Scratch struct {
 	// A row's global columns and values, for EvalHess.
 	hcols []int32
 	hvals []float64
+	// allProblems takes every row over every problem, as sparseRow would
+	// not: the test that sparse rows change no bit compares the two.
+	allProblems bool
 }
 
 // vecs are a single-problem pass's local vectors: the point's weights w,
@@ -308,14 +311,11 @@ func margins(p *Point, class int32, z, coef, loss []float64, act []int32) (n int
 // one-vs-rest problems, and skipping a zero coefficient changes no bit
 // (a sum that starts at +0 never becomes -0, so adding +0 or -0 leaves
 // it as it is).
-func sparseRow(n, K int) bool { return 2*n < K && sparseRows }
-
-// sparseRows is off only in the test that sparse rows change no bit.
-var sparseRows = true
+func (sc *Scratch) sparseRow(n, K int) bool { return 2*n < K && !sc.allProblems }
 
 // sparse is act when sparseRow holds, else nil: scatterRow's problems.
-func sparse(act []int32, K int) []int32 {
-	if sparseRow(len(act), K) {
+func (sc *Scratch) sparse(act []int32, K int) []int32 {
+	if sc.sparseRow(len(act), K) {
 		return act
 	}
 	return nil

@@ -28,6 +28,7 @@ type Options struct {
 	// Shared, when set, is what this load shares with the process's
 	// other loads (in-process workers): held text, and the memory fit.
 	Shared *Shared
+	limits limits // storage's bounds (storage); zero: the defaults
 }
 
 // Load reads the given ranges of a file into shards, in the order of ranges.
@@ -56,7 +57,7 @@ func loadFrom(src input.Source, ranges []input.Range, opt Options) ([]*Shard, er
 			late = append(late, s)
 		}
 	}
-	compact(late)
+	compact(late, opt.storage())
 	return shards, nil
 }
 
@@ -122,7 +123,7 @@ type loader struct {
 }
 
 func newLoader(opt Options) *loader {
-	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, opt.Compact)}
+	return &loader{br: bufio.NewReaderSize(nil, 1<<20), b: newBuilder(0, opt)}
 }
 
 // plainRange adds the lines of a seekable source's range to the
@@ -146,7 +147,7 @@ func (ld *loader) plainRange(src input.Source, r input.Range, read *atomic.Int64
 func loadStream(r io.Reader, path string, ranges []input.Range, opt Options, fit *fit, build func(*builder, int) *Shard, out []*Shard) error {
 	lines := input.NewStream(r, path)
 	var row libsvm.Row
-	b := newBuilder(0, opt.Compact)
+	b := newBuilder(0, opt)
 	for i, rg := range ranges {
 		b.reset(rg.ID)
 		b.compact = opt.Compact || fit.on()
@@ -173,7 +174,7 @@ func loadStream(r io.Reader, path string, ranges []input.Range, opt Options, fit
 // within the shard.
 func Read(r io.Reader, name string, id int) (*Shard, error) {
 	rd := libsvm.NewReader(r, name)
-	b := newBuilder(id, false) // Compact follows, one shard at a time
+	b := newBuilder(id, Options{}) // Compact follows, one shard at a time
 	var row libsvm.Row
 	for {
 		err := rd.Next(&row)
@@ -202,7 +203,7 @@ func ReadEach(ranges []input.Range, opt Options, read func(input.Range) (*Shard,
 			return nil, err
 		}
 		if opt.Compact || f.on() {
-			compact([]*Shard{s})
+			compact([]*Shard{s}, opt.storage())
 		} else {
 			plain++
 		}
@@ -210,7 +211,7 @@ func ReadEach(ranges []input.Range, opt Options, read func(input.Range) (*Shard,
 		f.built(s, r.End-r.Start)
 	}
 	if f.on() {
-		compact(out[:plain])
+		compact(out[:plain], opt.storage())
 	}
 	return out, nil
 }

@@ -12,7 +12,7 @@ import (
 // local columns: a cols.Set below cols.MaxSet, sorting above.
 func TestRemapAgreesWithSorting(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	b := newBuilder(0, false)
+	b := newBuilder(0, Options{})
 	for trial := 0; trial < 100; trial++ {
 		width := uint32(1 + rng.IntN(5000))
 		b.idx = b.idx[:0]

@@ -129,10 +129,15 @@ func defaultLimits() limits {
 	return limits{narrowColumns: 1 << 16, mediumColumns: 1 << 24, maxCode8: 1 << 8, maxCodes: 1 << 16}
 }
 
-// storageLimits bound the storages every shard is built in (loads,
-// Read, Compact): the defaults but in the test that lowers them to reach
-// every storage on small files.
-var storageLimits = defaultLimits()
+// storage is the limits a load builds its shards within: the defaults,
+// or a test's (Options.limits, lowered to reach every storage on small
+// files).
+func (o Options) storage() limits {
+	if o.limits == (limits{}) {
+		return defaultLimits()
+	}
+	return o.limits
+}
 
 // Compacted says whether the shard is stored compact (see Compact): its
 // values as codes or its ids in 3 bytes.
@@ -178,8 +183,9 @@ type builder struct {
 	ones, f32         bool // every value is 1; every value is a float32
 }
 
-func newBuilder(id int, compact bool) *builder {
-	b := &builder{compact: compact, lim: storageLimits, coder: coder{lim: storageLimits}}
+func newBuilder(id int, opt Options) *builder {
+	lim := opt.storage()
+	b := &builder{compact: opt.Compact, lim: lim, coder: coder{lim: lim}}
 	b.reset(id)
 	return b
 }
@@ -355,10 +361,9 @@ func (b *builder) setValues(s *Shard) {
 // id; BENCHMARKS.md), so this is for data that would not fit otherwise.
 // Options.Compact does the same as shards are built, without the plain
 // copy.
-func Compact(shards []*Shard) { compact(shards) }
+func Compact(shards []*Shard) { compact(shards, defaultLimits()) }
 
-func compact(shards []*Shard) {
-	lim := storageLimits
+func compact(shards []*Shard, lim limits) {
 	c := coder{lim: lim}
 	for _, s := range shards {
 		before, wasCompact := s.Bytes(), s.Compacted()

@@ -22,7 +22,7 @@ import (
 // 16-bit against 24-bit against 32-bit column ids, and 8-bit codes
 // against 16-bit codes against the plain numbers.
 func TestStoragesGiveTheSameBits(t *testing.T) {
-	t.Cleanup(func() { storageLimits = defaultLimits() }) // should a load fail with them lowered
+	t.Parallel()
 	variants := []struct {
 		name  string
 		lower func(*limits)
@@ -55,10 +55,9 @@ func TestStoragesGiveTheSameBits(t *testing.T) {
 			}
 			var want []float64
 			for _, vr := range variants {
-				storageLimits = defaultLimits()
-				vr.lower(&storageLimits)
-				shards := loaded(t, path, 4, Options{Parallel: 2, Compact: true})
-				storageLimits = defaultLimits()
+				opt := Options{Parallel: 2, Compact: true, limits: defaultLimits()}
+				vr.lower(&opt.limits)
+				shards := loaded(t, path, 4, opt)
 				for _, s := range shards {
 					if !vr.ok(s) {
 						t.Fatalf("%s, %s: shard %d does not hold the storage meant", st.Name(), vr.name, s.ID)
@@ -537,7 +536,7 @@ func TestWideShardIDs(t *testing.T) {
 // list of active problems gives the bits of the loop over every problem,
 // at points where rows are active in few problems and in many.
 func TestSparseRowsKeepTheBits(t *testing.T) {
-	t.Cleanup(func() { sparseRows = true }) // should a pass fail with them off
+	t.Parallel()
 	for _, st := range []svmdata.Storage{svmdata.Storages[0], svmdata.Storages[1], svmdata.Storages[2]} {
 		for _, scale := range []float64{0.1, 3} {
 			t.Run(fmt.Sprintf("%s/scale=%v", st.Name(), scale), func(t *testing.T) {
@@ -556,9 +555,7 @@ func TestSparseRowsKeepTheBits(t *testing.T) {
 				for _, s := range shards {
 					var sparse, dense reduce.Partial
 					s.Eval(p, &Scratch{}, &sparse)
-					sparseRows = false
-					s.Eval(p, &Scratch{}, &dense)
-					sparseRows = true
+					s.Eval(p, &Scratch{allProblems: true}, &dense)
 					got, want := slices.Concat(sparse.Loss, sparse.Grad, sparse.BiasGrad), slices.Concat(dense.Loss, dense.Grad, dense.BiasGrad)
 					for i := range want {
 						if math.Float64bits(got[i]) != math.Float64bits(want[i]) {

@@ -256,7 +256,7 @@ func evalMulti[V value, I colID](s *Shard, idx []I, vs values[V], p *Point, wl [
 			continue
 		}
 		addBiasGrad(p, coef, out.BiasGrad)
-		if sparseRow(n, K) {
+		if sc.sparseRow(n, K) {
 			act := sc.act[:n]
 			for _, k := range act {
 				coef[k] /= scale
@@ -332,7 +332,7 @@ func evalMultiOnes[I colID](s *Shard, idx []I, p *Point, wl []float64, sc *Scrat
 			continue
 		}
 		addBiasGrad(p, coef, out.BiasGrad)
-		if sparseRow(n, K) {
+		if sc.sparseRow(n, K) {
 			act := sc.act[:n]
 			for q := a; q < b; q++ {
 				j := int(m.col(q))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/osgm-svm/osgm/internal/browser"
+	"github.com/osgm-svm/osgm/internal/natstest"
 )
 
 // atScale is a board of 32 workers and 1,000 classes, with full curves
@@ -39,13 +40,11 @@ func firstPaint(t testing.TB, p *browser.Page, origin string) (painted, rendered
 	if err := p.Go(origin); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); rendered == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	natstest.WaitFor(t, 20*time.Second, "the page to draw the board's state", func() bool {
 		rendered, _ = browser.Eval[float64](p, `(performance.getEntriesByName("rendered")[0] || {startTime: 0}).startTime`)
-	}
+		return rendered != 0
+	})
 	painted, _ = browser.Eval[float64](p, `(performance.getEntriesByName("first-contentful-paint")[0] || {startTime: 0}).startTime`)
-	if rendered == 0 {
-		t.Fatal("the page never drew the board's state")
-	}
 	return painted, rendered
 }
 

@@ -50,12 +50,26 @@ func TestNearFirst(t *testing.T) {
 // with it.
 func TestConnectNearWaitsForItsServer(t *testing.T) {
 	other := startServer(t, &server.Options{ServerName: "nats@h1"})
-	probe := natstest.Run(t, &server.Options{})
-	near, port := probe.ClientURL(), probe.Addr().(*net.TCPAddr).Port
-	probe.Shutdown()
+	// Until its server starts, the port takes connections and answers
+	// nothing, as a host whose server is still starting does: once the
+	// client has asked there in vain, the server starts.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := silent.Addr().(*net.TCPAddr).Port
+	near := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked) // also when the test ends first (Close)
+		if c, err := silent.Accept(); err == nil {
+			c.Close()
+		}
+	}()
 	started := make(chan *server.Server, 1)
 	go func() {
-		time.Sleep(1500 * time.Millisecond)
+		<-asked
+		silent.Close()
 		s, err := server.NewServer(&server.Options{ServerName: "nats-2@h2", Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true})
 		if err != nil {
 			t.Error(err)
@@ -70,6 +84,7 @@ func TestConnectNearWaitsForItsServer(t *testing.T) {
 			s.Shutdown()
 		}
 	}()
+	defer silent.Close()
 	nc, err := ConnectNear(context.Background(), other+","+near, "h2", "worker", Auth{}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)

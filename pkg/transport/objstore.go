@@ -240,13 +240,18 @@ func final(err error) bool {
 // changes (the bucket or the object is not there, JetStream is off), or
 // storeRetries are spent, logging each failure it tries again after.
 func RetryStore(log *zap.Logger, what string, op func() error) error {
+	return retryStore(log, what, op, time.Sleep)
+}
+
+// retryStore is RetryStore waiting with sleep: its test's clock.
+func retryStore(log *zap.Logger, what string, op func() error, sleep func(time.Duration)) error {
 	err := op()
 	for _, d := range storeRetries {
 		if err == nil || final(err) {
 			return err
 		}
 		log.Warn("object store: trying again", zap.String("what", what), zap.Duration("after", d), zap.Error(err))
-		time.Sleep(d)
+		sleep(d)
 		err = op()
 	}
 	return err

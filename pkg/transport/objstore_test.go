@@ -178,11 +178,10 @@ func createStore(t *testing.T, url, bucket string, replicas int) jetstream.Objec
 }
 
 // TestRetryStore: an object store request that fails for want of an
-// answer is tried again, as storeRetries space it; one that finds nothing
-// there is not.
+// answer is tried again, after the waits storeRetries give; one that
+// finds nothing there is not.
 func TestRetryStore(t *testing.T) {
-	defer func(d []time.Duration) { storeRetries = d }(storeRetries)
-	storeRetries = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		fails int
@@ -192,19 +191,20 @@ func TestRetryStore(t *testing.T) {
 	}{
 		{"answers at once", 0, nil, 1, true},
 		{"answers after an election", 2, nats.ErrTimeout, 3, true},
-		{"never answers", 10, nats.ErrTimeout, 4, false},
+		{"never answers", 10, nats.ErrTimeout, len(storeRetries) + 1, false},
 		{"nothing there", 10, jetstream.ErrObjectNotFound, 1, false},
 		{"no JetStream", 10, nats.ErrNoResponders, 1, false},
 	} {
 		calls := 0
-		err := RetryStore(zap.NewNop(), "x", func() error {
+		var waited []time.Duration
+		err := retryStore(zap.NewNop(), "x", func() error {
 			if calls++; calls <= c.fails {
 				return c.err
 			}
 			return nil
-		})
-		if calls != c.calls || (err == nil) != c.ok {
-			t.Errorf("%s: %d calls, error %v; want %d calls, ok %v", c.name, calls, err, c.calls, c.ok)
+		}, func(d time.Duration) { waited = append(waited, d) })
+		if calls != c.calls || (err == nil) != c.ok || !slices.Equal(waited, storeRetries[:calls-1]) {
+			t.Errorf("%s: %d calls after waits %v, error %v; want %d calls, ok %v", c.name, calls, waited, err, c.calls, c.ok)
 		}
 	}
 }

@@ -438,12 +438,7 @@ func TestForgedMessagesAreDropped(t *testing.T) {
 	// Train only once the flood reaches the coordinator: a stale round
 	// is counted only while a round runs, and training this small data
 	// takes a few milliseconds.
-	for deadline := time.Now().Add(5 * time.Second); c.Dropped()["wrong job id"] == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("no forged message reached the coordinator")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	natstest.WaitFor(t, 5*time.Second, "a forged message to reach the coordinator", func() bool { return c.Dropped()["wrong job id"] > 0 })
 	res, err := train.Train(c, cfg)
 	close(stop)
 	<-done
@@ -1064,12 +1059,14 @@ func serverRestart(t *testing.T, path string, tc restartCase, points PointMode) 
 // the first, not one each nor later with every new one.
 func TestReconnectionsSettle(t *testing.T) {
 	c, _ := cluster(t, testData(t), 1, 2)
-	c.core.soon()
 	first := time.Now()
+	clock := first
+	c.core.now = func() time.Time { return clock }
+	c.core.soon()
 	if c.core.due(first) {
 		t.Fatal("due at once")
 	}
-	time.Sleep(10 * time.Millisecond)
+	clock = clock.Add(10 * time.Millisecond)
 	c.core.soon() // a later one does not push the first back
 	if !c.core.due(first.Add(reconnectSettle)) {
 		t.Fatal("not due reconnectSettle after the first")

@@ -188,7 +188,7 @@ func {{.Name "evalMulti"}}{{.TypeParams}}(s *Shard, idx []I,{{.Values}} p *Point
 			continue
 		}
 		addBiasGrad(p, coef, out.BiasGrad)
-		if sparseRow(n, K) {
+		if sc.sparseRow(n, K) {
 			act := sc.act[:n]
 			{{- if not .Ones}}
 			for _, k := range act {
