@@ -456,6 +456,16 @@ func TestMetricsEndpoints(t *testing.T) {
 	if metric(page, "osgm_worker_shards") == 0 || metric(page, "osgm_worker_eval_seconds_count") == 0 {
 		t.Fatalf("the worker's metrics show no shards or no evaluation:\n%s\n%s", page, tail(w.Output(), 2000))
 	}
+	if h := scrape(fmt.Sprintf("http://127.0.0.1:%d/healthz", wport)); h != "ok\n" {
+		t.Fatalf("a connected worker's /healthz: %q", h)
+	}
+	// A worker whose server is not there is alive but not ready, and
+	// says why (a Kubernetes readiness probe's message).
+	lone := freePort(t)
+	start(t, "worker", "-nats", fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)), "-metrics-addr", fmt.Sprintf("127.0.0.1:%d", lone))
+	checkFor(t, 30*time.Second, "an unconnected worker's /healthz", func() bool {
+		return strings.HasPrefix(scrape(fmt.Sprintf("http://127.0.0.1:%d/healthz", lone)), "not connected to NATS")
+	})
 }
 
 // scrape is a metrics page's text, "" if it cannot be read.

@@ -22,6 +22,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nats-io/nats.go"
 	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/logging"
 	"github.com/osgm-svm/osgm/pkg/memory"
@@ -90,18 +91,7 @@ func main() {
 	cfg := worker.Config{Name: *name, Parallel: *parallel, Compact: compact, Log: log}
 	if *metricsAddr != "" {
 		cfg.Metrics = metrics.NewWorker()
-		addr, stop, err := metrics.Serve(*metricsAddr, cfg.Metrics.Registry, func() error {
-			if !nc.IsConnected() {
-				return fmt.Errorf("not connected to NATS (%s)", nc.Status())
-			}
-			return nil
-		})
-		if err != nil {
-			log.Error("cannot serve metrics", zap.Error(err))
-			os.Exit(1)
-		}
-		defer stop()
-		log.Info("metrics", zap.String("url", "http://"+addr+"/metrics"))
+		defer serveMetrics(*metricsAddr, cfg.Metrics, nc, log)()
 	}
 	if *memProfile != "" {
 		profileOnSignal(*memProfile, log)
@@ -111,6 +101,24 @@ func main() {
 		log.Error("worker stopped", zap.Error(err))
 		os.Exit(1)
 	}
+}
+
+// serveMetrics serves m and /healthz at addr, or exits; it returns the
+// server's stop. The worker is ready while connected to NATS: an
+// orchestrator's readiness probe then says when it is cut off.
+func serveMetrics(addr string, m *metrics.Worker, nc *nats.Conn, log *zap.Logger) func() {
+	bound, stop, err := metrics.Serve(addr, m.Registry, func() error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("not connected to NATS (%s)", nc.Status())
+		}
+		return nil
+	})
+	if err != nil {
+		log.Error("cannot serve metrics", zap.Error(err))
+		os.Exit(1)
+	}
+	log.Info("metrics", zap.String("url", "http://"+bound+"/metrics"))
+	return stop
 }
 
 // profileOnSignal writes a heap profile to path at every SIGUSR1.
