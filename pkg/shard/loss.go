@@ -78,8 +78,8 @@ func (l Loss) curv(y, z, c, eps float64) (float64, bool) {
 // hingeGrad and hingeCurv are the squared hinge's grad and curv. The
 // kernels call them directly and the others' through Loss only when
 // the loss is another: a function that holds the hinge's arithmetic and
-// a call is too large for Go's inliner, and a call a row took a9a's
-// evaluation pass 23% longer.
+// a call is too large for Go's inliner, and a call a row is a large
+// share of a pass over short rows.
 func hingeGrad(y, z, c float64) (loss, dz float64, active bool) {
 	d := 1 - float64(y*z)
 	if d <= 0 {

@@ -43,8 +43,8 @@ type Shard struct {
 	// The local column id of each nonzero, in one of three widths (the
 	// others nil): Idx16 when the shard has at most 65,536 columns (most
 	// shards of data with fewer features), else Idx, or with Compact
-	// Idx24 up to 2^24 columns (wide data: gen1g's shards have about
-	// 173,000; passes over them are 5-10% slower).
+	// Idx24 up to 2^24 columns (wide data, whose passes then load an odd
+	// width; BENCHMARKS.md has what it costs).
 	Idx   []uint32
 	Idx16 []uint16
 	Idx24 []id24
@@ -357,8 +357,8 @@ func (b *builder) setValues(s *Shard) {
 // distinct numbers where that takes less memory (see Shard.Code8): 2
 // bytes or 1 per value instead of 4 or 8; and the column ids of shards
 // too wide for 16 bits in 3 bytes instead of 4. Results keep their bits;
-// passes are up to 30% slower (a table lookup per value, a wider load per
-// id; BENCHMARKS.md), so this is for data that would not fit otherwise.
+// passes are slower (a table lookup per value, a wider load per id;
+// BENCHMARKS.md), so this is for data that would not fit otherwise.
 // Options.Compact does the same as shards are built, without the plain
 // copy.
 func Compact(shards []*Shard) { compact(shards, defaultLimits()) }
@@ -396,8 +396,8 @@ func ids24(idx []uint32) []id24 {
 // A slot holds its key and code together, so that a probe touches one
 // cache line, and the slots start few and double at half full, rather
 // than being sized for the limit (65,536 codes): misses in them are most
-// of what coding costs, a third of a compact load's time on gen1g (whose
-// shards hold about 31,000 numbers each).
+// of what coding costs, and a shard holds far fewer distinct numbers
+// than the limit.
 type coder struct {
 	lim   limits
 	slots []codeSlot

@@ -9,9 +9,9 @@ import "fmt"
 // whether memory decided it. One-vs-rest problems go in batches whose
 // methods' state is at most what LIBLINEAR holds for the data (16 bytes
 // a nonzero), or batchFloor: LIBLINEAR trains one class at a time, and
-// all of a wide set's problems at once (news20.t's 20 L-BFGS states)
-// made our peak many times its own for no gain in time, as a batch's
-// passes carry its problems alone. Where the methods' state is small
+// all of a wide set's problems' L-BFGS states at once made our peak
+// many times its own for no gain in time, as a batch's passes carry its
+// problems alone. Where the methods' state is small
 // beside the data, all the problems go in one batch, whose passes stream
 // the rows once for all of them.
 //

@@ -15,8 +15,7 @@ import (
 
 // minLambda is the least lambda (the largest C m) a run takes: the
 // objective's values in LIBLINEAR's scale reach C m, and their squares
-// must not overflow (heart_scale trains at C m = 2.7e102 and stalls at
-// w = 0 by C m = 2.7e202).
+// must not overflow double precision (whose largest is about 1.8e308).
 const minLambda = 1e-150
 
 // Config is a run, in three parts as gonum/optimize separates them: the
