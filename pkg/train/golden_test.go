@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -86,9 +88,8 @@ func TestGoldenModels(t *testing.T) {
 					if err := res.Model.Write(&buf); err != nil {
 						t.Fatal(err)
 					}
-					sum := sha256.Sum256(buf.Bytes())
 					mu.Lock()
-					got[s.name+" "+m] = hex.EncodeToString(sum[:])
+					got[s.name+" "+m] = goldenOf(buf.Bytes(), res.Model.W)
 					mu.Unlock()
 				}
 			})
@@ -104,7 +105,7 @@ func TestGoldenModels(t *testing.T) {
 		}
 		sort.Strings(keys)
 		var out strings.Builder
-		out.WriteString("# set method sha256(model file); rewrite with: go test ./pkg/train -run TestGoldenModels -update\n")
+		out.WriteString("# set method sha256(model file) ||w||; rewrite with: go test ./pkg/train -run TestGoldenModels -update\n")
 		for _, k := range keys {
 			fmt.Fprintf(&out, "%s %s\n", k, got[k])
 		}
@@ -118,7 +119,7 @@ func TestGoldenModels(t *testing.T) {
 		if w, ok := want[k]; !ok {
 			t.Errorf("%s: no golden hash (run with -update to add it)", k)
 		} else if w != h {
-			t.Errorf("%s: model bytes changed: sha256 %s, golden %s", k, h, w)
+			t.Errorf("%s: model bytes changed: %s", k, goldenChange(w, h))
 		}
 	}
 	for k := range want {
@@ -142,13 +143,39 @@ func readGolden(t *testing.T) map[string]string {
 			continue
 		}
 		fields := strings.Fields(text)
-		if len(fields) != 3 {
-			t.Fatalf("%s:%d: want \"set method hash\", got %q", goldenFile, line, text)
+		if len(fields) != 4 {
+			t.Fatalf("%s:%d: want \"set method hash norm\", got %q", goldenFile, line, text)
 		}
-		out[fields[0]+" "+fields[1]] = fields[2]
+		out[fields[0]+" "+fields[1]] = fields[2] + " " + fields[3]
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// goldenOf is what the golden file keeps of a model: its file's SHA-256,
+// and the norm of its weights, which says how far a changed model moved.
+func goldenOf(file []byte, w [][]float64) string {
+	sum := sha256.Sum256(file)
+	sq := 0.0
+	for _, wk := range w {
+		for _, v := range wk {
+			sq += v * v
+		}
+	}
+	return fmt.Sprintf("%s %.17g", hex.EncodeToString(sum[:]), math.Sqrt(sq))
+}
+
+// goldenChange says how a model moved: rounding (a relative change of
+// the norm near 1e-16), a real change, or bytes alone (the same norm).
+func goldenChange(want, got string) string {
+	wh, wn, _ := strings.Cut(want, " ")
+	gh, gn, _ := strings.Cut(got, " ")
+	a, errA := strconv.ParseFloat(wn, 64)
+	b, errB := strconv.ParseFloat(gn, 64)
+	if errA != nil || errB != nil {
+		return fmt.Sprintf("sha256 %s, golden %s", gh, wh)
+	}
+	return fmt.Sprintf("||w|| %.17g, golden %.17g (relative change %.2g); sha256 %s, golden %s", b, a, math.Abs(b-a)/math.Max(math.Abs(a), 1e-300), gh, wh)
 }
