@@ -19,6 +19,7 @@ import (
 
 	"github.com/osgm-svm/osgm/internal/cli"
 	"github.com/osgm-svm/osgm/pkg/logging"
+	"github.com/osgm-svm/osgm/pkg/s3"
 	"github.com/osgm-svm/osgm/pkg/train"
 	"github.com/osgm-svm/osgm/pkg/transport"
 )
@@ -220,6 +221,18 @@ func checkOutputs(o *options) error {
 			}
 		}
 		seen = append(seen, out)
+		if s3.IsURL(out.path) {
+			if out.what != "model file" {
+				return fmt.Errorf("%s %s: only the model may go to S3", out.what, out.path)
+			}
+			if out.path == o.train || out.path == o.test {
+				return fmt.Errorf("model file %s is an input: it would be overwritten", out.path)
+			}
+			if err := s3.CheckBucket(context.Background(), out.path); err != nil {
+				return fmt.Errorf("model file %w", err)
+			}
+			continue
+		}
 		if fi, err := os.Stat(out.path); err == nil && fi.IsDir() {
 			return fmt.Errorf("%s %s is a directory", out.what, out.path)
 		}

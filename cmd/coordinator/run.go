@@ -142,7 +142,11 @@ func openShelf(o *options) (*train.FileShelf, error) {
 	if o.folds > 0 || o.compare != nil {
 		return nil, nil
 	}
-	return train.NewShelf(filepath.Dir(o.model))
+	dir := filepath.Dir(o.model)
+	if s3.IsURL(o.model) { // nothing beside an object: the machine's temporary files
+		dir = os.TempDir()
+	}
+	return train.NewShelf(dir)
 }
 
 // finish says what the training did and, with -t, tests the model; it
@@ -574,9 +578,13 @@ func readModel(path string, l shard.Loss) (*libsvm.Model, error) {
 	return m, nil
 }
 
-// writeModel writes atomically: a reader never sees half a model.
+// writeModel writes atomically: a reader never sees half a model, in a
+// file or at an s3:// URL.
 func writeModel(path string, m *libsvm.Model, ws libsvm.Weights) error {
 	write := func(w io.Writer) error { return m.WriteWeights(w, ws) }
+	if s3.IsURL(path) {
+		return s3.Put(context.Background(), path, write)
+	}
 	if err := writeAtomic(path, write); err != nil {
 		return fmt.Errorf("model %s: %w", path, err)
 	}

@@ -56,6 +56,32 @@ func TestTrainFromS3(t *testing.T) {
 			t.Fatalf("-t from s3 printed %q, from the path %q", acc, wantAcc)
 		}
 	}
+	// The model put to the server: the same bytes, from in-process
+	// workers whose finished classes wait in temporary files. A bucket
+	// that is not there is found before training; the training file is
+	// not overwritten.
+	o, err := parse([]string{"-q", "-shards", "5", "-workers", "2", url, "s3://train/models/three.model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(o); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Get(t, "train", "models/three.model"); !bytes.Equal(got, want) {
+		t.Fatalf("the model put to S3 differs from the file's:\n%.300s", got)
+	}
+	for _, c := range []struct{ model, want string }{
+		{"s3://nowhere/m.model", `no such bucket "nowhere"`},
+		{url, "is an input"},
+	} {
+		o, err := parse([]string{"-q", "-local", url, c.model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run(o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("model %s: %v, want an error saying %q", c.model, err, c.want)
+		}
+	}
 	// A worker that loads its shards after the object was replaced
 	// refuses it: no model mixes two versions of the data.
 	id, err := input.Identify(url)
@@ -70,7 +96,7 @@ func TestTrainFromS3(t *testing.T) {
 	if _, err := shard.LoadChecked(url, ranges, shard.Options{}, id); !errors.Is(err, input.ErrChanged) {
 		t.Fatalf("a load of a replaced object: %v", err)
 	}
-	o, err := parse([]string{"-check", "-local", "s3://train/sets/missing", filepath.Join(dir, "x.model")})
+	o, err = parse([]string{"-check", "-local", "s3://train/sets/missing", filepath.Join(dir, "x.model")})
 	if err != nil {
 		t.Fatal(err)
 	}

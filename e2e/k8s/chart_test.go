@@ -153,7 +153,7 @@ func TestChartPods(t *testing.T) {
 	layouts := map[string][]string{
 		"one server":    valid,
 		"three servers": append(slices.Clone(valid), "nats.replicas=3", "nats.tls.secret=tls", "workers.replicas=5"),
-		"s3":            {"data.url=s3://b/k", "data.s3.credentials=aws", "model.claim=out"},
+		"s3":            {"data.url=s3://b/k", "s3.credentials=aws", "model.url=s3://b/m"},
 	}
 	for name, set := range layouts {
 		objs, out, err := render(t, set...)
@@ -234,7 +234,7 @@ func TestChartWorkload(t *testing.T) {
 	}
 	// From s3://, the workers read by range: no -objstore, and both
 	// sides get the credentials' file.
-	objs, out, err = render(t, "data.url=s3://b/k", "data.s3.credentials=aws", "model.claim=out")
+	objs, out, err = render(t, "data.url=s3://b/k", "s3.credentials=aws", "model.claim=out")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -256,6 +256,35 @@ func TestChartWorkload(t *testing.T) {
 	}
 }
 
+// TestChartModelToS3: a model put to s3:// needs no claim, and the
+// credentials go to the coordinator alone when the data is in a claim.
+func TestChartModelToS3(t *testing.T) {
+	objs, out, err := render(t, "data.claim=train", "model.url=s3://b/models/m", "s3.credentials=aws", "s3.endpoint=http://s3:8333")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	job, workers := find(objs, "Job", "run-coordinator"), find(objs, "Deployment", "run-worker")
+	c := job.Spec.Template.Spec.Containers[0]
+	if cmd := strings.Join(c.Command, " "); !strings.HasSuffix(cmd, "/data/train.svm s3://b/models/m") || !strings.Contains(cmd, "-objstore") {
+		t.Errorf("the coordinator's command: %s", cmd)
+	}
+	env := func(c container) (names []string) {
+		for _, e := range c.Env {
+			names = append(names, e.Name)
+		}
+		return names
+	}
+	if e := env(c); !slices.Contains(e, "AWS_SHARED_CREDENTIALS_FILE") || !slices.Contains(e, "AWS_ENDPOINT_URL") {
+		t.Errorf("the coordinator's environment: %v", e)
+	}
+	if e := env(workers.Spec.Template.Spec.Containers[0]); slices.Contains(e, "AWS_SHARED_CREDENTIALS_FILE") {
+		t.Errorf("the workers got S3's credentials, which they do not use: %v", e)
+	}
+	if strings.Contains(out, "claimName: out") || strings.Contains(out, "mountPath: /out") {
+		t.Errorf("a claim for the model put to S3:\n%s", out)
+	}
+}
+
 // TestChartRefuses: values that contradict each other fail the install,
 // saying what to change.
 func TestChartRefuses(t *testing.T) {
@@ -269,7 +298,9 @@ func TestChartRefuses(t *testing.T) {
 		{[]string{"model.claim=out"}, "no training file"},
 		{append(slices.Clone(valid), "data.url=s3://b/k"), "both set"},
 		{[]string{"data.url=http://x/y", "model.claim=out"}, "only s3://"},
-		{[]string{"data.claim=train"}, "model.claim is empty"},
+		{[]string{"data.claim=train"}, "no place for the model"},
+		{append(slices.Clone(valid), "model.url=s3://b/m"), "model.claim and model.url both set"},
+		{[]string{"data.claim=train", "model.url=/out/m"}, "only s3://"},
 		{append(slices.Clone(valid), "coordinator.minWorkers=3"), "would wait for ever"},
 		{append(slices.Clone(valid), "secrets.passwords="), "secrets.passwords is empty"},
 	} {

@@ -6,6 +6,7 @@ package s3test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +137,21 @@ func (s *Server) Put(t testing.TB, bucket, key, file string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("s3://%s/%s", bucket, key)
+}
+
+// Get is the object bucket/key's bytes.
+func (s *Server) Get(t testing.TB, bucket, key string) []byte {
+	t.Helper()
+	o, err := s.Client.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	b, err := io.ReadAll(o)
+	if err != nil {
+		t.Fatalf("%s/%s: %v", bucket, key, err)
+	}
+	return b
 }
 
 // Env points this process's S3 clients at the server, with its

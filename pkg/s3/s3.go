@@ -229,3 +229,47 @@ func (r *reader) Close() error {
 	r.body = nil
 	return err
 }
+
+// CheckBucket says whether an object could be put at an s3://bucket/key
+// URL: its bucket exists and the credentials may list it. A model whose
+// bucket is wrong should cost seconds, not the training before it.
+func CheckBucket(ctx context.Context, name string) error {
+	bucket, _, err := split(name)
+	if err != nil {
+		return err
+	}
+	client, err := newClient()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	ok, err := client.BucketExists(ctx, bucket)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", name, explain(err))
+	case !ok:
+		return fmt.Errorf("%s: no such bucket %q", name, bucket)
+	}
+	return nil
+}
+
+// Put uploads what write writes as the object at an s3://bucket/key URL,
+// streamed in parts: the object appears whole once every byte is
+// there, or not at all, as a file written beside and renamed does.
+func Put(ctx context.Context, name string, write func(io.Writer) error) error {
+	bucket, key, err := split(name)
+	if err != nil {
+		return err
+	}
+	client, err := newClient()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	r, w := io.Pipe()
+	go func() { w.CloseWithError(write(w)) }()
+	_, err = client.PutObject(ctx, bucket, key, r, -1, minio.PutObjectOptions{ContentType: "text/plain"})
+	r.CloseWithError(err) // a failed upload stops the writer
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, explain(err))
+	}
+	return nil
+}

@@ -54,14 +54,16 @@ tolerations:
 - name: NATS_CA_FILE
   value: /etc/osgm/tls/ca.pem
 {{- end }}
-{{- if and (ne .root.Values.data.url "") .s3 }}
+{{- if .s3 }}
+{{- if ne .root.Values.s3.credentials "" }}
 - name: AWS_SHARED_CREDENTIALS_FILE
   value: /etc/osgm/s3/credentials
-{{- with .root.Values.data.s3.endpoint }}
+{{- end }}
+{{- with .root.Values.s3.endpoint }}
 - name: AWS_ENDPOINT_URL
   value: {{ . | quote }}
 {{- end }}
-{{- with .root.Values.data.s3.region }}
+{{- with .root.Values.s3.region }}
 - name: AWS_REGION
   value: {{ . | quote }}
 {{- end }}
@@ -73,7 +75,7 @@ tolerations:
 {{- if ne .root.Values.nats.tls.secret "" }}
 - {name: tls, mountPath: /etc/osgm/tls, readOnly: true}
 {{- end }}
-{{- if and (ne .root.Values.data.url "") .s3 (ne .root.Values.data.s3.credentials "") }}
+{{- if and .s3 (ne .root.Values.s3.credentials "") }}
 - {name: s3, mountPath: /etc/osgm/s3, readOnly: true}
 {{- end }}
 {{- end }}
@@ -89,10 +91,10 @@ tolerations:
     secretName: {{ .root.Values.nats.tls.secret }}
     items: [{key: ca.pem, path: ca.pem}]
 {{- end }}
-{{- if and (ne .root.Values.data.url "") .s3 (ne .root.Values.data.s3.credentials "") }}
+{{- if and .s3 (ne .root.Values.s3.credentials "") }}
 - name: s3
   secret:
-    secretName: {{ .root.Values.data.s3.credentials }}
+    secretName: {{ .root.Values.s3.credentials }}
     items: [{key: credentials, path: credentials}]
 {{- end }}
 {{- end }}
@@ -121,8 +123,14 @@ tolerations:
 {{- if and (ne $v.data.url "") (not (hasPrefix "s3://" $v.data.url)) -}}
 {{- fail (printf "data.url %q: only s3://bucket/key (a file goes in a PVC, data.claim)" $v.data.url) -}}
 {{- end -}}
-{{- if eq $v.model.claim "" -}}
-{{- fail "model.claim is empty: the coordinator writes the model into a PVC" -}}
+{{- if and (eq $v.model.claim "") (eq $v.model.url "") -}}
+{{- fail "no place for the model: set model.claim (a PVC the coordinator writes model.file into) or model.url (s3://bucket/key)" -}}
+{{- end -}}
+{{- if and (ne $v.model.claim "") (ne $v.model.url "") -}}
+{{- fail "model.claim and model.url both set: the model goes to one of them" -}}
+{{- end -}}
+{{- if and (ne $v.model.url "") (not (hasPrefix "s3://" $v.model.url)) -}}
+{{- fail (printf "model.url %q: only s3://bucket/key (a file goes in a PVC, model.claim)" $v.model.url) -}}
 {{- end -}}
 {{- if gt (int (include "osgm.minWorkers" .)) (int $v.workers.replicas) -}}
 {{- fail (printf "coordinator.minWorkers (%v) is more than workers.replicas (%v): the run would wait for ever" $v.coordinator.minWorkers $v.workers.replicas) -}}
