@@ -55,13 +55,9 @@ type Object struct {
 // object and say what is wrong (no such bucket, no such key, refused
 // credentials).
 func Open(ctx context.Context, name string) (*Object, error) {
-	bucket, key, err := split(name)
+	client, bucket, key, err := clientFor(name)
 	if err != nil {
 		return nil, err
-	}
-	client, err := newClient()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	info, err := client.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
 	if err != nil {
@@ -84,6 +80,20 @@ func split(name string) (bucket, key string, err error) {
 		return "", "", fmt.Errorf("%s: not an s3://bucket/key URL", name)
 	}
 	return bucket, key, nil
+}
+
+// clientFor is the bucket and key of an s3://bucket/key URL and a client
+// to reach them; its errors name the URL.
+func clientFor(name string) (*minio.Client, string, string, error) {
+	bucket, key, err := split(name)
+	if err != nil {
+		return nil, "", "", err
+	}
+	client, err := newClient()
+	if err != nil {
+		return nil, "", "", fmt.Errorf("%s: %w", name, err)
+	}
+	return client, bucket, key, nil
 }
 
 // newClient is a client for AWS_ENDPOINT_URL (default AWS's), with the
@@ -234,13 +244,9 @@ func (r *reader) Close() error {
 // URL: its bucket exists and the credentials may list it. A model whose
 // bucket is wrong should cost seconds, not the training before it.
 func CheckBucket(ctx context.Context, name string) error {
-	bucket, _, err := split(name)
+	client, bucket, _, err := clientFor(name)
 	if err != nil {
 		return err
-	}
-	client, err := newClient()
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
 	}
 	ok, err := client.BucketExists(ctx, bucket)
 	switch {
@@ -256,13 +262,9 @@ func CheckBucket(ctx context.Context, name string) error {
 // streamed in parts: the object appears whole once every byte is
 // there, or not at all, as a file written beside and renamed does.
 func Put(ctx context.Context, name string, write func(io.Writer) error) error {
-	bucket, key, err := split(name)
+	client, bucket, key, err := clientFor(name)
 	if err != nil {
 		return err
-	}
-	client, err := newClient()
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
 	}
 	r, w := io.Pipe()
 	go func() { w.CloseWithError(write(w)) }()
