@@ -14,7 +14,7 @@ import (
 	"github.com/osgm-svm/osgm/internal/e2etest"
 )
 
-func TestMain(m *testing.M) { e2etest.Main(m, "../..") }
+func TestMain(m *testing.M) { e2etest.Main(m, "../..", e2etest.BuildImages, makeCluster) }
 
 const chart = "../../deploy/helm/osgm"
 
@@ -224,10 +224,15 @@ func TestChartWorkload(t *testing.T) {
 	}
 	urls := "tls://run-nats-0.run-nats-headless:4222,tls://run-nats-1.run-nats-headless:4222,tls://run-nats-2.run-nats-headless:4222"
 	coordinator := strings.Join(job.Spec.Template.Spec.Containers[0].Command, " ")
-	for _, want := range []string{"-nats " + urls, "-objstore", "-min-workers 4", "-resume=auto", "-e 0.01 /data/train.svm /out/train.svm.model"} {
+	for _, want := range []string{"-nats " + urls, "-objstore", "-min-workers $(MIN_WORKERS)", "-resume=auto", "-e 0.01 /data/train.svm /out/train.svm.model"} {
 		if !strings.Contains(coordinator, want) {
 			t.Errorf("the coordinator's command lacks %q: %s", want, coordinator)
 		}
+	}
+	// The count the coordinator waits for is not in the Job, whose pod
+	// template cannot change on `helm upgrade`.
+	if cm := find(objs, "ConfigMap", "run-coordinator"); cm == nil || cm.Data["min-workers"] != "4" {
+		t.Errorf("the coordinator's ConfigMap: %v, want min-workers 4", cm)
 	}
 	if w := strings.Join(workers.Spec.Template.Spec.Containers[0].Command, " "); !strings.Contains(w, "-nats "+urls) {
 		t.Errorf("the workers' command: %s", w)
