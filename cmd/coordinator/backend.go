@@ -195,7 +195,7 @@ func openCluster(ctx context.Context, train string, opt *backendOptions, ranges 
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := transport.ConnectNear(ctx, url, opt.near, "coordinator", auth, log, inProcess...)
+	nc, between, err := transport.ConnectNear(ctx, url, opt.near, "coordinator", auth, log, inProcess...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -209,7 +209,7 @@ func openCluster(ctx context.Context, train string, opt *backendOptions, ranges 
 			return nil, nil, err
 		}
 	}
-	cfg.Ranges, cfg.Stop, cfg.Log = ranges, ctx.Done(), log
+	cfg.Ranges, cfg.Stop, cfg.Log, cfg.BetweenRounds = ranges, ctx.Done(), log, between
 	c, err := cluster.New(nc, cfg)
 	if err != nil {
 		return nil, nil, err

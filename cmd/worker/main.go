@@ -82,13 +82,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	nc, err := transport.ConnectNear(ctx, *url, *near, "worker "+*name, secrets, log)
+	nc, between, err := transport.ConnectNear(ctx, *url, *near, "worker "+*name, secrets, log)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
 		os.Exit(1)
 	}
 	defer nc.Close()
-	cfg := worker.Config{Name: *name, Parallel: *parallel, Compact: compact, Log: log}
+	cfg := worker.Config{Name: *name, Parallel: *parallel, Compact: compact, Log: log, BetweenRounds: between}
 	if *metricsAddr != "" {
 		cfg.Metrics = metrics.NewWorker()
 		defer serveMetrics(*metricsAddr, cfg.Metrics, nc, log)()

@@ -80,7 +80,7 @@ func TestK8sCoordinatorDeleted(t *testing.T) {
 // TestK8sScaled: `kubectl scale` takes the workers from 2 to 4 mid-run,
 // then to 1.
 func TestK8sScaled(t *testing.T) {
-	r := install(t, slow(30000), 2)
+	r := install(t, slow(20000), 2)
 	r.waitCheckpoint()
 	r.sh("kubectl", "scale", "deployment/"+r.name+"-worker", "--replicas=4")
 	e2etest.CheckFor(t, 2*time.Minute, "four workers to join", func() bool {
@@ -96,7 +96,7 @@ func TestK8sScaled(t *testing.T) {
 // TestK8sRollingUpdate: `kubectl rollout restart` replaces the workers
 // one at a time mid-run (maxSurge 1, maxUnavailable 0).
 func TestK8sRollingUpdate(t *testing.T) {
-	r := install(t, slow(30000), 2)
+	r := install(t, slow(15000), 2)
 	r.waitCheckpoint()
 	r.sh("kubectl", "rollout", "restart", "deployment/"+r.name+"-worker")
 	r.sh("kubectl", "rollout", "status", "deployment/"+r.name+"-worker", "--timeout=3m")
@@ -111,7 +111,7 @@ func TestK8sRollingUpdate(t *testing.T) {
 // Job's pod template cannot change, so the count reaches the coordinator
 // through a ConfigMap, and the upgrade must not touch the Job.
 func TestK8sHelmUpgrade(t *testing.T) {
-	r := install(t, slow(30000), 2)
+	r := install(t, slow(15000), 2)
 	r.waitCheckpoint()
 	r.sh("helm", "upgrade", r.name, chart, "--reuse-values", "--set", "workers.replicas=3")
 	e2etest.CheckFor(t, 2*time.Minute, "a third worker to join", func() bool {

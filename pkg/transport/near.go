@@ -24,10 +24,19 @@ const nearWait = 30 * time.Second
 // with the server on host near tried first and kept first on reconnects
 // (NearFirst), and gone back to once it answers again after a failover
 // (home). Without near, or with one server, it is Connect.
-func ConnectNear(ctx context.Context, url, near, name string, auth Auth, log *zap.Logger, extra ...nats.Option) (*nats.Conn, error) {
+//
+// between is where the client's protocol lets a move home happen: called
+// at a round's start, it makes a move that is due and reports whether it
+// did (see home). It is never nil.
+func ConnectNear(ctx context.Context, url, near, name string, auth Auth, log *zap.Logger, extra ...nats.Option) (nc *nats.Conn, between func() bool, err error) {
+	return connectNear(ctx, url, near, name, auth, log, homeEvery, homeEvery, extra...)
+}
+
+// connectNear is ConnectNear with home's check period and grace.
+func connectNear(ctx context.Context, url, near, name string, auth Auth, log *zap.Logger, period, grace time.Duration, extra ...nats.Option) (nc *nats.Conn, between func() bool, err error) {
 	ordered, ok, err := NearFirst(ctx, url, near, auth, nearWait)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var h *home
 	switch {
@@ -40,48 +49,81 @@ func ConnectNear(ctx context.Context, url, near, name string, auth Auth, log *za
 	case near != "" && strings.Contains(url, ","):
 		log.Info("no NATS server on this host answered; any will do", zap.String("host", near))
 	}
-	nc, err := Connect(ordered, name, auth, log, extra...)
-	if err == nil && h != nil {
-		go h.keep(nc, homeEvery)
+	nc, err = Connect(ordered, name, auth, log, extra...)
+	if err != nil || h == nil {
+		return nc, func() bool { return false }, err
 	}
-	return nc, err
+	go h.keep(nc, period, grace)
+	return nc, func() bool { return h.between(nc) }, nil
 }
 
 // homeEvery is how often a client that failed over asks whether the
-// server on its own host answers again.
+// server on its own host answers again, and how long a move that is due
+// waits for the client's next round to start before it is made anyway
+// (a client with no rounds under way loses nothing to it).
 const homeEvery = 2 * time.Second
 
 // home brings a client that failed over to another host's server back
 // to its own host's once that one answers again: otherwise every byte it
-// sends and receives would cross a route for the rest of the job. The
-// move is a reconnection like any other (the round under way goes out
-// to it again), once per heal.
+// sends and receives would cross a route for the rest of the job.
+//
+// The move is a reconnection, made between rounds, where it costs
+// nothing: the client's protocol calls between at a round's start. The
+// coordinator's last round has all its results in, and it sends the next
+// point once the new connection is up; a worker holds the round's point,
+// and what it sends meanwhile waits in the connection's buffer. A move
+// made at any other time can lose a point in flight, which costs a
+// resend.
 type home struct {
 	url, host string
 	auth      Auth
 	log       *zap.Logger
 	going     atomic.Bool // the next reconnection goes home
+	due       atomic.Bool // home answers: move at the next round's start
 }
 
 // keep checks every period, until the connection closes, whether the
-// client is away and its home server answers, and then moves it home.
-func (h *home) keep(nc *nats.Conn, period time.Duration) {
+// client is away and its home server answers; the move is then due, and
+// made by between, or by keep itself once it has been due for grace.
+func (h *home) keep(nc *nats.Conn, period, grace time.Duration) {
 	opts, err := h.auth.options()
 	if err != nil {
 		return
 	}
+	var since time.Time
 	for ; !nc.IsClosed(); time.Sleep(period) {
 		if !nc.IsConnected() || strings.HasSuffix(nc.ConnectedServerName(), "@"+h.host) {
+			h.due.Store(false)
 			continue
 		}
 		if name := serverNames([]string{h.url}, opts)[0]; !strings.HasSuffix(name, "@"+h.host) {
+			h.due.Store(false)
 			continue
 		}
-		h.log.Info("the NATS server on this host answers again: moving back to it", logging.Event("reconnect"),
-			zap.String("from", nc.ConnectedServerName()), zap.String("url", h.url))
-		h.going.Store(true)
-		nc.ForceReconnect()
+		if !h.due.Load() {
+			since = time.Now()
+			h.due.Store(true)
+		}
+		if time.Since(since) >= grace && h.due.Swap(false) {
+			h.move(nc, "no round started meanwhile")
+		}
 	}
+}
+
+// between makes a move that is due, and reports whether it did.
+func (h *home) between(nc *nats.Conn) bool {
+	if !h.due.Swap(false) {
+		return false
+	}
+	h.move(nc, "between rounds")
+	return true
+}
+
+func (h *home) move(nc *nats.Conn, when string) {
+	h.log.Info("the NATS server on this host answers again: moving back to it", logging.Event("reconnect"),
+		zap.String("from", nc.ConnectedServerName()), zap.String("url", h.url), zap.String("when", when))
+	h.going.Store(true)
+	nc.ForceReconnect()
 }
 
 // pick is the connection's choice of server on a reconnection: home,

@@ -85,7 +85,7 @@ func TestConnectNearWaitsForItsServer(t *testing.T) {
 		}
 	}()
 	defer silent.Close()
-	nc, err := ConnectNear(context.Background(), other+","+near, "h2", "worker", Auth{}, zap.NewNop())
+	nc, _, err := ConnectNear(context.Background(), other+","+near, "h2", "worker", Auth{}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +108,10 @@ func closedURL(t *testing.T) string {
 	return s.ClientURL()
 }
 
-// TestBackHomeAfterAHeal: a client whose own host's server goes away
-// fails over to another host's, and once its server is back, moves back
-// to it; a client of another host stays where it was.
-func TestBackHomeAfterAHeal(t *testing.T) {
+// cluster3 is three routed servers named for hosts h0-h2, their client
+// URLs, and cutH1, which shuts h1's down and returns what starts it
+// again on the same client port.
+func cluster3(t *testing.T) (servers []*server.Server, urls []string, cutH1 func() (heal func() *server.Server)) {
 	hosts := []string{"h0", "h1", "h2"}
 	ports := make([]int, 3)
 	var routes []string
@@ -123,37 +123,92 @@ func TestBackHomeAfterAHeal(t *testing.T) {
 		return &server.Options{ServerName: "nats@" + hosts[i], Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
 			Cluster: server.ClusterOpts{Name: "osgm", Host: "127.0.0.1", Port: ports[i]}, Routes: server.RoutesFromStr(strings.Join(routes, ","))}
 	}
-	servers := make([]*server.Server, 3)
+	servers = make([]*server.Server, 3)
 	for i := range servers {
 		servers[i] = natstest.Run(t, opts(i))
+		urls = append(urls, servers[i].ClientURL())
 	}
 	natstest.ReachEachOther(t, servers)
-	var urls []string
-	for _, s := range servers {
-		urls = append(urls, s.ClientURL())
+	cutH1 = func() func() *server.Server {
+		o := opts(1)
+		o.Port = servers[1].Addr().(*net.TCPAddr).Port
+		servers[1].Shutdown()
+		return func() *server.Server { return natstest.On(t, o) }
 	}
-	connect := func(host string) *nats.Conn {
-		nc, err := ConnectNear(context.Background(), strings.Join(urls, ","), host, "c", Auth{}, zap.NewNop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		natstest.WaitFor(t, 10*time.Second, "a connection", nc.IsConnected)
-		return nc
-	}
-	away, stays := connect("h1"), connect("h0")
-	homeOpts := opts(1)
-	homeOpts.Port = servers[1].Addr().(*net.TCPAddr).Port
-	servers[1].Shutdown()
+	return servers, urls, cutH1
+}
+
+// failOver waits for a client of h1 to be on another host's server.
+func failOver(t *testing.T, nc *nats.Conn) {
+	t.Helper()
 	natstest.WaitFor(t, 20*time.Second, "the client to fail over", func() bool {
-		return away.IsConnected() && away.ConnectedServerName() != "nats@h1"
+		return nc.IsConnected() && nc.ConnectedServerName() != "nats@h1"
 	})
-	healed := natstest.On(t, homeOpts) // the same client port
+}
+
+// connectTo is connectNear to urls for a client on host, connected.
+func connectTo(t *testing.T, urls []string, host string, period, grace time.Duration) (*nats.Conn, func() bool) {
+	t.Helper()
+	nc, between, err := connectNear(context.Background(), strings.Join(urls, ","), host, "c", Auth{}, zap.NewNop(), period, grace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	natstest.WaitFor(t, 10*time.Second, "a connection", nc.IsConnected)
+	return nc, between
+}
+
+// TestBackHomeAfterAHeal: a client whose own host's server goes away
+// fails over to another host's, and once its server is back, moves back
+// to it; a client of another host stays where it was. Neither starts a
+// round, so the move is made once it has waited its grace for one.
+func TestBackHomeAfterAHeal(t *testing.T) {
+	servers, urls, cutH1 := cluster3(t)
+	away, _ := connectTo(t, urls, "h1", 100*time.Millisecond, 200*time.Millisecond)
+	stays, _ := connectTo(t, urls, "h0", 100*time.Millisecond, 200*time.Millisecond)
+	heal := cutH1()
+	failOver(t, away)
+	healed := heal()
 	natstest.ReachEachOther(t, []*server.Server{servers[0], healed, servers[2]})
 	natstest.WaitFor(t, 20*time.Second, "the client to move back home", func() bool {
 		return away.IsConnected() && away.ConnectedServerName() == "nats@h1"
 	})
 	if got := stays.ConnectedServerName(); got != "nats@h0" {
 		t.Errorf("the other host's client is on %s, not its own host's", got)
+	}
+}
+
+// TestBackHomeBetweenRounds: a client that runs rounds moves home at a
+// round's start (between), not while a round may be under way: with a
+// grace longer than the test, it stays away until between is called,
+// and between moves it once.
+func TestBackHomeBetweenRounds(t *testing.T) {
+	_, urls, cutH1 := cluster3(t)
+	away, between := connectTo(t, urls, "h1", 50*time.Millisecond, time.Hour)
+	if between() {
+		t.Fatal("between moved a client that is home")
+	}
+	heal := cutH1()
+	failOver(t, away)
+	heal()
+	natstest.WaitFor(t, 20*time.Second, "h1's server to answer", func() bool {
+		return serverNames(urls[1:2], nil)[0] == "nats@h1"
+	})
+	// Several checks later, the move is due and not made.
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if away.ConnectedServerName() == "nats@h1" {
+			t.Fatal("the client moved home with no round started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !between() {
+		t.Fatal("between did not move the client home")
+	}
+	natstest.WaitFor(t, 20*time.Second, "the client to move back home", func() bool {
+		return away.IsConnected() && away.ConnectedServerName() == "nats@h1"
+	})
+	if between() {
+		t.Error("between moved the client again")
 	}
 }

@@ -470,10 +470,22 @@ func (c *Cluster) regressionTally(pt *wire.Point) (shard.Tally, error) {
 	return t, err
 }
 
+// moveWait bounds how long a round waits for the connection a move
+// between rounds makes; past it, the round goes out on whatever
+// connection there is, and a reconnection then resends it as usual.
+const moveWait = 5 * time.Second
+
 // round1 runs a round: it sends the point (a broadcast or own points)
 // and steps the core until every shard's result is in, or the round
 // fails.
 func (c *Cluster) round1(pt *wire.Point, add func(*reduce.Partial) error) error {
+	if move := c.core.cfg.BetweenRounds; move != nil && move() {
+		select {
+		case <-c.reconnected:
+			c.core.sawReconnect()
+		case <-time.After(moveWait):
+		}
+	}
 	// This broadcast reaches whoever is connected now: reconnections
 	// before it need no other.
 	select {

@@ -49,7 +49,12 @@ type Config struct {
 	// (transport.DefaultWaitReport): without it, a cluster whose workers never
 	// start shows one line and then nothing.
 	WaitReport time.Duration
-	Log        *zap.Logger
+	// BetweenRounds, when set, is called at each round's start, before
+	// its point goes out: a connection that moves to another server
+	// there (transport.ConnectNear's between) loses nothing, and reports
+	// true; the round then waits for the new connection (moveWait).
+	BetweenRounds func() bool
+	Log           *zap.Logger
 }
 
 // ClusterFlags and OperationFlags are the names Config.Flags

@@ -34,6 +34,12 @@ type Config struct {
 	// coordinator's stall check. Tests hold a load on it, or trickle
 	// bytes, as a hung or slow network mount would.
 	Load func(read func() ([]*shard.Shard, int, error), bytes *atomic.Int64) ([]*shard.Shard, int, error)
+	// BetweenRounds, when set, is called when a new round's point has
+	// come, before it is evaluated: a connection that moves to another
+	// server there (transport.ConnectNear's between) loses nothing, as
+	// the next point comes only once this worker's results are in, and
+	// results sent meanwhile wait in the connection's buffer.
+	BetweenRounds func() bool
 }
 
 // Bus is what a worker sends and receives its messages through: the NATS

@@ -139,6 +139,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		case r := <-w.loaded:
 			w.core.Step(gotLoad{r})
 		case p := <-w.points:
+			if move := w.cfg.BetweenRounds; move != nil && p.job == w.core.job && p.round > w.core.round {
+				move() // with the round's point in hand: see Config
+			}
 			w.core.Step(gotPoint{p})
 		case m := <-w.relays:
 			w.core.Step(gotRelay{m})
