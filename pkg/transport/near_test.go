@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/osgm-svm/osgm/internal/natstest"
-	"github.com/osgm-svm/osgm/internal/testport"
 )
 
 func TestNearFirst(t *testing.T) {
@@ -110,18 +109,17 @@ func closedURL(t *testing.T) string {
 
 // cluster3 is three routed servers named for hosts h0-h2, their client
 // URLs, and cutH1, which shuts h1's down and returns what starts it
-// again on the same client port.
+// again on the same client port. Routes go only to h0's, listening
+// already: a server dialling a port nobody listens on yet can connect
+// to itself from it (TCP's self-connect), and the server meant for that
+// port then cannot start.
 func cluster3(t *testing.T) (servers []*server.Server, urls []string, cutH1 func() (heal func() *server.Server)) {
-	hosts := []string{"h0", "h1", "h2"}
-	ports := make([]int, 3)
-	var routes []string
-	for i := range ports {
-		ports[i] = testport.Free(t)
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
-	}
 	opts := func(i int) *server.Options {
-		return &server.Options{ServerName: "nats@" + hosts[i], Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
-			Cluster: server.ClusterOpts{Name: "osgm", Host: "127.0.0.1", Port: ports[i]}, Routes: server.RoutesFromStr(strings.Join(routes, ","))}
+		o := &server.Options{ServerName: fmt.Sprint("nats@h", i), Cluster: server.ClusterOpts{Name: "osgm", Host: "127.0.0.1", Port: -1}}
+		if i > 0 {
+			o.Routes = server.RoutesFromStr("nats://" + servers[0].ClusterAddr().String())
+		}
+		return o
 	}
 	servers = make([]*server.Server, 3)
 	for i := range servers {

@@ -119,6 +119,13 @@ func TestStoreReplicas(t *testing.T) {
 	// A store of three outlives the server that led it: what was put
 	// is read back through another.
 	store := createStore(t, natstest.URLs(servers, 0), "kept", AutoReplicas)
+	// A stream just made answers puts once its copies have elected a
+	// leader (under the race detector, a put before that had no
+	// responder).
+	natstest.WaitFor(t, 10*time.Second, "the store's leader", func() bool {
+		st, err := store.Status(context.Background())
+		return err == nil && st.(*jetstream.ObjectBucketStatus).StreamInfo().Cluster.Leader != ""
+	})
 	if _, err := store.PutBytes(context.Background(), "shard-000000", []byte("text of a shard")); err != nil {
 		t.Fatal(err)
 	}
