@@ -259,3 +259,35 @@ func (l *link) pipe(dst io.Writer, src io.Reader) {
 		}
 	}
 }
+
+// TestBetweenRoundsEachRound: the coordinator offers its connection a
+// move at every round's start (transport.ConnectNear's between), and a
+// move made there, a reconnection forced between two rounds, changes no
+// bit of the model: the round waits for the new connection.
+func TestBetweenRoundsEachRound(t *testing.T) {
+	path := bandedData(t, 2000, 2, 1)
+	cfg := train.Config{Problem: train.Problem{C: 1, Bias: 1}, Settings: train.Settings{Options: osgm.Options{Method: "newton", MaxIter: 50}, Eps: 1e-3}}
+	want := localModel(t, path, 8, cfg)
+	var c *Cluster
+	var calls atomic.Int64
+	between := func() bool {
+		if calls.Add(1) != 3 {
+			return false
+		}
+		c.nc.ForceReconnect()
+		return true
+	}
+	c, _, _ = startCluster(t, path, 2, 8, clusterOptions{parallel: 1,
+		config: func(cfg *Config) { cfg.BetweenRounds = between }})
+	res, err := train.Train(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameModel(t, res, want)
+	if got, rounds := calls.Load(), c.Stats().Rounds; got != int64(rounds) || rounds < 3 {
+		t.Errorf("between was called %d times in %d rounds, want once a round", got, rounds)
+	}
+	if n := c.nc.Stats().Reconnects; n != 1 {
+		t.Errorf("%d reconnections, want the one made between rounds", n)
+	}
+}
