@@ -48,8 +48,11 @@ node_sock() { echo "$run/$1/containerd.sock"; }
 
 # bin builds the binaries once and prints their directory; the key is the
 # build module's contents, so a change to it builds again.
+# bindir is where the binaries of this build module go, keyed by its
+# contents; hashed once a run, not at every kubectl.
 bindir() {
-	echo "$cache/k8s-$(cd "$here/k8sbuild" && cat go.mod go.sum ./*/*.go tools.go | sha256sum | cut -c1-12)"
+	[ -n "${bindir_:-}" ] || bindir_=$cache/k8s-$(cd "$here/k8sbuild" && cat go.mod go.sum ./*/*.go tools.go | sha256sum | cut -c1-12)
+	echo "$bindir_"
 }
 built() { [ -x "$(bindir)/kubelet" ] && [ -x "$(bindir)/etcd" ]; }
 bin() {

@@ -31,15 +31,8 @@ var errCluster = errors.New("not made")
 // tests. Kubernetes' binaries must be built already (scripts/k8s.sh bin,
 // about 22 CPU-minutes), unless the tests are required to run.
 func makeCluster() {
-	switch {
-	case testing.Short():
-		errCluster = errors.New("cluster tests: run without -short")
-		return
-	case exec.Command("docker", "info").Run() != nil:
-		errCluster = errors.New("no Docker engine here (the images are built with it)")
-		return
-	case os.Getuid() != 0:
-		errCluster = errors.New("the cluster's nodes live in network namespaces, which need root")
+	if err := e2etest.NodesHere("Kubernetes cluster"); err != nil {
+		errCluster = err
 		return
 	}
 	if _, err := os.Stat("/run/netns/osgmk-cp"); err == nil {
@@ -261,17 +254,6 @@ func (r *release) wantLocalModel(after string) {
 	}
 }
 
-// localModels holds the local runs' models by their flags: the tests
-// share theirs. (The tests run one at a time.)
-var localModels = map[string][]byte{}
-
 func localModel(t *testing.T, flags []string) []byte {
-	key := strings.Join(flags, " ")
-	if m, ok := localModels[key]; ok {
-		return m
-	}
-	src := filepath.Join(e2etest.SharedData(), "a9a.bz2")
-	m := e2etest.Train(t, src, append([]string{"-q", "-local"}, flags...)...)
-	localModels[key] = m
-	return m
+	return e2etest.LocalModel(t, filepath.Join(e2etest.SharedData(), "a9a.bz2"), flags)
 }

@@ -64,6 +64,7 @@ func TestSwarmWorkerNodeCut(t *testing.T) {
 // labelled node, which has no file of the checkpoint and resumes from
 // its copy in the object store.
 func TestSwarmCoordinatorMoves(t *testing.T) {
+	needSwarm(t)
 	manager := managerNode(t)
 	label(t, manager, "-rm", "osgm.coordinator")
 	label(t, "h3", "-rm", "osgm.worker")

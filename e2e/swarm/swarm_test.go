@@ -42,15 +42,8 @@ var errSwarm = fmt.Errorf("not made")
 // makeSwarm makes the four-node swarm and the stack's secrets, and has
 // Main take it down after the tests.
 func makeSwarm() {
-	switch {
-	case testing.Short():
-		errSwarm = fmt.Errorf("swarm tests: run without -short")
-		return
-	case exec.Command("docker", "info").Run() != nil:
-		errSwarm = fmt.Errorf("no Docker engine here")
-		return
-	case os.Getuid() != 0:
-		errSwarm = fmt.Errorf("the swarm's nodes live in network namespaces, which need root")
+	if err := e2etest.NodesHere("swarm"); err != nil {
+		errSwarm = err
 		return
 	}
 	out, _ := exec.Command("docker", "info", "-f", "{{.Swarm.LocalNodeState}}").Output()
@@ -339,19 +332,8 @@ func (s *stack) wantLocalModel(flags []string, after string) {
 	}
 }
 
-// localModels holds the local runs' models by their flags: the fault
-// tests share theirs. (The tests run one at a time.)
-var localModels = map[string][]byte{}
-
 func localModel(t *testing.T, flags []string) []byte {
-	key := strings.Join(flags, " ")
-	if m, ok := localModels[key]; ok {
-		return m
-	}
-	src := filepath.Join(e2etest.SharedData(), "a9a.bz2")
-	m := e2etest.Train(t, src, append([]string{"-q", "-local"}, flags...)...)
-	localModels[key] = m
-	return m
+	return e2etest.LocalModel(t, filepath.Join(e2etest.SharedData(), "a9a.bz2"), flags)
 }
 
 // slowRun is a file layered over stack.yaml that gives the coordinator

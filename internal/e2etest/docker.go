@@ -2,6 +2,8 @@ package e2etest
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -53,4 +55,19 @@ func Docker(t *testing.T, args ...string) string {
 		t.Fatalf("docker %v: %v\n%s", args, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// NodesHere says why a cluster whose nodes live in network namespaces
+// on this machine (scripts/swarm.sh's swarm, scripts/k8s.sh's
+// Kubernetes; kind names it) cannot be made here, or nil.
+func NodesHere(kind string) error {
+	switch {
+	case testing.Short():
+		return fmt.Errorf("%s tests: run without -short", kind)
+	case exec.Command("docker", "info").Run() != nil:
+		return errors.New("no Docker engine here")
+	case os.Getuid() != 0:
+		return fmt.Errorf("the %s's nodes live in network namespaces, which need root", kind)
+	}
+	return nil
 }

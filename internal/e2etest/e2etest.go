@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,4 +202,21 @@ func Train(t *testing.T, data string, args ...string) []byte {
 	c := Start(t, "coordinator", append(args, data, model)...)
 	c.Wait(t, 5*time.Minute)
 	return ReadFile(t, model)
+}
+
+// localModels holds the local runs' models by file and flags: a
+// package's cluster tests share theirs. (Its tests run one at a time.)
+var localModels = map[string][]byte{}
+
+// LocalModel is `coordinator -q -local flags data`'s model, the bytes a
+// cluster's run must end in, trained once per data and flags.
+func LocalModel(t *testing.T, data string, flags []string) []byte {
+	t.Helper()
+	key := data + "\x00" + strings.Join(flags, " ")
+	if m, ok := localModels[key]; ok {
+		return m
+	}
+	m := Train(t, data, append([]string{"-q", "-local"}, flags...)...)
+	localModels[key] = m
+	return m
 }

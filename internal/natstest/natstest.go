@@ -42,16 +42,35 @@ func On(t testing.TB, opts *server.Options) *server.Server {
 // reaches every other.
 func Cluster(t testing.TB, n int) []*server.Server {
 	t.Helper()
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprint("s", i)
+	}
+	return NamedCluster(t, names...)
+}
+
+// NamedCluster is Cluster of servers with the names given.
+func NamedCluster(t testing.TB, names ...string) []*server.Server {
+	t.Helper()
 	var servers []*server.Server
-	for i := range n {
-		o := &server.Options{ServerName: fmt.Sprint("s", i), Cluster: server.ClusterOpts{Name: "osgm", Host: "127.0.0.1", Port: -1}}
-		if i > 0 { // the others learn of each other from the first
-			o.Routes = server.RoutesFromStr(fmt.Sprintf("nats://%s", servers[0].ClusterAddr()))
-		}
-		servers = append(servers, Run(t, o))
+	for _, name := range names {
+		servers = append(servers, Run(t, MemberOptions(name, servers)))
 	}
 	ReachEachOther(t, servers)
 	return servers
+}
+
+// MemberOptions are the options of a server named name that joins the
+// cluster of servers (nil: the first). Routes go to the first alone,
+// listening already: a server dialling a port nobody listens on yet can
+// connect to itself from it (TCP's self-connect), and the server meant
+// for that port then cannot start.
+func MemberOptions(name string, servers []*server.Server) *server.Options {
+	o := &server.Options{ServerName: name, Cluster: server.ClusterOpts{Name: "osgm", Host: "127.0.0.1", Port: -1}}
+	if len(servers) > 0 {
+		o.Routes = server.RoutesFromStr(fmt.Sprintf("nats://%s", servers[0].ClusterAddr()))
+	}
+	return o
 }
 
 // ReachEachOther returns once a message published on any of the servers

@@ -29,16 +29,20 @@ const nearWait = 30 * time.Second
 // at a round's start, it makes a move that is due and reports whether it
 // did (see home). It is never nil.
 func ConnectNear(ctx context.Context, url, near, name string, auth Auth, log *zap.Logger, extra ...nats.Option) (nc *nats.Conn, between func() bool, err error) {
-	return connectNear(ctx, url, near, name, auth, log, homeEvery, homeEvery, extra...)
+	nc, h, err := connectNear(ctx, url, near, name, auth, log, homeEvery, homeEvery, extra...)
+	if h == nil {
+		return nc, func() bool { return false }, err
+	}
+	return nc, func() bool { return h.between(nc) }, nil
 }
 
-// connectNear is ConnectNear with home's check period and grace.
-func connectNear(ctx context.Context, url, near, name string, auth Auth, log *zap.Logger, period, grace time.Duration, extra ...nats.Option) (nc *nats.Conn, between func() bool, err error) {
+// connectNear is ConnectNear with home's check period and grace; h is
+// nil when there is no home to go back to.
+func connectNear(ctx context.Context, url, near, name string, auth Auth, log *zap.Logger, period, grace time.Duration, extra ...nats.Option) (nc *nats.Conn, h *home, err error) {
 	ordered, ok, err := NearFirst(ctx, url, near, auth, nearWait)
 	if err != nil {
 		return nil, nil, err
 	}
-	var h *home
 	switch {
 	case ok:
 		first, _, _ := strings.Cut(ordered, ",")
@@ -51,10 +55,10 @@ func connectNear(ctx context.Context, url, near, name string, auth Auth, log *za
 	}
 	nc, err = Connect(ordered, name, auth, log, extra...)
 	if err != nil || h == nil {
-		return nc, func() bool { return false }, err
+		return nc, nil, err
 	}
 	go h.keep(nc, period, grace)
-	return nc, func() bool { return h.between(nc) }, nil
+	return nc, h, nil
 }
 
 // homeEvery is how often a client that failed over asks whether the
